@@ -1,0 +1,55 @@
+"""Every error fusionlang raises for bad input is a FuseError.
+
+The CLI prints ``str(error)`` (one line, or a rendered diagnostic block) and exits 2;
+nothing else about the error reaches the user. This module imports nothing of ours, so
+every package may raise these.
+"""
+
+from __future__ import annotations
+
+
+class FuseError(Exception):
+    """Base class: bad input described in words a user can act on."""
+
+    #: exit status the CLI uses for this error
+    exit_code = 2
+
+
+class GraphError(FuseError):
+    """A graph is malformed: dangling edge, cycle, duplicate name, type mismatch."""
+
+
+class ShapeError(FuseError):
+    """An op received inputs whose shapes, dtypes or attributes it cannot accept."""
+
+
+class UnsupportedOpError(FuseError):
+    """An op (from a model or a rule file) that fusionlang does not know."""
+
+
+class ModelError(FuseError):
+    """A model file cannot be read or imported (truncated, malformed, unsupported form)."""
+
+
+class RuleError(FuseError):
+    """A .fuse rule file is malformed; carries one or more diagnostics."""
+
+    def __init__(self, diagnostics):
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+class RewriteError(FuseError):
+    """The rewrite engine stopped abnormally (e.g. a rule set kept firing past its budget)."""
+
+
+class PlanError(FuseError):
+    """A fusion plan is inconsistent (an op in two groups, a cyclic quotient graph)."""
+
+
+class CodegenError(FuseError):
+    """A group cannot be turned into loops or compiled."""
+
+
+class InputError(FuseError):
+    """Feeds given to a compiled or interpreted graph do not match its inputs."""

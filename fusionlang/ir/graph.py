@@ -1,0 +1,191 @@
+"""Graph and Node: a dataflow graph of named tensor values.
+
+A value is a name. It is exactly one of: a graph input, a constant (its array lives in
+``Graph.constants``), or the output of one node. ``Graph.types`` maps every value to its
+TensorType. Nodes are kept in a topological order; :meth:`Graph.toposort` restores it
+after edits. An empty input name marks an omitted optional input.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from fusionlang.errors import GraphError
+from fusionlang.ir.types import TensorType
+
+
+@dataclass(eq=False)  # identity semantics: attrs may hold arrays
+class Node:
+    name: str
+    op: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    #: where this node came from: "onnx:Conv_12", "rule fold_conv_bn (simplify.fuse:14)", ...
+    provenance: tuple[str, ...] = ()
+
+    def present_inputs(self) -> list[str]:
+        return [v for v in self.inputs if v]
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.op}, {self.inputs} -> {self.outputs})"
+
+
+class Graph:
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self.types: dict[str, TensorType] = {}
+        self.constants: dict[str, np.ndarray] = {}
+        self.nodes: list[Node] = []
+        self._names = itertools.count()
+
+    # ----- construction -------------------------------------------------------------
+    def add_input(self, name: str, ttype: TensorType) -> str:
+        self._claim(name)
+        self.types[name] = ttype
+        self.inputs.append(name)
+        return name
+
+    def add_constant(self, name: str, array) -> str:
+        self._claim(name)
+        array = np.ascontiguousarray(array)
+        ttype = TensorType.of(array)
+        self.constants[name] = array.astype(ttype.dtype, copy=False)
+        self.types[name] = ttype
+        return name
+
+    def add_node(self, node: Node, output_types: list[TensorType]) -> Node:
+        if len(output_types) != len(node.outputs):
+            raise GraphError(f"node {node.name!r}: {len(node.outputs)} outputs but {len(output_types)} types")
+        for out, ttype in zip(node.outputs, output_types):
+            self._claim(out)
+            self.types[out] = ttype
+        self.nodes.append(node)
+        return node
+
+    def fresh_name(self, stem: str) -> str:
+        """A value or node name not used in this graph yet."""
+        taken = self._taken_names()
+        while True:
+            candidate = f"{stem}_{next(self._names)}"
+            if candidate not in taken:
+                return candidate
+
+    def _taken_names(self) -> set[str]:
+        return set(self.types) | {n.name for n in self.nodes}
+
+    def _claim(self, name: str) -> None:
+        if not name:
+            raise GraphError("empty value name")
+        if name in self.types:
+            raise GraphError(f"value {name!r} is defined twice")
+
+    # ----- queries ------------------------------------------------------------------
+    def producers(self) -> dict[str, Node]:
+        """value name -> the node that computes it (inputs and constants are absent)."""
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """value name -> nodes reading it, in node order (a node reading twice appears once)."""
+        users: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for value in dict.fromkeys(node.present_inputs()):
+                users.setdefault(value, []).append(node)
+        return users
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise GraphError(f"no node named {name!r} in graph {self.name!r}")
+
+    def is_constant(self, value: str) -> bool:
+        return value in self.constants
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    # ----- edits --------------------------------------------------------------------
+    def toposort(self) -> None:
+        """Reorder nodes topologically, keeping the current order where it is free.
+
+        Raises GraphError naming the nodes on a cycle, or a value no one defines.
+        """
+        producers = self.producers()
+        defined = set(self.inputs) | set(self.constants)
+        order: list[Node] = []
+        state: dict[str, int] = {}  # 1 = on stack, 2 = done
+        by_name = {n.name: n for n in self.nodes}
+
+        for root in self.nodes:
+            if state.get(root.name):
+                continue
+            stack = [(root, iter(root.present_inputs()))]
+            state[root.name] = 1
+            while stack:
+                node, pending = stack[-1]
+                advanced = False
+                for value in pending:
+                    producer = producers.get(value)
+                    if producer is None:
+                        if value not in defined:
+                            raise GraphError(f"node {node.name!r} ({node.op}) reads {value!r}, which nothing defines")
+                        continue
+                    mark = state.get(producer.name)
+                    if mark == 1:
+                        cycle = [n.name for n, _ in stack[[s[0].name for s in stack].index(producer.name):]]
+                        raise GraphError(f"cycle through nodes {' -> '.join(cycle + [producer.name])}")
+                    if mark is None:
+                        state[producer.name] = 1
+                        stack.append((producer, iter(producer.present_inputs())))
+                        advanced = True
+                        break
+                if not advanced:
+                    stack.pop()
+                    state[node.name] = 2
+                    order.append(by_name[node.name])
+        self.nodes = order
+
+    def remove_unused(self) -> int:
+        """Drop nodes and constants no graph output depends on. Returns nodes removed."""
+        live = set(self.outputs)
+        kept: list[Node] = []
+        for node in reversed(self.nodes):
+            if any(out in live for out in node.outputs):
+                kept.append(node)
+                live.update(node.present_inputs())
+        removed = len(self.nodes) - len(kept)
+        kept_ids = {id(node) for node in kept}
+        dead_values = [out for node in self.nodes if id(node) not in kept_ids for out in node.outputs]
+        self.nodes = kept[::-1]
+        for value in dead_values:
+            self.types.pop(value, None)
+        for name in [c for c in self.constants if c not in live]:
+            del self.constants[name]
+            del self.types[name]
+        return removed
+
+    def copy(self) -> "Graph":
+        """A structural copy: new Node objects and dicts, constant arrays shared (read-only)."""
+        other = Graph(self.name)
+        other.inputs = list(self.inputs)
+        other.outputs = list(self.outputs)
+        other.types = dict(self.types)
+        other.constants = dict(self.constants)
+        other.nodes = [
+            Node(n.name, n.op, list(n.inputs), list(n.outputs), dict(n.attrs), n.provenance) for n in self.nodes
+        ]
+        other._names = itertools.count(next(self._names))
+        return other
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name!r}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"

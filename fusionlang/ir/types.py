@@ -1,0 +1,83 @@
+"""TensorType: a static shape and a dtype. Everything in fusionlang has static shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from fusionlang.errors import ShapeError
+
+#: dtypes fusionlang understands, by numpy name, with their short printed form
+DTYPES = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "int64": "i64",
+    "int32": "i32",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "bool",
+}
+_SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
+
+
+def canonical_dtype(dtype) -> str:
+    """Return the numpy name of ``dtype`` ('float32', ...) or raise ShapeError."""
+    if isinstance(dtype, str) and dtype in _SHORT_TO_DTYPE:
+        return _SHORT_TO_DTYPE[dtype]
+    try:
+        name = np.dtype(dtype).name
+    except TypeError as exc:
+        raise ShapeError(f"unknown dtype {dtype!r}") from exc
+    if name not in DTYPES:
+        raise ShapeError(f"unsupported dtype {name!r} (supported: {', '.join(DTYPES)})")
+    return name
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        shape = tuple(int(d) for d in self.shape)
+        if any(d < 0 for d in shape):
+            raise ShapeError(f"negative dimension in shape {shape}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.startswith("float")
+
+    def with_shape(self, shape) -> "TensorType":
+        return TensorType(tuple(shape), self.dtype)
+
+    def with_dtype(self, dtype) -> "TensorType":
+        return TensorType(self.shape, dtype)
+
+    @classmethod
+    def of(cls, array) -> "TensorType":
+        array = np.asarray(array)
+        return cls(array.shape, array.dtype)
+
+    def __str__(self) -> str:
+        return f"{DTYPES[self.dtype]}[{','.join(map(str, self.shape))}]"

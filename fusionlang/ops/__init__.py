@@ -1,0 +1,35 @@
+"""What an op computes and accesses: the registry of op definitions, the NumPy reference
+interpreter, access specs for the loop layer, and a graph builder.
+
+Op categories (elemwise, reduce, ...) are not here: they are policy, written in .fuse files.
+"""
+
+from fusionlang.ops import elementwise as _elementwise  # noqa: F401  (registers ops)
+from fusionlang.ops import nn as _nn  # noqa: F401
+from fusionlang.ops import reduce as _reduce  # noqa: F401
+from fusionlang.ops import shape as _shape  # noqa: F401
+from fusionlang.ops.access import ACC, REDUCTIONS, Read, Stmt, i_sym, r_sym, v_sym
+from fusionlang.ops.builder import GraphBuilder
+from fusionlang.ops.checking import op_call, verify_graph
+from fusionlang.ops.interpreter import check_feeds, run
+from fusionlang.ops.registry import REGISTRY, Attr, OpCall, OpDef, OpRegistry
+
+__all__ = [
+    "ACC",
+    "REDUCTIONS",
+    "REGISTRY",
+    "Attr",
+    "GraphBuilder",
+    "OpCall",
+    "OpDef",
+    "OpRegistry",
+    "Read",
+    "Stmt",
+    "check_feeds",
+    "i_sym",
+    "op_call",
+    "r_sym",
+    "run",
+    "v_sym",
+    "verify_graph",
+]

@@ -1,0 +1,102 @@
+"""Shared building blocks for op definitions: broadcasting, dtype rules, and the
+elementwise-op factory (one formula gives the access spec; NumPy gives the reference)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import sympy as sp
+
+from fusionlang.ir.types import TensorType
+from fusionlang.ops.access import Read, Stmt, broadcast_index, v_sym
+from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+
+
+def broadcast_shapes(call: OpCall, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise call.fail("shapes " + ", ".join(str(list(s)) for s in shapes) + " do not broadcast") from None
+
+
+def same_dtype(call: OpCall, types: Sequence[TensorType]) -> str:
+    dtypes = {t.dtype for t in types}
+    if len(dtypes) > 1:
+        raise call.fail("inputs have different dtypes: " + ", ".join(sorted(dtypes)))
+    return types[0].dtype
+
+
+def require_float(call: OpCall, ttype: TensorType, what: str = "input") -> None:
+    if not ttype.is_float:
+        raise call.fail(f"{what} must be a floating-point tensor, got {ttype.dtype}")
+
+
+def present_types(call: OpCall) -> list[TensorType]:
+    return [t for t in call.in_types if t is not None]
+
+
+FormulaFn = Callable[[list[sp.Symbol], dict], sp.Expr]
+NumpyFn = Callable[[list[np.ndarray], dict], np.ndarray]
+
+
+def elementwise(
+    name: str,
+    formula: FormulaFn,
+    numpy_fn: NumpyFn,
+    *,
+    inputs: tuple[str, ...] = ("x",),
+    attrs: dict[str, Attr] | None = None,
+    variadic: bool = False,
+    min_inputs: int | None = None,
+    out_dtype: str | None = None,
+    mixed_dtypes: bool = False,
+    float_only: bool = False,
+    doc: str = "",
+) -> OpDef:
+    """Register an elementwise op with numpy broadcasting over all inputs.
+
+    ``formula(values, attrs)`` gives the scalar result from the loaded values (sympy);
+    ``numpy_fn(arrays, attrs)`` computes the same thing on whole arrays.
+    ``out_dtype`` fixes the result dtype (e.g. 'bool'); otherwise it is the first input's.
+    """
+
+    def infer(call: OpCall) -> list[TensorType]:
+        types = present_types(call)
+        shape = broadcast_shapes(call, [t.shape for t in types])
+        dtype = types[0].dtype if mixed_dtypes else same_dtype(call, types)
+        if float_only:
+            require_float(call, types[0])
+        return [TensorType(shape, out_dtype or dtype)]
+
+    def reference(arrays, attrs):
+        result = numpy_fn(arrays, attrs)
+        dtype = out_dtype or arrays[0].dtype
+        return [np.asarray(result).astype(dtype, copy=False)]
+
+    def access(call: OpCall) -> list[Stmt]:
+        out = call.out_types[0]
+        reads = tuple(Read(k, broadcast_index(t.shape, out.rank)) for k, t in enumerate(call.in_types))
+        body = formula([v_sym(k) for k in range(len(reads))], call.attrs)
+        return [Stmt(0, out.shape, reads, sp.sympify(body))]
+
+    return register(
+        OpDef(
+            name=name,
+            inputs=inputs,
+            infer=infer,
+            reference=reference,
+            access=access,
+            attrs=attrs or {},
+            variadic=variadic,
+            min_inputs=min_inputs,
+            doc=doc,
+        )
+    )
+
+
+def fold_left(fn: Callable, values: Sequence):
+    out = values[0]
+    for v in values[1:]:
+        out = fn(out, v)
+    return out

@@ -1,0 +1,78 @@
+"""The NumPy reference interpreter: the oracle every fused program is compared with."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from fusionlang.errors import FuseError, InputError, ShapeError
+from fusionlang.ir.graph import Graph
+from fusionlang.ops.registry import REGISTRY, OpRegistry
+
+
+def registry_of(graph: Graph, registry: OpRegistry | None = None) -> OpRegistry:
+    """The registry to interpret ``graph`` with: explicit, else the graph's, else built-ins."""
+    return registry or getattr(graph, "registry", None) or REGISTRY
+
+
+def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Validate feeds against the graph inputs; returns them as arrays of the right dtype."""
+    missing = [name for name in graph.inputs if name not in feeds]
+    if missing:
+        raise InputError(f"missing input {missing[0]!r} (graph inputs: {', '.join(graph.inputs)})")
+    extra = sorted(set(feeds) - set(graph.inputs))
+    if extra:
+        raise InputError(f"unknown input {extra[0]!r} (graph inputs: {', '.join(graph.inputs)})")
+    arrays = {}
+    for name in graph.inputs:
+        want = graph.types[name]
+        array = np.asarray(feeds[name])
+        if tuple(array.shape) != want.shape:
+            raise InputError(f"input {name!r}: expected shape {list(want.shape)}, got {list(array.shape)}")
+        if array.dtype != np.dtype(want.dtype):
+            if np.can_cast(array.dtype, want.dtype, casting="same_kind"):
+                array = array.astype(want.dtype)
+            else:
+                raise InputError(f"input {name!r}: expected dtype {want.dtype}, got {array.dtype}")
+        arrays[name] = array
+    return arrays
+
+
+def run(graph: Graph, feeds: Mapping[str, np.ndarray], registry: OpRegistry | None = None,
+        *, keep: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Run ``graph`` on ``feeds``; returns {output name: array}.
+
+    Intermediates are freed after their last use, so memory stays near the live set.
+    ``keep`` names extra values to return (for debugging and differential tests).
+    """
+    registry = registry_of(graph, registry)
+    env: dict[str, np.ndarray] = dict(graph.constants)
+    env.update(check_feeds(graph, feeds))
+    wanted = set(graph.outputs) | (keep or set())
+    last_use = {}
+    for position, node in enumerate(graph.nodes):
+        for value in node.present_inputs():
+            last_use[value] = position
+    for position, node in enumerate(graph.nodes):
+        opdef = registry.get(node.op, f"node {node.name!r}")
+        args = [env[v] if v else None for v in node.inputs]
+        while args and args[-1] is None:
+            args.pop()
+        try:
+            results = opdef.reference(args, node.attrs)
+        except FuseError:
+            raise
+        except (ValueError, IndexError, TypeError) as exc:
+            raise ShapeError(f"node {node.name!r} ({node.op}): {exc}") from exc
+        for out, array in zip(node.outputs, results):
+            expected = graph.types[out]
+            array = np.asarray(array)
+            if array.shape != expected.shape:
+                raise ShapeError(f"node {node.name!r} ({node.op}): computed shape {list(array.shape)} "
+                                 f"but its type says {expected}")
+            env[out] = array
+        for value in node.present_inputs():
+            if last_use.get(value) == position and value not in wanted and value not in graph.constants:
+                env.pop(value, None)
+    return {name: env[name] for name in graph.outputs} | {name: env[name] for name in (keep or ()) if name in env}

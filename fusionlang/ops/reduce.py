@@ -1,0 +1,88 @@
+"""Reductions over a set of axes (ONNX Reduce*): sum, mean, max, min, prod."""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from fusionlang.ir.types import TensorType
+from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
+from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+
+_AXES_ATTRS = {
+    "axes": Attr("ints", (), "axes to reduce; empty = all (unless noop_with_empty_axes)"),
+    "keepdims": Attr("int", 1),
+    "noop_with_empty_axes": Attr("int", 0),
+}
+
+
+def reduced_axes(call: OpCall, rank: int) -> tuple[int, ...]:
+    axes = call.attrs["axes"]
+    if not axes:
+        return () if call.attrs["noop_with_empty_axes"] else tuple(range(rank))
+    normalized = tuple(sorted({call.axis(a, rank, name="axes") for a in axes}))
+    if len(normalized) != len(axes):
+        raise call.fail(f"axes {list(axes)} repeat an axis")
+    return normalized
+
+
+def _infer(call: OpCall) -> list[TensorType]:
+    x = call.input(0)
+    axes = reduced_axes(call, x.rank)
+    if call.attrs["keepdims"]:
+        shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    else:
+        shape = tuple(n for d, n in enumerate(x.shape) if d not in axes)
+    return [TensorType(shape, x.dtype)]
+
+
+def _access(kind: str):
+    def access(call: OpCall) -> list[Stmt]:
+        x = call.input(0)
+        axes = reduced_axes(call, x.rank)
+        index, extents, out_pos = [], [], 0
+        for d, n in enumerate(x.shape):
+            if d in axes:
+                index.append(r_sym(len(extents)))
+                extents.append(n)
+                out_pos += 1 if call.attrs["keepdims"] else 0
+            else:
+                index.append(i_sym(out_pos))
+                out_pos += 1
+        count = prod(extents)
+        finalize = ACC / count if kind == "mean" else None
+        reduction = "sum" if kind == "mean" else kind
+        out = call.out_types[0]
+        return [Stmt(0, out.shape, (Read(0, tuple(index)),), v_sym(0), reduce=reduction,
+                     reduce_extents=tuple(extents), finalize=finalize)]
+
+    return access
+
+
+def _reference(fn):
+    def reference(xs, attrs):
+        x = xs[0]
+        call = OpCall("reduce", "?", attrs, [TensorType(x.shape, x.dtype)])
+        axes = reduced_axes(call, x.ndim)
+        if not axes:
+            return [x.copy()]
+        return [np.asarray(fn(x, axis=axes, keepdims=bool(attrs["keepdims"]))).astype(x.dtype, copy=False)]
+
+    return reference
+
+
+for _kind, _fn in (("sum", np.sum), ("mean", np.mean), ("max", np.max), ("min", np.min), ("prod", np.prod)):
+    register(
+        OpDef(
+            name=f"reduce_{_kind}",
+            inputs=("x",),
+            attrs=dict(_AXES_ATTRS),
+            infer=_infer,
+            reference=_reference(_fn),
+            access=_access(_kind),
+            doc=f"Reduce by {_kind} over `axes` (all axes when empty).",
+        )
+    )
+
+__all__ = ["reduced_axes"]

@@ -1,0 +1,5 @@
+"""``fusionlang.reference.run(graph, feeds)``: the NumPy oracle (see fusionlang.ops.interpreter)."""
+
+from fusionlang.ops.interpreter import run
+
+__all__ = ["run"]
