@@ -1,0 +1,218 @@
+"""FusionPlan: the partition of a (rewritten) graph into groups, each one kernel.
+
+Every op node is in exactly one group; groups are listed in a topological order of the
+quotient graph, which must be acyclic. A group's ``kind`` says what it costs at run time:
+"kernel" launches work; "view" only re-labels contiguous data (reshape, identity...);
+"const" was folded at compile time. Only kernels count as launches.
+
+Memory stitching (Apollo layer II) is recorded as ``stitches``: (producer group id,
+consumer group id) pairs whose connecting tensor may stay on chip. Horizontal groups
+(Apollo layer III) are lists of independent group ids launched together.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from fusionlang.errors import PlanError
+from fusionlang.ir.graph import Graph, Node
+
+KINDS = ("kernel", "view", "const")
+
+
+@dataclass
+class Group:
+    id: int
+    nodes: list[str]
+    category: str = ""
+    kind: str = "kernel"
+    #: values read from outside the group (graph inputs, constants, other groups' outputs)
+    inputs: list[str] = field(default_factory=list)
+    #: values used after the group (by other groups or as graph outputs)
+    outputs: list[str] = field(default_factory=list)
+    #: why it exists: "apollo.fuse:41: fuse elemwise -> reduce : reduce", limits hit, ...
+    rules: list[str] = field(default_factory=list)
+    #: cost-model numbers filled in by the partitioner (bytes, flops, seconds)
+    cost: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class FusionPlan:
+    graph: Graph
+    groups: list[Group]
+    strategy: str = ""
+    rules: str = ""
+    stitches: list[tuple[int, int]] = field(default_factory=list)
+    horizontal: list[list[int]] = field(default_factory=list)
+    #: counters and timings: kernels_before, bytes_before, compile_seconds, ...
+    stats: dict[str, Any] = field(default_factory=dict)
+    #: the graph as it came in, before rewriting (for before/after comparisons)
+    original: Graph | None = None
+
+    # ----- queries ------------------------------------------------------------------
+    def group_of(self) -> dict[str, int]:
+        """node name -> group id"""
+        return {name: g.id for g in self.groups for name in g.nodes}
+
+    def group(self, gid: int) -> Group:
+        for g in self.groups:
+            if g.id == gid:
+                return g
+        raise PlanError(f"no group {gid}")
+
+    def nodes_of(self, group: Group) -> list[Node]:
+        by_name = {n.name: n for n in self.graph.nodes}
+        return [by_name[name] for name in group.nodes]
+
+    @property
+    def kernels(self) -> list[Group]:
+        return [g for g in self.groups if g.kind == "kernel"]
+
+    def quotient(self) -> nx.DiGraph:
+        """Group-level dataflow graph (edge attribute ``values``)."""
+        owner = self.group_of()
+        producers = {out: owner[n.name] for n in self.graph.nodes for out in n.outputs}
+        dig = nx.DiGraph()
+        dig.add_nodes_from(g.id for g in self.groups)
+        for node in self.graph.nodes:
+            for value in node.present_inputs():
+                src = producers.get(value)
+                dst = owner[node.name]
+                if src is not None and src != dst:
+                    dig.add_edge(src, dst)
+                    dig.edges[src, dst].setdefault("values", set()).add(value)
+        return dig
+
+    # ----- checks -------------------------------------------------------------------
+    def validate(self) -> None:
+        """Every node in exactly one group, groups topologically ordered, quotient acyclic,
+        recorded inputs/outputs consistent with the graph."""
+        seen: dict[str, int] = {}
+        for g in self.groups:
+            if g.kind not in KINDS:
+                raise PlanError(f"group {g.id}: unknown kind {g.kind!r}")
+            if not g.nodes:
+                raise PlanError(f"group {g.id} is empty")
+            for name in g.nodes:
+                if name in seen:
+                    raise PlanError(f"node {name!r} is in groups {seen[name]} and {g.id}")
+                seen[name] = g.id
+        missing = [n.name for n in self.graph.nodes if n.name not in seen]
+        if missing:
+            raise PlanError(f"node {missing[0]!r} is in no group")
+        unknown = sorted(set(seen) - {n.name for n in self.graph.nodes})
+        if unknown:
+            raise PlanError(f"group {seen[unknown[0]]} names node {unknown[0]!r}, which is not in the graph")
+        quotient = self.quotient()
+        if not nx.is_directed_acyclic_graph(quotient):
+            cycle = nx.find_cycle(quotient)
+            raise PlanError(f"groups form a cycle: {' -> '.join(str(u) for u, _ in cycle)} -> {cycle[0][0]}")
+        position = {g.id: k for k, g in enumerate(self.groups)}
+        for src, dst in quotient.edges:
+            if position[src] >= position[dst]:
+                raise PlanError(f"group {dst} is listed before group {src}, which feeds it")
+        for g in self.groups:
+            want_in, want_out = boundary(self.graph, set(g.nodes))
+            if set(g.inputs) != set(want_in) or set(g.outputs) != set(want_out):
+                raise PlanError(f"group {g.id}: recorded inputs/outputs do not match the graph")
+
+    # ----- reporting ----------------------------------------------------------------
+    def summary(self) -> str:
+        s = self.stats
+        lines = [
+            f"plan for {self.graph.name!r}: strategy {self.strategy or '-'}, rules {self.rules or '-'}",
+            f"  ops {len(self.graph.nodes)}, groups {len(self.groups)}, kernels {len(self.kernels)}"
+            + (f" (before fusion {s['kernels_before']})" if "kernels_before" in s else ""),
+        ]
+        if "bytes_before" in s and "bytes_after" in s:
+            ratio = s["bytes_before"] / s["bytes_after"] if s["bytes_after"] else float("inf")
+            lines.append(f"  global memory traffic {_mib(s['bytes_after'])} (before {_mib(s['bytes_before'])}, "
+                         f"{ratio:.2f}x less)")
+        if self.stitches:
+            lines.append(f"  stitched pairs {len(self.stitches)}")
+        if self.horizontal:
+            lines.append(f"  horizontal launches {len(self.horizontal)} covering "
+                         f"{sum(len(h) for h in self.horizontal)} groups")
+        if "compile_seconds" in s:
+            lines.append(f"  compile time {s['compile_seconds']:.3f} s")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "graph": self.graph.name,
+            "strategy": self.strategy,
+            "rules": self.rules,
+            "ops": len(self.graph.nodes),
+            "kernels_after": len(self.kernels),
+            "groups": [g.to_dict() | {"ops": [self._op_of(n) for n in g.nodes]} for g in self.groups],
+            "stitches": [list(p) for p in self.stitches],
+            "horizontal": self.horizontal,
+        }
+        data.update(self.stats)
+        return data
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps(self.to_dict(), default=_jsonable, **kwargs)
+
+    def _op_of(self, name: str) -> str:
+        if not hasattr(self, "_ops_by_name"):
+            self._ops_by_name = {n.name: n.op for n in self.graph.nodes}
+        return self._ops_by_name[name]
+
+
+def boundary(graph: Graph, members: set[str]) -> tuple[list[str], list[str]]:
+    """(inputs, outputs) of a set of nodes: values read from outside, values used outside."""
+    produced: dict[str, None] = {}
+    inputs: dict[str, None] = {}
+    for node in graph.nodes:
+        if node.name in members:
+            for value in node.present_inputs():
+                if value not in produced:
+                    inputs[value] = None
+            for out in node.outputs:
+                produced[out] = None
+    used_outside = set(graph.outputs)
+    for node in graph.nodes:
+        if node.name not in members:
+            used_outside.update(node.present_inputs())
+    outputs = [v for v in produced if v in used_outside]
+    return list(inputs), outputs
+
+
+def make_group(graph: Graph, gid: int, members: list[str], **fields) -> Group:
+    """A Group over ``members`` (kept in graph order) with its boundary filled in."""
+    order = {n.name: k for k, n in enumerate(graph.nodes)}
+    names = sorted(members, key=order.__getitem__)
+    inputs, outputs = boundary(graph, set(names))
+    return Group(gid, names, inputs=inputs, outputs=outputs, **fields)
+
+
+def per_node_plan(graph: Graph, kind_of=None) -> FusionPlan:
+    """The unfused plan: one group per node (``kind_of(node)`` may mark views)."""
+    groups = [make_group(graph, k, [n.name], kind=(kind_of(n) if kind_of else "kernel"))
+              for k, n in enumerate(graph.nodes)]
+    return FusionPlan(graph, groups, strategy="none")
+
+
+def single_group_plan(graph: Graph) -> FusionPlan:
+    """Everything in one group (useful for testing loop fusion)."""
+    return FusionPlan(graph, [make_group(graph, 0, [n.name for n in graph.nodes])], strategy="single")
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.2f} MiB"
+
+
+def _jsonable(value):
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
