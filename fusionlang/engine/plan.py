@@ -5,9 +5,11 @@ quotient graph, which must be acyclic. A group's ``kind`` says what it costs at 
 "kernel" launches work; "view" only re-labels contiguous data (reshape, identity...);
 "const" was folded at compile time. Only kernels count as launches.
 
-Memory stitching (Apollo layer II) is recorded as ``stitches``: (producer group id,
-consumer group id) pairs whose connecting tensor may stay on chip. Horizontal groups
-(Apollo layer III) are lists of independent group ids launched together.
+Memory stitching (Apollo layer II) merges a reduction and its consumers into one group
+and records ``stitches``: (group id, value) pairs, each a reduction result inside the
+group that is kept in on-chip memory (shared memory on the GPU) rather than in global
+memory. Horizontal groups (Apollo layer III) are lists of independent group ids launched
+together as one kernel.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class FusionPlan:
     groups: list[Group]
     strategy: str = ""
     rules: str = ""
-    stitches: list[tuple[int, int]] = field(default_factory=list)
+    stitches: list[tuple[int, str]] = field(default_factory=list)
     horizontal: list[list[int]] = field(default_factory=list)
     #: counters and timings: kernels_before, bytes_before, compile_seconds, ...
     stats: dict[str, Any] = field(default_factory=dict)
@@ -74,6 +76,12 @@ class FusionPlan:
     @property
     def kernels(self) -> list[Group]:
         return [g for g in self.groups if g.kind == "kernel"]
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches: kernel groups, with each horizontal pack counted once."""
+        packed = {gid for pack in self.horizontal for gid in pack}
+        return len([g for g in self.kernels if g.id not in packed]) + len(self.horizontal)
 
     def quotient(self) -> nx.DiGraph:
         """Group-level dataflow graph (edge attribute ``values``)."""
