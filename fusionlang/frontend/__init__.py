@@ -1,0 +1,10 @@
+"""Model import: ONNX models become statically shaped fusionlang Graphs.
+
+``from_onnx`` reads a model (opsets 6 to 21) and returns a verified Graph whose constant
+subgraphs are already folded; ``fold_constants`` is that folding as a reusable pass.
+"""
+
+from fusionlang.frontend.fold import fold_constants
+from fusionlang.frontend.onnx_import import from_onnx
+
+__all__ = ["fold_constants", "from_onnx"]

@@ -1,0 +1,74 @@
+"""Constant folding: a node whose inputs are all constants becomes constants.
+
+The values are computed by the op's NumPy reference (the same code the interpreter runs),
+so a folded graph computes exactly what the unfolded one did. Folded outputs keep their
+value names, so nothing downstream has to be renamed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusionlang.errors import FuseError, ShapeError
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.ops.interpreter import registry_of
+from fusionlang.ops.registry import OpRegistry
+
+
+def is_foldable(graph: Graph, node: Node) -> bool:
+    """True when every input the node reads is a constant (ops without inputs included)."""
+    return all(value in graph.constants for value in node.present_inputs())
+
+
+def fold_node(graph: Graph, node: Node, registry: OpRegistry | None = None) -> bool:
+    """Replace ``node``'s outputs by constants if its inputs are all constant.
+
+    The node itself stays in ``graph.nodes``; the caller drops it (``fold_constants``
+    rebuilds the node list once instead of removing nodes one by one). Returns whether
+    the node was folded.
+    """
+    if not is_foldable(graph, node):
+        return False
+    registry = registry_of(graph, registry)
+    opdef = registry.get(node.op, f"node {node.name!r}")
+    args = [graph.constants[v] if v else None for v in node.inputs]
+    while args and args[-1] is None:
+        args.pop()
+    try:
+        results = opdef.reference(args, node.attrs)
+    except FuseError:
+        raise
+    except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
+        raise ShapeError(f"node {node.name!r} ({node.op}): constant folding failed: {exc}") from exc
+    results = [np.asarray(array) for array in results]
+    if len(results) < len(node.outputs):
+        raise ShapeError(f"node {node.name!r} ({node.op}): folding computed {len(results)} values for "
+                         f"{len(node.outputs)} outputs")
+    for out, array in zip(node.outputs, results):
+        want = graph.types[out]
+        if array.shape != want.shape or array.dtype != np.dtype(want.dtype):
+            raise ShapeError(f"node {node.name!r} ({node.op}): folding computed {array.dtype}{list(array.shape)} "
+                             f"but its type says {want}")
+    for out, array in zip(node.outputs, results):
+        # the value keeps its name; it only changes from node output to constant
+        del graph.types[out]
+        graph.add_constant(out, array)
+    return True
+
+
+def fold_constants(graph: Graph, registry: OpRegistry | None = None) -> int:
+    """Fold every constant-only subgraph of ``graph`` in place; returns the nodes folded.
+
+    Nodes are visited in topological order, so a chain of constant-only nodes folds in
+    one pass. Constants nothing reads any more are left for ``Graph.remove_unused``.
+    """
+    registry = registry_of(graph, registry)
+    kept: list[Node] = []
+    folded = 0
+    for node in graph.nodes:
+        if fold_node(graph, node, registry):
+            folded += 1
+        else:
+            kept.append(node)
+    graph.nodes = kept
+    return folded

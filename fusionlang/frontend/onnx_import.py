@@ -1,0 +1,421 @@
+"""ONNX import: a ModelProto (or a file) becomes a statically shaped, verified Graph.
+
+The driver reads the model, types the graph inputs, walks the nodes in order and hands
+each one to its converter in ``onnx_ops`` through a :class:`NodeContext`. Every node a
+converter emits is typed by registry inference (value_info in the file is never trusted)
+and folded at once when all its inputs are constants, so later converters can read
+shapes, axes and pads computed by constant subgraphs. Initializers and ``Constant``
+outputs stay plain arrays until a node reads them as data: a shape tensor only ever read
+as an attribute never becomes a graph constant.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from fusionlang.errors import FuseError, ModelError, ShapeError, UnsupportedOpError
+from fusionlang.frontend.fold import fold_constants, fold_node
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import TensorType, canonical_dtype
+from fusionlang.ops.checking import verify_graph
+from fusionlang.ops.registry import REGISTRY
+
+#: the ai.onnx opsets whose op forms the converters know
+MIN_OPSET, MAX_OPSET = 6, 21
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """Import an ONNX model (a path, serialized bytes or an ``onnx.ModelProto``).
+
+    ``input_shapes`` gives static shapes for graph inputs whose dims are symbolic or
+    missing (it may also override declared dims). Raises ModelError for unreadable models
+    and unsupported forms, UnsupportedOpError for ops without a conversion, and
+    ShapeError when shapes do not fit; each names the node involved.
+    """
+    proto, label = load_model(model)
+    return _Importer(proto, label, dict(input_shapes or {})).run()
+
+
+def load_model(model) -> tuple[onnx.ModelProto, str]:
+    """The ModelProto and a label for messages; ModelError if it cannot be read."""
+    if isinstance(model, onnx.ModelProto):
+        label = model.graph.name or "<ModelProto>"
+    elif isinstance(model, (bytes, bytearray)):
+        label = "<bytes>"
+        model = _parse(bytes(model), label)
+    elif isinstance(model, (str, os.PathLike)):
+        label = os.fspath(model)
+        try:
+            # onnx.load also resolves external tensor data stored beside the file
+            model = onnx.load(label)
+        except OSError as exc:
+            raise ModelError(f"cannot read model {label!r}: {exc.strerror or exc}") from exc
+        except Exception as exc:  # protobuf raises its own DecodeError family
+            raise ModelError(f"cannot read model {label!r}: not a valid ONNX file ({_describe(exc)})") from exc
+    else:
+        raise ModelError(f"cannot read model: expected a path, bytes or onnx.ModelProto, got {type(model).__name__}")
+    if not model.HasField("graph"):
+        raise ModelError(f"cannot read model {label!r}: it contains no graph (truncated or not an ONNX model?)")
+    return model, label
+
+
+def _parse(data: bytes, label: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as exc:
+        raise ModelError(f"cannot read model {label!r}: not a valid ONNX file ({_describe(exc)})") from exc
+    return proto
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def onnx_dtype(elem_type: int, what: str) -> str:
+    """The numpy dtype name fusionlang uses for an ONNX element type; ModelError if none."""
+    try:
+        return canonical_dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError, ShapeError) as exc:
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() \
+            else str(elem_type)
+        raise ModelError(f"{what} has element type {name}, which fusionlang does not support") from exc
+
+
+class NodeContext:
+    """What a converter sees of one ONNX node, and how it adds to the graph."""
+
+    def __init__(self, importer: "_Importer", node: onnx.NodeProto, index: int):
+        self._imp = importer
+        self.graph = importer.graph
+        self.proto = node
+        self.op_type = node.op_type
+        self.opset = importer.opset
+        self.label = node.name or f"{node.op_type}#{index}"
+        self.attrs = {a.name: _attr_value(a) for a in node.attribute}
+
+    # ----- reading ----------------------------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def fail(self, message: str, kind: type[FuseError] = ModelError) -> FuseError:
+        return kind(f"node {self.label!r} ({self.op_type}): {message}")
+
+    def unsupported(self, form: str) -> UnsupportedOpError:
+        """The error for an op form fusionlang does not convert (named like an unknown op)."""
+        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} (domain ai.onnx, opset {self.opset}) "
+                                  f"is not supported in this form: {form}")
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.proto.input)
+
+    def has_input(self, k: int) -> bool:
+        return k < len(self.proto.input) and self.proto.input[k] != ""
+
+    def input(self, k: int) -> str:
+        """Graph value of ONNX input k ('' when absent), materializing a pending constant."""
+        if not self.has_input(k):
+            return ""
+        return self._imp.value(self.proto.input[k], self)
+
+    def inputs(self) -> list[str]:
+        return [self.input(k) for k in range(self.num_inputs)]
+
+    def type(self, k: int) -> TensorType:
+        name = self.proto.input[k] if self.has_input(k) else ""
+        if not name:
+            raise self.fail(f"input {k} is required")
+        return self._imp.type_of(name, self)
+
+    def const(self, k: int, what: str) -> np.ndarray:
+        """The value of input k, which must be known at import time (after folding)."""
+        if not self.has_input(k):
+            raise self.fail(f"input {k} ({what}) is required")
+        array = self._imp.constant_value(self.proto.input[k])
+        if array is None:
+            raise self.fail(f"input {k} ({what}) must be a constant, but {self.proto.input[k]!r} "
+                            "is computed at run time")
+        return array
+
+    def ints(self, k: int, what: str) -> tuple[int, ...]:
+        array = self.const(k, what)
+        if array.dtype.kind not in "iu":
+            raise self.fail(f"input {k} ({what}) must hold integers, got {array.dtype}")
+        return tuple(int(v) for v in array.ravel())
+
+    def scalar(self, k: int, what: str) -> float:
+        array = self.const(k, what)
+        if array.size != 1:
+            raise self.fail(f"input {k} ({what}) must hold one value, got shape {list(array.shape)}")
+        return array.ravel()[0].item()
+
+    # ----- outputs ----------------------------------------------------------------------
+    @property
+    def num_outputs(self) -> int:
+        return len(self.proto.output)
+
+    def output(self, k: int) -> str:
+        return self.proto.output[k] if k < len(self.proto.output) else ""
+
+    def output_used(self, k: int) -> bool:
+        name = self.output(k)
+        return bool(name) and self._imp.uses[name] > 0
+
+    def reject_used_outputs(self, first: int, form: str) -> None:
+        """Outputs from ``first`` on have no conversion: an error if anything reads them."""
+        for k in range(first, self.num_outputs):
+            if self.output_used(k):
+                raise self.unsupported(f"{form} (output {k}, {self.output(k)!r}, is used)")
+
+    # ----- writing ----------------------------------------------------------------------
+    def emit(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None,
+             outputs: Sequence[str] | None = None) -> list[str]:
+        """Add one typed node (folded at once when its inputs are constant).
+
+        ``outputs`` names its results (ONNX output names, '' for an unnamed one); by
+        default the op's first result gets a fresh name. Returns the result names.
+        """
+        return self._imp.emit(self, op, list(inputs), dict(attrs or {}), outputs)
+
+    def emit1(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None,
+              output: str | None = None) -> str:
+        return self.emit(op, inputs, attrs, [output if output is not None else ""])[0]
+
+    def emit_output(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None) -> str:
+        """Emit the node computing ONNX output 0."""
+        return self.emit1(op, inputs, attrs, self.output(0))
+
+    def constant(self, array, dtype: str | None = None) -> str:
+        """A new graph constant (fresh name)."""
+        array = np.asarray(array, dtype=dtype)
+        return self.graph.add_constant(self._imp.fresh("const"), array)
+
+    def set_constant(self, k: int, array) -> None:
+        """ONNX output k is a constant known now."""
+        if self.output(k):
+            self._imp.pending[self.output(k)] = np.asarray(array)
+
+    def alias(self, k: int, value: str) -> None:
+        """ONNX output k is the same tensor as graph value ``value`` (no node needed)."""
+        self._imp.alias(self.output(k), value, self)
+
+
+class _Importer:
+    def __init__(self, model: onnx.ModelProto, label: str, input_shapes: dict[str, Sequence[int]]):
+        self.model = model
+        self.label = label
+        self.input_shapes = input_shapes
+        self.graph = Graph(model.graph.name or "model")
+        self.opset = _default_opset(model, label)
+        #: ONNX value -> graph value, for outputs of removed Identity/Dropout nodes
+        self.rename: dict[str, str] = {}
+        #: constants (initializers, Constant outputs, folded shapes) not yet in the graph
+        self.pending: dict[str, np.ndarray] = {}
+        self.uses: Counter[str] = Counter()
+        self.graph_outputs = [v.name for v in model.graph.output]
+        #: every name the model uses: new values must not take one a later node defines
+        self.reserved: set[str] = set()
+        self.node_names: set[str] = set()
+
+    # ----- driver -----------------------------------------------------------------------
+    def run(self) -> Graph:
+        from fusionlang.frontend.onnx_ops import CONVERTERS
+
+        g = self.model.graph
+        for node in g.node:
+            self.reserved.update(node.input)
+            self.reserved.update(node.output)
+            self.uses.update(v for v in node.input if v)
+        self.uses.update(self.graph_outputs)
+        self.reserved.update(v.name for v in g.input)
+        self.reserved.update(t.name for t in g.initializer)
+        self.reserved.discard("")
+
+        self._read_initializers()
+        self._add_inputs()
+        for index, node in enumerate(g.node):
+            ctx = NodeContext(self, node, index)
+            self._convert(ctx, CONVERTERS)
+
+        for name in self.graph_outputs:
+            # outputs alias() kept as real nodes, or inputs and constants: never renamed
+            self.graph.outputs.append(self.value(name, None))
+        fold_constants(self.graph)
+        self.graph.remove_unused()
+        verify_graph(self.graph)
+        return self.graph
+
+    def _convert(self, ctx: NodeContext, converters) -> None:
+        proto = ctx.proto
+        if proto.domain not in _DEFAULT_DOMAINS:
+            raise UnsupportedOpError(f"node {ctx.label!r}: unsupported op {proto.op_type} "
+                                     f"(domain {proto.domain}, opset {self._domain_opset(proto.domain)})")
+        converter = converters.get(proto.op_type)
+        if converter is None:
+            raise UnsupportedOpError(f"node {ctx.label!r}: unsupported op {proto.op_type} "
+                                     f"(domain ai.onnx, opset {self.opset})")
+        try:
+            converter(ctx)
+        except FuseError as exc:
+            if repr(ctx.label) in str(exc):
+                raise
+            raise type(exc)(f"node {ctx.label!r} ({proto.op_type}): {exc}") from exc
+        except Exception as exc:  # a malformed attribute or tensor in the file
+            raise ModelError(f"node {ctx.label!r} ({proto.op_type}): cannot convert: {_describe(exc)}") from exc
+        for out in proto.output:
+            if out and self.uses[out] and not self.defines(out):
+                raise ModelError(f"node {ctx.label!r} ({proto.op_type}): output {out!r} is used but the "
+                                 "conversion does not compute it")
+
+    def _domain_opset(self, domain: str) -> str:
+        for entry in self.model.opset_import:
+            if entry.domain == domain:
+                return str(entry.version)
+        return "undeclared"
+
+    # ----- inputs and initializers ------------------------------------------------------
+    def _read_initializers(self) -> None:
+        for tensor in self.model.graph.initializer:
+            try:
+                self.pending[tensor.name] = numpy_helper.to_array(tensor)
+            except Exception as exc:
+                raise ModelError(f"cannot read initializer {tensor.name!r} of model {self.label!r}: "
+                                 f"{_describe(exc)}") from exc
+
+    def _add_inputs(self) -> None:
+        declared = [vi for vi in self.model.graph.input if vi.name not in self.pending]
+        names = {vi.name for vi in declared}
+        stray = sorted(set(self.input_shapes) - names)
+        if stray:
+            raise ModelError(f"input_shapes names {stray[0]!r}, which is not a graph input of {self.label!r} "
+                             f"(inputs: {', '.join(sorted(names)) or 'none'})")
+        problems = []
+        for vi in declared:
+            if not vi.type.HasField("tensor_type"):
+                raise ModelError(f"graph input {vi.name!r} is not a tensor ({vi.type.WhichOneof('value')})")
+            tensor_type = vi.type.tensor_type
+            dtype = onnx_dtype(tensor_type.elem_type, f"graph input {vi.name!r}")
+            dims = list(tensor_type.shape.dim) if tensor_type.HasField("shape") else None
+            given = self.input_shapes.get(vi.name)
+            if given is not None:
+                shape = tuple(int(d) for d in given)
+                if dims is not None and len(dims) != len(shape):
+                    raise ModelError(f"input_shapes gives {vi.name!r} rank {len(shape)}, but the model declares "
+                                     f"rank {len(dims)}")
+            elif dims is None:
+                problems.append(f"input {vi.name!r} has no declared shape")
+                continue
+            else:
+                unknown = [f"dim {k} ({d.dim_param!r})" if d.dim_param else f"dim {k}"
+                           for k, d in enumerate(dims) if not d.HasField("dim_value")]
+                if unknown:
+                    problems.append(f"input {vi.name!r} {', '.join(unknown)}")
+                    continue
+                shape = tuple(d.dim_value for d in dims)
+            self.graph.add_input(vi.name, TensorType(shape, dtype))
+        if problems:
+            raise ModelError(f"model {self.label!r} has inputs without static shapes: {'; '.join(problems)}; "
+                             "pass input_shapes={name: [dims...]}")
+
+    # ----- values -----------------------------------------------------------------------
+    def defines(self, name: str) -> bool:
+        return name in self.rename or name in self.pending or name in self.graph.types
+
+    def value(self, name: str, ctx: NodeContext | None) -> str:
+        """The graph value of ONNX value ``name``; pending constants enter the graph here."""
+        name = self.rename.get(name, name)
+        if name in self.graph.types:
+            return name
+        if name in self.pending:
+            array = self.pending.pop(name)
+            try:
+                canonical_dtype(array.dtype)
+            except ShapeError as exc:
+                raise ModelError(f"constant {name!r} has dtype {array.dtype}, which fusionlang does not "
+                                 "support as a tensor") from exc
+            return self.graph.add_constant(name, array)
+        where = f"node {ctx.label!r} ({ctx.op_type}) reads" if ctx else "graph output"
+        raise ModelError(f"{where} {name!r}, which no earlier node, graph input or initializer defines")
+
+    def type_of(self, name: str, ctx: NodeContext) -> TensorType:
+        name = self.rename.get(name, name)
+        if name in self.pending:
+            array = self.pending[name]
+            return TensorType(array.shape, canonical_dtype(array.dtype))
+        return self.graph.types[self.value(name, ctx)]
+
+    def constant_value(self, name: str) -> np.ndarray | None:
+        name = self.rename.get(name, name)
+        if name in self.pending:
+            return self.pending[name]
+        return self.graph.constants.get(name)
+
+    def alias(self, name: str, value: str, ctx: NodeContext) -> None:
+        if not name:
+            return
+        if name in self.graph_outputs:
+            # keep the ONNX output name visible: a graph output gets a real node
+            ctx.emit("identity", [value], {}, [name])
+            return
+        self.rename[name] = self.rename.get(value, value)
+
+    def fresh(self, stem: str) -> str:
+        while True:
+            candidate = self.graph.fresh_name(stem)
+            if candidate not in self.reserved:
+                self.reserved.add(candidate)
+                return candidate
+
+    def _node_name(self, label: str) -> str:
+        name = label if label not in self.node_names else self.fresh(label)
+        self.node_names.add(name)
+        return name
+
+    def emit(self, ctx: NodeContext, op: str, inputs: list[str], attrs: dict[str, Any],
+             outputs: Sequence[str] | None) -> list[str]:
+        if op not in REGISTRY:
+            raise UnsupportedOpError(f"node {ctx.label!r}: {ctx.op_type} (domain ai.onnx, opset {self.opset}) "
+                                     f"converts to fusionlang op {op!r}, which the op registry lacks")
+        name = self._node_name(ctx.label)
+        opdef = REGISTRY.get(op)
+        in_types = [self.graph.types[v] if v else None for v in inputs]
+        types = REGISTRY.infer(op, name, attrs, in_types)
+        names = list(outputs) if outputs is not None else [""]
+        if len(names) > len(types):
+            raise ctx.fail(f"{op} computes {len(types)} results, the model expects {len(names)}")
+        names = [n or self.fresh(f"{ctx.label}.{op}") for n in names]
+        node = Node(name, op, list(inputs), names, opdef.normalize_attrs(attrs, f"node {name!r}"),
+                    (f"onnx:{ctx.label}",))
+        self.graph.add_node(node, types[:len(names)])
+        if fold_node(self.graph, node):
+            self.graph.nodes.pop()
+        return names
+
+
+def _default_opset(model: onnx.ModelProto, label: str) -> int:
+    versions = [entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS]
+    if not versions:
+        raise ModelError(f"model {label!r} imports no ai.onnx opset")
+    opset = max(versions)
+    if opset < MIN_OPSET:
+        raise ModelError(f"model {label!r} uses ai.onnx opset {opset}; fusionlang reads opsets "
+                         f"{MIN_OPSET} to {MAX_OPSET} (convert it with onnx.version_converter)")
+    return opset
+
+
+def _attr_value(attr: onnx.AttributeProto) -> Any:
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", errors="replace") for v in value]
+    return value
