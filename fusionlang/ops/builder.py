@@ -38,7 +38,8 @@ class GraphBuilder:
         name = name or self.graph.fresh_name(op)
         in_names = [self._value(v) for v in inputs]
         in_types = [self.graph.types[v] if v else None for v in in_names]
-        types = self.registry.infer(op, name, attrs, in_types)
+        in_values = [self.graph.constants.get(v) for v in in_names]
+        types = self.registry.infer(op, name, attrs, in_types, in_values)
         opdef = self.registry.get(op)
         if num_outputs is not None:
             types = types[:num_outputs]

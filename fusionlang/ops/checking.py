@@ -16,7 +16,8 @@ def verify_graph(graph: Graph, registry: OpRegistry | None = None) -> None:
     registry = registry_of(graph, registry)
     for node in graph.nodes:
         in_types = [graph.types[v] if v else None for v in node.inputs]
-        inferred = registry.infer(node.op, node.name, node.attrs, in_types)
+        in_values = [graph.constants.get(v) for v in node.inputs]
+        inferred = registry.infer(node.op, node.name, node.attrs, in_types, in_values)
         if len(inferred) < len(node.outputs):
             raise GraphError(f"node {node.name!r} ({node.op}) has {len(node.outputs)} outputs; the op makes "
                              f"{len(inferred)}")
@@ -31,6 +32,6 @@ def op_call(graph: Graph, node, registry: OpRegistry | None = None) -> OpCall:
     registry = registry_of(graph, registry)
     opdef = registry.get(node.op, f"node {node.name!r}")
     call = OpCall(node.op, node.name, dict(node.attrs), [graph.types[v] if v else None for v in node.inputs],
-                  [graph.types[v] for v in node.outputs])
+                  [graph.types[v] for v in node.outputs], [graph.constants.get(v) for v in node.inputs])
     call.attrs = opdef.normalize_attrs(call.attrs, f"node {node.name!r}")
     return call

@@ -38,6 +38,7 @@ def present_types(call: OpCall) -> list[TensorType]:
 
 FormulaFn = Callable[[list[sp.Symbol], dict], sp.Expr]
 NumpyFn = Callable[[list[np.ndarray], dict], np.ndarray]
+DtypeRule = Callable[[OpCall, list[TensorType]], str]
 
 
 def elementwise(
@@ -52,26 +53,38 @@ def elementwise(
     out_dtype: str | None = None,
     mixed_dtypes: bool = False,
     float_only: bool = False,
+    dtype_rule: DtypeRule | None = None,
+    dtype_from: int = 0,
+    unidirectional: bool = False,
+    view: bool = False,
     doc: str = "",
 ) -> OpDef:
     """Register an elementwise op with numpy broadcasting over all inputs.
 
     ``formula(values, attrs)`` gives the scalar result from the loaded values (sympy);
     ``numpy_fn(arrays, attrs)`` computes the same thing on whole arrays.
-    ``out_dtype`` fixes the result dtype (e.g. 'bool'); otherwise it is the first input's.
+    ``out_dtype`` fixes the result dtype (e.g. 'bool'); otherwise it is the dtype of input
+    ``dtype_from``. ``dtype_rule(call, types)`` replaces the default dtype checks (all inputs
+    alike unless ``mixed_dtypes``; floats only with ``float_only``) and returns the result
+    dtype. ``unidirectional``: inputs broadcast to the first input's shape, never beyond it.
     """
 
     def infer(call: OpCall) -> list[TensorType]:
         types = present_types(call)
         shape = broadcast_shapes(call, [t.shape for t in types])
-        dtype = types[0].dtype if mixed_dtypes else same_dtype(call, types)
+        if unidirectional and shape != types[0].shape:
+            raise call.fail(f"{', '.join(inputs[1:])} of shape(s) {', '.join(str(list(t.shape)) for t in types[1:])} "
+                            f"must broadcast to {inputs[0]} of shape {list(types[0].shape)}")
+        if dtype_rule is not None:
+            return [TensorType(shape, dtype_rule(call, types))]
+        dtype = types[dtype_from].dtype if mixed_dtypes else same_dtype(call, types)
         if float_only:
             require_float(call, types[0])
         return [TensorType(shape, out_dtype or dtype)]
 
     def reference(arrays, attrs):
         result = numpy_fn(arrays, attrs)
-        dtype = out_dtype or arrays[0].dtype
+        dtype = out_dtype or arrays[dtype_from].dtype
         return [np.asarray(result).astype(dtype, copy=False)]
 
     def access(call: OpCall) -> list[Stmt]:
@@ -90,6 +103,7 @@ def elementwise(
             attrs=attrs or {},
             variadic=variadic,
             min_inputs=min_inputs,
+            view=view,
             doc=doc,
         )
     )

@@ -2,60 +2,83 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import sympy as sp
 
-from fusionlang.ops.common import elementwise, fold_left
-from fusionlang.ops.registry import Attr, OpDef, register
-from fusionlang.ops.scalar import Sigmoid, np_erf, np_sigmoid
 from fusionlang.ir.types import TensorType
+from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
+from fusionlang.ops.common import elementwise, fold_left, same_dtype
+from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+from fusionlang.ops.scalar import Sigmoid, np_erf, np_sigmoid
+
+
+
+def _numeric(call: OpCall, types: list[TensorType]) -> str:
+    dtype = same_dtype(call, types)
+    if dtype == "bool":
+        raise call.fail("arithmetic on bool tensors is not defined; cast first")
+    return dtype
+
 
 # ----- unary -----------------------------------------------------------------------
+
+
+def _stable_softplus(x):
+    # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): never overflows
+    return sp.Max(x, 0) + sp.log(1 + sp.exp(-sp.Abs(x)))
+
+
 _UNARY = {
-    # name: (sympy formula of x, numpy function)
-    "neg": (lambda x: -x, np.negative),
-    "abs": (sp.Abs, np.abs),
-    "exp": (sp.exp, np.exp),
-    "log": (sp.log, np.log),
-    "sqrt": (sp.sqrt, np.sqrt),
-    "rsqrt": (lambda x: 1 / sp.sqrt(x), lambda x: 1 / np.sqrt(x)),
-    "reciprocal": (lambda x: 1 / x, np.reciprocal),
-    "erf": (sp.erf, np_erf),
-    "tanh": (sp.tanh, np.tanh),
-    "sigmoid": (Sigmoid, np_sigmoid),
-    "relu": (lambda x: sp.Max(x, 0), lambda x: np.maximum(x, x.dtype.type(0))),
-    "softplus": (lambda x: sp.log(1 + sp.exp(x)), lambda x: np.logaddexp(x, x.dtype.type(0))),
-    "softsign": (lambda x: x / (1 + sp.Abs(x)), lambda x: x / (1 + np.abs(x))),
-    "floor": (sp.floor, np.floor),
-    "ceil": (sp.ceiling, np.ceil),
-    "sin": (sp.sin, np.sin),
-    "cos": (sp.cos, np.cos),
-    "sign": (sp.sign, np.sign),
-    "silu": (lambda x: x * Sigmoid(x), lambda x: x * np_sigmoid(x)),
+    # name: (sympy formula of x, numpy function, also accepts integers, doc)
+    "neg": (lambda x: -x, np.negative, True, "-x"),
+    "abs": (sp.Abs, np.abs, True, "|x|"),
+    "sign": (sp.sign, np.sign, True, "-1, 0 or 1 by the sign of x"),
+    "relu": (lambda x: sp.Max(x, 0), lambda x: np.maximum(x, x.dtype.type(0)), True, "max(x, 0)"),
+    "exp": (sp.exp, np.exp, False, "e**x"),
+    "log": (sp.log, np.log, False, "natural logarithm"),
+    "sqrt": (sp.sqrt, np.sqrt, False, "square root"),
+    "rsqrt": (lambda x: 1 / sp.sqrt(x), lambda x: 1 / np.sqrt(x), False, "1 / sqrt(x)"),
+    "reciprocal": (lambda x: 1 / x, np.reciprocal, False, "1 / x"),
+    "erf": (sp.erf, np_erf, False, "Gauss error function"),
+    "tanh": (sp.tanh, np.tanh, False, "hyperbolic tangent"),
+    "sigmoid": (Sigmoid, np_sigmoid, False, "1 / (1 + e**-x)"),
+    "softplus": (_stable_softplus, lambda x: np.logaddexp(x, x.dtype.type(0)), False, "log(1 + e**x)"),
+    "softsign": (lambda x: x / (1 + sp.Abs(x)), lambda x: x / (1 + np.abs(x)), False, "x / (1 + |x|)"),
+    "floor": (sp.floor, np.floor, False, "round toward -inf"),
+    "ceil": (sp.ceiling, np.ceil, False, "round toward +inf"),
+    "sin": (sp.sin, np.sin, False, "sine"),
+    "cos": (sp.cos, np.cos, False, "cosine"),
+    "silu": (lambda x: x * Sigmoid(x), lambda x: x * np_sigmoid(x), False, "x * sigmoid(x) (swish)"),
 }
 
-for _name, (_formula, _fn) in _UNARY.items():
+for _name, (_formula, _fn, _ints, _doc) in _UNARY.items():
     elementwise(
         _name,
         lambda v, a, f=_formula: f(v[0]),
         lambda xs, a, f=_fn: f(xs[0]),
-        float_only=_name not in ("neg", "abs", "sign"),
+        float_only=not _ints,
+        dtype_rule=_numeric if _ints else None,
+        doc=f"Elementwise {_doc}.",
     )
 
 elementwise(
     "identity",
     lambda v, a: v[0],
     lambda xs, a: xs[0].copy(),
+    view=True,
     doc="Returns its input; a view (costs nothing) and removed by simplify.fuse.",
-).view = True
+)
 
 elementwise(
     "dropout",
     lambda v, a: v[0],
     lambda xs, a: xs[0].copy(),
     attrs={"ratio": Attr("float", 0.5)},
+    view=True,
     doc="Inference-mode dropout: the identity.",
-).view = True
+)
 
 elementwise(
     "leaky_relu",
@@ -63,6 +86,7 @@ elementwise(
     lambda xs, a: np.where(xs[0] >= 0, xs[0], xs[0] * xs[0].dtype.type(a["alpha"])),
     attrs={"alpha": Attr("float", 0.01)},
     float_only=True,
+    doc="x for x >= 0, alpha * x below.",
 )
 elementwise(
     "elu",
@@ -70,6 +94,7 @@ elementwise(
     lambda xs, a: np.where(xs[0] >= 0, xs[0], xs[0].dtype.type(a["alpha"]) * np.expm1(np.minimum(xs[0], 0))),
     attrs={"alpha": Attr("float", 1.0)},
     float_only=True,
+    doc="x for x >= 0, alpha * (e**x - 1) below.",
 )
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -80,6 +105,7 @@ elementwise(
     * np.where(xs[0] > 0, xs[0], xs[0].dtype.type(a["alpha"]) * np.expm1(np.minimum(xs[0], 0))),
     attrs={"alpha": Attr("float", _SELU_ALPHA), "gamma": Attr("float", _SELU_GAMMA)},
     float_only=True,
+    doc="Scaled ELU: gamma * (x for x > 0, alpha * (e**x - 1) otherwise).",
 )
 elementwise(
     "hard_sigmoid",
@@ -87,46 +113,106 @@ elementwise(
     lambda xs, a: np.clip(xs[0] * xs[0].dtype.type(a["alpha"]) + xs[0].dtype.type(a["beta"]), 0, 1),
     attrs={"alpha": Attr("float", 0.2), "beta": Attr("float", 0.5)},
     float_only=True,
+    doc="max(0, min(1, alpha * x + beta)).",
 )
-elementwise(
-    "clip",
-    lambda v, a: sp.Min(sp.Max(v[0], _num(a["min"])), _num(a["max"])),
-    lambda xs, a: np.minimum(np.maximum(xs[0], xs[0].dtype.type(a["min"])), xs[0].dtype.type(a["max"])),
-    attrs={"min": Attr("float", float("-inf")), "max": Attr("float", float("inf"))},
-)
+
 _SQRT_2_OVER_PI = float(np.sqrt(2 / np.pi))
+
+
+def _gelu_formula(v, a):
+    x = v[0]
+    if a["approximate"] == "tanh":
+        return x / 2 * (1 + sp.tanh(_SQRT_2_OVER_PI * (x + sp.Float(0.044715) * x**3)))
+    return x / 2 * (1 + sp.erf(x / sp.sqrt(2)))
+
+
+def _gelu_numpy(xs, a):
+    x = xs[0]
+    one = x.dtype.type
+    if a["approximate"] == "tanh":
+        return x / 2 * (1 + np.tanh(one(_SQRT_2_OVER_PI) * (x + one(0.044715) * x**3)))
+    return x / 2 * (1 + np_erf(x / one(np.sqrt(2))))
+
+
+def _gelu_dtype(call: OpCall, types: list[TensorType]) -> str:
+    if call.attrs["approximate"] not in ("none", "tanh"):
+        raise call.fail(f"approximate={call.attrs['approximate']!r} should be 'none' or 'tanh'")
+    if not types[0].is_float:
+        raise call.fail(f"input must be a floating-point tensor, got {types[0].dtype}")
+    return types[0].dtype
+
+
 elementwise(
     "gelu",
-    lambda v, a: (
-        v[0] / 2 * (1 + sp.tanh(_SQRT_2_OVER_PI * (v[0] + sp.Float(0.044715) * v[0] ** 3)))
-        if a["approximate"] == "tanh"
-        else v[0] / 2 * (1 + sp.erf(v[0] / sp.sqrt(2)))
-    ),
-    lambda xs, a: (
-        xs[0] / 2 * (1 + np.tanh(xs[0].dtype.type(_SQRT_2_OVER_PI) * (xs[0] + xs[0].dtype.type(0.044715) * xs[0] ** 3)))
-        if a["approximate"] == "tanh"
-        else xs[0] / 2 * (1 + np_erf(xs[0] / xs[0].dtype.type(np.sqrt(2))))
-    ),
+    _gelu_formula,
+    _gelu_numpy,
     attrs={"approximate": Attr("str", "none", "'none' (erf form) or 'tanh'")},
-    float_only=True,
+    dtype_rule=_gelu_dtype,
+    doc="Gaussian error linear unit, x * Phi(x) (erf form, or the tanh approximation).",
 )
+
+
+# ----- clip ------------------------------------------------------------------------
 
 
 def _num(value: float):
-    if value == float("inf"):
+    if value == math.inf:
         return sp.oo
-    if value == float("-inf"):
+    if value == -math.inf:
         return -sp.oo
     return sp.Float(value)
 
 
-def _cast_infer(call):
+def _clip_dtype(call: OpCall, types: list[TensorType]) -> str:
+    x = types[0]
+    if x.dtype == "bool":
+        raise call.fail("clip needs a numeric input, got bool")
+    if not x.is_float:
+        for name in ("min", "max"):
+            bound = call.attrs[name]
+            if math.isfinite(bound) and not bound.is_integer():
+                raise call.fail(f"{name}={bound} is not an integer, but the input is {x.dtype}")
+            if math.isnan(bound):
+                raise call.fail(f"{name} is NaN")
+    return x.dtype
+
+
+def _clip_numpy(xs, a):
+    x = xs[0]
+    # an infinite bound is absent, and integer dtypes cannot hold it anyway
+    if a["min"] != -math.inf:
+        x = np.maximum(x, _bound(x.dtype, a["min"]))
+    if a["max"] != math.inf:
+        x = np.minimum(x, _bound(x.dtype, a["max"]))
+    return x
+
+
+def _bound(dtype: np.dtype, value: float):
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        value = min(max(value, info.min), info.max)
+        return dtype.type(int(value))
+    return dtype.type(value)
+
+
+elementwise(
+    "clip",
+    lambda v, a: sp.Min(sp.Max(v[0], _num(a["min"])), _num(a["max"])),
+    _clip_numpy,
+    attrs={"min": Attr("float", -math.inf), "max": Attr("float", math.inf)},
+    dtype_rule=_clip_dtype,
+    doc="min(max(x, min), max); with min > max every element becomes max (ONNX).",
+)
+
+
+# ----- cast ------------------------------------------------------------------------
+
+
+def _cast_infer(call: OpCall) -> list[TensorType]:
     return [call.input(0).with_dtype(call.attrs["to"])]
 
 
-def _cast_access(call):
-    from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
-
+def _cast_access(call: OpCall) -> list[Stmt]:
     out = call.out_types[0]
     return [Stmt(0, out.shape, (Read(0, out_indices(out.rank)),), v_sym(0))]
 
@@ -135,75 +221,141 @@ register(
     OpDef(
         name="cast",
         inputs=("x",),
-        attrs={"to": Attr("dtype")},
+        attrs={"to": Attr("dtype", doc="target dtype")},
         infer=_cast_infer,
         reference=lambda xs, a: [xs[0].astype(a["to"])],
         access=_cast_access,
-        doc="Convert the element type (float to int truncates toward zero).",
+        doc="Convert the element type (float to int truncates toward zero; nonzero to bool is true).",
     )
 )
 
 # ----- binary and n-ary ------------------------------------------------------------
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind not in "iu":
+        return np.divide(a, b)
+    # integer division truncates toward zero (C and ONNX), unlike numpy's floor division
+    with np.errstate(divide="ignore"):
+        q = np.floor_divide(a, b)
+        r = a - q * b
+    return q + ((r != 0) & ((a < 0) != (b < 0)))
+
+
 _BINARY = {
-    "add": (lambda a, b: a + b, np.add),
-    "sub": (lambda a, b: a - b, np.subtract),
-    "mul": (lambda a, b: a * b, np.multiply),
-    "div": (lambda a, b: a / b, None),
+    "add": (lambda a, b: a + b, np.add, "a + b"),
+    "sub": (lambda a, b: a - b, np.subtract, "a - b"),
+    "mul": (lambda a, b: a * b, np.multiply, "a * b"),
+    "div": (lambda a, b: a / b, _divide, "a / b (integers: truncated toward zero)"),
 }
-for _name, (_formula, _fn) in _BINARY.items():
-    if _name == "div":
-        _fn = lambda a, b: (np.floor_divide(a, b) if a.dtype.kind in "iu" else np.divide(a, b))  # noqa: E731
-    elementwise(_name, lambda v, a, f=_formula: f(v[0], v[1]), lambda xs, a, f=_fn: f(xs[0], xs[1]), inputs=("a", "b"))
+for _name, (_formula, _fn, _doc) in _BINARY.items():
+    elementwise(
+        _name,
+        lambda v, a, f=_formula: f(v[0], v[1]),
+        lambda xs, a, f=_fn: f(xs[0], xs[1]),
+        inputs=("a", "b"),
+        dtype_rule=_numeric,
+        doc=f"Elementwise {_doc}, numpy broadcasting.",
+    )
+
+
+def _pow_numpy(xs, a):
+    base, exponent = xs
+    if base.dtype.kind in "iu":
+        # ONNX computes integer powers through double (negative exponents truncate to 0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.trunc(np.power(base.astype(np.float64), exponent.astype(np.float64)))
+    return np.power(base, exponent.astype(base.dtype))
+
+
+def _pow_dtype(call: OpCall, types: list[TensorType]) -> str:
+    if any(t.dtype == "bool" for t in types):
+        raise call.fail("pow needs numeric inputs, got bool")
+    return types[0].dtype
+
 
 elementwise(
     "pow",
     lambda v, a: v[0] ** v[1],
-    lambda xs, a: np.power(xs[0], xs[1].astype(xs[0].dtype)),
+    _pow_numpy,
     inputs=("x", "y"),
-    mixed_dtypes=True,
+    dtype_rule=_pow_dtype,
+    doc="x ** y; the exponent may have another numeric dtype; the result has x's dtype.",
 )
 elementwise(
     "prelu",
     lambda v, a: sp.Piecewise((v[0], v[0] >= 0), (v[0] * v[1], True)),
     lambda xs, a: np.where(xs[0] >= 0, xs[0], xs[0] * xs[1]),
     inputs=("x", "slope"),
+    unidirectional=True,
+    dtype_rule=_numeric,
+    doc="x for x >= 0, slope * x below; slope broadcasts to x's shape.",
 )
 
 _COMPARE = {
-    "equal": (sp.Eq, np.equal),
-    "less": (sp.StrictLessThan, np.less),
-    "less_equal": (sp.LessThan, np.less_equal),
-    "greater": (sp.StrictGreaterThan, np.greater),
-    "greater_equal": (sp.GreaterThan, np.greater_equal),
+    "equal": (sp.Eq, np.equal, "a == b"),
+    "less": (sp.StrictLessThan, np.less, "a < b"),
+    "less_equal": (sp.LessThan, np.less_equal, "a <= b"),
+    "greater": (sp.StrictGreaterThan, np.greater, "a > b"),
+    "greater_equal": (sp.GreaterThan, np.greater_equal, "a >= b"),
 }
-for _name, (_rel, _fn) in _COMPARE.items():
+for _name, (_rel, _fn, _doc) in _COMPARE.items():
     elementwise(
         _name,
         lambda v, a, r=_rel: sp.Piecewise((1, r(v[0], v[1])), (0, True)),
         lambda xs, a, f=_fn: f(xs[0], xs[1]),
         inputs=("a", "b"),
         out_dtype="bool",
+        doc=f"Elementwise {_doc} as a bool tensor.",
     )
 
 
-def _where_infer(call):
-    from fusionlang.ops.common import broadcast_shapes, same_dtype
+def _bool_only(call: OpCall, types: list[TensorType]) -> str:
+    bad = [t.dtype for t in types if t.dtype != "bool"]
+    if bad:
+        raise call.fail(f"logical ops need bool inputs, got {bad[0]}")
+    return "bool"
 
-    cond, x, y = call.input(0), call.input(1), call.input(2)
+
+_LOGICAL = {
+    "and": (sp.And, np.logical_and, "a and b"),
+    "or": (sp.Or, np.logical_or, "a or b"),
+    "xor": (sp.Xor, np.logical_xor, "a xor b"),
+}
+for _name, (_logic, _fn, _doc) in _LOGICAL.items():
+    elementwise(
+        _name,
+        lambda v, a, f=_logic: sp.Piecewise((1, f(sp.Ne(v[0], 0), sp.Ne(v[1], 0))), (0, True)),
+        lambda xs, a, f=_fn: f(xs[0], xs[1]),
+        inputs=("a", "b"),
+        dtype_rule=_bool_only,
+        doc=f"Elementwise logical {_doc} of bool tensors.",
+    )
+elementwise(
+    "not",
+    lambda v, a: sp.Piecewise((0, sp.Ne(v[0], 0)), (1, True)),
+    lambda xs, a: np.logical_not(xs[0]),
+    dtype_rule=_bool_only,
+    doc="Elementwise logical not of a bool tensor.",
+)
+
+
+def _where_dtype(call: OpCall, types: list[TensorType]) -> str:
+    cond = types[0]
     if cond.dtype != "bool":
         raise call.fail(f"condition must be bool, got {cond.dtype}")
-    shape = broadcast_shapes(call, [cond.shape, x.shape, y.shape])
-    return [TensorType(shape, same_dtype(call, [x, y]))]
+    return same_dtype(call, types[1:])
 
 
-_where = elementwise(
+elementwise(
     "where",
     lambda v, a: sp.Piecewise((v[1], sp.Ne(v[0], 0)), (v[2], True)),
     lambda xs, a: np.where(xs[0], xs[1], xs[2]),
     inputs=("cond", "x", "y"),
+    dtype_rule=_where_dtype,
+    dtype_from=1,
+    doc="x where cond is true, else y; all three broadcast together.",
 )
-_where.infer = _where_infer
-_where.reference = lambda xs, a: [np.where(xs[0], xs[1], xs[2])]
 
 for _name, _sym, _fn in (("max", sp.Max, np.maximum), ("min", sp.Min, np.minimum)):
     elementwise(
@@ -213,12 +365,24 @@ for _name, _sym, _fn in (("max", sp.Max, np.maximum), ("min", sp.Min, np.minimum
         inputs=("x",),
         variadic=True,
         min_inputs=1,
+        dtype_rule=_numeric,
+        doc=f"Elementwise {_name} of one or more broadcast inputs.",
     )
-elementwise("sum", lambda v, a: sp.Add(*v), lambda xs, a: fold_left(np.add, xs), variadic=True, min_inputs=1)
+elementwise(
+    "sum",
+    lambda v, a: sp.Add(*v),
+    lambda xs, a: fold_left(np.add, xs),
+    variadic=True,
+    min_inputs=1,
+    dtype_rule=_numeric,
+    doc="Elementwise sum of one or more broadcast inputs.",
+)
 elementwise(
     "mean",
     lambda v, a: sp.Add(*v) / len(v),
     lambda xs, a: fold_left(np.add, xs) / xs[0].dtype.type(len(xs)),
     variadic=True,
     min_inputs=1,
+    float_only=True,
+    doc="Elementwise mean of one or more broadcast inputs.",
 )

@@ -45,6 +45,9 @@ class OpCall:
     attrs: dict[str, Any]
     in_types: list[TensorType | None]
     out_types: list[TensorType] = field(default_factory=list)
+    #: arrays of inputs known at graph-build time (constants), by position; None where
+    #: unknown. Only ops whose output *shape* depends on input values read it.
+    in_values: list[np.ndarray | None] = field(default_factory=list)
 
     def fail(self, message: str) -> ShapeError:
         """An error to raise, located at this node."""
@@ -57,6 +60,13 @@ class OpCall:
 
     def has_input(self, k: int) -> bool:
         return k < len(self.in_types) and self.in_types[k] is not None
+
+    def value(self, k: int) -> np.ndarray:
+        """The array of input k, which must be a constant known at graph-build time."""
+        self.input(k)
+        if k >= len(self.in_values) or self.in_values[k] is None:
+            raise self.fail(f"input {k} must be a constant (its value decides the output shape)")
+        return self.in_values[k]
 
     def axis(self, axis: int, rank: int, *, name: str = "axis", inclusive: bool = False) -> int:
         """Normalize a possibly negative axis against ``rank`` (``inclusive``: rank allowed)."""
@@ -209,15 +219,21 @@ class OpRegistry:
     def __iter__(self) -> Iterable[OpDef]:
         return iter(self.get(n) for n in self.names())
 
-    def call(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None]) -> tuple[OpDef, OpCall]:
-        """Check arity and attributes of a would-be node; return its OpDef and OpCall."""
+    def call(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None],
+             in_values: list | None = None) -> tuple[OpDef, OpCall]:
+        """Check arity and attributes of a would-be node; return its OpDef and OpCall.
+
+        ``in_values``: arrays of constant inputs (None elsewhere), for value-dependent shapes.
+        """
         opdef = self.get(op, f"node {node!r}")
         where = f"node {node!r}"
         opdef.check_arity(len(in_types), where)
-        return opdef, OpCall(op, node, opdef.normalize_attrs(attrs, where), list(in_types))
+        return opdef, OpCall(op, node, opdef.normalize_attrs(attrs, where), list(in_types),
+                             in_values=list(in_values or []))
 
-    def infer(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None]) -> list[TensorType]:
-        opdef, call = self.call(op, node, attrs, in_types)
+    def infer(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None],
+              in_values: list | None = None) -> list[TensorType]:
+        opdef, call = self.call(op, node, attrs, in_types, in_values)
         return opdef.run_infer(call)
 
 

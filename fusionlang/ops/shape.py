@@ -1,4 +1,4 @@
-"""Ops that move data without arithmetic: reshape, transpose, and their kin."""
+"""Ops that relabel a tensor's axes: reshape, flatten, squeeze, unsqueeze, transpose."""
 
 from __future__ import annotations
 
@@ -24,14 +24,19 @@ def relinearize(out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> tuple[
     """Input index reading the same row-major element as output index i (a reshape)."""
     linear = sum((i_sym(k) * s for k, s in enumerate(row_major_strides(out_shape)) if out_shape[k] != 1),
                  sp.Integer(0))
+    return unravel(linear, in_shape)
+
+
+def unravel(linear: sp.Expr, shape: tuple[int, ...]) -> tuple[sp.Expr, ...]:
+    """Row-major index into ``shape`` of a linear position known to be < prod(shape)."""
     index = []
-    for n, s in zip(in_shape, row_major_strides(in_shape)):
+    for k, (n, s) in enumerate(zip(shape, row_major_strides(shape))):
         if n == 1:
             index.append(sp.Integer(0))
             continue
         q = sp.floor(linear / s) if s != 1 else linear
-        # the outermost non-unit axis never wraps
-        index.append(q if n * s == prod(in_shape) else sp.Mod(q, n))
+        outermost = all(d == 1 for d in shape[:k])
+        index.append(q if outermost else sp.Mod(q, n))
     return tuple(index)
 
 
@@ -124,9 +129,142 @@ register(
         inputs=("x",),
         attrs={"perm": Attr("ints", (), "output axis k is input axis perm[k]; default reverses")},
         infer=_transpose_infer,
-        reference=lambda xs, a: [np.ascontiguousarray(np.transpose(xs[0], a["perm"] or None))],
+        reference=lambda xs, a: [np.asarray(np.transpose(xs[0], a["perm"] or None), order="C")],
         access=_transpose_access,
         view=_transpose_is_view,
         doc="Permute axes.",
+    )
+)
+
+
+def _inferred_reshape(op: str, infer):
+    """Reference of a view op: reshape the input to the shape inference gives."""
+
+    def reference(xs, attrs):
+        x = xs[0]
+        return [x.reshape(infer(OpCall(op, "?", attrs, [TensorType.of(x)]))[0].shape)]
+
+    return reference
+
+
+# ----- flatten ---------------------------------------------------------------------
+
+
+def _flatten_split(call: OpCall) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    x = call.input(0)
+    axis = call.attrs["axis"]
+    # ONNX: axis in [-rank, rank], a negative one counting from the back (-1 is rank - 1)
+    if not -x.rank <= axis <= x.rank:
+        raise call.fail(f"axis={axis} is out of range for rank {x.rank}")
+    axis = axis + x.rank if axis < 0 else axis
+    return x.shape[:axis], x.shape[axis:]
+
+
+def _flatten_infer(call: OpCall) -> list[TensorType]:
+    outer, inner = _flatten_split(call)
+    return [call.input(0).with_shape((prod(outer), prod(inner)))]
+
+
+def _flatten_access(call: OpCall) -> list[Stmt]:
+    outer, inner = _flatten_split(call)
+    return copy_stmt(call, unravel(i_sym(0), outer) + unravel(i_sym(1), inner))
+
+
+register(
+    OpDef(
+        name="flatten",
+        inputs=("x",),
+        attrs={"axis": Attr("int", 1, "axes before it form the rows, the rest the columns")},
+        infer=_flatten_infer,
+        reference=_inferred_reshape("flatten", _flatten_infer),
+        access=_flatten_access,
+        view=True,
+        doc="Reshape to a matrix [prod(shape[:axis]), prod(shape[axis:])]: a view.",
+    )
+)
+
+# ----- squeeze / unsqueeze ---------------------------------------------------------
+
+
+def _distinct_axes(call: OpCall, axes: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    normalized = tuple(sorted({call.axis(a, rank, name="axes") for a in axes}))
+    if len(normalized) != len(axes):
+        raise call.fail(f"axes {list(axes)} repeat an axis")
+    return normalized
+
+
+def _squeezed_axes(call: OpCall) -> tuple[int, ...]:
+    x = call.input(0)
+    if not call.attrs["axes"]:
+        return tuple(k for k, n in enumerate(x.shape) if n == 1)
+    axes = _distinct_axes(call, call.attrs["axes"], x.rank)
+    wide = [a for a in axes if x.shape[a] != 1]
+    if wide:
+        raise call.fail(f"cannot squeeze axis {wide[0]} of {x}: its size is not 1")
+    return axes
+
+
+def _squeeze_infer(call: OpCall) -> list[TensorType]:
+    x = call.input(0)
+    axes = _squeezed_axes(call)
+    return [x.with_shape(tuple(n for k, n in enumerate(x.shape) if k not in axes))]
+
+
+def _squeeze_access(call: OpCall) -> list[Stmt]:
+    axes = _squeezed_axes(call)
+    index, kept = [], 0
+    for k in range(call.input(0).rank):
+        if k in axes:
+            index.append(sp.Integer(0))
+        else:
+            index.append(i_sym(kept))
+            kept += 1
+    return copy_stmt(call, tuple(index))
+
+
+register(
+    OpDef(
+        name="squeeze",
+        inputs=("x",),
+        attrs={"axes": Attr("ints", (), "size-1 axes to drop; empty drops every size-1 axis")},
+        infer=_squeeze_infer,
+        reference=_inferred_reshape("squeeze", _squeeze_infer),
+        access=_squeeze_access,
+        view=True,
+        doc="Drop size-1 axes: a view.",
+    )
+)
+
+
+def _inserted_axes(call: OpCall) -> tuple[int, ...]:
+    return _distinct_axes(call, call.attrs["axes"], call.input(0).rank + len(call.attrs["axes"]))
+
+
+def _unsqueeze_shape(in_shape: tuple[int, ...], inserted: tuple[int, ...]) -> tuple[int, ...]:
+    rest = iter(in_shape)
+    return tuple(1 if k in inserted else next(rest) for k in range(len(in_shape) + len(inserted)))
+
+
+def _unsqueeze_infer(call: OpCall) -> list[TensorType]:
+    x = call.input(0)
+    return [x.with_shape(_unsqueeze_shape(x.shape, _inserted_axes(call)))]
+
+
+def _unsqueeze_access(call: OpCall) -> list[Stmt]:
+    inserted = _inserted_axes(call)
+    out_rank = call.input(0).rank + len(inserted)
+    return copy_stmt(call, tuple(i_sym(k) for k in range(out_rank) if k not in inserted))
+
+
+register(
+    OpDef(
+        name="unsqueeze",
+        inputs=("x",),
+        attrs={"axes": Attr("ints", doc="positions of the new size-1 axes in the output")},
+        infer=_unsqueeze_infer,
+        reference=_inferred_reshape("unsqueeze", _unsqueeze_infer),
+        access=_unsqueeze_access,
+        view=True,
+        doc="Insert size-1 axes: a view.",
     )
 )

@@ -1,0 +1,239 @@
+"""Normalizations: batch (inference and training), instance, layer, and local response.
+
+Only inference batch_norm and lrn have a single loop form; the others need statistics
+first and are compound (a `decompose` rule opens them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+
+from fusionlang.ir.types import TensorType
+from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_sym
+from fusionlang.ops.common import require_float, same_dtype
+from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+
+_EPSILON = {"epsilon": Attr("float", 1e-5)}
+
+
+def _float_input(call: OpCall, min_rank: int, layout: str) -> TensorType:
+    x = call.input(0)
+    if x.rank < min_rank:
+        raise call.fail(f"input {x} must have rank >= {min_rank} ({layout})")
+    require_float(call, x)
+    return x
+
+
+def _channel_params(call: OpCall, names: tuple[str, ...], first: int = 1) -> None:
+    """Inputs ``first``.. are per-channel vectors of shape (C,) with x's dtype."""
+    x = call.input(0)
+    for k, name in enumerate(names, start=first):
+        t = call.input(k)
+        if t.shape != (x.shape[1],):
+            raise call.fail(f"{name} {t} should have shape [{x.shape[1]}] (one per channel)")
+    same_dtype(call, [call.input(k) for k in range(first + len(names))])
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def normalize(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarray:
+    """(x - mean) / sqrt(var + epsilon) over ``axes``, with the biased variance (two-pass)."""
+    mean = x.mean(axis=axes, keepdims=True)
+    centered = x - mean
+    var = np.mean(centered * centered, axis=axes, keepdims=True)
+    return centered / np.sqrt(var + x.dtype.type(epsilon))
+
+
+# ----- batch_norm (inference) ------------------------------------------------------
+
+
+def _batch_norm_infer(call: OpCall) -> list[TensorType]:
+    x = _float_input(call, 2, "N, C, ...")
+    _channel_params(call, ("scale", "bias", "mean", "var"))
+    return [x]
+
+
+def _batch_norm_reference(xs, attrs):
+    x, scale, bias, mean, var = xs
+    eps = x.dtype.type(attrs["epsilon"])
+    factor = scale / np.sqrt(var + eps)
+    out = (x - _per_channel(mean, x.ndim)) * _per_channel(factor, x.ndim) + _per_channel(bias, x.ndim)
+    return [out.astype(x.dtype, copy=False)]
+
+
+def _batch_norm_access(call: OpCall) -> list[Stmt]:
+    out = call.out_types[0]
+    channel = (i_sym(1),)
+    reads = (Read(0, out_indices(out.rank)),) + tuple(Read(k, channel) for k in range(1, 5))
+    x, scale, bias, mean, var = (v_sym(k) for k in range(5))
+    body = (x - mean) * scale / sp.sqrt(var + call.attrs["epsilon"]) + bias
+    return [Stmt(0, out.shape, reads, body)]
+
+
+register(
+    OpDef(
+        name="batch_norm",
+        inputs=("x", "scale", "bias", "mean", "var"),
+        attrs=dict(_EPSILON),
+        infer=_batch_norm_infer,
+        reference=_batch_norm_reference,
+        access=_batch_norm_access,
+        doc="Inference batch normalization with running statistics, per channel (axis 1): "
+            "(x - mean) * scale / sqrt(var + epsilon) + bias.",
+    )
+)
+
+# ----- compound normalizations -----------------------------------------------------
+
+
+def _batch_norm_train_infer(call: OpCall) -> list[TensorType]:
+    x = _float_input(call, 2, "N, C, ...")
+    _channel_params(call, ("scale", "bias"))
+    return [x]
+
+
+def _batch_norm_train_reference(xs, attrs):
+    x, scale, bias = xs
+    axes = (0,) + tuple(range(2, x.ndim))
+    out = normalize(x, axes, attrs["epsilon"]) * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
+    return [out.astype(x.dtype, copy=False)]
+
+
+register(
+    OpDef(
+        name="batch_norm_train",
+        inputs=("x", "scale", "bias"),
+        attrs=dict(_EPSILON),
+        infer=_batch_norm_train_infer,
+        reference=_batch_norm_train_reference,
+        compound=True,
+        doc="Training-mode batch normalization forward: statistics of the batch over every axis "
+            "but 1 (biased variance), then scale and bias per channel. Decomposed into BN_A "
+            "(statistics) and BN_B (normalize).",
+    )
+)
+
+
+def _instance_norm_infer(call: OpCall) -> list[TensorType]:
+    x = _float_input(call, 3, "N, C, spatial...")
+    _channel_params(call, ("scale", "bias"))
+    return [x]
+
+
+def _instance_norm_reference(xs, attrs):
+    x, scale, bias = xs
+    axes = tuple(range(2, x.ndim))
+    out = normalize(x, axes, attrs["epsilon"]) * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
+    return [out.astype(x.dtype, copy=False)]
+
+
+register(
+    OpDef(
+        name="instance_norm",
+        inputs=("x", "scale", "bias"),
+        attrs=dict(_EPSILON),
+        infer=_instance_norm_infer,
+        reference=_instance_norm_reference,
+        compound=True,
+        doc="Instance normalization: statistics per (n, c) over the spatial axes, then scale "
+            "and bias per channel.",
+    )
+)
+
+
+def _layer_norm_infer(call: OpCall) -> list[TensorType]:
+    x = _float_input(call, 1, "any rank")
+    axis = call.axis(call.attrs["axis"], x.rank)
+    normalized = x.shape[axis:]
+    for k, name in ((1, "scale"), (2, "bias")):
+        if k == 2 and not call.has_input(k):
+            continue
+        t = call.input(k)
+        fits = t.rank <= len(normalized) and all(
+            d in (1, n) for d, n in zip(reversed(t.shape), reversed(normalized)))
+        if not fits:
+            raise call.fail(f"{name} {t} does not broadcast to the normalized shape {list(normalized)}")
+    same_dtype(call, [t for t in call.in_types if t is not None])
+    return [x]
+
+
+def _layer_norm_reference(xs, attrs):
+    x, scale = xs[0], xs[1]
+    axis = attrs["axis"] % x.ndim
+    out = normalize(x, tuple(range(axis, x.ndim)), attrs["epsilon"]) * scale
+    if len(xs) > 2 and xs[2] is not None:
+        out = out + xs[2]
+    return [out.astype(x.dtype, copy=False)]
+
+
+register(
+    OpDef(
+        name="layer_norm",
+        inputs=("x", "scale", "bias"),
+        min_inputs=2,
+        attrs={"axis": Attr("int", -1, "normalize over axes axis..rank-1"), **_EPSILON},
+        infer=_layer_norm_infer,
+        reference=_layer_norm_reference,
+        compound=True,
+        doc="Layer normalization over the trailing axes from `axis`; scale and bias broadcast "
+            "to those axes. Output 0 (the normalized tensor) only.",
+    )
+)
+
+# ----- lrn -------------------------------------------------------------------------
+
+
+def _lrn_infer(call: OpCall) -> list[TensorType]:
+    x = _float_input(call, 2, "N, C, ...")
+    if call.attrs["size"] < 1:
+        raise call.fail(f"size={call.attrs['size']} must be positive")
+    return [x]
+
+
+def _lrn_window(size: int) -> tuple[int, int]:
+    """Channels before and after c in c's window."""
+    return (size - 1) // 2, size // 2
+
+
+def _lrn_reference(xs, attrs):
+    x = xs[0]
+    size = attrs["size"]
+    before, after = _lrn_window(size)
+    squares = np.square(x)
+    widths = [(0, 0), (before, after)] + [(0, 0)] * (x.ndim - 2)
+    padded = np.pad(squares, widths)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, size, axis=1)
+    total = windows.sum(axis=-1)
+    one = x.dtype.type
+    scale = one(attrs["bias"]) + one(attrs["alpha"] / size) * total
+    return [(x / scale ** one(attrs["beta"])).astype(x.dtype, copy=False)]
+
+
+def _lrn_access(call: OpCall) -> list[Stmt]:
+    out = call.out_types[0]
+    a = call.attrs
+    before, _ = _lrn_window(a["size"])
+    rest = tuple(i_sym(k) for k in range(2, out.rank))
+    neighbour = Read(0, (i_sym(0), i_sym(1) - before + r_sym(0)) + rest, pad=0.0)
+    center = Read(0, out_indices(out.rank))
+    finalize = v_sym(1) / (a["bias"] + sp.Float(a["alpha"] / a["size"]) * ACC) ** sp.Float(a["beta"])
+    return [Stmt(0, out.shape, (neighbour, center), v_sym(0) ** 2, reduce="sum", reduce_extents=(a["size"],),
+                 finalize=finalize)]
+
+
+register(
+    OpDef(
+        name="lrn",
+        inputs=("x",),
+        attrs={"size": Attr("int", doc="channels in the window"), "alpha": Attr("float", 1e-4),
+               "beta": Attr("float", 0.75), "bias": Attr("float", 1.0)},
+        infer=_lrn_infer,
+        reference=_lrn_reference,
+        access=_lrn_access,
+        doc="Local response normalization across channels: x / (bias + alpha/size * sum of "
+            "squares over channels c-floor((size-1)/2) .. c+ceil((size-1)/2))**beta.",
+    )
+)

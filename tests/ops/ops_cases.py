@@ -1,0 +1,398 @@
+"""Concrete op cases shared by the op tests: inputs, attributes, and the equivalent ONNX node.
+
+Each case names one of our ops with its attributes and input arrays; ``onnx_form`` says
+which ONNX op (and attributes, and extra constant inputs) computes the same thing, so the
+same table drives the onnxruntime comparison and the GraphBuilder/interpreter round trip.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from fusionlang.ops import REGISTRY
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+INT64_MIN = int(np.iinfo(np.int64).min)
+
+
+# ----- input makers: called with a seeded Generator -----------------------------------
+def normal(*shape, dtype="float32"):
+    return lambda rng: rng.standard_normal(shape).astype(dtype)
+
+
+def positive(*shape, low=0.1, high=3.0):
+    return lambda rng: rng.uniform(low, high, shape).astype(np.float32)
+
+
+def ints(*shape, low=-9, high=10, dtype="int64"):
+    return lambda rng: rng.integers(low, high, shape).astype(dtype)
+
+
+def bools(*shape):
+    return lambda rng: rng.random(shape) < 0.5
+
+
+def const(array):
+    array = np.asarray(array)
+    return lambda rng: array.copy()
+
+
+@dataclass
+class Case:
+    op: str
+    inputs: list  # input makers; None for an omitted optional input
+    attrs: dict = field(default_factory=dict)
+    #: onnxruntime tolerance: (rtol, atol)
+    tol: tuple[float, float] = (1e-5, 1e-5)
+    note: str = ""
+    #: "onnxruntime", or a name in the test's table of hand-written oracles where it lacks the case
+    oracle: str = "onnxruntime"
+
+    @property
+    def id(self) -> str:
+        shapes = "x".join(str(list(np.shape(m(np.random.default_rng(0))))) if m else "_" for m in self.inputs)
+        attrs = ",".join(f"{k}={_short(v)}" for k, v in sorted(self.attrs.items()))
+        return f"{self.op}[{shapes}]{{{attrs}}}"
+
+    def arrays(self) -> list[np.ndarray | None]:
+        rng = np.random.default_rng(zlib.crc32(self.id.encode()))
+        return [m(rng) if m else None for m in self.inputs]
+
+
+def _short(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}{value.ravel().tolist()}"
+    return str(value).replace(" ", "")
+
+
+# ----- the equivalent ONNX node ---------------------------------------------------------
+@dataclass
+class OnnxForm:
+    op_type: str
+    attrs: dict = field(default_factory=dict)
+    #: constant inputs appended after ours (None: an omitted optional input)
+    extra: list = field(default_factory=list)
+    outputs: int = 1
+    #: ONNX ops applied in turn to the first output (a unary chain)
+    then: tuple[str, ...] = ()
+    #: build the whole node list instead: fn(input names, output name) -> nodes
+    graph: Callable | None = None
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+_ONNX_NAMES = {
+    "neg": "Neg", "abs": "Abs", "sign": "Sign", "relu": "Relu", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
+    "reciprocal": "Reciprocal", "erf": "Erf", "tanh": "Tanh", "sigmoid": "Sigmoid", "softplus": "Softplus",
+    "softsign": "Softsign", "floor": "Floor", "ceil": "Ceil", "sin": "Sin", "cos": "Cos", "identity": "Identity",
+    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "prelu": "PRelu", "equal": "Equal",
+    "less": "Less", "less_equal": "LessOrEqual", "greater": "Greater", "greater_equal": "GreaterOrEqual",
+    "and": "And", "or": "Or", "xor": "Xor", "not": "Not", "where": "Where", "max": "Max", "min": "Min",
+    "sum": "Sum", "mean": "Mean", "matmul": "MatMul", "concat": "Concat", "gather": "Gather",
+    "global_average_pool": "GlobalAveragePool", "global_max_pool": "GlobalMaxPool", "transpose": "Transpose",
+    "flatten": "Flatten", "shape": "Shape", "constant_of_shape": "ConstantOfShape", "softmax": "Softmax",
+    "log_softmax": "LogSoftmax",
+}
+_RENAMED_ATTRS = {
+    "gemm": {"trans_a": "transA", "trans_b": "transB"},
+    "leaky_relu": {}, "elu": {}, "selu": {}, "hard_sigmoid": {}, "gelu": {}, "lrn": {},
+}
+_ONNX_OPS = {
+    "leaky_relu": "LeakyRelu", "elu": "Elu", "selu": "Selu", "hard_sigmoid": "HardSigmoid", "gelu": "Gelu",
+    "lrn": "LRN", "gemm": "Gemm", "conv": "Conv", "conv_transpose": "ConvTranspose", "max_pool": "MaxPool",
+    "average_pool": "AveragePool", "batch_norm": "BatchNormalization", "instance_norm": "InstanceNormalization",
+    "layer_norm": "LayerNormalization",
+}
+_WINDOW_KEYS = ("kernel_shape", "strides", "pads", "dilations", "group", "ceil_mode", "count_include_pad",
+                "output_padding", "storage_order")
+_ONNX_DTYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16,
+                "int64": TensorProto.INT64, "int32": TensorProto.INT32, "int8": TensorProto.INT8,
+                "uint8": TensorProto.UINT8, "bool": TensorProto.BOOL}
+
+
+def onnx_form(op: str, attrs: dict, arrays: list) -> OnnxForm:
+    """The ONNX node computing what ``op`` with normalized ``attrs`` computes."""
+    a = attrs
+    x = arrays[0]
+    if op in _ONNX_NAMES:
+        kept = {k: v for k, v in a.items() if k in ("axis", "perm", "start", "end", "value") and _set(v)}
+        if op == "shape" and kept.get("end") == INT64_MAX:
+            del kept["end"]
+        if op == "transpose" and not a["perm"]:
+            kept.pop("perm", None)
+        return OnnxForm(_ONNX_NAMES[op], kept)
+    if op in _ONNX_OPS:
+        names = _RENAMED_ATTRS.get(op, {})
+        kept = {names.get(k, k): v for k, v in a.items() if _set(v)}
+        return OnnxForm(_ONNX_OPS[op], kept)
+    if op.startswith("reduce_"):
+        camel = "Reduce" + op.split("_")[1].capitalize()
+        extra = [_i64(a["axes"])] if a["axes"] else []
+        return OnnxForm(camel, {"keepdims": a["keepdims"], "noop_with_empty_axes": a["noop_with_empty_axes"]}, extra)
+    return _SPECIAL[op](a, arrays, x)
+
+
+def _set(value) -> bool:
+    return not (isinstance(value, tuple) and not value)
+
+
+def _clip(a, arrays, x):
+    bound = lambda v: None if math.isinf(v) else np.asarray(v, dtype=x.dtype)  # noqa: E731
+    return OnnxForm("Clip", extra=[bound(a["min"]), bound(a["max"])])
+
+
+def _silu(a, arrays, x):
+    def graph(ins, out):
+        return [helper.make_node("Sigmoid", [ins[0]], ["silu_s"]), helper.make_node("Mul", [ins[0], "silu_s"], [out])]
+
+    return OnnxForm("", graph=graph)
+
+
+def _batch_norm_train(a, arrays, x):
+    c = x.shape[1]
+    stats = [np.zeros(c, x.dtype), np.ones(c, x.dtype)]
+    return OnnxForm("BatchNormalization", {"epsilon": a["epsilon"], "training_mode": 1}, stats, outputs=3)
+
+
+def _pad(a, arrays, x):
+    extra = [_i64(a["pads"])]
+    if a["mode"] == "constant":
+        extra.append(np.asarray(a["value"], dtype=x.dtype))
+    return OnnxForm("Pad", {"mode": a["mode"]}, extra)
+
+
+def _slice(a, arrays, x):
+    n = len(a["starts"])
+    return OnnxForm("Slice", extra=[_i64(a["starts"]), _i64(a["ends"]), _i64(a["axes"] or range(n)),
+                                    _i64(a["steps"] or [1] * n)])
+
+
+_SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
+    "clip": _clip,
+    "silu": _silu,
+    "rsqrt": lambda a, arrays, x: OnnxForm("Sqrt", then=("Reciprocal",)),
+    "batch_norm_train": _batch_norm_train,
+    "cast": lambda a, arrays, x: OnnxForm("Cast", {"to": _ONNX_DTYPES[a["to"]]}),
+    "dropout": lambda a, arrays, x: OnnxForm("Dropout"),
+    "reshape": lambda a, arrays, x: OnnxForm("Reshape", {"allowzero": a["allowzero"]}, [_i64(a["shape"])]),
+    "squeeze": lambda a, arrays, x: OnnxForm("Squeeze", extra=[_i64(a["axes"])] if a["axes"] else []),
+    "unsqueeze": lambda a, arrays, x: OnnxForm("Unsqueeze", extra=[_i64(a["axes"])]),
+    "split": lambda a, arrays, x: OnnxForm("Split", {"axis": a["axis"]}, [_i64(a["split"])],
+                                           outputs=len(a["split"])),
+    "slice": _slice,
+    "expand": lambda a, arrays, x: OnnxForm("Expand", extra=[_i64(a["shape"])]),
+    "tile": lambda a, arrays, x: OnnxForm("Tile", extra=[_i64(a["repeats"])]),
+    "pad": _pad,
+}
+
+
+# ----- the cases ------------------------------------------------------------------------
+def _unary_cases() -> list[Case]:
+    cases = []
+    domain = {"log": positive, "sqrt": positive, "rsqrt": positive, "reciprocal": positive}
+    for op in ("neg", "abs", "sign", "relu", "exp", "log", "sqrt", "rsqrt", "reciprocal", "erf", "tanh",
+               "sigmoid", "softplus", "softsign", "floor", "ceil", "sin", "cos", "silu", "identity", "dropout"):
+        cases.append(Case(op, [domain.get(op, normal)(3, 4, 5)]))
+    wide = lambda rng: (rng.standard_normal((4, 50)) * 30).astype(np.float32)  # noqa: E731
+    cases += [Case(op, [wide], note="large magnitudes: overflow-safe forms")
+              for op in ("sigmoid", "softplus", "tanh", "erf", "silu", "exp")]
+    cases += [Case(op, [ints(2, 7, dtype="int32")]) for op in ("neg", "abs", "sign", "relu")]
+    cases += [
+        Case("leaky_relu", [normal(2, 3, 4)], {"alpha": 0.2}),
+        Case("elu", [normal(2, 3, 4)], {"alpha": 0.7}),
+        Case("selu", [normal(2, 3, 4)]),
+        Case("hard_sigmoid", [normal(2, 3, 4)], {"alpha": 0.3, "beta": 0.4}),
+        Case("gelu", [normal(2, 3, 4)]),
+        Case("gelu", [normal(2, 3, 4)], {"approximate": "tanh"}),
+        Case("clip", [normal(3, 4)], {"min": -0.5, "max": 0.7}),
+        Case("clip", [normal(3, 4)], {"max": 0.2}),
+        Case("clip", [normal(3, 4)], {"min": 1.0, "max": -1.0}, note="min > max gives max"),
+        Case("clip", [ints(3, 4, dtype="int32")], {"min": -3, "max": 4}),
+        Case("cast", [normal(3, 4)], {"to": "int32"}),
+        Case("cast", [normal(3, 4)], {"to": "bool"}),
+        Case("cast", [ints(3, 4)], {"to": "float32"}),
+        Case("cast", [normal(3, 4)], {"to": "float16"}),
+        Case("cast", [bools(3, 4)], {"to": "float32"}),
+    ]
+    return cases
+
+
+def _binary_cases() -> list[Case]:
+    cases = []
+    for op in ("add", "sub", "mul", "div"):
+        cases.append(Case(op, [normal(3, 1, 5), normal(4, 1)]))
+    cases += [
+        Case("div", [ints(4, 6, dtype="int32"), ints(6, low=1, high=5, dtype="int32")]),
+        Case("div", [ints(4, 6, dtype="int64"), const(np.array([-3, -2, 2, 3, 4, -5]))]),
+        Case("add", [ints(2, 3), ints(3)]),
+        Case("pow", [positive(3, 4), normal(4)]),
+        Case("pow", [normal(3, 4), const(np.array([2, 3, 0, -1], np.int64))]),
+        Case("pow", [ints(3, 4, low=-4, high=5, dtype="int32"), ints(4, low=0, high=4, dtype="int32")]),
+        Case("prelu", [normal(2, 3, 4), normal(3, 1)]),
+        Case("prelu", [normal(2, 3), normal(3)]),
+        Case("where", [bools(3, 1), normal(1, 4), normal(3, 4)]),
+        Case("where", [bools(2, 3), ints(3), ints(2, 1)]),
+        Case("max", [normal(3, 4), normal(4), normal(1, 4)]),
+        Case("min", [normal(3, 4), normal(3, 1)]),
+        Case("max", [normal(5)]),
+        Case("sum", [normal(2, 3), normal(3), normal(2, 1)]),
+        Case("mean", [normal(2, 3), normal(3), normal(2, 1)]),
+        Case("not", [bools(3, 4)]),
+    ]
+    tie = lambda rng: rng.integers(-2, 3, (4, 5)).astype(np.float32)  # noqa: E731
+    cases += [Case(op, [tie, tie]) for op in ("equal", "less", "less_equal", "greater", "greater_equal")]
+    cases += [Case(op, [bools(3, 4), bools(4)]) for op in ("and", "or", "xor")]
+    return cases
+
+
+def _reduce_cases() -> list[Case]:
+    cases = []
+    for kind in ("sum", "mean", "max", "min", "prod"):
+        op = f"reduce_{kind}"
+        cases += [
+            Case(op, [normal(3, 4, 5)], {"axes": (1,)}),
+            Case(op, [normal(3, 4, 5)], {"axes": (0, -1), "keepdims": 0}),
+            Case(op, [normal(3, 4)], {}),
+            Case(op, [normal(3, 4)], {"noop_with_empty_axes": 1}),
+        ]
+    return cases
+
+
+def _nn_cases() -> list[Case]:
+    conv_tol = (1e-4, 1e-4)  # sums of dozens of products, accumulated in a different order
+    return [
+        Case("conv", [normal(2, 4, 7, 6), normal(6, 4, 3, 3), normal(6)], {"pads": (1, 1, 1, 1)}, conv_tol),
+        Case("conv", [normal(1, 4, 9, 8), normal(6, 2, 3, 2)], {"group": 2, "strides": (2, 1),
+                                                               "dilations": (1, 2), "pads": (0, 1, 2, 0)}, conv_tol),
+        Case("conv", [normal(1, 4, 6, 6), normal(4, 1, 3, 3)], {"group": 4, "pads": (1, 1, 1, 1)}, conv_tol),
+        Case("conv", [normal(2, 3, 10), normal(5, 3, 4)], {"strides": (3,)}, conv_tol),
+        Case("conv", [normal(1, 2, 4, 5, 4), normal(3, 2, 2, 3, 2), normal(3)], {"pads": (1, 0, 1, 0, 1, 1)}, conv_tol),
+        Case("conv_transpose", [normal(2, 4, 3, 4), normal(4, 3, 3, 3), normal(3)], {}, conv_tol),
+        Case("conv_transpose", [normal(1, 4, 3, 4), normal(4, 2, 3, 2)],
+             {"group": 2, "strides": (2, 3), "pads": (1, 0, 0, 1), "output_padding": (1, 2)}, conv_tol),
+        Case("conv_transpose", [normal(1, 2, 4, 3), normal(2, 3, 2, 2)],
+             {"dilations": (2, 1), "strides": (1, 2), "pads": (2, 1, 0, 1)}, conv_tol),
+        Case("conv_transpose", [normal(2, 3, 5), normal(3, 2, 4), normal(2)], {"strides": (2,), "pads": (1, 2)},
+             conv_tol),
+        Case("max_pool", [normal(2, 3, 7, 7)], {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
+        Case("max_pool", [normal(1, 2, 6, 7)], {"kernel_shape": (2, 3), "strides": (2, 2), "ceil_mode": 1}),
+        Case("max_pool", [normal(1, 2, 8, 8)], {"kernel_shape": (2, 2), "dilations": (2, 3), "pads": (1, 0, 1, 1)}),
+        Case("max_pool", [normal(2, 3, 9)], {"kernel_shape": (4,), "strides": (2,)}),
+        Case("max_pool", [ints(1, 2, 4, 5, dtype="int8")], {"kernel_shape": (2, 2), "pads": (1, 1, 0, 0)}),
+        Case("average_pool", [normal(2, 3, 7, 7)], {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
+        Case("average_pool", [normal(2, 3, 7, 7)], {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1),
+                                                    "count_include_pad": 1}),
+        Case("average_pool", [normal(1, 2, 6, 7)], {"kernel_shape": (3, 2), "strides": (2, 2), "pads": (1, 0, 1, 1),
+                                                    "ceil_mode": 1}),
+        Case("average_pool", [normal(1, 2, 6, 7)], {"kernel_shape": (3, 2), "strides": (2, 2), "pads": (1, 0, 1, 1),
+                                                    "ceil_mode": 1, "count_include_pad": 1}),
+        Case("average_pool", [normal(1, 2, 8, 7)], {"kernel_shape": (2, 2), "dilations": (2, 2), "pads": (1, 1, 0, 1)}),
+        Case("average_pool", [normal(1, 2, 8, 7)], {"kernel_shape": (2, 2), "dilations": (2, 2), "pads": (1, 1, 0, 1),
+                                                    "count_include_pad": 1}),
+        Case("average_pool", [normal(1, 2, 4, 5, 4)], {"kernel_shape": (2, 3, 2), "pads": (0, 1, 1, 1, 1, 0)}),
+        Case("global_average_pool", [normal(2, 3, 5, 4)]),
+        Case("global_average_pool", [normal(2, 3, 7)]),
+        Case("global_max_pool", [normal(2, 3, 5, 4)]),
+        Case("global_max_pool", [normal(1, 2, 3, 2, 4)]),
+        Case("lrn", [normal(2, 7, 3, 3)], {"size": 3}, note="onnxruntime implements 4-d LRN only"),
+        Case("lrn", [normal(2, 6, 2, 3)], {"size": 4, "alpha": 0.01, "beta": 0.5, "bias": 2.0},
+             oracle="lrn-loop", note="onnxruntime implements odd sizes only; onnx's evaluator sums the wrong axis"),
+        Case("lrn", [normal(1, 5, 2, 2)], {"size": 1}),
+        Case("batch_norm", [normal(2, 3, 4, 5), normal(3), normal(3), normal(3), positive(3)], {"epsilon": 1e-3}),
+        Case("batch_norm", [normal(4, 3), normal(3), normal(3), normal(3), positive(3)]),
+        Case("batch_norm_train", [normal(4, 3, 5, 2), normal(3), normal(3)], tol=(1e-4, 1e-4)),
+        Case("instance_norm", [normal(2, 3, 4, 5), normal(3), normal(3)], tol=(1e-4, 1e-4)),
+        Case("instance_norm", [normal(2, 3, 6), normal(3), normal(3)], {"epsilon": 0.1}, tol=(1e-4, 1e-4)),
+        Case("layer_norm", [normal(3, 4, 8), normal(8), normal(8)], tol=(1e-4, 1e-4),
+             note="onnxruntime uses E[x^2] - E[x]^2 for the variance"),
+        Case("layer_norm", [normal(3, 4, 5), normal(4, 5)], {"axis": 1, "epsilon": 1e-3}, tol=(1e-4, 1e-4)),
+        Case("layer_norm", [normal(2, 3, 4), normal(1, 4), normal(4)], {"axis": -2}, tol=(1e-4, 1e-4)),
+        Case("softmax", [normal(3, 4, 5)]),
+        Case("softmax", [normal(3, 4, 5)], {"axis": 1}),
+        Case("log_softmax", [normal(3, 4, 5)]),
+        Case("log_softmax", [normal(3, 4, 5)], {"axis": 0}),
+        Case("softmax", [lambda rng: (rng.standard_normal((2, 6)) * 100).astype(np.float32)],
+             note="large logits: the max is subtracted first"),
+    ]
+
+
+def _linalg_cases() -> list[Case]:
+    return [
+        Case("gemm", [normal(3, 4), normal(4, 5), normal(5)]),
+        Case("gemm", [normal(4, 3), normal(5, 4), normal(3, 1)], {"trans_a": 1, "trans_b": 1, "alpha": 0.5,
+                                                                  "beta": 2.0}),
+        Case("gemm", [normal(3, 4), normal(5, 4)], {"trans_b": 1}),
+        Case("gemm", [normal(3, 4), normal(4, 5), normal(3, 5)], {"beta": 0.0}),
+        Case("gemm", [normal(3, 4), normal(4, 5), const(np.float32(1.5))]),
+        Case("matmul", [normal(3, 4), normal(4, 5)]),
+        Case("matmul", [normal(2, 1, 3, 4), normal(5, 4, 6)]),
+        Case("matmul", [normal(4), normal(2, 4, 3)]),
+        Case("matmul", [normal(2, 3, 4), normal(4)]),
+        Case("matmul", [normal(4), normal(4)]),
+        Case("matmul", [ints(2, 3, dtype="int32"), ints(3, 2, dtype="int32")]),
+    ]
+
+
+def _shape_cases() -> list[Case]:
+    return [
+        Case("reshape", [normal(2, 3, 4)], {"shape": (0, -1)}),
+        Case("reshape", [normal(2, 3, 4)], {"shape": (4, 1, 6)}),
+        Case("reshape", [normal(2, 0, 4)], {"shape": (0, 8), "allowzero": 1}),
+        Case("transpose", [normal(2, 3, 4)], {"perm": (1, 2, 0)}),
+        Case("transpose", [normal(2, 3, 4)]),
+        Case("flatten", [normal(2, 3, 4)]),
+        Case("flatten", [normal(2, 3, 4)], {"axis": 0}),
+        Case("flatten", [normal(2, 3, 4)], {"axis": -1}),
+        Case("flatten", [normal(2, 3, 4)], {"axis": 3}),
+        Case("squeeze", [normal(1, 3, 1, 4)]),
+        Case("squeeze", [normal(1, 3, 1, 4)], {"axes": (-2,)}),
+        Case("unsqueeze", [normal(3, 4)], {"axes": (0, 3)}),
+        Case("unsqueeze", [normal(3, 4)], {"axes": (-1,)}),
+        Case("concat", [normal(2, 3), normal(2, 1), normal(2, 4)], {"axis": 1}),
+        Case("concat", [normal(2, 3, 2), normal(1, 3, 2)], {"axis": -3}),
+        Case("concat", [ints(3)], {"axis": 0}),
+        Case("split", [normal(2, 6, 3)], {"axis": 1, "split": (2, 3, 1)}),
+        Case("split", [ints(5, 2)], {"split": (5,)}),
+        Case("split", [normal(4, 3)], {"axis": -1, "split": (1, 2)}),
+        Case("slice", [normal(5, 6, 7)], {"starts": (1, -4), "ends": (4, 100), "axes": (0, 2)}),
+        Case("slice", [normal(5, 6)], {"starts": (-1, 4), "ends": (INT64_MIN, 0), "steps": (-2, -1)}),
+        Case("slice", [normal(5, 6)], {"starts": (0, 1), "ends": (INT64_MAX, 6), "steps": (3, 2), "axes": (-2, -1)}),
+        Case("slice", [normal(5, 6)], {"starts": (10,), "ends": (20,), "axes": (1,)}),
+        Case("slice", [normal(5, 6)], {"starts": (3,), "ends": (1,), "axes": (0,)}),
+        Case("expand", [normal(3, 1)], {"shape": (2, 1, 6)}),
+        Case("expand", [normal(2, 3, 4)], {"shape": (3, 1)}),
+        Case("tile", [normal(2, 3)], {"repeats": (2, 3)}),
+        Case("tile", [ints(1, 2, 3)], {"repeats": (3, 1, 2)}),
+        Case("pad", [normal(2, 3)], {"pads": (1, 0, 2, 3), "value": 1.5}),
+        Case("pad", [normal(3, 4)], {"pads": (2, 1, 1, 3), "mode": "reflect"}),
+        Case("pad", [normal(3, 4)], {"pads": (2, 0, 1, 5), "mode": "edge"}),
+        Case("pad", [normal(3, 4)], {"pads": (3, 1, 4, 6), "mode": "wrap"}),
+        Case("pad", [normal(4, 5)], {"pads": (-1, 2, 1, -2)}),
+        Case("pad", [normal(5, 4)], {"pads": (-1, 0, 3, 0), "mode": "reflect"}),
+        Case("pad", [ints(3, 4)], {"pads": (1, 1, 1, 1), "value": 7.0}),
+        Case("gather", [normal(5, 4), const(np.array([[0, 4], [-1, 2], [3, -5]]))]),
+        Case("gather", [normal(3, 5, 2), const(np.array([4, -2, 0], np.int32))], {"axis": 1}),
+        Case("gather", [normal(3, 5, 2), const(np.array(1))], {"axis": -1}),
+        Case("constant_of_shape", [const(np.array([2, 3]))]),
+        Case("constant_of_shape", [const(np.array([4]))], {"value": np.array([7], np.int64)}),
+        Case("constant_of_shape", [const(np.array([2, 0, 1]))], {"value": np.array([1.5], np.float32)}),
+        Case("shape", [normal(2, 3, 4)]),
+        Case("shape", [normal(2, 3, 4)], {"start": 1}),
+        Case("shape", [normal(2, 3, 4, 5)], {"start": -3, "end": -1}),
+        Case("shape", [normal(2, 3, 4)], {"start": 2, "end": 1}),
+    ]
+
+
+CASES: list[Case] = _unary_cases() + _binary_cases() + _reduce_cases() + _nn_cases() + _linalg_cases() + _shape_cases()
+
+
+def normalized(case: Case) -> dict:
+    return REGISTRY.get(case.op).normalize_attrs(case.attrs, f"case {case.id}")

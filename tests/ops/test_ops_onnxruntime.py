@@ -1,0 +1,99 @@
+"""Every op's NumPy reference against onnxruntime running the equivalent ONNX node."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+from ops_cases import CASES, Case, normalized, onnx_form
+
+from fusionlang.ir.types import TensorType
+from fusionlang.ops import REGISTRY
+
+ort = pytest.importorskip("onnxruntime")
+
+OPSET = 20  # Gelu needs 20; AveragePool dilations and Pad 'wrap' need 19
+
+
+def _model(case: Case, attrs: dict, arrays: list) -> tuple[bytes, dict]:
+    form = onnx_form(case.op, attrs, arrays)
+    feeds, inputs, inits, names = {}, [], [], []
+    for k, array in enumerate(arrays):
+        if array is None:
+            names.append("")
+            continue
+        name = f"in{k}"
+        names.append(name)
+        feeds[name] = array
+        inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape))
+    for k, array in enumerate(form.extra):
+        if array is None:
+            names.append("")
+            continue
+        name = f"extra{k}"
+        names.append(name)
+        inits.append(numpy_helper.from_array(np.asarray(array), name))
+    while names and not names[-1]:
+        names.pop()
+    outs = [f"out{k}" for k in range(form.outputs)]
+    if form.graph is not None:
+        nodes = form.graph(names, outs[0])
+    else:
+        attrs = {k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v for k, v in form.attrs.items()}
+        nodes = [helper.make_node(form.op_type, names, outs, **attrs)]
+        for k, op_type in enumerate(form.then):
+            previous, outs[0] = outs[0], f"then{k}"
+            nodes.append(helper.make_node(op_type, [previous], [outs[0]]))
+    graph = helper.make_graph(nodes, "case", inputs, [onnx.ValueInfoProto(name=o) for o in outs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 10
+    return model.SerializeToString(), feeds
+
+
+def _onnxruntime(case: Case, attrs: dict, arrays: list) -> list[np.ndarray]:
+    model, feeds = _model(case, attrs, arrays)
+    if case.oracle != "onnxruntime":
+        return _HAND_ORACLES[case.oracle](attrs, arrays)
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _lrn_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """The ONNX LRN formula written out channel by channel."""
+    x = arrays[0]
+    size, channels = attrs["size"], x.shape[1]
+    out = np.empty_like(x)
+    for c in range(channels):
+        lo, hi = max(0, c - (size - 1) // 2), min(channels - 1, c + math.ceil((size - 1) / 2))
+        square_sum = np.sum(x[:, lo:hi + 1] ** 2, axis=1)
+        out[:, c] = x[:, c] / (attrs["bias"] + attrs["alpha"] / size * square_sum) ** attrs["beta"]
+    return [out]
+
+
+_HAND_ORACLES = {"lrn-loop": _lrn_loop}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_reference_matches_onnxruntime(case: Case):
+    attrs = normalized(case)
+    arrays = case.arrays()
+    present = arrays[:max(k + 1 for k, a in enumerate(arrays) if a is not None)]
+    ours = REGISTRY.get(case.op).reference(present, attrs)
+    theirs = _onnxruntime(case, attrs, arrays)
+    inferred = REGISTRY.infer(case.op, "n", case.attrs, [None if a is None else TensorType.of(a) for a in present],
+                              present)
+    assert len(ours) == len(inferred)
+    rtol, atol = case.tol
+    for got, want, typ in zip(ours, theirs, inferred):
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        assert TensorType.of(got) == typ
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def test_every_op_with_a_reference_has_an_onnxruntime_case():
+    covered = {case.op for case in CASES}
+    missing = [name for name in REGISTRY.names() if name not in covered]
+    assert missing == []
