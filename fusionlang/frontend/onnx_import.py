@@ -385,14 +385,17 @@ class _Importer:
         if op not in REGISTRY:
             raise UnsupportedOpError(f"node {ctx.label!r}: {ctx.op_type} (domain ai.onnx, opset {self.opset}) "
                                      f"converts to fusionlang op {op!r}, which the op registry lacks")
-        name = self._node_name(ctx.label)
+        names = list(outputs) if outputs is not None else [""]
+        # the node computing the ONNX node's outputs carries its name; helpers get derived names
+        writes_onnx_output = any(names)
+        name = self._node_name(ctx.label) if writes_onnx_output else self.fresh(f"{ctx.label}/{op}")
+        self.node_names.add(name)
         opdef = REGISTRY.get(op)
         in_types = [self.graph.types[v] if v else None for v in inputs]
         types = REGISTRY.infer(op, name, attrs, in_types)
-        names = list(outputs) if outputs is not None else [""]
         if len(names) > len(types):
             raise ctx.fail(f"{op} computes {len(types)} results, the model expects {len(names)}")
-        names = [n or self.fresh(f"{ctx.label}.{op}") for n in names]
+        names = [n or self.fresh(f"{ctx.label}/{op}") for n in names]
         node = Node(name, op, list(inputs), names, opdef.normalize_attrs(attrs, f"node {name!r}"),
                     (f"onnx:{ctx.label}",))
         self.graph.add_node(node, types[:len(names)])

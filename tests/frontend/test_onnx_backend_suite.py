@@ -1,0 +1,39 @@
+"""ONNX's own backend test suite (pytorch-converted and pytorch-operator models) run
+through ``fusionlang.onnx_backend``.
+
+Every case whose ops fusionlang supports must pass. Excluded cases are listed below with
+their reason; only unsupported ops or op forms are acceptable reasons. Only the CPU
+variants are collected: the backend declares no other device.
+"""
+
+from __future__ import annotations
+
+import unittest
+
+import onnx.backend.test
+
+import fusionlang.onnx_backend
+
+#: case name (without the device suffix) -> why fusionlang cannot run it
+EXCLUDED: dict[str, str] = {}
+
+SUITES = ("OnnxBackendPyTorchConvertedModelTest", "OnnxBackendPyTorchOperatorModelTest")
+
+_backend_test = onnx.backend.test.BackendTest(fusionlang.onnx_backend, __name__)
+_backend_test.include(r"_cpu$")
+
+for _suite, _case in _backend_test.test_cases.items():
+    if _suite not in SUITES:
+        continue
+    for _attr in [a for a in vars(_case) if a.startswith("test_")]:
+        if not _attr.endswith("_cpu"):
+            delattr(_case, _attr)
+        elif _attr[: -len("_cpu")] in EXCLUDED:
+            setattr(_case, _attr, unittest.skip(EXCLUDED[_attr[: -len("_cpu")]])(getattr(_case, _attr)))
+    globals()[_suite] = _case
+del _suite, _case, _attr  # a class left in a module global is collected a second time
+
+
+def test_exclusions_name_real_cases():
+    cases = {a[: -len("_cpu")] for s in SUITES for a in vars(globals()[s]) if a.endswith("_cpu")}
+    assert set(EXCLUDED) <= cases
