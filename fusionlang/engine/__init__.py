@@ -1,0 +1,22 @@
+"""What gets rewritten and grouped: the rewrite engine, the partitioners (apollo, tvm,
+dp), the cost model, and the FusionPlan they produce."""
+
+from fusionlang.engine.cost import DEVICES, CostModel, GroupCost
+from fusionlang.engine.partition import STRATEGIES, partition
+from fusionlang.engine.pipeline import fuse, unfused_stats
+from fusionlang.engine.plan import FusionPlan, Group, make_group, per_node_plan, single_group_plan
+
+__all__ = [
+    "DEVICES",
+    "STRATEGIES",
+    "CostModel",
+    "FusionPlan",
+    "Group",
+    "GroupCost",
+    "fuse",
+    "make_group",
+    "partition",
+    "per_node_plan",
+    "single_group_plan",
+    "unfused_stats",
+]

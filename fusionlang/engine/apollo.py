@@ -1,0 +1,102 @@
+"""Apollo's partition phase: aggregate primitive ops into micro-graphs by the fuse table.
+
+Consumers are visited in topological order; each producer group is merged into its
+consumer's group when the rule set's table has an entry for (producer category, consumer
+category), the merge keeps groups convex, and the size limits hold. A `stitch` entry
+also merges, and records the value as kept on chip (layer II). The pass repeats until no
+merge applies, because merged groups take new categories. Afterwards independent small
+groups of the categories named by `horizontal` entries are packed into shared launches
+(layer III): groups at the same depth of the quotient DAG never depend on each other.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import networkx as nx
+
+from fusionlang.engine.cost import CostModel
+from fusionlang.engine.grouping import Grouping
+from fusionlang.engine.policy import describe_entry, node_categories
+from fusionlang.ir.graph import Graph
+
+DEFAULTS = {
+    "max_ops": 64,
+    "max_args": 96,
+    "horizontal": True,
+    "horizontal_max_bytes": 1 << 20,
+    "horizontal_max_groups": 8,
+    "cost": "h100",
+}
+
+
+def partition_apollo(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:
+    categories = node_categories(graph, ruleset)
+    grouping = Grouping(graph, categories)
+    producers = {out: n.name for n in graph.nodes for out in n.outputs}
+    changed = True
+    while changed:
+        changed = False
+        for node in graph.nodes:
+            for value in dict.fromkeys(node.present_inputs()):
+                source = producers.get(value)
+                if source is not None and _try_merge(grouping, ruleset, options, source, node.name, value, forbidden,
+                                                             categories):
+                    changed = True
+    return grouping
+
+
+def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, value: str, forbidden,
+               categories: dict[str, str]) -> bool:
+    a, b = grouping.group_of[source], grouping.group_of[sink]
+    if a == b or (source, sink) in forbidden:
+        return False
+    cat_a, cat_b = grouping.groups[a].category, grouping.groups[b].category
+    entry, stitched = ruleset.fuse_result(cat_a, cat_b), False
+    if entry is None:
+        entry, stitched = ruleset.fuse_result(cat_a, cat_b, flag="stitch"), True
+    if entry is None:
+        return False
+    if grouping.size(a) + grouping.size(b) > options["max_ops"]:
+        return False
+    inputs = grouping.external_inputs([a, b])
+    if len(inputs) > options["max_args"]:
+        return False
+    if not grouping.can_merge(a, b):
+        return False
+    grouping.merge(a, b, entry.result, describe_entry(entry), edge=(source, sink))
+    if stitched and categories[source] in entry.producers:
+        # only a reduction's own result is kept on chip; values of ops merged earlier
+        # into the reduction's group are ordinary intermediates
+        grouping.stitches.append((value, sink))
+    return True
+
+
+def horizontal_packs(plan, ruleset, options: dict, cost: CostModel) -> list[list[int]]:
+    """Lists of plan group ids to launch together (each list at one quotient depth)."""
+    if not options["horizontal"]:
+        return []
+    eligible = set()
+    for entry in ruleset.fuse_entries:
+        if "horizontal" in entry.flags:
+            eligible |= set(entry.producers) | set(entry.consumers)
+    if not eligible:
+        return []
+    quotient = plan.quotient()
+    depth: dict[int, int] = {}
+    for gid in nx.topological_sort(quotient):
+        depth[gid] = 1 + max((depth[p] for p in quotient.predecessors(gid)), default=-1)
+    levels: dict[int, list[int]] = defaultdict(list)
+    for group in plan.kernels:
+        small = cost.group_cost(group.nodes).bytes <= options["horizontal_max_bytes"]
+        if group.category in eligible and small:
+            levels[depth[group.id]].append(group.id)
+    packs = []
+    limit = max(2, options["horizontal_max_groups"])
+    for level in sorted(levels):
+        members = levels[level]
+        for start in range(0, len(members), limit):
+            chunk = members[start:start + limit]
+            if len(chunk) > 1:
+                packs.append(chunk)
+    return packs

@@ -1,0 +1,163 @@
+"""Dynamic-programming partitioner (after Gao et al., 2025: DP search with a cost model
+and pruning instead of greedy fusion).
+
+Groups are contiguous segments of one topological order: a segment of a topological
+order is always convex (a path between two members passes only through nodes ordered
+between them). ``best[e]`` = cheapest partition of the first e nodes; each segment is
+priced by the roofline cost model. On a chain every legal group is such a segment, so
+the result is optimal there; on a DAG the order is chosen to keep producer-consumer
+chains adjacent (depth-first), and the search costs O(n * window).
+
+A segment is legal when each node after the first consumes something inside it and
+the fuse table has an entry for (segment category so far, node category) — the same
+table the apollo strategy applies. Pruning: a segment stops growing at the first node
+the table refuses, at ``max_ops`` nodes, at ``max_args`` external inputs, or at a
+forbidden (backend-rejected) edge: no extension of it can become legal again.
+"""
+
+from __future__ import annotations
+
+from fusionlang.engine.cost import CostModel
+from fusionlang.engine.grouping import Grouping
+from fusionlang.engine.policy import describe_entry, node_categories
+from fusionlang.ir.graph import Graph
+
+DEFAULTS = {"max_ops": 32, "max_args": 96, "cost": "h100"}
+
+
+def chain_order(graph: Graph) -> list[int]:
+    """A topological order that visits a node's consumers as soon as they are ready
+    (LIFO Kahn), so chains stay contiguous."""
+    producers = {out: k for k, n in enumerate(graph.nodes) for out in n.outputs}
+    preds = [set() for _ in graph.nodes]
+    succs = [[] for _ in graph.nodes]
+    for k, node in enumerate(graph.nodes):
+        for value in node.present_inputs():
+            p = producers.get(value)
+            if p is not None and p not in preds[k]:
+                preds[k].add(p)
+                succs[p].append(k)
+    indegree = [len(p) for p in preds]
+    stack = [k for k in reversed(range(len(graph.nodes))) if indegree[k] == 0]
+    order = []
+    while stack:
+        k = stack.pop()
+        order.append(k)
+        for s in reversed(succs[k]):
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                stack.append(s)
+    return order
+
+
+class _Segment:
+    """Incremental state of one candidate group while it grows."""
+
+    def __init__(self, graph: Graph, cost: CostModel, use_count: dict[str, int]):
+        self.graph = graph
+        self.cost = cost
+        self.use_count = use_count
+        self.outputs = set(graph.outputs)
+        self.members: list[str] = []
+        self.produced: set[str] = set()
+        self.producer: dict[str, str] = {}
+        self.inside_uses: dict[str, int] = {}
+        self.external: set[str] = set()
+        self.flops = 0.0
+        self.all_views = True
+        self.category = ""
+        self.rules: list[str] = []
+        self.stitches: list[tuple[str, str]] = []
+
+    def add(self, node, category: str, ruleset, categories: dict[str, str]) -> bool:
+        """Add ``node``; False when the fuse table refuses it (the segment is then dead)."""
+        if self.members:
+            inside = [v for v in node.present_inputs() if v in self.produced]
+            if not inside:
+                return False
+            entry, stitched = ruleset.fuse_result(self.category, category), False
+            if entry is None:
+                entry, stitched = ruleset.fuse_result(self.category, category, flag="stitch"), True
+            if entry is None:
+                return False
+            self.category = entry.result
+            why = describe_entry(entry)
+            if why not in self.rules:
+                self.rules.append(why)
+            if stitched:
+                # only a reduction's own result is kept on chip (see apollo.py)
+                self.stitches.extend((v, node.name) for v in inside
+                                     if categories[self.producer[v]] in entry.producers)
+        else:
+            self.category = category
+        self.members.append(node.name)
+        for value in dict.fromkeys(node.present_inputs()):
+            if value in self.produced:
+                self.inside_uses[value] = self.inside_uses.get(value, 0) + 1
+            else:
+                self.external.add(value)
+        self.produced.update(node.outputs)
+        self.producer.update((v, node.name) for v in node.outputs)
+        self.flops += self.cost.node_flops(node)
+        self.all_views = self.all_views and self.cost.is_view(node)
+        return True
+
+    def seconds(self) -> float:
+        if self.all_views:
+            return 0.0
+        types = self.graph.types
+        read = sum(types[v].nbytes for v in self.external)
+        written = sum(types[v].nbytes for v in self.produced
+                      if v in self.outputs or self.inside_uses.get(v, 0) < self.use_count.get(v, 0))
+        return self.cost.device.seconds(read + written, self.flops, 1)
+
+
+def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:
+    categories = node_categories(graph, ruleset)
+    cost = CostModel(graph, ruleset.registry, options["cost"])
+    use_count: dict[str, int] = {}
+    for node in graph.nodes:
+        for value in dict.fromkeys(node.present_inputs()):
+            use_count[value] = use_count.get(value, 0) + 1
+    order = chain_order(graph)
+    nodes = graph.nodes
+    n = len(order)
+    best = [float("inf")] * (n + 1)
+    count = [0] * (n + 1)
+    start_of = [0] * (n + 1)  # best[e] uses the segment order[start_of[e]:e]
+    best[0] = 0.0
+    forbidden_pairs = {frozenset(p) for p in forbidden}
+    for start in range(n):
+        if best[start] == float("inf"):
+            continue
+        segment = _Segment(graph, cost, use_count)
+        for end in range(start, min(n, start + options["max_ops"])):
+            node = nodes[order[end]]
+            if forbidden_pairs and any(frozenset((m, node.name)) in forbidden_pairs for m in segment.members):
+                break
+            if not segment.add(node, categories[node.name], ruleset, categories) or len(segment.external) > options["max_args"]:
+                break
+            total = best[start] + segment.seconds()
+            # ties go to fewer groups, then to the longer segment
+            if total < best[end + 1] - 1e-15 or (abs(total - best[end + 1]) <= 1e-15
+                                                 and count[start] + 1 < count[end + 1]):
+                best[end + 1] = total
+                count[end + 1] = count[start] + 1
+                start_of[end + 1] = start
+    grouping = Grouping(graph, categories)
+    end = n
+    while end > 0:
+        segment = _Segment(graph, cost, use_count)
+        for k in order[start_of[end]:end]:
+            segment.add(nodes[k], categories[nodes[k].name], ruleset, categories)
+        members = segment.members
+        target = grouping.group_of[members[-1]]
+        for name in members[:-1]:
+            target = grouping.merge(grouping.group_of[name], target, segment.category,
+                                    segment.rules[0] if segment.rules else None, edge=(name, members[-1]))
+        grouping.groups[target].category = segment.category
+        grouping.groups[target].rules = list(segment.rules)
+        grouping.stitches.extend(segment.stitches)
+        end -= len(members)
+    return grouping
+

@@ -1,0 +1,94 @@
+"""partition(): run a strategy over a graph and return a checked FusionPlan.
+
+Apollo's upward feedback lives here: the backend's verdict on a group comes in as a
+callback (``feedback(graph, node_names) -> reason | None``), never as an import of the
+backend. A rejected group is split by forbidding the merge that formed it last, and the
+strategy runs again, until every group is accepted or the round limit is reached.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from fusionlang.engine import apollo, dp, tvm
+from fusionlang.engine.cost import CostModel
+from fusionlang.engine.plan import FusionPlan
+from fusionlang.engine.policy import strategy_options
+from fusionlang.errors import FuseError
+from fusionlang.ir.graph import Graph
+
+Feedback = Callable[[Graph, list[str]], "str | None"]
+
+STRATEGIES = {
+    "apollo": (apollo.partition_apollo, apollo.DEFAULTS),
+    "tvm": (tvm.partition_tvm, tvm.DEFAULTS),
+    "dp": (dp.partition_dp, dp.DEFAULTS),
+}
+
+
+def default_strategy(ruleset) -> str:
+    """The strategy a rule set declares (the first `strategy` block), else apollo."""
+    declared = [name for name in getattr(ruleset, "strategies", {}) if name in STRATEGIES]
+    return declared[0] if declared else "apollo"
+
+
+def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | None = None,
+              feedback: Feedback | None = None, max_feedback_rounds: int = 16) -> FusionPlan:
+    name = strategy or default_strategy(ruleset)
+    if name not in STRATEGIES:
+        raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
+    run, defaults = STRATEGIES[name]
+    opts = strategy_options(ruleset, name, defaults, options)
+    cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
+    forbidden: set[tuple[str, str]] = set()
+    notes: list[str] = []
+    for _ in range(max_feedback_rounds):
+        grouping = run(graph, ruleset, opts, forbidden)
+        rejected = _rejected_merges(graph, grouping, feedback, cost)
+        if not rejected:
+            break
+        for edge, reason in rejected:
+            forbidden.add(edge)
+            notes.append(f"backend refused the merge {edge[0]} -> {edge[1]}: {reason}")
+    else:
+        raise FuseError(f"strategy {name}: the backend kept rejecting groups after {max_feedback_rounds} rounds "
+                        f"(last: {notes[-1] if notes else '?'})")
+
+    by_name = {n.name: n for n in graph.nodes}
+
+    def kind_of(members: list[str]) -> str:
+        return "view" if all(cost.is_view(by_name[m]) for m in members) else "kernel"
+
+    plan, _ = grouping.to_plan(name, kind_of)
+    plan.rules = getattr(ruleset, "name", "")
+    for group in plan.groups:
+        group.cost = cost.group_cost(group.nodes).as_dict()
+    if name == "apollo":
+        plan.horizontal = apollo.horizontal_packs(plan, ruleset, opts, cost)
+    plan.stats.update(
+        kernels_after=plan.launches,
+        groups=len(plan.groups),
+        bytes_after=sum(int(g.cost["bytes_read"] + g.cost["bytes_written"]) for g in plan.groups),
+        flops=sum(g.cost["flops"] for g in plan.groups),
+        estimated_seconds_after=sum(g.cost["seconds"] for g in plan.groups),
+        device=cost.device.name,
+        feedback=notes,
+    )
+    plan.validate()
+    return plan
+
+
+def _rejected_merges(graph, grouping, feedback, cost) -> list[tuple[tuple[str, str], str]]:
+    if feedback is None:
+        return []
+    rejected = []
+    by_name = {n.name: n for n in graph.nodes}
+    for group in grouping.groups.values():
+        if len(group.members) < 2 or all(cost.is_view(by_name[m]) for m in group.members):
+            continue
+        reason = feedback(graph, list(group.members))
+        if reason is not None:
+            if group.last_merge is None:
+                raise FuseError(f"backend rejected group {group.members} but no merge formed it: {reason}")
+            rejected.append((group.last_merge, reason))
+    return rejected
