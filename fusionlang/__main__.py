@@ -1,0 +1,5 @@
+import sys
+
+from fusionlang.cli import main
+
+sys.exit(main())

@@ -1,0 +1,89 @@
+"""FusionPlan invariants: every node in exactly one group, an acyclic quotient, groups in
+topological order, boundaries that match the graph."""
+
+import json
+
+import pytest
+
+from fusionlang.engine.plan import FusionPlan, make_group, per_node_plan, single_group_plan
+from fusionlang.errors import PlanError
+from fusionlang.ops import GraphBuilder
+
+
+def diamond():
+    b = GraphBuilder("diamond")
+    x = b.input("x", (4, 8))
+    a = b.relu(x, name="a")
+    c = b.exp(a, name="c")
+    d = b.add(a, c, name="d")
+    b.output(d)
+    return b.build()
+
+
+def test_per_node_and_single_group_plans_validate():
+    g = diamond()
+    for plan in (per_node_plan(g), single_group_plan(g)):
+        plan.validate()
+    assert len(per_node_plan(g).kernels) == 3
+    assert single_group_plan(g).groups[0].inputs == ["x"]
+    assert single_group_plan(g).groups[0].outputs == ["d"]
+
+
+def test_node_in_two_groups_is_rejected():
+    g = diamond()
+    plan = FusionPlan(g, [make_group(g, 0, ["a", "c"]), make_group(g, 1, ["c", "d"])])
+    with pytest.raises(PlanError, match=r"node 'c' is in groups 0 and 1"):
+        plan.validate()
+
+
+def test_missing_node_is_rejected():
+    g = diamond()
+    plan = FusionPlan(g, [make_group(g, 0, ["a", "c"])])
+    with pytest.raises(PlanError, match=r"node 'd' is in no group"):
+        plan.validate()
+
+
+def test_non_convex_grouping_is_a_cycle():
+    # {a, d} leaves through c and comes back: the quotient has a -> c -> a
+    g = diamond()
+    plan = FusionPlan(g, [make_group(g, 0, ["a", "d"]), make_group(g, 1, ["c"])])
+    with pytest.raises(PlanError, match=r"groups form a cycle"):
+        plan.validate()
+
+
+def test_groups_out_of_topological_order_are_rejected():
+    g = diamond()
+    plan = FusionPlan(g, [make_group(g, 0, ["c"]), make_group(g, 1, ["a"]), make_group(g, 2, ["d"])])
+    with pytest.raises(PlanError, match=r"group 0 is listed before group 1, which feeds it"):
+        plan.validate()
+
+
+def test_stale_boundary_is_rejected():
+    g = diamond()
+    group = make_group(g, 0, ["a", "c", "d"])
+    group.outputs = ["c"]
+    with pytest.raises(PlanError, match=r"group 0: recorded inputs/outputs do not match"):
+        FusionPlan(g, [group]).validate()
+
+
+def test_json_round_trips_and_names_ops():
+    g = diamond()
+    plan = single_group_plan(g)
+    plan.stats.update(kernels_before=3, bytes_before=10, bytes_after=5, compile_seconds=0.1)
+    data = json.loads(plan.to_json())
+    assert data["kernels_after"] == 1
+    assert data["groups"][0]["ops"] == ["relu", "exp", "add"]
+    assert data["kernels_before"] == 3
+    assert "2.00x less" in plan.summary()
+
+
+def test_views_do_not_count_as_launches():
+    b = GraphBuilder("v")
+    x = b.input("x", (2, 6))
+    y = b.reshape(b.relu(x), shape=(3, 4))
+    b.output(y)
+    g = b.build()
+    plan = per_node_plan(g, kind_of=lambda n: "view" if n.op == "reshape" else "kernel")
+    assert plan.launches == 1
+    plan.horizontal = []
+    assert len(plan.kernels) == 1
