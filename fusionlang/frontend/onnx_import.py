@@ -128,7 +128,11 @@ class NodeContext:
         return self._imp.value(self.proto.input[k], self)
 
     def inputs(self) -> list[str]:
-        return [self.input(k) for k in range(self.num_inputs)]
+        """Graph values of all inputs; omitted optional ones are '' (trailing ones dropped)."""
+        values = [self.input(k) for k in range(self.num_inputs)]
+        while values and not values[-1]:
+            values.pop()
+        return values
 
     def type(self, k: int) -> TensorType:
         name = self.proto.input[k] if self.has_input(k) else ""
@@ -373,6 +377,7 @@ class _Importer:
             candidate = self.graph.fresh_name(stem)
             if candidate not in self.reserved:
                 self.reserved.add(candidate)
+                self.node_names.add(candidate)  # nor may a later ONNX node take it as its name
                 return candidate
 
     def _node_name(self, label: str) -> str:
@@ -389,7 +394,6 @@ class _Importer:
         # the node computing the ONNX node's outputs carries its name; helpers get derived names
         writes_onnx_output = any(names)
         name = self._node_name(ctx.label) if writes_onnx_output else self.fresh(f"{ctx.label}/{op}")
-        self.node_names.add(name)
         opdef = REGISTRY.get(op)
         in_types = [self.graph.types[v] if v else None for v in inputs]
         in_values = [self.graph.constants.get(v) for v in inputs]

@@ -55,6 +55,7 @@ SIMPLE: dict[str, tuple[str, dict[str, str]]] = {
     "Sin": ("sin", {}),
     "Cos": ("cos", {}),
     "Sign": ("sign", {}),
+    "Not": ("not", {}),
     "LeakyRelu": ("leaky_relu", {"alpha": "alpha"}),
     "Elu": ("elu", {"alpha": "alpha"}),
     "Selu": ("selu", {"alpha": "alpha", "gamma": "gamma"}),
@@ -99,6 +100,9 @@ BINARY = {
     "Greater": "greater",
     "LessOrEqual": "less_equal",
     "GreaterOrEqual": "greater_equal",
+    "And": "and",
+    "Or": "or",
+    "Xor": "xor",
 }
 
 
@@ -220,6 +224,11 @@ def _dropout(ctx: NodeContext) -> None:
 def _cast(ctx: NodeContext) -> None:
     to = onnx_dtype(ctx.attr("to"), f"node {ctx.label!r} (Cast) target")
     ctx.emit_output("cast", [ctx.input(0)], {"to": to})
+
+
+@converts("CastLike")
+def _cast_like(ctx: NodeContext) -> None:
+    ctx.emit_output("cast", [ctx.input(0)], {"to": ctx.type(1).dtype})
 
 
 # ----- data movement with tensor-valued parameters -------------------------------------

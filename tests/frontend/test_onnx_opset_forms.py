@@ -86,6 +86,17 @@ case("Add7-numpy-broadcast",
      make_model([node("Add", ["a", "b"], ["y"])], {"a": [2, 3, 4], "b": [3, 1]}, {"y": None}, 7),
      {"a": A, "b": x([3, 1], 6)})
 
+BOOL = TensorProto.BOOL
+P, Q = random_array([2, 3]) > 0, random_array([3], 1) > 0
+for op_type, fn in (("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)):
+    case(f"{op_type}6-broadcast-suffix",
+         make_model([node(op_type, ["a", "b"], ["y"], broadcast=1)], {"a": ([2, 3], BOOL), "b": ([3], BOOL)},
+                    {"y": ([2, 3], BOOL)}, 6), {"a": P, "b": Q}, lambda f, fn=fn: [fn(f["a"], f["b"])])
+    case(f"{op_type}7-numpy-broadcast",
+         make_model([node(op_type, ["a", "b"], ["y"])], {"a": ([2, 3], BOOL), "b": ([3], BOOL)},
+                    {"y": ([2, 3], BOOL)}, 7), {"a": P, "b": Q})
+case("Not", make_model([node("Not", ["a"], ["y"])], {"a": ([2, 3], BOOL)}, {"y": ([2, 3], BOOL)}, 9), {"a": P})
+
 # ----- Gemm ---------------------------------------------------------------------------
 GA, GB, GC = x([4, 3]), x([5, 4], 1), x([5], 2)
 case("Gemm6-broadcast-C-transA-transB",
@@ -417,6 +428,10 @@ case("Cast6-to-int64-and-back",
 case("Cast13-bool",
      make_model([node("Cast", ["x"], ["y"], to=TensorProto.BOOL)], {"x": [3, 4]}, {"y": ([3, 4], TensorProto.BOOL)},
                 13), {"x": np.round(x([3, 4]))})
+
+case("CastLike15",
+     make_model([node("CastLike", ["x", "like"], ["y"])], {"x": [3, 4], "like": ([1], I64)}, {"y": ([3, 4], I64)}, 15),
+     {"x": 5 * x([3, 4]), "like": np.zeros(1, np.int64)})
 
 # ----- Identity / Dropout removal -----------------------------------------------------
 case("Identity-removed",
