@@ -187,7 +187,8 @@ def _dense(sparse) -> np.ndarray:
 def _constant_of_shape(ctx: NodeContext) -> None:
     value = ctx.attr("value")
     value = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
-    ctx.emit_output("constant_of_shape", [], {"shape": ctx.ints(0, "shape"), "value": value})
+    ctx.ints(0, "shape")  # a shape known only at run time is refused here, naming the node
+    ctx.emit_output("constant_of_shape", [ctx.input(0)], {"value": value})
 
 
 @converts("Shape")

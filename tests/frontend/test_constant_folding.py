@@ -86,10 +86,10 @@ def test_folding_never_changes_results(graph, xs):
     assert all(any(v not in copy.constants for v in n.present_inputs()) for n in copy.nodes)
 
 
-def test_multi_output_and_input_free_nodes_fold():
+def test_multi_output_nodes_and_constant_of_shape_fold():
     b = GraphBuilder()
     x = b.input("x", (3,))
-    filled = b.op("constant_of_shape", shape=(4,), value=np.array([2.0], np.float32), name="filled")
+    filled = b.op("constant_of_shape", np.array([4], np.int64), value=np.array([2.0], np.float32), name="filled")
     first, rest = b.op("split", filled, axis=0, split=(1, 3), name="parts")
     b.output(b.add(b.mul(x, rest), first))
     graph = b.build()
