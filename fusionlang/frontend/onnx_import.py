@@ -34,6 +34,9 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Import an ONNX model (a path, serialized bytes or an ``onnx.ModelProto``).
 
+    Opsets 6 to 21 are read with each op's form for that opset. Newer opsets are read
+    with the opset-21 forms: the converted ops have kept their inputs and attributes since
+    (up to opset 28, apart from Cast's and CastLike's float8-only ``round_mode``).
     ``input_shapes`` gives static shapes for graph inputs whose dims are symbolic or
     missing (it may also override declared dims). Raises ModelError for unreadable models
     and unsupported forms, UnsupportedOpError for ops without a conversion, and

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx.defs
 from onnx import helper
 
 from fusionlang.frontend import from_onnx
+from fusionlang.frontend.onnx_import import MAX_OPSET
+from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.ops.interpreter import run as interpret
 from onnx_cases import I64, make_model, random_array, run_fusionlang
 
@@ -111,3 +114,14 @@ def test_path_and_bytes_give_the_same_graph(tmp_path):
     graphs = [from_onnx(path), from_onnx(str(path)), from_onnx(model.SerializeToString()), from_onnx(model)]
     assert {tuple((n.op, tuple(n.inputs), tuple(n.outputs)) for n in g.nodes) for g in graphs} == {
         (("relu", ("x",), ("y",)),)}
+
+
+def test_newer_opsets_keep_the_forms_converted():
+    # models above MAX_OPSET are read with the MAX_OPSET forms: that is only right while
+    # no converted op changes its inputs or attributes (checked against the installed onnx)
+    latest = onnx.defs.onnx_opset_version()
+    allowed = {"Cast": {"round_mode"}, "CastLike": {"round_mode"}}  # float8 rounding; fusionlang has no float8
+    for op_type in sorted(CONVERTERS):
+        old, new = onnx.defs.get_schema(op_type, MAX_OPSET), onnx.defs.get_schema(op_type, latest)
+        assert [i.name for i in new.inputs] == [i.name for i in old.inputs], op_type
+        assert set(new.attributes) - set(old.attributes) <= allowed.get(op_type, set()), op_type
