@@ -34,6 +34,7 @@ class Grouping:
     def __init__(self, graph: Graph, categories: dict[str, str]):
         self.graph = graph
         self.index = {n.name: k for k, n in enumerate(graph.nodes)}
+        self.nodes = {n.name: n for n in graph.nodes}
         self.group_of: dict[str, int] = {}
         self.groups: dict[int, _Group] = {}
         self.stitches: list[tuple[str, str]] = []  # (value, consumer node) kept on chip
@@ -81,10 +82,9 @@ class Grouping:
         return not (self.reaches(a, b, skip_direct=True) or self.reaches(b, a, skip_direct=True))
 
     def external_inputs(self, gids: list[int]) -> set[str]:
-        members = {m for g in gids for m in self.groups[g].members}
-        nodes = {n.name: n for n in self.graph.nodes}
-        produced = {out for m in members for out in nodes[m].outputs}
-        return {v for m in members for v in nodes[m].present_inputs() if v not in produced}
+        members = [m for g in gids for m in self.groups[g].members]
+        produced = {out for m in members for out in self.nodes[m].outputs}
+        return {v for m in members for v in self.nodes[m].present_inputs() if v not in produced}
 
     # ----- edits --------------------------------------------------------------------
     def merge(self, a: int, b: int, category: str, why: str | None = None,
