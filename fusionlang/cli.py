@@ -173,10 +173,10 @@ def cmd_run(args) -> int:
 
 def cmd_fuse(args) -> int:
     console = _console(args)
-    from fusionlang.api import fuse_model
+    from fusionlang.api import fuse
 
     graph = load_graph(args.model, _parse_shapes(args.input_shape))
-    plan = fuse_model(graph, args.rules, args.strategy)
+    plan = fuse(graph, args.rules, args.strategy)
     data = plan.to_dict()
     if args.json_file:
         Path(args.json_file).write_text(plan.to_json(indent=2))

@@ -1,0 +1,69 @@
+"""The public entry points, in one place: import a model, load rules, fuse, compile.
+
+This is the only module that wires the packages together (frontend -> engine ->
+backend), so the packages themselves keep their one-way imports: the backend's verdict
+on a group reaches the engine here, as a callback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusionlang.engine.plan import FusionPlan
+from fusionlang.ir.graph import Graph
+
+
+def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+    """Import an ONNX model (path, bytes or ModelProto) as a statically shaped Graph."""
+    from fusionlang.frontend import from_onnx as _from_onnx
+
+    return _from_onnx(path_or_model, input_shapes=input_shapes)
+
+
+def load_rules(name_or_path):
+    """A RuleSet by library name ("apollo", "tvm", "dnnfusion", ...) or .fuse path."""
+    from fusionlang.lang import load_rules as _load_rules
+
+    return _load_rules(name_or_path)
+
+
+def _ruleset(rules):
+    return load_rules(rules) if isinstance(rules, str) else rules
+
+
+def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: dict[str, Any] | None = None,
+         feedback: bool = True) -> FusionPlan:
+    """Rewrite ``graph`` with ``rules`` and partition it into fused groups.
+
+    ``strategy`` is apollo, tvm or dp (default: the rule set's own). With ``feedback``
+    the backend's loop fuser vets every group, and groups it cannot fuse are split
+    (Apollo's upward feedback).
+    """
+    from fusionlang.engine.pipeline import fuse as _fuse
+
+    check = None
+    if feedback:
+        from fusionlang.backend import check_group
+
+        check = check_group
+    return _fuse(graph, _ruleset(rules), strategy, options=options, feedback=check)
+
+
+def compile(plan: FusionPlan, target: str = "c", **options):  # noqa: A001 - the documented name
+    """Generate and build code for every group of ``plan``; returns a CompiledGraph
+    whose ``run(feeds)`` returns {output name: array}."""
+    from fusionlang.backend import compile as _compile
+
+    return _compile(plan, target=target, **options)
+
+
+def compile_model(graph: Graph, rules="apollo", strategy: str | None = None, *, target: str = "c", **options):
+    """fuse() then compile(): the whole pipeline for one graph."""
+    return compile(fuse(graph, rules, strategy), target, **options)
+
+
+def check_rules(rules, **options):
+    """Property-check every rule of a rule set; returns a report (see fusionlang.testing)."""
+    from fusionlang.testing import check_rules as _check_rules
+
+    return _check_rules(_ruleset(rules), **options)
