@@ -560,8 +560,9 @@ def _batch_norm(ctx: NodeContext) -> None:
     x, scale, bias, mean, var = (ctx.input(k) for k in range(5))
     training = ctx.opset >= 14 and bool(ctx.attr("training_mode", 0))
     if training:
-        ctx.reject_used_outputs(1, "training-mode running statistics")
         ctx.emit_output("batch_norm_train", [x, scale, bias], {"epsilon": epsilon})
+        if ctx.output_used(1) or ctx.output_used(2):
+            _running_statistics(ctx, x, mean, var)
         return
     # before opset 14 extra outputs (running and saved statistics) mean training
     ctx.reject_used_outputs(1, "BatchNormalization statistics outputs (training mode)")
@@ -575,10 +576,47 @@ def _batch_norm(ctx: NodeContext) -> None:
     ctx.emit_output("batch_norm", [x, scale, bias, mean, var], {"epsilon": epsilon})
 
 
+def _moments(ctx: NodeContext, x: str, axes: tuple[int, ...], keepdims: int,
+             mean_output: str = "") -> tuple[str, str]:
+    """Mean (named ``mean_output`` when given) and biased variance of x over ``axes``."""
+    mean = ctx.emit1("reduce_mean", [x], {"axes": axes, "keepdims": 1}, output=mean_output if keepdims else "")
+    centered = ctx.emit1("sub", [x, mean])
+    var = ctx.emit1("reduce_mean", [ctx.emit1("mul", [centered, centered])], {"axes": axes, "keepdims": keepdims})
+    if not keepdims:
+        mean = ctx.emit1("reduce_mean", [x], {"axes": axes, "keepdims": 0}, output=mean_output)
+    return mean, var
+
+
+def _running_statistics(ctx: NodeContext, x: str, mean: str, var: str) -> None:
+    """BatchNormalization-14+ training outputs: running = input * momentum + batch * (1 - momentum)."""
+    x_type = ctx.graph.types[x]
+    momentum = ctx.attr("momentum", 0.9)
+    batch_mean, batch_var = _moments(ctx, x, (0,) + tuple(range(2, x_type.rank)), keepdims=0)
+    keep, take = ctx.constant(momentum, x_type.dtype), ctx.constant(1 - momentum, x_type.dtype)
+    for k, running, batch in ((1, mean, batch_mean), (2, var, batch_var)):
+        if ctx.output_used(k):
+            blended = [ctx.emit1("mul", [running, keep]), ctx.emit1("mul", [batch, take])]
+            ctx.emit1("add", blended, output=ctx.output(k))
+
+
 @converts("LayerNormalization")
 def _layer_norm(ctx: NodeContext) -> None:
-    ctx.reject_used_outputs(1, "LayerNormalization mean/inv_std_dev outputs")
-    ctx.emit_output("layer_norm", ctx.inputs(), {"axis": ctx.attr("axis", -1), "epsilon": ctx.attr("epsilon", 1e-5)})
+    axis, epsilon = ctx.attr("axis", -1), ctx.attr("epsilon", 1e-5)
+    x = ctx.input(0)
+    ctx.emit_output("layer_norm", ctx.inputs(), {"axis": axis, "epsilon": epsilon})
+    if not (ctx.output_used(1) or ctx.output_used(2)):
+        return
+    # the optional Mean and InvStdDev outputs, in the stash type (float32 by default)
+    x_type = ctx.graph.types[x]
+    if not -x_type.rank <= axis < x_type.rank:
+        raise ctx.fail(f"axis={axis} is out of range for rank {x_type.rank}", ShapeError)
+    stash = onnx_dtype(ctx.attr("stash_type", 1), f"node {ctx.label!r} stash_type")
+    if stash != x_type.dtype:
+        x = ctx.emit1("cast", [x], {"to": stash})
+    _, var = _moments(ctx, x, tuple(range(axis % x_type.rank, x_type.rank)), keepdims=1,
+                      mean_output=ctx.output(1) if ctx.output_used(1) else "")
+    if ctx.output_used(2):
+        ctx.emit1("rsqrt", [ctx.emit1("add", [var, ctx.constant(epsilon, stash)])], output=ctx.output(2))
 
 
 # ----- activations written with other ops ---------------------------------------------

@@ -364,6 +364,17 @@ case("BatchNormalization15-training_mode-1",
      make_model([node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], training_mode=1)],
                 {"x": [2, 3, 4, 5]}, {"y": None}, 15, BN), {"x": NX}, bn_train_expect, ops=["batch_norm_train"])
 
+def bn_running_expect(f, momentum=0.8):
+    axes = (0, 2, 3)
+    return bn_train_expect(f) + [BN["m"] * momentum + f["x"].mean(axis=axes) * (1 - momentum),
+                                 BN["v"] * momentum + f["x"].var(axis=axes) * (1 - momentum)]
+
+
+case("BatchNormalization15-training_mode-running-statistics",
+     make_model([node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1,
+                      momentum=0.8)], {"x": [2, 3, 4, 5]}, {"y": None, "rm": None, "rv": None}, 15, BN),
+     {"x": NX}, bn_running_expect)
+
 # ----- other normalizations and nn ops ------------------------------------------------
 case("InstanceNormalization6",
      make_model([node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)], {"x": [2, 3, 4, 5]},
@@ -374,6 +385,10 @@ case("InstanceNormalization6",
 case("LayerNormalization17-axis",
      make_model([node("LayerNormalization", ["x", "s", "b"], ["y"], axis=2, epsilon=1e-4)], {"x": [2, 3, 4, 5]},
                 {"y": None}, 17, {"s": x([4, 5], 1), "b": x([4, 5], 2)}), {"x": NX})
+case("LayerNormalization17-mean-and-inv-std-dev-outputs",
+     make_model([node("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv_std"], axis=1, epsilon=1e-3)],
+                {"x": [2, 3, 4, 5]}, {"y": None, "mean": None, "inv_std": None}, 17,
+                {"s": x([3, 4, 5], 1), "b": x([3, 4, 5], 2)}), {"x": NX})
 case("LayerNormalization17-no-bias",
      make_model([node("LayerNormalization", ["x", "s"], ["y"])], {"x": [2, 3, 4, 5]}, {"y": None}, 17,
                 {"s": x([5], 1)}), {"x": NX})
