@@ -418,8 +418,8 @@ def _default_opset(model: onnx.ModelProto, label: str) -> int:
         raise ModelError(f"model {label!r} imports no ai.onnx opset")
     opset = max(versions)
     if opset < MIN_OPSET:
-        raise ModelError(f"model {label!r} uses ai.onnx opset {opset}; fusionlang reads opsets "
-                         f"{MIN_OPSET} to {MAX_OPSET} (convert it with onnx.version_converter)")
+        raise ModelError(f"model {label!r} uses ai.onnx opset {opset}; fusionlang reads opset {MIN_OPSET} "
+                         "and later (convert it with onnx.version_converter)")
     return opset
 
 

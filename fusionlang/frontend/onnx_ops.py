@@ -1,4 +1,4 @@
-"""One converter per ONNX op: ONNX node (any opset 6 to 21) -> fusionlang nodes.
+"""One converter per ONNX op: an ONNX node (opset 6 on) -> fusionlang nodes.
 
 Ops that map 1:1 onto a registry op are table rows; the others are functions. A
 converter reads attributes and constant inputs through its NodeContext, and whatever an
