@@ -1,0 +1,150 @@
+"""Compile generated C with the system compiler, cache the results, load them with ctypes.
+
+Each kernel is compiled to its own object file, cached on disk under a hash of its source,
+the flags and the compiler, so a kernel shared by many groups or models (every ResNet
+bottleneck has the same shapes) compiles once; objects compile in parallel. A graph's
+objects and its driver are then linked into one shared library, also cached.
+
+Cache: ``$FUSIONLANG_CACHE_DIR`` or ``~/.cache/fusionlang``. Compiler: ``$CC`` or ``cc``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+
+from fusionlang.errors import CodegenError
+
+BASE_FLAGS = ["-std=gnu11", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd",
+              "-Wno-unknown-pragmas"]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("FUSIONLANG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fusionlang")
+    path = Path(root) / "c"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> str:
+    return os.environ.get("CC", "cc")
+
+
+@lru_cache(maxsize=None)
+def _compiler_id(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise CodegenError(f"C compiler {cc!r} cannot be run: {exc}") from None
+    return out.splitlines()[0] if out else cc
+
+
+@lru_cache(maxsize=None)
+def _cpu_id() -> str:
+    # -march=native code must not be reused on another processor
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return hashlib.sha256(line.encode()).hexdigest()[:12]
+    except OSError:
+        pass
+    return os.uname().machine
+
+
+def flags(*, openmp: bool = False, sanitize: bool = False, opt: str | None = None) -> list[str]:
+    out = list(BASE_FLAGS)
+    opt = opt or os.environ.get("FUSIONLANG_COPT") or "-O3"
+    if sanitize:
+        out += ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"]
+    else:
+        out += [opt, "-march=native"]
+    if openmp:
+        out.append("-fopenmp")
+    return out
+
+
+def _key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _run(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        log = (proc.stderr or proc.stdout).strip().splitlines()
+        raise CodegenError(f"C compiler failed on {what}: " + " | ".join(log[:12]))
+
+
+def compile_object(source: str, flag_list: list[str]) -> Path:
+    """Object file of one translation unit (cached)."""
+    cc = compiler()
+    key = _key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), source)
+    obj = cache_dir() / f"{key}.o"
+    if obj.exists():
+        return obj
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        src = Path(tmp) / f"{key}.c"
+        src.write_text(source)
+        out = Path(tmp) / f"{key}.o"
+        _run([cc, *flag_list, "-c", str(src), "-o", str(out)], f"kernel {key}")
+        os.replace(out, obj)
+    return obj
+
+
+def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = False,
+                  jobs: int | None = None) -> Path:
+    """Shared library linking one object per source (objects compiled in parallel)."""
+    flag_list = flags(openmp=openmp, sanitize=sanitize)
+    jobs = jobs or max(1, os.cpu_count() or 1)
+    if jobs > 1 and len(sources) > 1:
+        with ThreadPoolExecutor(jobs) as pool:
+            objects = list(pool.map(lambda s: compile_object(s, flag_list), sources))
+    else:
+        objects = [compile_object(s, flag_list) for s in sources]
+    cc = compiler()
+    key = _key(_compiler_id(cc), " ".join(flag_list), *[o.name for o in objects])
+    lib = cache_dir() / f"lib{key}.so"
+    if lib.exists():
+        return lib
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        out = Path(tmp) / lib.name
+        link = [cc, "-shared", *flag_list, *[str(o) for o in objects], "-o", str(out), "-lm"]
+        _run(link, "the kernel library")
+        os.replace(out, lib)
+    return lib
+
+
+def load_library(path: Path) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise CodegenError(f"cannot load compiled kernels {path.name}: {exc}") from None
+
+
+def asan_runtime() -> str | None:
+    """Path of the compiler's AddressSanitizer runtime (to LD_PRELOAD), or None."""
+    cc = compiler()
+    try:
+        out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out if out and os.path.isabs(out) and os.path.exists(out) else None
+
+
+def clear_cache() -> None:
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+
+
+__all__ = ["asan_runtime", "build_library", "cache_dir", "clear_cache", "compile_object", "flags", "load_library"]

@@ -1,0 +1,338 @@
+"""Printing expressions as C / CUDA: exact integer index arithmetic and float32 bodies.
+
+Index arithmetic has floor semantics (sympy's ``floor``/``Mod``, isl's ``fdiv_q``) but C's
+``/`` and ``%`` truncate toward zero, so indices go through our own printer: plain ``/``
+and ``%`` only when the dividend is provably non-negative, helper functions otherwise.
+Float bodies use sympy's C99 printer with float32 type aliases (``expf``, ``erff``...),
+plus our functions (``Sigmoid``), NaN-propagating max/min like NumPy, and literals we
+print ourselves (``%.9g`` round-trips float32 exactly; inf and nan by bit pattern or macro).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import sympy as sp
+from sympy.codegen.ast import float32, real
+from sympy.printing.c import C99CodePrinter
+
+from fusionlang.errors import CodegenError
+from fusionlang.ops.scalar import Sigmoid
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What differs between C and CUDA source text."""
+
+    name: str
+    int_type: str
+    inf_f: str
+    nan_f: str
+    inf_d: str
+    nan_d: str
+    fn_prefix: str  # qualifiers of helper functions
+
+
+C = Flavor("c", "int64_t", "INFINITY", "NAN", "((double)INFINITY)", "((double)NAN)", "static inline")
+CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)",
+              "__longlong_as_double(0x7ff0000000000000LL)", "__longlong_as_double(0x7ff8000000000000LL)",
+              "static __device__ __forceinline__")
+
+#: C type of each dtype in memory
+CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
+          "uint8": "unsigned char", "bool": "unsigned char"}
+
+
+def ctype(dtype: str, flavor: Flavor) -> str:
+    t = CTYPES.get(dtype)
+    if dtype == "int64":
+        return flavor.int_type
+    if t is None:
+        raise CodegenError(f"dtype {dtype} has no C type")
+    return t
+
+
+def helpers(flavor: Flavor) -> str:
+    """Helper functions every kernel file starts with."""
+    q, i = flavor.fn_prefix, flavor.int_type
+    return f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
+{q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
+{q} {i} fl_imin({i} a, {i} b) {{ return a < b ? a : b; }}
+{q} {i} fl_imax({i} a, {i} b) {{ return a > b ? a : b; }}
+{q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+{q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
+{q} double fl_maxd(double a, double b) {{ return (a > b || a != a) ? a : b; }}
+{q} double fl_mind(double a, double b) {{ return (a < b || a != a) ? a : b; }}
+{q} float fl_sigmoidf(float x) {{ float e = expf(-fabsf(x)); return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e); }}
+{q} double fl_sigmoidd(double x) {{ double e = exp(-fabs(x)); return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e); }}
+{q} float fl_fmodf(float a, float b) {{ return a - b * floorf(a / b); }}
+{q} double fl_fmodd(double a, double b) {{ return a - b * floor(a / b); }}
+"""
+
+
+def sanitize(name: str, limit: int = 40) -> str:
+    """A graph name made safe for a C comment or identifier suffix: [A-Za-z0-9_] only."""
+    out = "".join(ch if (ch.isascii() and (ch.isalnum() or ch == "_")) else "_" for ch in str(name))
+    return out[:limit] or "_"
+
+
+def float_literal(value: float, dtype: str, flavor: Flavor) -> str:
+    """An exact literal of ``value`` rounded to ``dtype`` (float32 or float64)."""
+    single = dtype == "float32"
+    v = float(np.float32(value)) if single else float(value)
+    if math.isnan(v):
+        return flavor.nan_f if single else flavor.nan_d
+    if math.isinf(v):
+        lit = flavor.inf_f if single else flavor.inf_d
+        return f"(-{lit})" if v < 0 else lit
+    text = f"{v:.9g}" if single else f"{v:.17g}"
+    if not any(ch in text for ch in ".en"):
+        text += ".0"
+    return f"{text}f" if single else text
+
+
+def _fold_numbers(expr: sp.Basic) -> sp.Basic:
+    """Replace constant sub-expressions (pi, sqrt(2), 1/3...) by Floats, keep integers."""
+    if isinstance(expr, (sp.Integer, sp.Float)) or expr in (sp.oo, -sp.oo, sp.nan, sp.zoo):
+        return expr
+    if isinstance(expr, sp.Rational):
+        return sp.Float(expr, 30)
+    if isinstance(expr, sp.Symbol) or isinstance(expr, (sp.logic.boolalg.BooleanAtom,)):
+        return expr
+    if not expr.args:
+        if expr.is_number:
+            return sp.Float(expr.evalf(30), 30)
+        return expr
+    if expr.is_number and not isinstance(expr, (sp.Piecewise,)) and not expr.is_Relational:
+        value = expr.evalf(30)
+        if value.is_real and value.is_finite:
+            return sp.Float(value, 30)
+    args = [_fold_numbers(a) for a in expr.args]
+    if isinstance(expr, sp.Pow) and isinstance(expr.args[1], (sp.Integer, sp.Rational)):
+        return sp.Pow(args[0], expr.args[1], evaluate=False)
+    if isinstance(expr, sp.Piecewise):
+        return sp.Piecewise(*[(_fold_numbers(v), c if isinstance(c, sp.logic.boolalg.BooleanAtom)
+                               else _fold_numbers(c)) for v, c in expr.args])
+    try:
+        return expr.func(*args, evaluate=False)
+    except TypeError:
+        return expr.func(*args)
+
+
+class IndexPrinter:
+    """Integer expressions over loop variables with exact floor/mod semantics."""
+
+    def __init__(self, symbol: Callable[[sp.Symbol], str] | None = None):
+        self.symbol = symbol
+
+    def __call__(self, e) -> str:
+        return self.p(sp.sympify(e))
+
+    def p(self, e) -> str:
+        if e is sp.true or e == sp.true:
+            return "1"
+        if e is sp.false or e == sp.false:
+            return "0"
+        if isinstance(e, sp.Integer):
+            v = int(e)
+            return f"{v}LL" if abs(v) >= 2**31 else str(v) if v >= 0 else f"({v})"
+        if isinstance(e, sp.Symbol):
+            return self.symbol(e) if self.symbol else e.name
+        if isinstance(e, sp.Add):
+            terms = [self.p(a) for a in e.as_ordered_terms()]
+            return "(" + " + ".join(terms) + ")"
+        if isinstance(e, sp.Mul):
+            coeff, rest = e.as_coeff_Mul()
+            if not coeff.is_Integer:
+                raise CodegenError(f"index expression {e} is not integral")
+            factors = [self.p(f) for f in sp.Mul.make_args(rest)]
+            if coeff != 1:
+                factors.insert(0, self.p(coeff))
+            return "(" + " * ".join(factors) + ")"
+        if isinstance(e, sp.floor):
+            num, den = sp.fraction(sp.together(e.args[0]))
+            num = sp.expand(num)
+            if not den.is_Integer or den <= 0:
+                raise CodegenError(f"index expression {e} divides by a non-constant")
+            if den == 1:
+                return self.p(num)
+            if num.is_nonnegative:
+                return f"({self.p(num)} / {int(den)})"
+            return f"fl_fdiv({self.p(num)}, {int(den)})"
+        if isinstance(e, sp.ceiling):
+            return f"(-{self.p(sp.floor(-e.args[0]))})"
+        if isinstance(e, sp.Mod):
+            a, m = e.args
+            if not m.is_Integer or m <= 0:
+                raise CodegenError(f"index expression {e} takes a non-constant modulus")
+            if a.is_nonnegative:
+                return f"({self.p(a)} % {int(m)})"
+            return f"fl_fmod({self.p(a)}, {int(m)})"
+        if isinstance(e, (sp.Min, sp.Max)):
+            fn = "fl_imin" if isinstance(e, sp.Min) else "fl_imax"
+            parts = [self.p(a) for a in e.args]
+            out = parts[0]
+            for q in parts[1:]:
+                out = f"{fn}({out}, {q})"
+            return out
+        if isinstance(e, sp.Piecewise):
+            return self.piecewise(e)
+        rel = {sp.Eq: "==", sp.Ne: "!=", sp.Lt: "<", sp.Le: "<=", sp.Gt: ">", sp.Ge: ">="}
+        for kind, op in rel.items():
+            if isinstance(e, kind):
+                return f"({self.p(e.args[0])} {op} {self.p(e.args[1])})"
+        if isinstance(e, sp.And):
+            return "(" + " && ".join(self.p(a) for a in e.args) + ")"
+        if isinstance(e, sp.Or):
+            return "(" + " || ".join(self.p(a) for a in e.args) + ")"
+        if isinstance(e, sp.Not):
+            return f"(!{self.p(e.args[0])})"
+        raise CodegenError(f"cannot print index expression {e}")
+
+    def loop_cond(self, e) -> str:
+        """A loop test in OpenMP's canonical form (``var <= bound``, no outer parentheses)."""
+        rel = {sp.Lt: "<", sp.Le: "<=", sp.Gt: ">", sp.Ge: ">="}
+        for kind, op in rel.items():
+            if isinstance(e, kind):
+                return f"{self.p(e.args[0])} {op} {self.p(e.args[1])}"
+        return self.p(e)
+
+    def piecewise(self, e) -> str:
+        out = None
+        for value, cond in reversed(e.args):
+            if cond is sp.true or cond == sp.true:
+                out = self.p(value)
+            else:
+                out = f"({self.p(cond)} ? {self.p(value)} : {out if out is not None else '0'})"
+        return out
+
+
+class ValuePrinter(C99CodePrinter):
+    """Float bodies: sympy's C99 printer with float32 aliases and our own literals."""
+
+    def __init__(self, dtype: str, flavor: Flavor, symbol: Callable[[sp.Symbol], str]):
+        settings = {"type_aliases": {real: float32}} if dtype == "float32" else {}
+        super().__init__(settings)
+        self.fdtype = "float32" if dtype == "float32" else "float64"
+        self.flavor = flavor
+        self.symbol_fn = symbol
+        self.index = IndexPrinter(symbol)
+
+    def doprint(self, expr, assign_to=None):
+        return super().doprint(_fold_numbers(sp.sympify(expr)), assign_to)
+
+    @property
+    def _single(self) -> bool:
+        return self.fdtype == "float32"
+
+    def _print(self, expr, **kwargs):
+        if isinstance(expr, sp.Basic) and not isinstance(expr, (sp.Symbol, sp.Number)) and expr.free_symbols \
+                and not expr.is_Relational and not isinstance(expr, sp.logic.boolalg.Boolean) \
+                and expr.is_integer and all(s.name[0] == "c" for s in expr.free_symbols):
+            return self.index(expr)  # integer index arithmetic inside a value
+        return super()._print(expr, **kwargs)
+
+    def _print_Symbol(self, expr):
+        return self.symbol_fn(expr)
+
+    def _print_Integer(self, expr):
+        return float_literal(int(expr), self.fdtype, self.flavor)
+
+    def _print_Float(self, expr):
+        return float_literal(float(expr), self.fdtype, self.flavor)
+
+    def _print_Rational(self, expr):
+        return float_literal(float(expr), self.fdtype, self.flavor)
+
+    def _print_Infinity(self, expr):
+        return float_literal(float("inf"), self.fdtype, self.flavor)
+
+    def _print_NegativeInfinity(self, expr):
+        return float_literal(float("-inf"), self.fdtype, self.flavor)
+
+    def _print_NaN(self, expr):
+        return float_literal(float("nan"), self.fdtype, self.flavor)
+
+    def _print_NumberSymbol(self, expr):
+        return float_literal(float(expr), self.fdtype, self.flavor)
+
+    _print_Pi = _print_NumberSymbol
+    _print_Exp1 = _print_NumberSymbol
+
+    def _print_Pow(self, expr):
+        base, exp = expr.args
+        b = self.parenthesize(base, 50)
+        one = float_literal(1.0, self.fdtype, self.flavor)
+        sqrt = "sqrtf" if self._single else "sqrt"
+        if exp == sp.Rational(1, 2):
+            return f"{sqrt}({self._print(base)})"
+        if exp == sp.Rational(-1, 2):
+            return f"({one} / {sqrt}({self._print(base)}))"
+        if isinstance(exp, sp.Integer) and abs(int(exp)) <= 8:
+            n = abs(int(exp))
+            if n == 0:
+                return one
+            prod = "*".join([b] * n)
+            return f"({prod})" if exp > 0 else f"({one} / ({prod}))"
+        pow_fn = "powf" if self._single else "pow"
+        return f"{pow_fn}({self._print(base)}, {self._print(exp)})"
+
+    def _minmax(self, expr, which):
+        fn = f"fl_{which}{'f' if self._single else 'd'}"
+        parts = [self._print(a) for a in expr.args]
+        out = parts[0]
+        for q in parts[1:]:
+            out = f"{fn}({out}, {q})"
+        return out
+
+    def _print_Max(self, expr):
+        return self._minmax(expr, "max")
+
+    def _print_Min(self, expr):
+        return self._minmax(expr, "min")
+
+    def _print_Mod(self, expr):
+        fn = "fl_fmodf" if self._single else "fl_fmodd"
+        return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+    def _print_Piecewise(self, expr):
+        out = None
+        for value, cond in reversed(expr.args):
+            if cond is sp.true or cond == sp.true:
+                out = f"({self._print(value)})"
+            else:
+                fallback = out if out is not None else self._print_NaN(None)
+                out = f"(({self._print(cond)}) ? ({self._print(value)}) : {fallback})"
+        return out
+
+    def _print_Relational(self, expr):
+        return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"
+
+    def _print_BooleanTrue(self, expr):
+        return "1"
+
+    def _print_BooleanFalse(self, expr):
+        return "0"
+
+    def _print_Function(self, expr):
+        if isinstance(expr, Sigmoid):
+            return f"fl_sigmoid{'f' if self._single else 'd'}({self._print(expr.args[0])})"
+        return super()._print_Function(expr)
+
+    def _print_sign(self, expr):
+        z = float_literal(0.0, self.fdtype, self.flavor)
+        a = self._print(expr.args[0])
+        return f"(({a} > {z}) - ({a} < {z}))"
+
+    def _print_not_supported(self, expr):
+        raise CodegenError(f"cannot print {type(expr).__name__} in generated code")
+
+    def emptyPrinter(self, expr):
+        raise CodegenError(f"cannot print {type(expr).__name__} in generated code")
+
+
+__all__ = ["C", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal", "helpers",
+           "sanitize"]

@@ -1,0 +1,247 @@
+"""Print a lowered group as one C function (the CPU twin of the CUDA kernel).
+
+Parameters are the group's global arrays (inputs ``const``, then outputs), all
+``restrict``: the memory planner never lets a kernel's outputs overlap its inputs.
+Contracted intermediates are locals declared at their scope (:func:`lower.declaration_sites`).
+Coincident innermost loops get ``#pragma omp simd`` (``reduction(...)`` when they only carry
+a scalar accumulator); with ``openmp=True`` the outermost parallel loop gets
+``#pragma omp parallel for``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import sympy as sp
+
+from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers, sanitize
+from fusionlang.backend.loopir import Assign, For, If, Load, Storage, walk
+from fusionlang.backend.lower import LoweredGroup, declaration_sites
+
+#: local buffers above this many bytes live on the heap instead of the stack
+STACK_LIMIT = 256 * 1024
+
+_OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+
+
+@dataclass
+class CFunction:
+    name: str
+    source: str
+    #: value names (or aux arrays) of the parameters, in order
+    params: list
+    nests: int
+
+
+def _prelude(flavor: Flavor) -> str:
+    return "#include <stdint.h>\n#include <stdlib.h>\n#include <math.h>\n\n" + helpers(flavor)
+
+
+C_PRELUDE = _prelude(C)
+
+
+class _Printer:
+    def __init__(self, group: LoweredGroup, flavor: Flavor, openmp: bool):
+        self.g = group
+        self.flavor = flavor
+        self.openmp = openmp
+        self.names: dict[int, str] = {}
+        for k, a in enumerate(group.params):
+            self.names[a.id] = f"p{k}"
+        for st in group.locals():
+            self.names[st.array.id] = f"{'s' if st.kind == 'scalar' else 'b'}{st.array.id}"
+        self.top, self.inner = declaration_sites(group)
+        self.declared_in: dict[int, int] = {}  # array id -> id(For) declaring it
+        for fid, sts in self.inner.items():
+            for st in sts:
+                self.declared_in[st.array.id] = fid
+        self.parallel_done = False
+        self.lines: list[str] = []
+
+    # ----- pieces -------------------------------------------------------------------
+    def storage(self, array) -> Storage:
+        return self.g.storage[array.id]
+
+    def ref(self, array, index, index_printer) -> str:
+        st = self.storage(array)
+        name = self.names[array.id]
+        if st.kind == "scalar":
+            return name
+        return f"{name}[{index_printer(st.offset(index))}]"
+
+    def load(self, ld: Load, dtype: str, symbol) -> str:
+        ip = IndexPrinter(symbol)
+        ref = self.ref(ld.array, ld.index, ip)
+        checks = [f"({ip(e)} >= 0 && {ip(e)} < {n})" for e, n in ld.guard]
+        if ld.cond is not None:
+            checks.append(ip(ld.cond))
+        if not checks:
+            return ref
+        pad = float_literal(ld.pad if ld.pad is not None else 0.0, dtype, self.flavor)
+        return f"(({' && '.join(checks)}) ? {ref} : {pad})"
+
+    def assign(self, a: Assign) -> str:
+        dtype = a.stmt.compute_dtype
+        rendered: dict[sp.Symbol, str] = {}
+
+        def symbol(s: sp.Symbol) -> str:
+            if s in a.loads:
+                if s not in rendered:
+                    rendered[s] = self.load(a.loads[s], dtype, symbol)
+                text = rendered[s]
+                return text
+            return s.name
+
+        def index_symbol(s: sp.Symbol) -> str:
+            if s in a.loads:  # an indirect index: the loaded value, as an integer
+                return f"(({self.flavor.int_type})({symbol(s)}))"
+            return s.name
+
+        vp = ValuePrinter(dtype, self.flavor, symbol)
+        value = vp.doprint(a.value)
+        target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
+        out_dtype = a.array.dtype
+        if a.reduce is not None:
+            if a.reduce == "sum":
+                return f"{target} += {value};"
+            if a.reduce == "prod":
+                return f"{target} *= {value};"
+            fn = f"fl_{a.reduce}{'f' if dtype == 'float32' else 'd'}"
+            return f"{target} = {fn}({target}, {value});"
+        if out_dtype == "bool":
+            return f"{target} = (({value}) != 0);"
+        if out_dtype not in ("float32", "float64") or out_dtype != dtype:
+            return f"{target} = ({ctype(out_dtype, self.flavor)})({value});"
+        return f"{target} = {value};"
+
+    def decl(self, st: Storage, ind: str) -> tuple[list[str], list[str]]:
+        t = ctype(st.array.dtype, self.flavor)
+        name = self.names[st.array.id]
+        if st.kind == "scalar":
+            return [f"{ind}{t} {name};"], []
+        nbytes = st.size * _itemsize(st.array.dtype)
+        if nbytes > STACK_LIMIT:
+            return ([f"{ind}{t}* restrict {name} = ({t}*)malloc({nbytes});"], [f"{ind}free({name});"])
+        return [f"{ind}{t} {name}[{st.size}];"], []
+
+    # ----- structure ----------------------------------------------------------------
+    def body(self, nodes: list, depth: int) -> None:
+        ind = "  " * depth
+        for n in nodes:
+            if isinstance(n, Assign):
+                self.lines.append(ind + self.assign(n))
+            elif isinstance(n, If):
+                ip = IndexPrinter()
+                self.lines.append(f"{ind}if ({ip(n.cond)}) {{")
+                self.body(n.then, depth + 1)
+                if n.orelse:
+                    self.lines.append(f"{ind}}} else {{")
+                    self.body(n.orelse, depth + 1)
+                self.lines.append(f"{ind}}}")
+            elif isinstance(n, For):
+                self.loop(n, depth)
+
+    def loop(self, f: For, depth: int) -> None:
+        ind = "  " * depth
+        ip = IndexPrinter()
+        pragma = self.pragma(f)
+        if pragma:
+            self.lines.append(f"{ind}{pragma}")
+        v = f.var.name
+        self.lines.append(f"{ind}for ({self.flavor.int_type} {v} = {ip(f.init)}; {ip.loop_cond(f.cond)}; {v} += {f.step}) {{")
+        frees = []
+        for st in self.inner.get(id(f), []):
+            d, fr = self.decl(st, ind + "  ")
+            self.lines.extend(d)
+            frees.extend(fr)
+        self.body(f.body, depth + 1)
+        self.lines.extend(frees)
+        self.lines.append(f"{ind}}}")
+
+    def _scalars_written_outside(self, f: For, allow=()) -> bool:
+        """Does the loop write a scalar declared outside it (other than ``allow``)?"""
+        inside = {id(n) for n in walk([f]) if isinstance(n, For)}
+        for n in walk(f.body):
+            if isinstance(n, Assign):
+                st = self.g.storage.get(n.array.id)
+                if st is not None and st.kind == "scalar" and n.array.id not in allow:
+                    if self.declared_in.get(n.array.id) not in inside:
+                        return True
+        return False
+
+    def pragma(self, f: For) -> str:
+        loop = self.g.loops.get(f.loop) if f.loop is not None else None
+        if loop is None:
+            return ""
+        innermost = not any(isinstance(n, For) for n in walk(f.body))
+        if self.openmp and not self.parallel_done and loop.level == "outer" and loop.coincident:
+            if not self._scalars_written_outside(f) and not _has_heap_local_inside(self, f):
+                self.parallel_done = True
+                return "#pragma omp parallel for schedule(static)"
+        if not innermost:
+            return ""
+        if loop.coincident:
+            return "" if self._scalars_written_outside(f) else "#pragma omp simd"
+        if loop.simd_accs:
+            accs = [a for a in loop.simd_accs if a in self.g.storage and self.g.storage[a].kind == "scalar"]
+            if len(accs) != len(loop.simd_accs) or self._scalars_written_outside(f, allow=set(accs)):
+                return ""
+            clauses = []
+            for aid in accs:
+                kind = next(s.reduce for s in self.g.prog.stmts if s.kind == "update" and s.acc.id == aid)
+                clauses.append(f"reduction({_OMP_REDUCTION[kind]}:{self.names[aid]})")
+            return "#pragma omp simd " + " ".join(clauses)
+        return ""
+
+    def function(self, name: str, comment: str) -> str:
+        params = []
+        for a in self.g.params:
+            t = ctype(a.dtype, self.flavor)
+            const = "const " if a.role == "input" else ""
+            params.append(f"{const}{t}* restrict {self.names[a.id]}")
+        head = f"void {name}({', '.join(params) if params else 'void'})"
+        self.lines = [f"/* {comment} */", head + " {"]
+        frees = []
+        for st in self.top:
+            d, fr = self.decl(st, "  ")
+            self.lines.extend(d)
+            frees.extend(fr)
+        self.body(self.g.body, 1)
+        self.lines.extend(frees)
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+
+def _has_heap_local_inside(printer: _Printer, f: For) -> bool:
+    for n in walk([f]):
+        if isinstance(n, For):
+            for st in printer.inner.get(id(n), []):
+                if st.kind == "local" and st.size * _itemsize(st.array.dtype) > STACK_LIMIT:
+                    return True
+    return False
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}[dtype]
+
+
+def group_comment(group: LoweredGroup, label: str) -> str:
+    nodes = ", ".join(f"{sanitize(n.name)} ({sanitize(n.op)})" for n in group.prog.nodes[:12])
+    more = f" and {len(group.prog.nodes) - 12} more" if len(group.prog.nodes) > 12 else ""
+    return f"{sanitize(label, 60)}: {nodes}{more}; {group.nests} loop nest(s), {group.scheduled.tree.strategy}"
+
+
+def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = False) -> CFunction:
+    """The C function of one lowered group, named by a hash of its text (dedupes repeats)."""
+    printer = _Printer(group, C, openmp)
+    text = printer.function("@NAME@", "")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    name = f"fl_k_{digest}"
+    printer = _Printer(group, C, openmp)
+    source = printer.function(name, group_comment(group, label))
+    params = [a for a in group.params]
+    return CFunction(name, source, params, group.nests)
+
+
+__all__ = ["CFunction", "C_PRELUDE", "emit_function", "group_comment"]

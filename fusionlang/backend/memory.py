@@ -1,0 +1,137 @@
+"""Buffers of a compiled graph: which values get memory, and which can share it.
+
+Only values that cross group boundaries get a buffer; intermediates that fusion removed
+live in registers or kernel-local buffers and are never allocated. Graph inputs are read in
+place, constants are uploaded once, a view group's outputs alias their input's storage.
+Every other buffer is placed in one arena: a buffer's lifetime runs from the group that
+writes it to the last group that reads it (graph outputs live to the end), and buffers
+whose lifetimes do not overlap may take the same bytes (greedy placement, largest first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fusionlang.engine.plan import FusionPlan
+
+ALIGN = 64
+
+
+@dataclass
+class Buffer:
+    value: str
+    nbytes: int
+    #: "arena" (offset below), "input" (a feed), "const" (uploaded constant), "alias" (of ``root``)
+    kind: str
+    offset: int = -1
+    first: int = -1
+    last: int = -1
+    root: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "nbytes": self.nbytes, "kind": self.kind, "offset": self.offset,
+                "first": self.first, "last": self.last, "root": self.root}
+
+
+@dataclass
+class BufferPlan:
+    buffers: dict[str, Buffer]
+    arena_bytes: int
+    #: bytes the arena buffers would take without sharing
+    unshared_bytes: int
+    #: groups of values placed on overlapping bytes (their lifetimes are disjoint)
+    shared: list[list[str]] = field(default_factory=list)
+
+    def root(self, value: str) -> str:
+        b = self.buffers[value]
+        while b.kind == "alias":
+            b = self.buffers[b.root]
+        return b.value
+
+    def summary(self) -> str:
+        n = sum(1 for b in self.buffers.values() if b.kind == "arena")
+        return (f"{n} arena buffers in {self.arena_bytes / 2**20:.2f} MiB "
+                f"(unshared {self.unshared_bytes / 2**20:.2f} MiB), {len(self.shared)} sharing sets")
+
+    def to_dict(self) -> dict:
+        return {"arena_bytes": self.arena_bytes, "unshared_bytes": self.unshared_bytes,
+                "buffers": [b.to_dict() for b in self.buffers.values()], "shared": self.shared}
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, share: bool = True) -> BufferPlan:
+    """Place every group-boundary value.
+
+    ``constants``: value -> array known at compile time (graph constants, folded groups).
+    ``aliases``: value -> value whose storage it re-labels (view groups).
+    """
+    graph = plan.graph
+    buffers: dict[str, Buffer] = {}
+    for name in graph.inputs:
+        buffers[name] = Buffer(name, graph.types[name].nbytes, "input")
+    for name in constants:
+        buffers[name] = Buffer(name, graph.types[name].nbytes, "const")
+    position = {g.id: k for k, g in enumerate(plan.groups)}
+    end = len(plan.groups)
+    for g in plan.groups:
+        for value in g.outputs:
+            if value in buffers:
+                continue
+            if value in aliases:
+                buffers[value] = Buffer(value, graph.types[value].nbytes, "alias", root=aliases[value])
+            else:
+                buffers[value] = Buffer(value, graph.types[value].nbytes, "arena", first=position[g.id],
+                                        last=position[g.id])
+    # lifetimes: the last group reading a value (or its aliases)
+    for g in plan.groups:
+        for value in g.inputs:
+            if value in buffers:
+                b = buffers[value]
+                while b.kind == "alias":
+                    b = buffers[b.root]
+                b.last = max(b.last, position[g.id])
+    for value in graph.outputs:
+        if value in buffers:
+            b = buffers[value]
+            while b.kind == "alias":
+                b = buffers[b.root]
+            b.last = end
+    arena = [b for b in buffers.values() if b.kind == "arena"]
+    unshared = sum(_align(max(b.nbytes, 1)) for b in arena)
+    placed: list[Buffer] = []
+    top = 0
+    for b in sorted(arena, key=lambda b: (-b.nbytes, b.first, b.value)):
+        size = _align(max(b.nbytes, 1))
+        if not share:
+            b.offset = top
+            top += size
+            placed.append(b)
+            continue
+        busy = sorted((p.offset, p.offset + _align(max(p.nbytes, 1))) for p in placed
+                      if not (p.last < b.first or b.last < p.first))
+        offset = 0
+        for lo, hi in busy:
+            if offset + size <= lo:
+                break
+            offset = max(offset, hi)
+        b.offset = offset
+        top = max(top, offset + size)
+        placed.append(b)
+    shared = []
+    if share:
+        seen = set()
+        for b in placed:
+            if b.value in seen:
+                continue
+            lo, hi = b.offset, b.offset + _align(max(b.nbytes, 1))
+            group = [p.value for p in placed if p.offset < hi and lo < p.offset + _align(max(p.nbytes, 1))]
+            if len(group) > 1:
+                shared.append(sorted(group))
+                seen.update(group)
+    return BufferPlan(buffers, top, unshared, shared)
+
+
+__all__ = ["Buffer", "BufferPlan", "plan_buffers"]

@@ -1,0 +1,177 @@
+"""CompiledGraph: a FusionPlan turned into kernels, buffers and a run loop.
+
+``compile(plan, target)`` schedules and lowers every kernel group, plans buffers once
+(:mod:`.memory`), compiles the kernels (C: one shared library with a driver that calls the
+kernels in plan order, so a run is one foreign call; CUDA: one CuPy module) and uploads
+constants once. ``run(feeds)`` validates feeds, runs the groups in order and returns the
+graph outputs as fresh NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from fusionlang.backend.cexpr import ctype, C as C_FLAVOR
+from fusionlang.backend.ccompile import build_library, load_library
+from fusionlang.backend.emit_c import C_PRELUDE, emit_function
+from fusionlang.backend.lower import LoweredGroup, lower
+from fusionlang.backend.memory import BufferPlan, plan_buffers
+from fusionlang.backend.poly import build_program
+from fusionlang.backend.schedule import schedule_program
+from fusionlang.engine.plan import FusionPlan, Group
+from fusionlang.errors import CodegenError, FuseError
+from fusionlang.ops.checking import op_call
+from fusionlang.ops.interpreter import check_feeds, registry_of
+
+TARGETS = ("c", "cuda")
+
+
+@dataclass
+class KernelInfo:
+    group: int
+    name: str
+    nests: int
+    source: str
+    nodes: list[str]
+    strategy: str
+    #: kernel parameters as value names (None for constant tables of an op's access spec)
+    params: list = field(default_factory=list)
+    launches: int = 1
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "name": self.name, "nests": self.nests, "nodes": self.nodes,
+                "strategy": self.strategy, "launches": self.launches}
+
+
+def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool = True) -> LoweredGroup:
+    prog = build_program(plan.graph, group.nodes)
+    return lower(schedule_program(prog, target, fuse))
+
+
+def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
+    """A "const" group: evaluate it now with the reference implementations."""
+    graph = plan.graph
+    registry = registry_of(graph)
+    for node in plan.nodes_of(group):
+        args = []
+        for v in node.inputs:
+            if not v:
+                args.append(None)
+                continue
+            if v not in constants:
+                raise CodegenError(f"group {group.id} is marked const but node {node.name!r} reads {v!r}, "
+                                   f"which is not a constant")
+            args.append(constants[v])
+        while args and args[-1] is None:
+            args.pop()
+        results = registry.get(node.op).reference(args, node.attrs)
+        for out, arr in zip(node.outputs, results):
+            constants[out] = np.ascontiguousarray(np.asarray(arr).astype(graph.types[out].dtype, copy=False))
+
+
+def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
+    """value -> aliased value for a group of pure views (None if some node is not one)."""
+    graph = plan.graph
+    registry = registry_of(graph)
+    aliases = {}
+    for node in plan.nodes_of(group):
+        opdef = registry.get(node.op)
+        present = node.present_inputs()
+        if len(node.outputs) != 1 or not present or not opdef.is_view(op_call(graph, node, registry)):
+            return None
+        src = node.inputs[0]
+        if graph.types[src].dtype != graph.types[node.outputs[0]].dtype or \
+                graph.types[src].size != graph.types[node.outputs[0]].size:
+            return None
+        aliases[node.outputs[0]] = src
+    return aliases
+
+
+class CompiledGraph:
+    """Kernels, buffers and constants of one plan, ready to run."""
+
+    def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
+                 fuse: bool = True):
+        if target not in TARGETS:
+            raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
+        start = time.perf_counter()
+        plan.validate()
+        self.plan = plan
+        self.graph = plan.graph
+        self.target = target
+        self.openmp = openmp
+        self.sanitize = sanitize
+        self.constants: dict[str, np.ndarray] = dict(plan.graph.constants)
+        self.aliases: dict[str, str] = {}
+        self.kernels: list[KernelInfo] = []
+        self.lowered: dict[int, LoweredGroup] = {}
+        self._calls: list[tuple[KernelInfo, list]] = []
+        fused_away = 0
+        for group in plan.groups:
+            if group.kind == "const":
+                _fold_constants(plan, group, self.constants)
+                continue
+            if group.kind == "view":
+                aliases = _view_aliases(plan, group)
+                if aliases is not None:
+                    self.aliases.update(aliases)
+                    continue
+            lowered = lower_group(plan, group, "c" if target == "c" else "cuda", fuse=fuse)
+            if not lowered.prog.stmts:
+                continue
+            self.lowered[group.id] = lowered
+            fused_away += sum(1 for a in lowered.prog.arrays if a.role == "temp")
+        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize)
+        if target == "c":
+            from fusionlang.backend.runtime_c import CRuntime
+
+            self._runtime = CRuntime(self)
+        else:
+            from fusionlang.backend.runtime_cuda import CudaRuntime
+
+            self._runtime = CudaRuntime(self)
+        self.stats: dict[str, Any] = {
+            "target": target,
+            "groups": len(plan.groups),
+            "kernels": sum(k.launches for k in self.kernels),
+            "loop_nests": sum(k.nests for k in self.kernels),
+            "unique_kernels": len({k.name for k in self.kernels}),
+            "intermediates_never_allocated": fused_away,
+            "arena_bytes": self.buffers.arena_bytes,
+            "unshared_bytes": self.buffers.unshared_bytes,
+            "constant_bytes": int(sum(a.nbytes for a in self.constants.values())),
+            "compile_seconds": time.perf_counter() - start,
+        }
+
+    @property
+    def sources(self) -> str:
+        """All generated source text (C or CUDA)."""
+        return self._runtime.source
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        arrays = check_feeds(self.graph, feeds)
+        arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+        return self._runtime.run(arrays)
+
+    def __repr__(self) -> str:
+        return (f"<CompiledGraph {self.graph.name!r} target={self.target}: {self.stats['kernels']} kernels, "
+                f"{self.buffers.summary()}>")
+
+
+def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
+            fuse: bool = True) -> CompiledGraph:
+    """Compile a fusion plan for ``target`` ("c" or "cuda")."""
+    try:
+        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse)
+    except FuseError:
+        raise
+    except RecursionError as exc:
+        raise CodegenError(f"expression too deep to compile: {exc}") from None
+
+
+__all__ = ["CompiledGraph", "KernelInfo", "TARGETS", "compile", "lower_group"]

@@ -1,0 +1,137 @@
+"""The isl side of a fused tree: build the schedule, check it, find parallel loops, make the AST.
+
+A hand-built tree (:mod:`.fusion`) becomes an isl schedule tree with one single-member band
+per loop, each under a mark ``L<id>`` so the generated AST says which loop is which.
+Legality is isl's: every flow dependence must go forward in the schedule
+(``deps ⊆ lex_lt(schedule)``). A loop is *parallel* (coincident) when no dependence between
+instances of the same outer iteration crosses its iterations; it is a *SIMD reduction* when
+the only such dependences are an accumulator's ``acc op= ...`` chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from fusionlang.backend.fusion import FusedTree, TBand, TLeaf, TSeq, candidate_trees, tree_stmts
+from fusionlang.backend.poly import PolyProgram, domain_of, isl_expr
+from fusionlang.errors import CodegenError
+
+
+@dataclass
+class Scheduled:
+    prog: PolyProgram
+    tree: FusedTree
+    schedule: isl.Schedule
+    ast: isl.AstNode
+    #: why more fused candidates were rejected (for reports and check_group)
+    rejected: list[str]
+
+    @property
+    def nests(self) -> int:
+        return self.tree.nests
+
+
+def _mupa(prog: PolyProgram, loop, names: list[str]) -> isl.MultiUnionPwAff:
+    parts = []
+    for name in names:
+        s = prog.stmt(name)
+        expr = loop.exprs[name]
+        parts.append(f"{s.tuple_text()} -> [({isl_expr(expr, {d.name for d in s.dims})})]")
+    return isl.MultiUnionPwAff.read_from_str(prog.ctx, "[{ " + "; ".join(parts) + " }]")
+
+
+def _insert(prog: PolyProgram, node: isl.ScheduleNode, t) -> isl.ScheduleNode:
+    """Insert tree ``t`` at leaf ``node``; returns the node now at that position."""
+    if isinstance(t, TLeaf):
+        return node
+    if isinstance(t, TBand):
+        node = node.insert_partial_schedule(_mupa(prog, t.loop, tree_stmts(t)))
+        child = _insert(prog, node.child(0), t.child)
+        node = child.parent()
+        return node.insert_mark(isl.Id(f"L{t.loop.id}", context=prog.ctx))
+    filters = isl.UnionSetList.alloc(prog.ctx, len(t.children))
+    for c in t.children:
+        filters = filters.add(domain_of(prog, [prog.stmt(n) for n in tree_stmts(c)]))
+    node = node.insert_sequence(filters)
+    for k, c in enumerate(t.children):
+        top = _insert(prog, node.child(k).child(0), c)
+        node = top.parent().parent()
+    return node
+
+
+def to_isl(prog: PolyProgram, tree: FusedTree) -> isl.Schedule:
+    node = isl.Schedule.from_domain(prog.domain).get_root().child(0)
+    node = _insert(prog, node, tree.root)
+    return node.get_schedule()
+
+
+def is_legal(prog: PolyProgram, schedule: isl.Schedule) -> bool:
+    deps = prog.deps
+    if deps.is_empty():
+        return True
+    smap = schedule.get_map().intersect_domain(prog.domain)
+    return deps.is_subset(smap.lex_lt_union_map(smap))
+
+
+def _zero_distance(deps: isl.UnionMap, band: isl.ScheduleNode) -> bool:
+    dom = band.get_domain()
+    prefix = band.get_prefix_schedule_union_map()
+    same = prefix.apply_range(prefix.reverse())
+    d = deps.intersect(same).intersect_domain(dom).intersect_range(dom)
+    if d.is_empty():
+        return True
+    partial = band.band_get_partial_schedule_union_map()
+    dist = d.apply_domain(partial).apply_range(partial).deltas()
+    zero = isl.UnionSet.read_from_str(band.get_ctx(), "{ [0] }")
+    return dist.is_subset(zero)
+
+
+def mark_parallel(prog: PolyProgram, schedule: isl.Schedule, tree: FusedTree) -> None:
+    """Set ``coincident`` and ``simd_accs`` on every loop of the tree."""
+    all_deps = prog.deps
+    no_carried = prog.deps_data.union(prog.deps_acc.subtract(prog.deps_acc_carried))
+
+    def visit(node: isl.ScheduleNode):
+        if node.get_type() == isl.schedule_node_type.mark:
+            name = node.mark_get_id().get_name()
+            if name.startswith("L"):
+                loop = tree.loops[int(name[1:])]
+                band = node.child(0)
+                loop.coincident = _zero_distance(all_deps, band)
+                if not loop.coincident and _zero_distance(no_carried, band):
+                    names = set(tree_stmts_under(band))
+                    loop.simd_accs = tuple(sorted({prog.stmt(n).acc.id for n in names
+                                                   if prog.stmt(n).kind == "update"}))
+        for k in range(node.n_children()):
+            visit(node.child(k))
+
+    visit(schedule.get_root())
+
+
+def tree_stmts_under(node: isl.ScheduleNode) -> list[str]:
+    names = []
+    node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
+    return names
+
+
+def build_ast(prog: PolyProgram, schedule: isl.Schedule) -> isl.AstNode:
+    build = isl.AstBuild.from_context(isl.Set.read_from_str(prog.ctx, "{ : }"))
+    return build.node_from_schedule(schedule)
+
+
+def schedule_program(prog: PolyProgram, target: str = "c", fuse: bool = True) -> Scheduled:
+    """The most fused legal schedule of ``prog`` (with its AST and parallel loops)."""
+    rejected = []
+    for tree in candidate_trees(prog, target, fuse):
+        sched = to_isl(prog, tree)
+        if not is_legal(prog, sched):
+            rejected.append(f"{tree.strategy}: violates a dependence")
+            continue
+        mark_parallel(prog, sched, tree)
+        return Scheduled(prog, tree, sched, build_ast(prog, sched), rejected)
+    raise CodegenError("no legal schedule found (the unfused order should always be legal)")
+
+
+__all__ = ["Scheduled", "build_ast", "is_legal", "mark_parallel", "schedule_program", "to_isl"]
