@@ -1,0 +1,115 @@
+"""The passes of a rewrite run besides simplification (which is rewrite.py's worklist):
+
+* :func:`decompose_pass` opens compound ops with the rule set's decompositions;
+* :func:`fold_pass` folds constant-only subgraphs through the reference interpreter;
+* :func:`dead_code` and :func:`common_subexpressions` clean up afterwards.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusionlang.errors import RewriteError
+from fusionlang.frontend.fold import fold_constants
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.lang.guards import Bindings
+from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
+from fusionlang.lang.ruleset import DecomposeRule, RuleSet
+from fusionlang.engine.rewrite_surgery import splice
+from fusionlang.engine.rewrite_trace import Recorder
+
+#: constants up to this many elements are merged when equal (scalars from decompositions)
+SMALL_CONSTANT = 64
+
+
+def decompose_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
+    """Open every compound op that has a matching decomposition case, repeatedly (a case
+    may build other compound ops). Returns how many nodes were opened."""
+    opened = 0
+    k = 0
+    while k < len(graph.nodes):
+        node = graph.nodes[k]
+        case = _case_for(ruleset, node)
+        if case is None:
+            k += 1
+            continue
+        open_node(graph, ruleset, node, case, recorder)
+        opened += 1  # the new nodes sit at position k: look at them next
+    return opened
+
+
+def _case_for(ruleset: RuleSet, node: Node) -> DecomposeRule | None:
+    for case in ruleset.decompositions.get(node.op, ()):
+        if case.applies(node):
+            return case
+    return None
+
+
+def open_node(graph: Graph, ruleset: RuleSet, node: Node, case: DecomposeRule, recorder: Recorder) -> list[Node]:
+    recorder.fire(case.name, case.where, node.name, "decompose")
+    statics = {var: node.attrs[attr] for attr, var in case.binds}
+    statics.update(case.requires)
+    bindings = Bindings(dict(zip(case.params, node.inputs)), statics)
+    provenance = node.provenance + (f"decompose {case.op} ({case.where})",)
+    constants_before = set(graph.constants)
+    inst = Instantiator(graph, ruleset.registry, bindings, provenance=provenance, stem=f"{node.name}_")
+    try:
+        values = inst.body(case.body)
+        values = [inst.materialize(v, graph.types[out].dtype, graph.types[out].shape) if isinstance(v, Scalar) else v
+                  for v, out in zip(values, node.outputs)]
+    except InstantiateError as exc:
+        where = exc.span or case.span
+        raise RewriteError(f"{where}: decomposition of {case.op!r} fails at node {node.name!r}: {exc.message}") \
+            from None
+    return splice(graph, node, values, inst.created, ruleset.registry,
+                  what=f"{case.where}: decomposition of {case.op!r}", constants_before=constants_before)
+
+
+def fold_pass(graph: Graph, ruleset: RuleSet) -> int:
+    return fold_constants(graph, ruleset.registry)
+
+
+def dead_code(graph: Graph) -> int:
+    return graph.remove_unused()
+
+
+def _freeze(value):
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def common_subexpressions(graph: Graph) -> int:
+    """Merge equal small constants and nodes computing the same op on the same inputs
+    with the same attributes. Graph outputs keep their names. Returns values merged."""
+    rename: dict[str, str] = {}
+    outputs = set(graph.outputs)
+    seen_constants: dict[tuple, str] = {}
+    for name, array in graph.constants.items():
+        if array.size > SMALL_CONSTANT or name in outputs:
+            continue
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key in seen_constants:
+            rename[name] = seen_constants[key]
+        else:
+            seen_constants[key] = name
+    seen_nodes: dict[tuple, Node] = {}
+    kept = []
+    for node in graph.nodes:
+        if rename:
+            node.inputs = [rename.get(v, v) for v in node.inputs]
+        key = (node.op, tuple(node.inputs), _freeze(node.attrs), len(node.outputs))
+        earlier = seen_nodes.get(key)
+        if earlier is not None and not any(out in outputs for out in node.outputs):
+            for mine, theirs in zip(node.outputs, earlier.outputs):
+                rename[mine] = theirs
+                graph.types.pop(mine, None)
+            continue
+        seen_nodes.setdefault(key, node)
+        kept.append(node)
+    graph.nodes = kept
+    return len(rename)

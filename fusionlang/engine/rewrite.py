@@ -1,0 +1,206 @@
+"""The rewriter: apply a rule set to a graph until nothing more applies.
+
+``apply_rules`` copies the graph, then runs: constant folding, simplification (the
+rule set's rewrites, by priority, on a worklist until a fixpoint), decomposition of
+compound ops (then folding and simplification again over the opened ops), and cleanup
+(common subexpressions, dead code). Every firing is counted against a budget, traced,
+and stamped on the nodes it creates as provenance ("rule fold_conv_bn
+(simplify.fuse:14)"). The argument graph is never modified.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
+
+from fusionlang.errors import RewriteError
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.lang import ast as A
+from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
+from fusionlang.lang.patterns import POp
+from fusionlang.lang.ruleset import RuleSet
+from fusionlang.engine.match import Match, Matcher
+from fusionlang.engine.passes import common_subexpressions, dead_code, decompose_pass, fold_pass
+from fusionlang.engine.rewrite_surgery import splice
+from fusionlang.engine.rewrite_trace import Recorder, TraceEntry
+
+
+@dataclass
+class RewriteResult:
+    graph: Graph
+    fired: Counter = field(default_factory=Counter)
+    trace: list[TraceEntry] = field(default_factory=list)
+    #: "fixpoint" (nothing more applies)
+    stop_reason: str = "fixpoint"
+
+    def summary(self) -> str:
+        if not self.fired:
+            return "no rule fired"
+        return ", ".join(f"{name} x{count}" for name, count in self.fired.most_common())
+
+
+def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool = True, fold: bool = True,
+                budget: int = 10_000) -> RewriteResult:
+    """Rewrite a copy of ``graph`` with ``ruleset`` (a RuleSet or a name for load_rules).
+
+    Raises RewriteError when the budget of rule applications runs out (naming the rules
+    that kept firing) or a rule builds something ill-typed; the error's ``result``
+    holds the graph as far as it got.
+    """
+    if not isinstance(ruleset, RuleSet):
+        from fusionlang.lang import load_rules
+
+        ruleset = load_rules(ruleset)
+    work = graph.copy()
+    work.registry = ruleset.registry
+    recorder = Recorder(budget)
+    try:
+        _run(work, ruleset, recorder, decompose=decompose, simplify=simplify, fold=fold)
+    except RewriteError as exc:
+        exc.result = RewriteResult(work, recorder.fired, recorder.trace, "budget" if "budget" in str(exc) else "error")
+        raise
+    return RewriteResult(work, recorder.fired, recorder.trace, "fixpoint")
+
+
+def _run(graph: Graph, ruleset: RuleSet, recorder: Recorder, *, decompose: bool, simplify: bool, fold: bool):
+    def round_():
+        if fold:
+            fold_pass(graph, ruleset)
+        if simplify:
+            simplify_pass(graph, ruleset, recorder)
+
+    round_()
+    if decompose:
+        while decompose_pass(graph, ruleset, recorder):
+            round_()
+    if common_subexpressions(graph) and simplify:
+        dead_code(graph)
+        simplify_pass(graph, ruleset, recorder)
+    dead_code(graph)
+
+
+def _depth(p) -> int:
+    if isinstance(p, POp):
+        return 1 + max((_depth(o) for o in p.operands), default=0)
+    return 0
+
+
+def simplify_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
+    """Apply rewrites until none matches. Rules are tried per node in priority order
+    (file order among equals); nodes come from a worklist seeded in graph order and fed
+    with the neighbourhood of every change, then a full sweep confirms the fixpoint."""
+    by_op: dict[str, list] = defaultdict(list)
+    for rule in ruleset.rewrites:
+        by_op[rule.root_op].append(rule)
+    if not by_op:
+        return 0
+    reach = max(_depth(r.compiled) for r in ruleset.rewrites)
+    matcher = Matcher(graph, ruleset)
+    work: deque[str] = deque()
+    queued: set[str] = set()
+
+    def push(names):
+        for name in names:
+            if name not in queued:
+                queued.add(name)
+                work.append(name)
+
+    push(n.name for n in graph.nodes)
+    fired = 0
+    while True:
+        by_name = {n.name: n for n in graph.nodes}
+        while work:
+            name = work.popleft()
+            queued.discard(name)
+            node = by_name.get(name)
+            if node is None:
+                continue
+            for rule in by_op.get(node.op, ()):
+                found = matcher.match(rule, node)
+                if found is None or not applicable(graph, found):
+                    continue
+                touched = _neighbourhood_before(matcher, found)
+                apply_match(graph, ruleset, found, recorder)
+                matcher.refresh()
+                by_name = {n.name: n for n in graph.nodes}
+                push(_neighbourhood_after(graph, matcher, touched, reach))
+                fired += 1
+                break
+        pending = [n.name for n in graph.nodes
+                   if any((m := matcher.match(r, n)) is not None and applicable(graph, m) for r in by_op.get(n.op, ()))]
+        if not pending:
+            return fired
+        push(pending)
+
+
+def applicable(graph: Graph, match: Match) -> bool:
+    """False when applying would rename a graph output to a graph input or another
+    output (a replacement that is just such a value, for a node computing an output)."""
+    replacement = match.rule.replacement
+    if not isinstance(replacement, A.Var):
+        return True
+    value = match.bindings.tensors.get(replacement.name)
+    root_out = match.root.outputs[0]
+    if value is None or root_out not in graph.outputs:
+        return True
+    return value not in graph.inputs and value not in graph.outputs
+
+
+def _neighbourhood_before(matcher: Matcher, match: Match) -> set[str]:
+    """Values whose users may change: the root's output and every matched node's inputs."""
+    values = {match.root.outputs[0]}
+    for node in match.nodes:
+        values.update(node.present_inputs())
+    return values
+
+
+def _neighbourhood_after(graph: Graph, matcher: Matcher, values: set[str], reach: int) -> list[str]:
+    names: list[str] = []
+    frontier = set(values)
+    for _ in range(reach + 1):
+        nxt = set()
+        for value in frontier:
+            producer = matcher.producers.get(value)
+            if producer is not None:
+                names.append(producer.name)
+            for user in matcher.consumers.get(value, ()):
+                names.append(user.name)
+                nxt.update(user.outputs)
+        frontier = nxt
+    return names
+
+
+def apply_match(graph: Graph, ruleset: RuleSet, match: Match, recorder: Recorder) -> list[Node]:
+    """Replace the match's root by the rule's replacement; returns the nodes created."""
+    rule, root = match.rule, match.root
+    recorder.fire(rule.name, rule.where, root.name, "simplify")
+    provenance = tuple(dict.fromkeys(p for node in match.nodes for p in node.provenance))
+    provenance += (f"rule {rule.name} ({rule.where})",)
+    constants_before = set(graph.constants)
+    inst = Instantiator(graph, ruleset.registry, match.bindings.copy(), provenance=provenance)
+    out_type = graph.types[root.outputs[0]]
+    try:
+        value = inst.value(rule.replacement)
+        if isinstance(value, Scalar):
+            value = inst.materialize(value, out_type.dtype, out_type.shape)
+    except InstantiateError as exc:
+        raise RewriteError(f"{exc.span or rule.span}: rewrite {rule.name!r} at node {root.name!r}: {exc.message}") \
+            from None
+    created = splice(graph, root, [value], inst.created, ruleset.registry,
+                     what=f"{rule.where}: rewrite {rule.name!r}", constants_before=constants_before)
+    dead_code(graph)
+    return created
+
+
+def run_test_blocks(ruleset, **kwargs):
+    """Run the rule set's in-file `test` blocks (see fusionlang.engine.rewrite_testblocks)."""
+    from fusionlang.engine.rewrite_testblocks import run_test_blocks as run
+
+    return run(ruleset, **kwargs)
+
+
+def why_not(graph: Graph, node_name: str, ruleset, rule_name: str):
+    """Why ``rule_name`` does not rewrite ``node_name`` (see fusionlang.engine.whynot)."""
+    from fusionlang.engine.whynot import why_not as explain
+
+    return explain(graph, node_name, ruleset, rule_name)

@@ -1,0 +1,49 @@
+"""The record of a rewrite run: what fired, where, how often, and the budget.
+
+Every firing (a rewrite rule or a decomposition) goes through :meth:`Recorder.fire`,
+which stops a run that exceeds its budget with an error naming the rules that kept
+firing — the usual sign of a rule set that loops.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass
+
+from fusionlang.errors import RewriteError
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    step: int
+    #: "decompose" | "simplify"
+    pass_name: str
+    rule: str
+    #: where the rule is written: "simplify.fuse:14"
+    where: str
+    #: the node it replaced
+    node: str
+
+    def __str__(self) -> str:
+        return f"{self.step:>5} {self.pass_name:<9} {self.rule} ({self.where}) at {self.node}"
+
+
+class Recorder:
+    #: how many of the latest firings a budget error summarizes
+    WINDOW = 200
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.fired: Counter[str] = Counter()
+        self.trace: list[TraceEntry] = []
+        self._recent: deque[str] = deque(maxlen=self.WINDOW)
+
+    def fire(self, rule: str, where: str, node: str, pass_name: str) -> None:
+        if len(self.trace) >= self.budget:
+            recent = Counter(self._recent).most_common()
+            names = ", ".join(f"{name!r} x{count}" for name, count in recent[:6])
+            raise RewriteError(f"rewriting stopped: the budget of {self.budget} rule applications is spent; "
+                               f"rules that kept firing (last {len(self._recent)} steps): {names}")
+        self.fired[rule] += 1
+        self._recent.append(rule)
+        self.trace.append(TraceEntry(len(self.trace) + 1, pass_name, rule, where, node))

@@ -1,0 +1,276 @@
+"""Checking one expression in its context: operand (tensor) position, static position
+(attribute values, guards), or test expectation. Reports unknown names, wrong arities,
+unknown attributes and values of the wrong kind, each at its own span."""
+
+from __future__ import annotations
+
+import re
+
+from fusionlang.lang import ast as A
+from fusionlang.lang.diagnostics import Diagnostics, suggest
+from fusionlang.lang.vocab import EXPECT_FUNCTIONS, EXPECT_NAMES, META, PREDICATES, Signature
+from fusionlang.ops.registry import OpRegistry
+
+_STATIC_WHEN_STATIC = ("min", "max", "abs")
+
+
+def arity_text(n: int) -> str:
+    return f"{n} input{'s' if n != 1 else ''}"
+
+
+def describe_arity(opdef) -> str:
+    low, high = opdef.min_inputs, opdef.max_inputs
+    if high is None:
+        return f"at least {arity_text(low)}"
+    if low == high:
+        return arity_text(low)
+    return f"{low} to {high} inputs"
+
+
+def check_arity(diags: Diagnostics, opdef, n: int, span) -> bool:
+    low, high = opdef.min_inputs, opdef.max_inputs
+    if n < low or (high is not None and n > high):
+        diags.error(span, f"op {opdef.name!r} takes {describe_arity(opdef)}, got {n}",
+                    f"{opdef.name}({', '.join(opdef.inputs)})")
+        return False
+    return True
+
+
+def check_attr_name(diags: Diagnostics, opdef, name, span) -> bool:
+    if name in opdef.attrs:
+        return True
+    known = ", ".join(opdef.attrs) or "none"
+    hint = suggest(name, opdef.attrs)
+    diags.error(span, f"op {opdef.name!r} has no attribute {name!r}",
+                (hint + " " if hint else "") + f"(attributes: {known})")
+    return False
+
+
+class ExprChecker:
+    """Checks expressions against the variables in scope.
+
+    ``tensors``: tensor variables; ``statics``: attribute and static variables;
+    ``rests``: `..rest` attribute sets; ``class_context``: a class guard, where
+    ``in<k>`` names are allowed and zero-argument node predicates apply to the node.
+    """
+
+    def __init__(self, diags: Diagnostics, registry: OpRegistry, *, tensors=(), statics=(), rests=(),
+                 what: str = "", class_context: bool = False, symbols=None):
+        self.diags = diags
+        self.registry = registry
+        self.tensors = set(tensors)
+        self.statics = set(statics)
+        self.rests = set(rests)
+        self.what = what
+        self.class_context = class_context
+        #: test expectations: bare names that are symbols (rules, ops, categories)
+        self.symbols = symbols
+
+    # ----- helpers --------------------------------------------------------------------
+    def _is_tensor_var(self, name: str) -> bool:
+        return name in self.tensors or (self.class_context and re.fullmatch(r"in[0-9]+", name) is not None)
+
+    def _unknown_var(self, var: A.Var) -> None:
+        scope = sorted(self.tensors | self.statics)
+        hint = suggest(var.name, scope)
+        if not hint:
+            hint = f"names in scope: {', '.join(scope)}" if scope else "nothing is bound here"
+        self.diags.error(var.span, f"unknown variable {var.name!r}", hint)
+
+    def is_static(self, e) -> bool:
+        """True when ``e`` computes no tensor (no tensor variable, no op)."""
+        for sub in A.walk(e):
+            if isinstance(sub, A.Var) and self._is_tensor_var(sub.name):
+                return False
+            if isinstance(sub, A.Call) and sub.func.text in self.registry and sub.func.text not in META:
+                return False
+        return True
+
+    # ----- operand position -----------------------------------------------------------
+    def tensor(self, e) -> None:
+        if isinstance(e, A.Num):
+            return
+        if isinstance(e, A.Str):
+            self.diags.error(e.span, "a string cannot be a tensor operand")
+            return
+        if isinstance(e, (A.ListE, A.Index)):
+            self.static(e)
+            return
+        if isinstance(e, A.Var):
+            if not (self._is_tensor_var(e.name) or e.name in self.statics):
+                self._unknown_var(e)
+            return
+        if isinstance(e, (A.Neg, A.Not)):
+            self.tensor(e.operand)
+            return
+        if isinstance(e, A.BinOp):
+            self.tensor(e.left)
+            self.tensor(e.right)
+            if e.op in ("//", "%") and not (self.is_static(e.left) and self.is_static(e.right)):
+                self.diags.error(e.span, f"operator {e.op!r} works on static values only")
+            return
+        if isinstance(e, A.Compare):
+            self.tensor(e.left)
+            self.tensor(e.right)
+            return
+        if isinstance(e, A.BoolOp):
+            for item in e.items:
+                self.tensor(item)
+            return
+        if isinstance(e, A.Call):
+            name = e.func.text
+            if name in self.registry and not (name in _STATIC_WHEN_STATIC and all(self.is_static(a) for a in e.args)):
+                self.op_call(e)
+                return
+            if name in META or name in PREDICATES:
+                self.static(e)
+                return
+            self._unknown_function(e, ops=True)
+            return
+        if isinstance(e, A.Bind):
+            self.diags.error(e.span, "'@' names a sub-pattern; it is only allowed in patterns")
+            return
+        self.diags.error(getattr(e, "span", None), "this form cannot build a tensor")
+
+    def op_call(self, e: A.Call, *, n_outputs: int = 1) -> None:
+        opdef = self.registry.get(e.func.text)
+        check_arity(self.diags, opdef, len(e.args), e.span)
+        for a in e.args:
+            self.tensor(a)
+        has_rest = False
+        seen = set()
+        for item in e.attrs or ():
+            if isinstance(item, A.AttrRest):
+                has_rest = True
+                if item.name.text not in self.rests:
+                    self.diags.error(item.span, f"unknown attribute set {item.name.text!r}",
+                                     f"'..{item.name.text}' must be bound by '..{item.name.text}' in the pattern")
+                continue
+            if item.name.text in seen:
+                self.diags.error(item.name.span, f"attribute {item.name.text!r} is given twice")
+            seen.add(item.name.text)
+            if check_attr_name(self.diags, opdef, item.name.text, item.name.span):
+                self.static(item.value)
+        if not has_rest:
+            for attr_name, spec in opdef.attrs.items():
+                if spec.required and attr_name not in seen:
+                    self.diags.error(e.span, f"op {opdef.name!r} needs attribute {attr_name!r}",
+                                     f"write {opdef.name}(...) {{{attr_name}=...}}")
+        if n_outputs == 1 and opdef.num_outputs > 1:
+            self.diags.error(e.span, f"op {opdef.name!r} has {opdef.num_outputs} outputs",
+                             f"bind them: a, b = {opdef.name}(...)")
+
+    # ----- static position ------------------------------------------------------------
+    def static(self, e) -> None:
+        if isinstance(e, (A.Num, A.Str)):
+            return
+        if isinstance(e, A.ListE):
+            for item in e.items:
+                self.static(item)
+            return
+        if isinstance(e, A.Var):
+            if e.name in self.statics:
+                return
+            if self._is_tensor_var(e.name):
+                self.diags.error(e.span, f"tensor {e.name!r} is used as a static value",
+                                 f"use rank({e.name}), shape({e.name}), dim({e.name}, i) or value({e.name})")
+                return
+            if self.symbols is not None and e.name in EXPECT_NAMES:
+                return
+            if self.class_context and e.name in PREDICATES and PREDICATES[e.name].subject_default:
+                return
+            self._unknown_var(e)
+            return
+        if isinstance(e, (A.Neg, A.Not)):
+            self.static(e.operand)
+            return
+        if isinstance(e, (A.BinOp, A.Compare)):
+            if self.symbols is not None and isinstance(e, A.Compare) and self._symbol_compare(e):
+                return
+            self.static(e.left)
+            self.static(e.right)
+            return
+        if isinstance(e, A.BoolOp):
+            for item in e.items:
+                self.static(item)
+            return
+        if isinstance(e, A.Index):
+            self.static(e.base)
+            self.static(e.index)
+            return
+        if isinstance(e, A.Call):
+            name = e.func.text
+            if e.attrs is not None and (name in META or name in PREDICATES):
+                self.diags.error(e.span, f"{name}() takes no attributes")
+            if name in PREDICATES:
+                self._vocab_call(e, PREDICATES[name])
+                return
+            if name in META:
+                self._vocab_call(e, META[name])
+                return
+            if self.symbols is not None and name in EXPECT_FUNCTIONS:
+                self._vocab_call(e, EXPECT_FUNCTIONS[name])
+                return
+            if name in self.registry:
+                self.diags.error(e.func.span, f"op {name!r} cannot compute a static value",
+                                 "ops build tensors; static positions take numbers, lists, attribute variables "
+                                 "and functions such as rank(x)")
+                return
+            self._unknown_function(e, ops=False)
+            return
+        self.diags.error(getattr(e, "span", None), "this form has no static value")
+
+    guard = static
+
+    def _vocab_call(self, e: A.Call, sig: Signature) -> None:
+        name = e.func.text
+        if not sig.arity_ok(len(e.args)):
+            self.diags.error(e.span, f"{name}() takes {sig.describe_arity()}, got {len(e.args)}")
+            return
+        if not e.args and sig.subject_default and not self.class_context:
+            self.diags.error(e.span, f"{name}() needs an argument here",
+                             "without arguments it applies to the node a class guard classifies")
+        for k, arg in enumerate(e.args):
+            kind = sig.kind_of(k)
+            if kind == "tensor":
+                if isinstance(arg, A.Var) and self._is_tensor_var(arg.name):
+                    continue
+                if isinstance(arg, A.Var) and arg.name not in self.statics:
+                    self._unknown_var(arg)
+                else:
+                    self.diags.error(getattr(arg, "span", e.span), f"{name}() expects a tensor variable here")
+            elif kind == "name":
+                self._symbol_arg(name, arg)
+            else:
+                self.static(arg)
+
+    def _unknown_function(self, e: A.Call, *, ops: bool) -> None:
+        names = list(META) + list(PREDICATES) + (self.registry.names() if ops else [])
+        if self.symbols is not None:
+            names += list(EXPECT_FUNCTIONS)
+        hint = suggest(e.func.text, names)
+        what = "op or function" if ops else "function"
+        self.diags.error(e.func.span, f"unknown {what} {e.func.text!r}", hint)
+
+    # ----- test expectations ----------------------------------------------------------
+    def _symbol_arg(self, func: str, arg) -> None:
+        if not isinstance(arg, A.Var):
+            self.diags.error(getattr(arg, "span", None), f"{func}() expects a name")
+            return
+        kinds = {"fired": "rules", "count": "ops"}
+        pool = self.symbols.get(kinds.get(func, "ops"), ())
+        if arg.name not in pool:
+            label = "rewrite" if func == "fired" else "op"
+            self.diags.error(arg.span, f"unknown {label} {arg.name!r}", suggest(arg.name, pool))
+
+    def _symbol_compare(self, e: A.Compare) -> bool:
+        """``category(v) == elemwise`` / ``op(v) == conv``: the bare name is a symbol."""
+        for call, other in ((e.left, e.right), (e.right, e.left)):
+            if isinstance(call, A.Call) and call.func.text in ("category", "op") and isinstance(other, A.Var):
+                self.static(call)
+                pool = self.symbols.get("categories" if call.func.text == "category" else "ops", ())
+                if other.name not in pool:
+                    label = "category" if call.func.text == "category" else "op"
+                    self.diags.error(other.span, f"unknown {label} {other.name!r}", suggest(other.name, pool))
+                return True
+        return False

@@ -1,0 +1,224 @@
+"""Finding and loading rule files: names of the standard library, imports, caching.
+
+``load_rules("apollo")`` reads ``fusionlang/rules/apollo.fuse`` from the installed
+package; ``load_rules("my.fuse")`` reads a file. An ``import "x.fuse"`` resolves
+relative to the importing file, then in the package's rules directory, then in its
+``std/`` folder. Each file is loaded once per rule set, imports before the importing
+file, so their rules come first. Parsed files and checked rule sets are cached by path
+and modification time (both are immutable, so sharing them is safe).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+
+from fusionlang.errors import RuleError
+from fusionlang.lang import ast as A
+from fusionlang.lang.checker import check_modules
+from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span
+from fusionlang.lang.parser import parse_module
+from fusionlang.lang.ruleset import RuleSet
+from fusionlang.ops.registry import REGISTRY, OpRegistry
+
+_MODULES: dict[tuple, A.Module] = {}
+_RULESETS: dict[tuple, RuleSet] = {}
+
+
+def rules_dir() -> str:
+    """The directory of the standard rule files inside the installed package."""
+    return os.fspath(resources.files("fusionlang").joinpath("rules"))
+
+
+def standard_names() -> list[str]:
+    """Names ``load_rules`` accepts for the standard library ("apollo", "std/ops", ...)."""
+    root = rules_dir()
+    names = []
+    for folder, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".fuse"):
+                rel = os.path.relpath(os.path.join(folder, f), root)
+                names.append(rel[: -len(".fuse")].replace(os.sep, "/"))
+    return sorted(names)
+
+
+def clear_caches() -> None:
+    _MODULES.clear()
+    _RULESETS.clear()
+
+
+def display_path(real: str) -> str:
+    """How a file is named in diagnostics: relative to the rules dir for the standard
+    library ("std/ops.fuse"), else relative to the working directory when inside it."""
+    root = os.path.realpath(rules_dir())
+    real = os.path.realpath(real)
+    if real.startswith(root + os.sep):
+        return os.path.relpath(real, root).replace(os.sep, "/")
+    rel = os.path.relpath(real)
+    return rel if not rel.startswith("..") else real
+
+
+def resolve(name_or_path: str) -> str | None:
+    """The real path a rule-set name or file path refers to, or None."""
+    if os.path.isfile(name_or_path):
+        return os.path.realpath(name_or_path)
+    root = rules_dir()
+    for candidate in (name_or_path, f"{name_or_path}.fuse"):
+        path = os.path.join(root, candidate)
+        if os.path.isfile(path):
+            return os.path.realpath(path)
+    return None
+
+
+def _resolve_import(target: str, importer_dir: str | None) -> str | None:
+    bases = ([importer_dir] if importer_dir else [os.getcwd()]) + [rules_dir(), os.path.join(rules_dir(), "std")]
+    for base in bases:
+        path = os.path.join(base, target)
+        if os.path.isfile(path):
+            return os.path.realpath(path)
+    return None
+
+
+def _file_key(real: str) -> tuple:
+    st = os.stat(real)
+    return (real, st.st_mtime_ns, st.st_size)
+
+
+def _parse_file(real: str, diags: Diagnostics) -> A.Module | None:
+    key = _file_key(real)
+    cached = _MODULES.get(key)
+    if cached is not None:
+        return cached
+    with open(real, encoding="utf-8") as fh:
+        text = fh.read()
+    module = parse_module(text, display_path(real), diags)
+    if module is not None:
+        _MODULES[key] = module
+    return module
+
+
+class _Collector:
+    """Loads a root module and its imports depth-first (imports before importers)."""
+
+    def __init__(self, diags: Diagnostics):
+        self.diags = diags
+        self.modules: list[A.Module] = []
+        self.keys: list[tuple] = []
+        self.done: set[str] = set()
+        self.stack: list[str] = []
+
+    def add_module(self, module: A.Module, real: str | None) -> None:
+        if real is not None:
+            self.stack.append(real)
+        importer_dir = os.path.dirname(real) if real else None
+        for item in module.items:
+            if isinstance(item, A.Import):
+                self.add_import(item, importer_dir)
+        if real is not None:
+            self.stack.pop()
+            self.done.add(real)
+            self.keys.append(_file_key(real))
+        self.modules.append(module)
+
+    def add_import(self, item: A.Import, importer_dir: str | None) -> None:
+        real = _resolve_import(item.path, importer_dir)
+        if real is None:
+            where = [importer_dir or os.getcwd(), display_path(rules_dir()), "std/"]
+            self.diags.error(item.span, f"cannot find import {item.path!r}",
+                             f"imports resolve relative to the importing file, then in the standard rules "
+                             f"directory ({rules_dir()}) and its std/ folder; looked in {where[0]}")
+            return
+        if real in self.stack:
+            chain = [display_path(p) for p in self.stack[self.stack.index(real):]] + [display_path(real)]
+            self.diags.error(item.span, f"import cycle: {' -> '.join(chain)}")
+            return
+        if real in self.done:
+            return
+        module = _parse_file(real, self.diags)
+        if module is None:
+            self.done.add(real)
+            return
+        self.add_module(module, real)
+
+
+def _check(collector: _Collector, name: str, registry: OpRegistry | None) -> RuleSet | None:
+    if collector.diags.errors:
+        return None
+    return check_modules(collector.modules, name=name, registry=registry or REGISTRY, diags=collector.diags,
+                         imports=tuple(m.path for m in collector.modules[:-1]))
+
+
+def load_rules(name_or_path, registry: OpRegistry | None = None) -> RuleSet:
+    """The checked rule set of a standard name ("apollo", "tvm", "dnnfusion", "decompose",
+    "simplify", "std/ops") or a .fuse file; raises RuleError with every diagnostic."""
+    if isinstance(name_or_path, RuleSet):
+        return name_or_path
+    name_or_path = os.fspath(name_or_path)
+    real = resolve(name_or_path)
+    if real is None:
+        known = ", ".join(standard_names())
+        diag = Diagnostic(Span(str(name_or_path), 1, 1), "error", f"no rule file or rule set named {name_or_path!r}",
+                          f"standard rule sets: {known}")
+        raise RuleError([diag])
+    base = registry or REGISTRY
+    diags = Diagnostics()
+    collector = _Collector(diags)
+    module = _parse_file(real, diags)
+    if module is not None:
+        collector.add_module(module, real)
+    cache_key = (tuple(collector.keys), id(base), len(base.names()))
+    if not diags.errors and cache_key in _RULESETS:
+        return _RULESETS[cache_key]
+    ruleset = _check(collector, os.path.basename(real)[: -len(".fuse")] if real.endswith(".fuse")
+                     else os.path.basename(real), registry)
+    if ruleset is None:
+        raise RuleError(diags.sorted())
+    _RULESETS[cache_key] = ruleset
+    return ruleset
+
+
+def parse_text(text: str, path: str = "<string>", registry: OpRegistry | None = None) -> RuleSet:
+    """The checked rule set of ``text``; imports resolve relative to ``path``'s folder (or
+    the working directory), then in the standard library."""
+    diags = Diagnostics()
+    module = parse_module(text, path, diags)
+    collector = _Collector(diags)
+    if module is not None:
+        real = os.path.realpath(path) if os.path.isfile(path) else None
+        importer_dir = os.path.dirname(real) if real else None
+        for item in module.items:
+            if isinstance(item, A.Import):
+                collector.add_import(item, importer_dir)
+        collector.modules.append(module)
+    ruleset = _check(collector, os.path.basename(path).rsplit(".", 1)[0] or path, registry)
+    if ruleset is None:
+        raise RuleError(diags.sorted())
+    return ruleset
+
+
+def lint(paths, registry: OpRegistry | None = None) -> list[Diagnostic]:
+    """Every diagnostic (errors and warnings) of each file in ``paths``; never raises for
+    bad input."""
+    out: list[Diagnostic] = []
+    for path in paths:
+        path = os.fspath(path)
+        diags = Diagnostics()
+        real = resolve(path)
+        if real is None:
+            diags.error(Span(path, 1, 1), f"cannot read {path!r}: no such file", "")
+            out.extend(diags.sorted())
+            continue
+        try:
+            with open(real, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            diags.error(Span(path, 1, 1), f"cannot read {path!r}: {exc}")
+            out.extend(diags.sorted())
+            continue
+        module = parse_module(text, display_path(real), diags)
+        collector = _Collector(diags)
+        if module is not None:
+            collector.add_module(module, real)
+            _check(collector, os.path.basename(real), registry)
+        out.extend(diags.sorted())
+    return out

@@ -1,0 +1,316 @@
+"""RuleSet: the checked, immutable result of loading rule files.
+
+Everything a partitioner or the rewrite engine asks of a rule file is answered here:
+the category lattice and per-node categories, commutativity, the op registry with the
+files' `def` ops, decompositions, rewrites in priority order, the fuse table,
+strategies and in-file tests. Rules keep their syntax trees (for the printer, the
+matcher and error messages) and their spans (for provenance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from fusionlang.errors import FuseError
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.lang import ast as A
+from fusionlang.lang.diagnostics import NO_SPAN, Span
+from fusionlang.lang.guards import Bindings, Context, guard_holds
+from fusionlang.ops.registry import OpRegistry
+
+#: flags that set an entry apart from the plain aggregation table
+SPECIAL_FLAGS = frozenset({"stitch", "horizontal"})
+
+
+def _where(span: Span) -> str:
+    return f"{span.file}:{span.line}"
+
+
+@dataclass(frozen=True)
+class FuseEntry:
+    producers: frozenset[str]
+    consumers: frozenset[str]
+    result: str
+    flags: frozenset[str]
+    options: Mapping[str, str | int | float]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    def matches(self, producer: str, consumer: str) -> bool:
+        return producer in self.producers and consumer in self.consumers
+
+    def __hash__(self):
+        return hash((self.producers, self.consumers, self.result, self.flags, tuple(sorted(self.options.items()))))
+
+    def __eq__(self, other):
+        if not isinstance(other, FuseEntry):
+            return NotImplemented
+        return (self.producers, self.consumers, self.result, self.flags, dict(self.options)) == (
+            other.producers, other.consumers, other.result, other.flags, dict(other.options))
+
+
+@dataclass(frozen=True, eq=False)
+class Strategy:
+    name: str
+    options: Mapping[str, object]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    def __eq__(self, other):
+        if not isinstance(other, Strategy):
+            return NotImplemented
+        return self.name == other.name and dict(self.options) == dict(other.options)
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    op: str  # "def" stands for every formula-defined op
+    category: str | None
+    commutative: bool
+    guard: A.Expr | None
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class DefRule:
+    decl: A.DefDecl
+
+    @property
+    def name(self) -> str:
+        return self.decl.name.text
+
+    @property
+    def span(self) -> Span:
+        return self.decl.span
+
+    @property
+    def is_formula(self) -> bool:
+        return self.decl.formula is not None
+
+
+@dataclass(frozen=True)
+class DecomposeRule:
+    """One case of opening a compound op (from `decompose`, or the body of a compound `def`)."""
+
+    op: str
+    params: tuple[str, ...]
+    #: attribute -> variable bound to it
+    binds: tuple[tuple[str, str], ...]
+    #: attribute -> required literal value
+    requires: tuple[tuple[str, object], ...]
+    body: tuple[A.Stmt, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+    #: True when the case comes from a compound `def` (printed as part of the def)
+    from_def: bool = field(default=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return f"decompose {self.op}"
+
+    @property
+    def where(self) -> str:
+        return _where(self.span)
+
+    def applies(self, node: Node) -> bool:
+        n_inputs = len(node.inputs)
+        while n_inputs and not node.inputs[n_inputs - 1]:
+            n_inputs -= 1
+        if n_inputs != len(self.params) or any(not v for v in node.inputs[:n_inputs]):
+            return False
+        return all(_same_attr(node.attrs.get(k), v) for k, v in self.requires)
+
+
+def _same_attr(actual, wanted) -> bool:
+    from fusionlang.lang.guards import normalize
+
+    return normalize(actual) == normalize(wanted)
+
+
+@dataclass(frozen=True)
+class RewriteRule:
+    decl: A.Rewrite
+    #: position among all rewrites in load order (ties of priority keep file order)
+    order: int = field(default=0, compare=False)
+    #: the pattern as a tree (fusionlang.lang.patterns), compiled once by the checker
+    compiled: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.decl.name.text
+
+    @property
+    def priority(self) -> int:
+        return self.decl.priority
+
+    @property
+    def shared(self) -> bool:
+        return self.decl.shared
+
+    @property
+    def pattern(self) -> A.Expr:
+        return self.decl.pattern
+
+    @property
+    def guard(self) -> A.Expr | None:
+        return self.decl.guard
+
+    @property
+    def replacement(self) -> A.Expr:
+        return self.decl.replacement
+
+    @property
+    def span(self) -> Span:
+        return self.decl.span
+
+    @property
+    def where(self) -> str:
+        return _where(self.span)
+
+    @property
+    def root_op(self) -> str:
+        return getattr(self.compiled, "op", "")
+
+
+@dataclass(frozen=True)
+class TestBlock:
+    decl: A.TestDecl
+
+    @property
+    def name(self) -> str:
+        return self.decl.name.text
+
+    @property
+    def span(self) -> Span:
+        return self.decl.span
+
+
+class RuleSet:
+    """Immutable: every collection is a tuple, frozenset or read-only mapping."""
+
+    __slots__ = ("name", "files", "categories", "registry", "defs", "decompositions", "rewrites", "tests",
+                 "fuse_entries", "strategies", "class_rules", "_commutative", "_rank", "_by_op", "imports")
+
+    def __init__(self, *, name: str, files: tuple[str, ...], categories: tuple[str, ...],
+                 class_rules: tuple[ClassRule, ...], registry: OpRegistry, defs: Mapping[str, DefRule],
+                 decompositions: Mapping[str, tuple[DecomposeRule, ...]], rewrites: tuple[RewriteRule, ...],
+                 fuse_entries: tuple[FuseEntry, ...], strategies: Mapping[str, Strategy],
+                 tests: tuple[TestBlock, ...], imports: tuple[str, ...] = ()):
+        setter = object.__setattr__
+        setter(self, "name", name)
+        setter(self, "files", tuple(files))
+        setter(self, "categories", tuple(categories))
+        setter(self, "class_rules", tuple(class_rules))
+        setter(self, "registry", registry)
+        setter(self, "defs", MappingProxyType(dict(defs)))
+        setter(self, "decompositions", MappingProxyType(dict(decompositions)))
+        setter(self, "rewrites", tuple(sorted(rewrites, key=lambda r: (-r.priority, r.order))))
+        setter(self, "fuse_entries", tuple(fuse_entries))
+        setter(self, "strategies", MappingProxyType(dict(strategies)))
+        setter(self, "tests", tuple(tests))
+        setter(self, "imports", tuple(imports))
+        setter(self, "_commutative", frozenset(r.op for r in class_rules if r.commutative))
+        setter(self, "_rank", {c: k for k, c in enumerate(categories)})
+        by_op: dict[str, list[ClassRule]] = {}
+        for rule in class_rules:
+            if rule.category is not None:
+                by_op.setdefault(rule.op, []).append(rule)
+        # guarded refinements first (in file order), then the op's plain class
+        setter(self, "_by_op", {op: tuple([r for r in rules if r.guard is not None] +
+                                          [r for r in rules if r.guard is None]) for op, rules in by_op.items()})
+
+    def __setattr__(self, key, value):
+        raise AttributeError("RuleSet is immutable")
+
+    def __delattr__(self, key):
+        raise AttributeError("RuleSet is immutable")
+
+    # ----- categories -----------------------------------------------------------------
+    @property
+    def top(self) -> str:
+        """The category of ops nothing classifies (the lattice's top; 'opaque' without one)."""
+        return self.categories[-1] if self.categories else "opaque"
+
+    def rank(self, category: str) -> int:
+        try:
+            return self._rank[category]
+        except KeyError:
+            known = ", ".join(self.categories) or "none declared"
+            raise FuseError(f"unknown category {category!r} in rule set {self.name!r} (known: {known})") from None
+
+    def _rules_for(self, op: str) -> tuple[ClassRule, ...]:
+        rules = self._by_op.get(op)
+        if rules is None and op in self.defs and self.defs[op].is_formula:
+            rules = self._by_op.get("def")
+        return rules or ()
+
+    def category_of(self, op: str) -> str | None:
+        """The static (unguarded) class of ``op``, or None."""
+        for rule in self._rules_for(op):
+            if rule.guard is None:
+                return rule.category
+        return None
+
+    def category_of_node(self, graph: Graph, node: Node) -> str:
+        """The category of ``node``: the first refinement whose guard holds, else its class,
+        else the top category."""
+        for rule in self._rules_for(node.op):
+            if rule.guard is None:
+                return rule.category
+            if guard_holds(rule.guard, node_context(graph, node)):
+                return rule.category
+        return self.top
+
+    def is_commutative(self, op: str) -> bool:
+        return op in self._commutative
+
+    # ----- fusion table ---------------------------------------------------------------
+    def fuse_result(self, producer_cat: str, consumer_cat: str, *, flag: str | None = None) -> FuseEntry | None:
+        for entry in self.fuse_entries:
+            if flag is None:
+                if entry.flags & SPECIAL_FLAGS:
+                    continue
+            elif flag not in entry.flags:
+                continue
+            if entry.matches(producer_cat, consumer_cat):
+                return entry
+        return None
+
+    # ----- rules ----------------------------------------------------------------------
+    def rewrite(self, name: str) -> RewriteRule:
+        for rule in self.rewrites:
+            if rule.name == name:
+                return rule
+        known = ", ".join(r.name for r in self.rewrites) or "none"
+        raise FuseError(f"rule set {self.name!r} has no rewrite named {name!r} (rewrites: {known})")
+
+    # ----- equality (content only: spans, file names and load order do not count) ------
+    def _key(self):
+        return (self.categories, tuple(self.class_rules), tuple(sorted(self.defs.items())),
+                tuple(sorted(self.decompositions.items())), self.rewrites, self.fuse_entries,
+                tuple(sorted(self.strategies.items())), self.tests)
+
+    def __eq__(self, other):
+        if not isinstance(other, RuleSet):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash((self.name, self.categories, len(self.rewrites)))
+
+    def __repr__(self) -> str:
+        return (f"<RuleSet {self.name!r}: {len(self.categories)} categories, {len(self.class_rules)} classes, "
+                f"{len(self.defs)} defs, {len(self.decompositions)} decompositions, {len(self.rewrites)} rewrites, "
+                f"{len(self.fuse_entries)} fuse entries, {len(self.strategies)} strategies, {len(self.tests)} tests>")
+
+
+def node_context(graph: Graph, node: Node) -> Context:
+    """What a class guard sees: ``out``, ``in0``... and the node's attributes by name."""
+    tensors = {"out": node.outputs[0]}
+    for k, value in enumerate(node.inputs):
+        if value:
+            tensors[f"in{k}"] = value
+    statics = {k: v for k, v in node.attrs.items() if k not in tensors}
+    return Context(graph, Bindings(tensors, statics), subject=node)
