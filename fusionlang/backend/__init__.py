@@ -5,6 +5,7 @@ statements, fused into one loop nest when legal, contracted, lowered to a loop I
 Emitters (``emit_c``, ``emit_cuda``) print that IR; ``runtime`` runs it.
 """
 
+from fusionlang.backend.feedback import check_group
 from fusionlang.backend.runtime import CompiledGraph, KernelInfo, compile
 
-__all__ = ["CompiledGraph", "KernelInfo", "compile"]
+__all__ = ["CompiledGraph", "KernelInfo", "check_group", "compile"]

@@ -27,10 +27,12 @@ class Buffer:
     first: int = -1
     last: int = -1
     root: str | None = None
+    #: arena buffers placed on some of the same bytes (lifetimes disjoint)
+    shares_with: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"value": self.value, "nbytes": self.nbytes, "kind": self.kind, "offset": self.offset,
-                "first": self.first, "last": self.last, "root": self.root}
+                "first": self.first, "last": self.last, "root": self.root, "shares_with": self.shares_with}
 
 
 @dataclass
@@ -39,8 +41,11 @@ class BufferPlan:
     arena_bytes: int
     #: bytes the arena buffers would take without sharing
     unshared_bytes: int
-    #: groups of values placed on overlapping bytes (their lifetimes are disjoint)
-    shared: list[list[str]] = field(default_factory=list)
+
+    @property
+    def sharing(self) -> int:
+        """How many arena buffers reuse bytes of another buffer."""
+        return sum(1 for b in self.buffers.values() if b.shares_with)
 
     def root(self, value: str) -> str:
         b = self.buffers[value]
@@ -51,11 +56,11 @@ class BufferPlan:
     def summary(self) -> str:
         n = sum(1 for b in self.buffers.values() if b.kind == "arena")
         return (f"{n} arena buffers in {self.arena_bytes / 2**20:.2f} MiB "
-                f"(unshared {self.unshared_bytes / 2**20:.2f} MiB), {len(self.shared)} sharing sets")
+                f"(unshared {self.unshared_bytes / 2**20:.2f} MiB), {self.sharing} share storage")
 
     def to_dict(self) -> dict:
         return {"arena_bytes": self.arena_bytes, "unshared_bytes": self.unshared_bytes,
-                "buffers": [b.to_dict() for b in self.buffers.values()], "shared": self.shared}
+                "buffers": [b.to_dict() for b in self.buffers.values()]}
 
 
 def _align(n: int) -> int:
@@ -120,18 +125,11 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
         b.offset = offset
         top = max(top, offset + size)
         placed.append(b)
-    shared = []
-    if share:
-        seen = set()
-        for b in placed:
-            if b.value in seen:
-                continue
-            lo, hi = b.offset, b.offset + _align(max(b.nbytes, 1))
-            group = [p.value for p in placed if p.offset < hi and lo < p.offset + _align(max(p.nbytes, 1))]
-            if len(group) > 1:
-                shared.append(sorted(group))
-                seen.update(group)
-    return BufferPlan(buffers, top, unshared, shared)
+    for b in placed:
+        lo, hi = b.offset, b.offset + _align(max(b.nbytes, 1))
+        b.shares_with = sorted(p.value for p in placed
+                               if p is not b and p.offset < hi and lo < p.offset + _align(max(p.nbytes, 1)))
+    return BufferPlan(buffers, top, unshared)
 
 
 __all__ = ["Buffer", "BufferPlan", "plan_buffers"]

@@ -1,0 +1,43 @@
+"""Apollo's upward feedback: can a set of nodes be fused into one loop nest?
+
+The partitioner calls :func:`check_group` (through a callback the API hands it) on every
+candidate group; a group that does not fuse into one legal nest gets a one-line reason and
+is split by the partitioner. Only the polyhedral part runs here (statements, dependences,
+fused tree, legality): no AST, no code, so it is cheap enough to call per merge.
+"""
+
+from __future__ import annotations
+
+from fusionlang.backend.fusion import candidate_trees
+from fusionlang.backend.poly import build_program
+from fusionlang.backend.schedule import is_legal, to_isl
+from fusionlang.errors import FuseError
+from fusionlang.ir.graph import Graph
+
+
+def check_group(graph: Graph, node_names: list[str]) -> str | None:
+    """None if the nodes fuse into one legal loop nest, else a one-line reason."""
+    try:
+        prog = build_program(graph, list(node_names))
+    except FuseError as exc:
+        return str(exc).splitlines()[0]
+    if len(prog.stmts) <= 1:
+        return None
+    rejected = []
+    for tree in candidate_trees(prog, "c"):
+        if tree.nests > 1:
+            break
+        if is_legal(prog, to_isl(prog, tree)):
+            return None
+        rejected.append(tree.strategy)
+    return _reason(prog, rejected)
+
+
+def _reason(prog, rejected) -> str:
+    ops = ", ".join(f"{n.name} ({n.op})" for n in prog.nodes[:6]) + (" ..." if len(prog.nodes) > 6 else "")
+    if rejected:
+        return f"no legal single loop nest for {ops}: every fused schedule violates a dependence"
+    return f"no loop shared by all of {ops}: they would need separate loop nests"
+
+
+__all__ = ["check_group"]
