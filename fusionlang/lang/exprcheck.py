@@ -78,13 +78,10 @@ class ExprChecker:
         self.diags.error(var.span, f"unknown variable {var.name!r}", hint)
 
     def is_static(self, e) -> bool:
-        """True when ``e`` computes no tensor (no tensor variable, no op)."""
-        for sub in A.walk(e):
-            if isinstance(sub, A.Var) and self._is_tensor_var(sub.name):
-                return False
-            if isinstance(sub, A.Call) and sub.func.text in self.registry and sub.func.text not in META:
-                return False
-        return True
+        """True when ``e`` computes a static value, not a tensor (see is_static_expr)."""
+        from fusionlang.lang.instantiate import is_static_expr
+
+        return is_static_expr(e, self._is_tensor_var, self.registry)
 
     # ----- operand position -----------------------------------------------------------
     def tensor(self, e) -> None:
@@ -119,11 +116,12 @@ class ExprChecker:
             return
         if isinstance(e, A.Call):
             name = e.func.text
-            if name in self.registry and not (name in _STATIC_WHEN_STATIC and all(self.is_static(a) for a in e.args)):
-                self.op_call(e)
-                return
             if name in META or name in PREDICATES:
-                self.static(e)
+                if name not in self.registry or self.is_static(e):
+                    self.static(e)
+                    return
+            if name in self.registry:
+                self.op_call(e)
                 return
             self._unknown_function(e, ops=True)
             return

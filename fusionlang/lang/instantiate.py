@@ -25,6 +25,39 @@ _INFIX_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}
 _COMPARE_OPS = {"==": "equal", "<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
 #: names that are both ops and meta functions: with only static arguments, the function
 _STATIC_WHEN_STATIC = ("min", "max", "abs")
+#: meta functions whose names are also ops (``shape``): in rule files, the function
+_META_NAMES = ("shape",)
+
+
+def is_static_expr(e, is_tensor, registry) -> bool:
+    """True when ``e`` computes a static value rather than a tensor: no tensor variable
+    outside the arguments of a meta function, and no op. Names that are both an op and a
+    meta function (``shape``, and ``min``/``max``/``abs`` with static arguments) are the
+    meta function."""
+    from fusionlang.lang.vocab import META, PREDICATES
+
+    if isinstance(e, A.Var):
+        return not is_tensor(e.name)
+    if isinstance(e, (A.Num, A.Str)):
+        return True
+    if isinstance(e, A.ListE):
+        return all(is_static_expr(i, is_tensor, registry) for i in e.items)
+    if isinstance(e, A.Call):
+        name = e.func.text
+        if name in _STATIC_WHEN_STATIC:
+            return all(is_static_expr(a, is_tensor, registry) for a in e.args)
+        if name in META or name in PREDICATES:
+            return True
+        return name not in registry
+    if isinstance(e, (A.Neg, A.Not)):
+        return is_static_expr(e.operand, is_tensor, registry)
+    if isinstance(e, (A.BinOp, A.Compare)):
+        return is_static_expr(e.left, is_tensor, registry) and is_static_expr(e.right, is_tensor, registry)
+    if isinstance(e, A.BoolOp):
+        return all(is_static_expr(i, is_tensor, registry) for i in e.items)
+    if isinstance(e, A.Index):
+        return True
+    return False
 
 
 class InstantiateError(Exception):
@@ -64,7 +97,10 @@ class Instantiator:
     def let(self, stmt: A.Let) -> None:
         names = [n.text for n in stmt.names]
         if len(names) == 1:
-            self._bind(names[0], self.value(stmt.value, hint=names[0]))
+            if is_static_expr(stmt.value, self.bindings.tensors.__contains__, self.registry):
+                self._bind(names[0], Scalar(self.static(stmt.value)))
+            else:
+                self._bind(names[0], self.value(stmt.value, hint=names[0]))
             return
         if not isinstance(stmt.value, A.Call) or stmt.value.func.text not in self.registry:
             raise InstantiateError(stmt.span, f"{len(names)} names need an op with {len(names)} outputs")
@@ -139,7 +175,7 @@ class Instantiator:
             return Scalar(self.static(expr))
         if isinstance(expr, A.Call):
             name = expr.func.text
-            if name not in self.registry:
+            if name not in self.registry or (name not in _STATIC_WHEN_STATIC and name in _META_NAMES):
                 return Scalar(self.static(expr))
             operands = [self.value(a) for a in expr.args]
             if name in _STATIC_WHEN_STATIC and all(isinstance(v, Scalar) for v in operands):
