@@ -54,7 +54,8 @@ class Graph:
 
     def add_constant(self, name: str, array) -> str:
         self._claim(name)
-        array = np.ascontiguousarray(array)
+        # np.ascontiguousarray would turn a 0-d scalar into shape [1]
+        array = np.require(np.asarray(array), requirements="C")
         ttype = TensorType.of(array)
         self.constants[name] = array.astype(ttype.dtype, copy=False)
         self.types[name] = ttype
