@@ -26,6 +26,10 @@ BASE_FLAGS = ["-std=gnu11", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-
               "-Wno-unknown-pragmas"]
 
 
+#: graphs with at most this many distinct kernels compile as one translation unit
+SINGLE_UNIT = 4
+
+
 def cache_dir() -> Path:
     root = os.environ.get("FUSIONLANG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fusionlang")
     path = Path(root) / "c"
@@ -104,8 +108,11 @@ def compile_object(source: str, flag_list: list[str]) -> Path:
 
 def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = False,
                   jobs: int | None = None) -> Path:
-    """Shared library linking one object per source (objects compiled in parallel)."""
+    """Shared library of the given translation units: one object per unit, compiled in
+    parallel and cached, then linked (a single unit is compiled and linked in one run)."""
     flag_list = flags(openmp=openmp, sanitize=sanitize)
+    if len(sources) == 1:
+        return _single_unit(sources[0], flag_list)
     jobs = jobs or max(1, os.cpu_count() or 1)
     if jobs > 1 and len(sources) > 1:
         with ThreadPoolExecutor(jobs) as pool:
@@ -121,6 +128,22 @@ def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = 
         out = Path(tmp) / lib.name
         link = [cc, "-shared", *flag_list, *[str(o) for o in objects], "-o", str(out), "-lm"]
         _run(link, "the kernel library")
+        os.replace(out, lib)
+    return lib
+
+
+def _single_unit(text: str, flag_list: list[str]) -> Path:
+    # a few kernels: one compiler run for the whole library is cheaper than one per object
+    cc = compiler()
+    key = _key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), "single", text)
+    lib = cache_dir() / f"lib{key}.so"
+    if lib.exists():
+        return lib
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        src = Path(tmp) / f"{key}.c"
+        src.write_text(text)
+        out = Path(tmp) / lib.name
+        _run([cc, "-shared", *flag_list, str(src), "-o", str(out), "-lm"], "the kernel library")
         os.replace(out, lib)
     return lib
 

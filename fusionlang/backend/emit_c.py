@@ -234,14 +234,10 @@ def group_comment(group: LoweredGroup, label: str) -> str:
 
 def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = False) -> CFunction:
     """The C function of one lowered group, named by a hash of its text (dedupes repeats)."""
-    printer = _Printer(group, C, openmp)
-    text = printer.function("@NAME@", "")
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    name = f"fl_k_{digest}"
-    printer = _Printer(group, C, openmp)
-    source = printer.function(name, group_comment(group, label))
-    params = [a for a in group.params]
-    return CFunction(name, source, params, group.nests)
+    text = _Printer(group, C, openmp).function("@NAME@", "@COMMENT@")
+    name = f"fl_k_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    source = text.replace("@NAME@", name, 1).replace("@COMMENT@", group_comment(group, label), 1)
+    return CFunction(name, source, list(group.params), group.nests)
 
 
 __all__ = ["CFunction", "C_PRELUDE", "emit_function", "group_comment"]

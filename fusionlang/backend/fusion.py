@@ -404,8 +404,10 @@ def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True):
         probe = _TreeBuilder(prog, target, True)
         full = len(probe.outer_classes(moved))
         seen = set()
+        # on the GPU a shifted band serializes the block's threads: identity fusion only
+        shifts = (True, False) if target == "c" else (False,)
         for depth in range(full, -1, -1):
-            for shift in (True, False):
+            for shift in shifts:
                 tb = _TreeBuilder(prog, target, shift)
                 root, nests, depth_used = tb.build(depth, moved)
                 key = repr(root)

@@ -92,6 +92,26 @@ def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
     return aliases
 
 
+def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True):
+    """(lowered kernel groups by id, constants incl. folded groups, view aliases)."""
+    constants: dict[str, np.ndarray] = dict(plan.graph.constants)
+    aliases: dict[str, str] = {}
+    lowered: dict[int, LoweredGroup] = {}
+    for group in plan.groups:
+        if group.kind == "const":
+            _fold_constants(plan, group, constants)
+            continue
+        if group.kind == "view":
+            found = _view_aliases(plan, group)
+            if found is not None:
+                aliases.update(found)
+                continue
+        lg = lower_group(plan, group, target, fuse=fuse)
+        if lg.prog.stmts:
+            lowered[group.id] = lg
+    return lowered, constants, aliases
+
+
 class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
@@ -106,26 +126,9 @@ class CompiledGraph:
         self.target = target
         self.openmp = openmp
         self.sanitize = sanitize
-        self.constants: dict[str, np.ndarray] = dict(plan.graph.constants)
-        self.aliases: dict[str, str] = {}
         self.kernels: list[KernelInfo] = []
-        self.lowered: dict[int, LoweredGroup] = {}
-        self._calls: list[tuple[KernelInfo, list]] = []
-        fused_away = 0
-        for group in plan.groups:
-            if group.kind == "const":
-                _fold_constants(plan, group, self.constants)
-                continue
-            if group.kind == "view":
-                aliases = _view_aliases(plan, group)
-                if aliases is not None:
-                    self.aliases.update(aliases)
-                    continue
-            lowered = lower_group(plan, group, "c" if target == "c" else "cuda", fuse=fuse)
-            if not lowered.prog.stmts:
-                continue
-            self.lowered[group.id] = lowered
-            fused_away += sum(1 for a in lowered.prog.arrays if a.role == "temp")
+        self.lowered, self.constants, self.aliases = lower_plan(plan, "c" if target == "c" else "cuda", fuse=fuse)
+        fused_away = sum(1 for lg in self.lowered.values() for a in lg.prog.arrays if a.role == "temp")
         self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize)
         if target == "c":
             from fusionlang.backend.runtime_c import CRuntime

@@ -13,7 +13,7 @@ import ctypes
 import numpy as np
 
 from fusionlang.backend.cexpr import C, ctype
-from fusionlang.backend.ccompile import build_library, load_library
+from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
 from fusionlang.backend.emit_c import C_PRELUDE, emit_function
 from fusionlang.backend.memory import ALIGN
 
@@ -41,7 +41,10 @@ class CRuntime:
         self.functions = functions
         self.driver = self._driver(calls)
         self.source = C_PRELUDE + "\n" + "\n".join(functions.values()) + "\n" + self.driver
-        units = [C_PRELUDE + src for src in functions.values()] + [self.driver]
+        if len(functions) <= SINGLE_UNIT:
+            units = [self.source]
+        else:
+            units = [C_PRELUDE + src for src in functions.values()] + [self.driver]
         self.library_path = build_library(units, openmp=cg.openmp, sanitize=cg.sanitize)
         self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
@@ -76,7 +79,7 @@ class CRuntime:
                 casts.append(f"({const}{t}*)s[{slot}]")
             protos[fn.name] = f"void {fn.name}({', '.join(params) if params else 'void'});"
             body.append(f"  {fn.name}({', '.join(casts)});")
-        return ("#include <stdint.h>\n" + "\n".join(protos.values())
+        return ("#include <stdint.h>\n#include <stddef.h>\n" + "\n".join(protos.values())
                 + "\nvoid fl_run(void** s) {\n" + "\n".join(body) + "\n}\n")
 
     def _allocate(self) -> None:

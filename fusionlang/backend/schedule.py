@@ -124,6 +124,9 @@ def build_ast(prog: PolyProgram, schedule: isl.Schedule) -> isl.AstNode:
 def schedule_program(prog: PolyProgram, target: str = "c", fuse: bool = True) -> Scheduled:
     """The most fused legal schedule of ``prog`` (with its AST and parallel loops)."""
     rejected = []
+    if not prog.stmts:  # nothing to compute (every tensor empty, or only views)
+        tree = FusedTree(TLeaf([]), {}, {}, 0, "empty")
+        return Scheduled(prog, tree, None, None, rejected)
     for tree in candidate_trees(prog, target, fuse):
         sched = to_isl(prog, tree)
         if not is_legal(prog, sched):

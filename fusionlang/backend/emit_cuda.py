@@ -1,0 +1,456 @@
+"""Print a lowered group as CUDA kernels (CuPy RawModule source) from the same loop IR.
+
+A group's IR splits into *units*, one kernel each: the outer band (perfectly nested
+parallel loops with constant bounds) and what runs inside one of its points. With an
+outer band the whole group is one unit; without one, each top-level nest is its own.
+
+Two mappings of a unit's outer points:
+
+* **thread**: one thread per outer point runs the inner code sequentially (elementwise
+  chains; conv/matmul with their epilogue, each thread accumulating one output);
+* **block**: one block per outer point; inner parallel loops are split across the block's
+  threads, an inner reduction loop accumulates per-thread partials that a warp-shuffle +
+  shared-memory reduction combines (every thread gets the result), and intermediates kept
+  per point live in shared memory. This is Apollo's memory stitching (layer II): softmax,
+  log_softmax and layer_norm run as one kernel whose row statistics never leave the chip.
+
+Every unit is a ``__device__`` function of (block index, block count), wrapped by an
+``extern "C" __global__`` kernel; Apollo's parallel stitching (layer III) launches
+independent small units as one kernel by splitting the grid between them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from fusionlang.backend.cexpr import CUDA, IndexPrinter, ctype, float_literal, helpers
+from fusionlang.backend.emit_c import _itemsize, _Printer, group_comment
+from fusionlang.backend.loopir import Assign, For, If, Storage, walk
+from fusionlang.backend.lower import LoweredGroup
+from fusionlang.errors import CodegenError
+
+BLOCK = 256
+#: shared memory a kernel may use for per-point buffers (the reduction scratch is apart)
+SHARED_LIMIT = 40 * 1024
+#: largest per-thread buffer kept in (local) memory
+THREAD_BUFFER_LIMIT = 256
+#: scratch memory per block-mapped kernel is kept below this by capping its grid
+SCRATCH_LIMIT = 64 * 2**20
+MAX_GRID = 1 << 20
+
+_IDENTITY = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
+
+
+def reduce_helpers() -> str:
+    """Block-wide all-reduce for each (op, type): every thread returns the block's result."""
+    out = []
+    for t, suffix in (("float", "f"), ("double", "d")):
+        for op in ("sum", "prod", "max", "min"):
+            ident = float_literal(_IDENTITY[op], "float32" if t == "float" else "float64", CUDA)
+            combine = {"sum": "a + b", "prod": "a * b", "max": f"fl_max{suffix}(a, b)",
+                       "min": f"fl_min{suffix}(a, b)"}[op]
+            out.append(f"""static __device__ __forceinline__ {t} fl_{op}_{suffix}({t} a, {t} b) {{ return {combine}; }}
+static __device__ {t} fl_block_{op}_{suffix}({t} v, {t}* sh) {{
+  for (int o = 16; o > 0; o >>= 1) v = fl_{op}_{suffix}(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) sh[wid] = v;
+  __syncthreads();
+  v = (int)threadIdx.x < nw ? sh[threadIdx.x] : {ident};
+  if (wid == 0) for (int o = 16; o > 0; o >>= 1) v = fl_{op}_{suffix}(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x == 0) sh[0] = v;
+  __syncthreads();
+  return sh[0];
+}}""")
+    return "\n".join(out) + "\n"
+
+
+CUDA_PRELUDE = helpers(CUDA) + reduce_helpers()
+
+
+@dataclass
+class CudaKernel:
+    """One launch: ``name<<<grid, block>>>(params..., scratch)``."""
+
+    name: str
+    grid: int
+    block: int
+    group: int
+    mode: str
+    #: bytes of the shared scratch area this kernel uses (offsets are baked in)
+    scratch_bytes: int = 0
+
+
+@dataclass
+class CudaGroup:
+    group: int
+    source: str
+    kernels: list[CudaKernel]
+    params: list
+    #: device functions per unit, for horizontal packing: (function name, grid, mode)
+    units: list[tuple[str, int, str]] = field(default_factory=list)
+    nests: int = 1
+    #: C types of the parameters ("const float*"), scratch pointer not included
+    param_types: list[str] = field(default_factory=list)
+    name: str = ""
+
+
+@dataclass
+class _Unit:
+    outer: list[For]
+    inner: list
+
+
+def _bounds(f: For) -> tuple[int, int] | None:
+    """(first value, trip count) of a loop with constant bounds."""
+    if not isinstance(f.init, sp.Integer) or f.step <= 0:
+        return None
+    cond = f.cond
+    if isinstance(cond, (sp.Le, sp.Lt)) and cond.args[0] == f.var and isinstance(cond.args[1], sp.Integer):
+        last = int(cond.args[1]) - (1 if isinstance(cond, sp.Lt) else 0)
+        trips = max(0, (last - int(f.init)) // f.step + 1)
+        return int(f.init), trips
+    return None
+
+
+def split_units(group: LoweredGroup) -> list[_Unit]:
+    loops = group.loops
+
+    def chain(n):
+        outer = []
+        node = [n]
+        while len(node) == 1 and isinstance(node[0], For) and node[0].loop is not None \
+                and loops[node[0].loop].coincident and _bounds(node[0]) is not None:
+            outer.append(node[0])
+            node = node[0].body
+        return outer, node
+
+    body = group.body
+    if len(body) == 1 and isinstance(body[0], For):
+        outer, inner = chain(body[0])
+        if outer and all(loops[f.loop].level == "outer" for f in outer):
+            return [_Unit(outer, inner)]
+    units, pending = [], []
+    for n in body:
+        if isinstance(n, For):
+            if pending:
+                units.append(_Unit([], pending))
+                pending = []
+            outer, inner = chain(n)
+            units.append(_Unit(outer, inner) if outer else _Unit([], [n]))
+        else:
+            pending.append(n)
+    if pending:
+        units.append(_Unit([], pending))
+    return units
+
+
+def _trips(f: For) -> int:
+    b = _bounds(f)
+    return b[1] if b else 64
+
+
+def _work(nodes: list, scale: int = 1) -> int:
+    total = 0
+    for n in nodes:
+        if isinstance(n, Assign):
+            total += scale
+        elif isinstance(n, For):
+            total += _work(n.body, scale * _trips(n))
+        elif isinstance(n, If):
+            total += max(_work(n.then, scale), _work(n.orelse, scale))
+    return total
+
+
+class _CudaPrinter(_Printer):
+    """Thread-level code is the C printer's (sequential); block level is ours."""
+
+    def __init__(self, group: LoweredGroup):
+        super().__init__(group, CUDA, openmp=False)
+        self.shared_decls: list[str] = []
+        self.scratch = 0
+        self.sync_needed = False
+
+    # ----- overrides of the sequential printer --------------------------------------
+    def pragma(self, f: For) -> str:
+        return ""
+
+    def decl(self, st: Storage, ind: str):
+        t = ctype(st.array.dtype, self.flavor)
+        name = self.names[st.array.id]
+        if st.kind == "scalar":
+            return [f"{ind}{t} {name};"], []
+        if st.size > THREAD_BUFFER_LIMIT * 16:
+            raise CodegenError(f"a per-thread buffer of {st.size} elements is too large for the GPU")
+        return [f"{ind}{t} {name}[{st.size}];"], []
+
+    def function_params(self) -> list[str]:
+        params = []
+        for a in self.g.params:
+            t = ctype(a.dtype, self.flavor)
+            const = "const " if a.role == "input" else ""
+            params.append(f"{const}{t}* __restrict__ {self.names[a.id]}")
+        params.append("unsigned char* __restrict__ fl_scratch")
+        return params
+
+    # ----- placement of block-level arrays ----------------------------------------------
+    def place_block_arrays(self, arrays: list[Storage], ind: str, per_block: bool) -> list[str]:
+        """Declare arrays shared by a block's threads: scalars stay per-thread (all
+        threads compute the same value), buffers go to shared memory or scratch."""
+        lines = []
+        for st in arrays:
+            t = ctype(st.array.dtype, self.flavor)
+            name = self.names[st.array.id]
+            if st.kind == "scalar":
+                lines.append(f"{ind}{t} {name};")
+                continue
+            nbytes = st.size * _itemsize(st.array.dtype)
+            if self.shared_bytes + nbytes <= SHARED_LIMIT:
+                self.shared_bytes += nbytes
+                self.shared_decls.append(f"  __shared__ {t} {name}[{st.size}];")
+            else:
+                offset = (self.scratch + 15) // 16 * 16
+                self.scratch = offset + nbytes
+                self.scratch_slices.append((name, t, offset, nbytes, per_block))
+                lines.append(f"{ind}{t}* {name} = ({t}*)(fl_scratch + @SLICE{len(self.scratch_slices) - 1}@);")
+        return lines
+
+    # ----- block level ------------------------------------------------------------------
+    def block_scalars(self) -> set[int]:
+        return {aid for aid in self.block_level if self.g.storage[aid].kind == "scalar"}
+
+    def block_body(self, nodes: list, depth: int) -> None:
+        ind = "  " * depth
+        for n in nodes:
+            if isinstance(n, Assign):
+                st = self.g.storage.get(n.array.id)
+                if st is not None and st.kind == "scalar":
+                    self.lines.append(ind + self.assign(n))
+                else:
+                    self.lines.append(f"{ind}if (threadIdx.x == 0) {{ {self.assign(n)} }}")
+                    self.lines.append(f"{ind}__syncthreads();")
+            elif isinstance(n, If):
+                ip = IndexPrinter()
+                self.lines.append(f"{ind}if ({ip(n.cond)}) {{")
+                self.block_body(n.then, depth + 1)
+                if n.orelse:
+                    self.lines.append(f"{ind}}} else {{")
+                    self.block_body(n.orelse, depth + 1)
+                self.lines.append(f"{ind}}}")
+            elif isinstance(n, For):
+                self.block_loop(n, depth)
+
+    def _block_scalars_written(self, f: For) -> set[int]:
+        written = set()
+        for n in walk(f.body):
+            if isinstance(n, Assign) and n.array.id in self.block_scalars():
+                written.add(n.array.id)
+        return written
+
+    def block_loop(self, f: For, depth: int) -> None:
+        ind = "  " * depth
+        ip = IndexPrinter()
+        loop = self.g.loops.get(f.loop) if f.loop is not None else None
+        written = self._block_scalars_written(f)
+        v = f.var.name
+        it = self.flavor.int_type
+        head = (f"for ({it} {v} = {ip(f.init)} + (({it})threadIdx.x) * {f.step}; {ip.loop_cond(f.cond)}; "
+                f"{v} += (({it})blockDim.x) * {f.step}) {{")
+        if loop is not None and loop.coincident and not written:
+            self.lines.append(ind + head)
+            self.loop_body(f, depth + 1)
+            self.lines.append(f"{ind}}}")
+            self.lines.append(f"{ind}__syncthreads();")
+            return
+        accs = set(loop.simd_accs) if loop is not None else set()
+        if loop is not None and accs and written <= accs and accs <= self.block_scalars():
+            # per-thread partials of each accumulator, then a block all-reduce
+            saved = dict(self.names)
+            partial = {}
+            for aid in sorted(accs):
+                kind = next(s.reduce for s in self.g.prog.stmts if s.kind == "update" and s.acc.id == aid)
+                dtype = self.g.storage[aid].array.dtype
+                pname = f"part{aid}"
+                partial[aid] = (pname, kind, dtype)
+                ident = float_literal(_IDENTITY[kind], dtype, self.flavor)
+                self.lines.append(f"{ind}{ctype(dtype, self.flavor)} {pname} = {ident};")
+                self.names[aid] = pname
+            self.lines.append(ind + head)
+            self.loop_body(f, depth + 1)
+            self.lines.append(f"{ind}}}")
+            self.names = saved
+            for aid, (pname, kind, dtype) in partial.items():
+                suffix = "f" if dtype == "float32" else "d"
+                sh = "fl_red_f" if dtype == "float32" else "fl_red_d"
+                self.uses_reduction.add(sh)
+                name = self.names[aid]
+                self.lines.append(f"{ind}{name} = fl_{kind}_{suffix}({name}, fl_block_{kind}_{suffix}({pname}, {sh}));")
+            self.lines.append(f"{ind}__syncthreads();")
+            return
+        # a loop the threads cannot share: thread 0 runs it, then shares what it computed
+        self.lines.append(f"{ind}if (threadIdx.x == 0) {{")
+        self.loop(f, depth + 1)
+        for aid in sorted(written):
+            t = ctype(self.g.storage[aid].array.dtype, self.flavor)
+            self.shared_decls.append(f"  __shared__ {t} bc{aid};")
+            self.lines.append(f"{ind}  bc{aid} = {self.names[aid]};")
+        self.lines.append(f"{ind}}}")
+        self.lines.append(f"{ind}__syncthreads();")
+        for aid in sorted(written):
+            self.lines.append(f"{ind}{self.names[aid]} = bc{aid};")
+        if written:
+            self.lines.append(f"{ind}__syncthreads();")
+
+    def loop_body(self, f: For, depth: int) -> None:
+        ind = "  " * depth
+        for st in self.inner.get(id(f), []):
+            d, _ = self.decl(st, ind)
+            self.lines.extend(d)
+        self.body(f.body, depth)
+
+    # ----- units --------------------------------------------------------------------------
+    def unit(self, u: _Unit, fname: str) -> tuple[str, int, str, int]:
+        """Device function text, grid size, mode and scratch bytes of one unit."""
+        self.lines = []
+        self.shared_decls = []
+        self.shared_bytes = 0
+        self.scratch = 0
+        self.scratch_slices = []
+        self.uses_reduction = set()
+        bounds = [_bounds(f) for f in u.outer]
+        extents = [b[1] for b in bounds]
+        npoints = 1
+        for e in extents:
+            npoints *= e
+        # arrays declared at the top of the innermost outer loop, or at kernel scope
+        level_arrays = [st for f in u.outer for st in self.inner.get(id(f), [])]
+        unit_nodes = {id(n) for n in walk(u.inner)}
+        tops = [st for st in self.top if self._accessed_in(st, unit_nodes)]
+        self.block_level = {st.array.id for st in level_arrays + tops}
+        coop = any(isinstance(n, For) and n.loop is not None and
+                   (self.g.loops[n.loop].coincident or self.g.loops[n.loop].simd_accs)
+                   for n in self._block_nodes(u.inner))
+        big_buffers = any(st.kind == "local" and st.size > THREAD_BUFFER_LIMIT for st in level_arrays + tops)
+        work = _work(u.inner)
+        mode = "block" if (coop and (npoints < 8192 or work >= 4096)) or big_buffers or not u.outer else "thread"
+        it = self.flavor.int_type
+        params = ", ".join(self.function_params() + [f"{it} fl_bid", f"{it} fl_nb"])
+        self.lines.append(f"static __device__ void {fname}({params}) {{")
+        body_start = len(self.lines)
+        if mode == "thread":
+            self.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints}LL; "
+                              f"t += fl_nb * blockDim.x) {{")
+            self._decompose(u.outer, extents, bounds, "    ")
+            for st in tops + level_arrays:
+                d, _ = self.decl(st, "    ")
+                self.lines.extend(d)
+            self.body(u.inner, 2)
+            self.lines.append("  }")
+        else:
+            decl_lines = self.place_block_arrays(tops, "  ", per_block=True)
+            self.lines.extend(decl_lines)
+            self.lines.append(f"  for ({it} t = fl_bid; t < {npoints}LL; t += fl_nb) {{")
+            self._decompose(u.outer, extents, bounds, "    ")
+            self.lines.extend(self.place_block_arrays(level_arrays, "    ", per_block=True))
+            self.block_body(u.inner, 2)
+            self.lines.append("    __syncthreads();")
+            self.lines.append("  }")
+        self.lines.append("}")
+        shared = list(self.shared_decls)
+        for sh in sorted(self.uses_reduction):
+            t = "float" if sh.endswith("_f") else "double"
+            shared.append(f"  __shared__ {t} {sh}[32];")
+        self.lines[body_start:body_start] = shared
+        text = "\n".join(self.lines) + "\n"
+        if mode == "thread":
+            grid = max(1, min((npoints + BLOCK - 1) // BLOCK, MAX_GRID))
+        else:
+            per_block = self.scratch
+            grid = max(1, min(npoints, MAX_GRID))
+            if per_block:
+                grid = max(1, min(grid, SCRATCH_LIMIT // per_block))
+        # each block gets its own slice of the scratch area
+        scratch_total = 0
+        for k, (name, t, offset, nbytes, _) in enumerate(self.scratch_slices):
+            text = text.replace(f"@SLICE{k}@", f"fl_bid % {grid} * {self.scratch}LL + {offset}")
+        if self.scratch_slices:
+            scratch_total = self.scratch * grid
+        return text, grid, mode, scratch_total
+
+    def _accessed_in(self, st: Storage, node_ids: set) -> bool:
+        return any(isinstance(n, Assign) and id(n) in node_ids and
+                   (n.array.id == st.array.id or any(ld.array.id == st.array.id for ld in n.loads.values()))
+                   for n in walk(self.g.body))
+
+    def _block_nodes(self, nodes):
+        for n in nodes:
+            yield n
+            if isinstance(n, If):
+                yield from self._block_nodes(n.then)
+                yield from self._block_nodes(n.orelse)
+
+    def _decompose(self, outer: list[For], extents, bounds, ind: str) -> None:
+        it = self.flavor.int_type
+        rest = "t"
+        for k, f in enumerate(outer):
+            inner = 1
+            for e in extents[k + 1:]:
+                inner *= e
+            first, _ = bounds[k]
+            q = f"({rest} / {inner}LL)" if inner > 1 else rest
+            q = f"({q} % {extents[k]}LL)" if k > 0 else q
+            self.lines.append(f"{ind}const {it} {f.var.name} = {first} + {q} * {f.step};")
+
+
+def emit_group(group: LoweredGroup, label: str = "group") -> CudaGroup:
+    """CUDA source (device units + global wrappers) and launches of one lowered group."""
+    units = split_units(group)
+    printer = _CudaPrinter(group)
+    texts, infos = [], []
+    for k, u in enumerate(units):
+        text, grid, mode, scratch = printer.unit(u, f"@UNIT{k}@")
+        texts.append(text)
+        infos.append((grid, mode, scratch))
+    body = "\n".join(texts)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+    base = f"fl_c_{digest}"
+    params = printer.function_params()
+    args = ", ".join(p.rsplit(" ", 1)[-1].lstrip("*") for p in params)
+    kernels, wrappers, unit_names = [], [], []
+    for k, (grid, mode, scratch) in enumerate(infos):
+        uname = f"{base}_u{k}"
+        body = body.replace(f"@UNIT{k}@", uname)
+        kname = f"{base}_k{k}"
+        wrappers.append(f'extern "C" __global__ void __launch_bounds__({BLOCK}) {kname}({", ".join(params)}) '
+                        f'{{ {uname}({args}, blockIdx.x, gridDim.x); }}')
+        kernels.append(CudaKernel(kname, grid, BLOCK, -1, mode, scratch))
+        unit_names.append((uname, grid, mode))
+    source = f"/* {group_comment(group, label)} */\n" + body + "\n".join(wrappers) + "\n"
+    types = [("const " if a.role == "input" else "") + ctype(a.dtype, CUDA) + "*" for a in group.params]
+    return CudaGroup(-1, source, kernels, list(group.params), unit_names, group.nests, types, base)
+
+
+def horizontal_kernel(name: str, members: list[CudaGroup]) -> tuple[str, int]:
+    """One kernel running several independent single-unit groups side by side (layer III):
+    the grid is split between them, block ranges in member order. Each member's
+    parameters become ``h<k>_<j>``; all share the scratch pointer (members use none)."""
+    params, lines, first = [], [], 0
+    for k, g in enumerate(members):
+        (uname, grid, _), = g.units
+        names = []
+        for j, t in enumerate(g.param_types):
+            params.append(f"{t} __restrict__ h{k}_{j}")
+            names.append(f"h{k}_{j}")
+        names.append("fl_scratch")
+        lines.append(f"  if (b >= {first} && b < {first + grid}) {{ {uname}({', '.join(names)}, b - {first}, "
+                     f"{grid}); return; }}")
+        first += grid
+    params.append("unsigned char* __restrict__ fl_scratch")
+    head = f'extern "C" __global__ void __launch_bounds__({BLOCK}) {name}({", ".join(params)}) {{'
+    return "\n".join([head, "  long long b = blockIdx.x;"] + lines + ["}"]) + "\n", first
+
+
+__all__ = ["BLOCK", "CUDA_PRELUDE", "CudaGroup", "CudaKernel", "emit_group", "horizontal_kernel", "split_units"]

@@ -1,0 +1,190 @@
+"""Running generated CUDA with CuPy: one RawModule, buffers and constants on the device.
+
+The module holds every group's kernels and the horizontal packs (Apollo layer III:
+independent single-kernel groups of ``plan.horizontal`` launched as one kernel). Buffers
+live in one device arena planned like the C one; feeds are copied into device buffers
+allocated once; constants are uploaded once at compile time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fusionlang.backend.emit_cuda import CUDA_PRELUDE, CudaGroup, emit_group, horizontal_kernel
+from fusionlang.backend.memory import ALIGN
+from fusionlang.errors import CodegenError
+
+
+@dataclass
+class Launch:
+    kernel: str
+    grid: int
+    block: int
+    #: (member position in a pack, group id) per parameter group; see CudaProgram.launches
+    groups: list[int]
+    scratch: int = 0
+
+
+@dataclass
+class CudaProgram:
+    """All CUDA text of a plan and the launches a run makes, in order."""
+
+    groups: dict[int, CudaGroup]
+    packs: dict[str, str] = field(default_factory=dict)
+    launches: list[Launch] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        seen, parts = set(), [CUDA_PRELUDE]
+        for g in self.groups.values():
+            if g.name not in seen:
+                seen.add(g.name)
+                parts.append(g.source)
+        parts.extend(self.packs.values())
+        return "\n".join(parts)
+
+    def sources(self) -> dict[str, str]:
+        """Compilable translation units: one per distinct group, one per pack."""
+        out = {}
+        for g in self.groups.values():
+            out.setdefault(g.name, CUDA_PRELUDE + g.source)
+        for name, text in self.packs.items():
+            members = [g for g in self.groups.values() if any(f"{u[0]}(" in text for u in g.units)]
+            out[name] = CUDA_PRELUDE + "\n".join(dict.fromkeys(m.source for m in members)) + text
+        return out
+
+    @property
+    def scratch_bytes(self) -> int:
+        return max((k.scratch_bytes for g in self.groups.values() for k in g.kernels), default=0)
+
+
+def build_program(plan, lowered: dict) -> CudaProgram:
+    groups: dict[int, CudaGroup] = {}
+    for group in plan.groups:
+        if group.id in lowered:
+            cg = emit_group(lowered[group.id], f"group {group.id}")
+            cg.group = group.id
+            groups[group.id] = cg
+    prog = CudaProgram(groups)
+    packed: dict[int, str] = {}
+    for k, members in enumerate(plan.horizontal):
+        ok = [gid for gid in members if gid in groups and len(groups[gid].units) == 1
+              and groups[gid].kernels[0].scratch_bytes == 0]
+        if len(ok) < 2:
+            continue
+        name = f"fl_h_{k}_" + "_".join(groups[g].name[5:13] for g in ok)
+        text, grid = horizontal_kernel(name, [groups[g] for g in ok])
+        prog.packs[name] = text
+        for gid in ok:
+            packed[gid] = name
+        prog.launches.append(Launch(name, grid, groups[ok[0]].kernels[0].block, ok))
+    done_packs = set()
+    ordered = []
+    for group in plan.groups:
+        gid = group.id
+        if gid not in groups:
+            continue
+        if gid in packed:
+            name = packed[gid]
+            if name not in done_packs:
+                done_packs.add(name)
+                ordered.extend(la for la in prog.launches if la.kernel == name)
+            continue
+        for kern in groups[gid].kernels:
+            ordered.append(Launch(kern.name, kern.grid, kern.block, [gid], kern.scratch_bytes))
+    prog.launches = ordered
+    return prog
+
+
+def cuda_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no driver, no device, no CuPy: all mean "no"
+        return False
+
+
+class CudaRuntime:
+    def __init__(self, cg):
+        from fusionlang.backend.runtime import KernelInfo
+
+        if not cuda_available():
+            raise CodegenError("target 'cuda' needs a CUDA device visible to CuPy (none found); use target 'c'")
+        import cupy
+
+        self.cp = cupy
+        self.cg = cg
+        self.program = build_program(cg.plan, cg.lowered)
+        for gid, g in self.program.groups.items():
+            group = cg.plan.group(gid)
+            lowered = cg.lowered[gid]
+            cg.kernels.append(KernelInfo(gid, g.name, g.nests, g.source, list(group.nodes),
+                                         lowered.scheduled.tree.strategy, [a.value for a in g.params],
+                                         launches=len(g.kernels)))
+        packed = {gid for la in self.program.launches if len(la.groups) > 1 for gid in la.groups}
+        for info in cg.kernels:
+            if info.group in packed:
+                info.launches = 0
+        self.source = self.program.source
+        self.module = cupy.RawModule(code=self.source, options=("-std=c++17",))
+        buffers = cg.buffers
+        self.arena = cupy.zeros(buffers.arena_bytes + ALIGN, dtype=cupy.uint8)
+        self.scratch = cupy.zeros(max(self.program.scratch_bytes, 16), dtype=cupy.uint8)
+        self.device: dict[str, object] = {}
+        for name, b in buffers.buffers.items():
+            if b.kind == "const":
+                self.device[name] = cupy.asarray(np.ascontiguousarray(cg.constants[name]))
+            elif b.kind == "input":
+                t = cg.graph.types[name]
+                self.device[name] = cupy.empty(t.shape, dtype=t.dtype)
+        self.aux: dict[int, object] = {}
+        self.launches = []
+        for la in self.program.launches:
+            fn = self.module.get_function(la.kernel)
+            args = []
+            for gid in la.groups:
+                args.extend(self._arg(a) for a in self.program.groups[gid].params)
+            args.append(self.scratch)
+            self.launches.append((fn, la.grid, la.block, tuple(args)))
+        cg.stats_extra = {"launches": len(self.launches)}
+
+    def _arg(self, array):
+        cp = self.cp
+        if array.data is not None:
+            if id(array) not in self.aux:
+                self.aux[id(array)] = cp.asarray(np.ascontiguousarray(array.data))
+            return self.aux[id(array)]
+        root = self.cg.buffers.root(array.value)
+        b = self.cg.buffers.buffers[root]
+        if b.kind in ("const", "input"):
+            return self.device[root]
+        return self.arena[b.offset:b.offset + max(b.nbytes, 1)]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        cp = self.cp
+        cg = self.cg
+        for name, b in cg.buffers.buffers.items():
+            if b.kind == "input":
+                self.device[name].set(feeds[name])
+        for fn, grid, block, args in self.launches:
+            fn((grid,), (block,), args)
+        cp.cuda.get_current_stream().synchronize()
+        out = {}
+        for name in cg.graph.outputs:
+            t = cg.graph.types[name]
+            root = cg.buffers.root(name)
+            b = cg.buffers.buffers[root]
+            if b.kind == "input":
+                out[name] = feeds[root].reshape(t.shape).copy()
+            elif b.kind == "const":
+                out[name] = np.asarray(cg.constants[root]).reshape(t.shape).copy()
+            else:
+                raw = self.arena[b.offset:b.offset + t.nbytes].get()
+                out[name] = raw.view(t.dtype).reshape(t.shape).copy()
+        return out
+
+
+__all__ = ["CudaProgram", "CudaRuntime", "build_program", "cuda_available"]
