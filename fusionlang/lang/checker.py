@@ -20,7 +20,7 @@ from fusionlang.ir.graph import Graph
 from fusionlang.ir.types import TensorType
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, suggest
-from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name
+from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name, describe_arity
 from fusionlang.lang.formula import FormulaError, attr_of_default, define_elementwise, to_sympy
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
@@ -35,6 +35,16 @@ from fusionlang.ops.registry import OpDef, OpRegistry
 
 #: fuse options whose values name categories
 _CATEGORY_OPTIONS = ("path", "sink", "relation")
+
+#: results of the costly checks (instantiating decompositions and test graphs) by item.
+#: Parsed modules are cached and immutable, so an item checked against the same `def`s
+#: gives the same diagnostics in every rule set that imports it. Values keep the item
+#: itself, so its id cannot be reused while the entry lives.
+_MEMO: dict[tuple, tuple[object, list]] = {}
+
+
+def clear_memo() -> None:
+    _MEMO.clear()
 
 
 def check_modules(modules: list[A.Module], *, name: str, registry: OpRegistry, diags: Diagnostics,
@@ -311,7 +321,7 @@ class _Checker:
                     continue
                 opdefs.append(opdef)
                 if commutative and not (opdef.variadic or opdef.max_inputs == 2):
-                    self.diags.error(op.span, f"op {op.text!r} takes {opdef.max_inputs} inputs; only binary and "
+                    self.diags.error(op.span, f"op {op.text!r} takes {describe_arity(opdef)}; only binary and "
                                               "variadic ops can be commutative")
                     ok = False
             if c.guard is not None:
@@ -374,7 +384,7 @@ class _Checker:
                                             f"at {duplicate.span}")
                 continue
             self.decompositions.setdefault(op, []).append(rule)
-            self._check_decomposition_types(rule, opdef, d)
+            self._memoized(d, lambda: self._check_decomposition_types(rule, opdef, d))
 
     def _check_decomposition_types(self, rule: DecomposeRule, opdef: OpDef, d: A.Decompose) -> None:
         """Instantiate the body on sample inputs the op accepts; compare result types."""
@@ -645,12 +655,62 @@ class _Checker:
                 self.diags.error(t.name.span, f"test {t.name.text!r} states no 'expect'")
             if len(self.diags.errors) > before:
                 continue
-            try:
-                build_test_graph(t, self.registry)
-            except InstantiateError as exc:
-                self.diags.error(exc.span or t.span, f"test {t.name.text!r}: {exc.message}")
+            if self._memoized(t, lambda: self._build_test(t)):
                 continue
             self.tests.append(TestBlock(t))
+
+    def _build_test(self, t: A.TestDecl) -> None:
+        try:
+            build_test_graph(t, self.registry)
+        except InstantiateError as exc:
+            self.diags.error(exc.span or t.span, f"test {t.name.text!r}: {exc.message}")
+
+    # ----- memo -----------------------------------------------------------------------
+    def _def_deps(self, item) -> tuple:
+        """The `def`s ``item`` uses, transitively, as (name, declaration id) pairs."""
+        seen: dict[str, int] = {}
+        stack = [item]
+        while stack:
+            node = stack.pop()
+            for expr in _expressions(node):
+                for sub in A.walk(expr):
+                    if isinstance(sub, A.Call) and sub.func.text in self.defs and sub.func.text not in seen:
+                        decl = self.defs[sub.func.text].decl
+                        seen[sub.func.text] = id(decl)
+                        stack.append(decl)
+        return tuple(sorted(seen.items()))
+
+    def _memoized(self, item, check) -> bool:
+        """Run ``check`` (which reports into self.diags) once per item and def set;
+        replay its diagnostics afterwards. Returns whether it reported errors."""
+        key = (id(item), id(self.base), self._def_deps(item))
+        hit = _MEMO.get(key)
+        if hit is not None and hit[0] is item:
+            self.diags.items.extend(hit[1])
+            return any(d.is_error for d in hit[1])
+        before = len(self.diags.items)
+        check()
+        found = self.diags.items[before:]
+        _MEMO[key] = (item, list(found))
+        return any(d.is_error for d in found)
+
+
+def _expressions(node):
+    """Every expression directly inside an item (bodies, formulas, test statements)."""
+    if isinstance(node, A.DefDecl):
+        if node.formula is not None:
+            yield node.formula
+        for stmt in node.body or ():
+            yield from (stmt.values if isinstance(stmt, A.Return) else (stmt.value,))
+    elif isinstance(node, A.Decompose):
+        for stmt in node.body:
+            yield from (stmt.values if isinstance(stmt, A.Return) else (stmt.value,))
+    elif isinstance(node, A.TestDecl):
+        for stmt in node.stmts:
+            if isinstance(stmt, A.Let):
+                yield stmt.value
+            elif isinstance(stmt, A.TExpect):
+                yield stmt.expr
 
 
 def _const_vars(guard) -> list[str]:

@@ -43,8 +43,12 @@ def standard_names() -> list[str]:
 
 
 def clear_caches() -> None:
+    """Forget parsed files, checked rule sets and memoized checks."""
+    from fusionlang.lang.checker import clear_memo
+
     _MODULES.clear()
     _RULESETS.clear()
+    clear_memo()
 
 
 def display_path(real: str) -> str:
@@ -209,13 +213,11 @@ def lint(paths, registry: OpRegistry | None = None) -> list[Diagnostic]:
             out.extend(diags.sorted())
             continue
         try:
-            with open(real, encoding="utf-8") as fh:
-                text = fh.read()
+            module = _parse_file(real, diags)
         except (OSError, UnicodeDecodeError) as exc:
             diags.error(Span(path, 1, 1), f"cannot read {path!r}: {exc}")
             out.extend(diags.sorted())
             continue
-        module = parse_module(text, display_path(real), diags)
         collector = _Collector(diags)
         if module is not None:
             collector.add_module(module, real)

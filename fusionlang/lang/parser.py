@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from fusionlang.lang import ast as A
@@ -38,7 +38,7 @@ _TERMINAL_WORDS = {
 def _parser() -> Lark:
     grammar = resources.files("fusionlang.lang").joinpath("fuse.lark").read_text(encoding="utf-8")
     # cache=True keeps the built LALR tables in the temp dir: building them costs ~0.1 s
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+    return Lark(grammar, parser="lalr", maybe_placeholders=True, cache=True)
 
 
 def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:
@@ -50,7 +50,7 @@ def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:
         _report_all_syntax_errors(text, path, diags)
         return None
     try:
-        items = _ToAst(path, 0).transform(tree)
+        items = _ToAst(path).transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, _LiteralError):
             diags.error(exc.orig_exc.span, exc.orig_exc.message, exc.orig_exc.hint)
@@ -101,8 +101,6 @@ def _expected_words(expected) -> str:
                 word = name.lower()
         if word not in words:
             words.append(word)
-    if len(words) > 8:
-        words = words[:8] + ["..."]
     return ", ".join(words)
 
 
@@ -137,14 +135,18 @@ def _syntax_diagnostic(exc: UnexpectedInput, chunk: str, path: str, line_offset:
         hint = "'=' binds a name or an attribute; '==' compares"
     elif str(token) == "=" and "CMP_OP" in expected:
         hint = "compare with '=='"
-    elif "__ANON_0" in expected or "MORETHAN" in expected:
-        hint = ""
+    words = _expected_words(expected)
+    if not hint and "'=>'" in words:
+        hint = "a rewrite reads: rewrite NAME: PATTERN [where GUARD] => REPLACEMENT"
     if not hint and _ITEM_START.match(str(token)) and token.column == 1:
         hint = "the previous item is incomplete"
     if not hint and "RPAR" in expected and "COMMA" in expected:
         hint = "separate arguments with ','"
-    return Diagnostic(span, "error", f"unexpected {_describe_token(token)}; expected {_expected_words(expected)}",
-                      hint)
+    if len(expected) > 6:
+        # a long list of alternatives says little; keep the message short and put it last
+        hint = f"{hint}; " if hint else ""
+        return Diagnostic(span, "error", f"unexpected {_describe_token(token)}", f"{hint}expected one of: {words}")
+    return Diagnostic(span, "error", f"unexpected {_describe_token(token)}; expected {words}", hint)
 
 
 class _LiteralError(Exception):
@@ -168,44 +170,86 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
-@v_args(meta=True)
+#: keyword tokens kept in the tree only for their positions
+_KEYWORDS = frozenset({"IMPORT", "CATEGORIES", "CLASS", "DEF", "DECOMPOSE", "RETURN", "REWRITE", "PRIORITY", "FUSE",
+                       "STRATEGY", "TEST", "INPUT", "CONST", "OUTPUT", "EXPECT", "NOT", "NEG", "LSQB", "SHARED"})
+
+
+def _first_pos(items):
+    for item in items:
+        if isinstance(item, Token):
+            return item.line, item.column
+        span = getattr(item, "span", None)
+        if span is not None and span.line:
+            return span.line, span.col
+        if isinstance(item, tuple):
+            found = _first_pos(item)
+            if found:
+                return found
+    return None
+
+
+def _last_pos(items):
+    for item in reversed(items):
+        if isinstance(item, Token):
+            return item.end_line or item.line, item.end_column or item.column + len(item)
+        span = getattr(item, "span", None)
+        if span is not None and span.line:
+            return span.end_line or span.line, span.end_col or span.col
+        if isinstance(item, tuple):
+            found = _last_pos(item)
+            if found:
+                return found
+    return None
+
+
+def _positioned(method):
+    """Wrap a transformer method: compute the span from all children (keywords
+    included), then call it with the keyword tokens removed."""
+
+    def wrapper(self, children):
+        first, last = _first_pos(children), _last_pos(children)
+        if first is None:
+            span = Span(self.path, 0, 0)
+        else:
+            last = last or first
+            span = Span(self.path, first[0], first[1], last[0], last[1])
+        kept = [c for c in children if not (isinstance(c, Token) and c.type in _KEYWORDS)]
+        return method(self, kept, span, children)
+
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
 class _ToAst(Transformer):
-    def __init__(self, path: str, line_offset: int):
+    """Parse tree -> AST. Spans come from the tokens (lark's propagate_positions is
+    the costliest part of parsing, and tokens carry everything a span needs)."""
+
+    def __init__(self, path: str):
         super().__init__()
         self.path = path
-        self.line_offset = line_offset
-
-    # ----- helpers --------------------------------------------------------------------
-    def _span(self, meta) -> Span:
-        if getattr(meta, "empty", True):
-            return Span(self.path, 0, 0)
-        return Span(self.path, meta.line + self.line_offset, meta.column, meta.end_line + self.line_offset,
-                    meta.end_column)
 
     def _tok_span(self, tok: Token) -> Span:
-        return Span(self.path, tok.line + self.line_offset, tok.column, (tok.end_line or tok.line) + self.line_offset,
-                    tok.end_column or tok.column + len(tok))
+        return Span(self.path, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + len(tok))
 
     def _name(self, tok: Token) -> A.Name:
         return A.Name(str(tok), self._tok_span(tok))
 
-    @staticmethod
-    def _kept(children):
-        """Children without the keyword tokens lark keeps for named keyword terminals."""
-        return [c for c in children if not (isinstance(c, Token) and c.type in ("DEF", "SHARED"))]
-
     # ----- items ----------------------------------------------------------------------
-    def start(self, meta, children):
+    def start(self, children):
         return children
 
-    def import_(self, meta, children):
-        return A.Import(_unescape(str(children[0])), self._span(meta))
+    @_positioned
+    def import_(self, c, span, raw):
+        return A.Import(_unescape(str(c[0])), span)
 
-    def categories(self, meta, children):
-        return A.Categories(tuple(self._name(t) for t in children), self._span(meta))
+    @_positioned
+    def categories(self, c, span, raw):
+        return A.Categories(tuple(self._name(t) for t in c), span)
 
-    def class_decl(self, meta, children):
-        ops, props, guard = children
+    @_positioned
+    def class_decl(self, c, span, raw):
+        ops, props, guard = c
         category = None
         flags = []
         for name in props:
@@ -213,65 +257,76 @@ class _ToAst(Transformer):
                 flags.append(name)  # a second category lands here; the checker reports it
             else:
                 category = name
-        return A.ClassDecl(ops, category, tuple(flags), guard, self._span(meta))
+        return A.ClassDecl(ops, category, tuple(flags), guard, span)
 
-    def class_ops(self, meta, children):
+    def class_ops(self, children):
         return tuple(self._name(t) for t in children)
 
-    def class_props(self, meta, children):
+    def class_props(self, children):
         return tuple(self._name(t) for t in children)
 
-    def def_decl(self, meta, children):
-        name, params, attrs, rhs = self._kept(children)
+    @_positioned
+    def def_decl(self, c, span, raw):
+        name, params, attrs, rhs = c
         formula = body = None
-        if isinstance(rhs, tuple) and all(isinstance(s, (A.Let, A.Return)) for s in rhs):
-            body = rhs
+        if isinstance(rhs, _Block):
+            body = tuple(rhs)
         else:
             formula = rhs
-        return A.DefDecl(self._name(name), params, attrs or (), formula, body, self._span(meta))
+        return A.DefDecl(self._name(name), params, attrs or (), formula, body, span)
 
-    def decompose(self, meta, children):
-        name, params, attrs, body = children
-        return A.Decompose(self._name(name), params, attrs or (), body, self._span(meta))
+    @_positioned
+    def decompose(self, c, span, raw):
+        name, params, attrs, body = c
+        return A.Decompose(self._name(name), params, attrs or (), tuple(body), span)
 
-    def params(self, meta, children):
+    def params(self, children):
         return tuple(self._name(t) for t in children)
 
-    def attr_params(self, meta, children):
+    def attr_params(self, children):
         return tuple(children)
 
-    def attr_param(self, meta, children):
-        name, default = children
-        return A.AttrParam(self._name(name), default, self._span(meta))
+    @_positioned
+    def attr_param(self, c, span, raw):
+        name, default = c
+        return A.AttrParam(self._name(name), default, span)
 
-    def block(self, meta, children):
-        return tuple(children)
+    def block(self, children):
+        return _Block(children)
 
-    def let(self, meta, children):
-        *names, value = children
-        return A.Let(tuple(self._name(t) for t in names), value, self._span(meta))
+    @_positioned
+    def let(self, c, span, raw):
+        *names, value = c
+        return A.Let(tuple(self._name(t) for t in names), value, span)
 
-    def return_(self, meta, children):
-        return A.Return(tuple(children), self._span(meta))
+    @_positioned
+    def return_(self, c, span, raw):
+        return A.Return(tuple(c), span)
 
-    def rewrite(self, meta, children):
-        name, priority, shared, pattern, guard, replacement = children
-        return A.Rewrite(self._name(name), priority if priority is not None else 0, shared is not None, pattern,
-                         guard, replacement, self._span(meta))
+    @_positioned
+    def rewrite(self, c, span, raw):
+        name, priority, shared, pattern, guard, replacement = (
+            c if len(c) == 6 else (c[0], c[1], None, *c[2:]))
+        shared = any(isinstance(t, Token) and t.type == "SHARED" for t in raw)
+        return A.Rewrite(self._name(name), priority if priority is not None else 0, shared, pattern, guard,
+                         replacement, span)
 
-    def priority(self, meta, children):
-        return int(str(children[0]))
+    @_positioned
+    def priority(self, c, span, raw):
+        return int(str(c[0]))
 
-    def fuse(self, meta, children):
-        producers, consumers, result, *opts = children
+    @_positioned
+    def fuse(self, c, span, raw):
+        producers, consumers, result, *opts = c
         opts = tuple(o for o in opts if o is not None)
-        return A.FuseDecl(producers, consumers, self._name(result), opts, self._span(meta))
+        return A.FuseDecl(producers, consumers, self._name(result), opts, span)
 
-    def alts(self, meta, children):
+    def alts(self, children):
         return tuple(self._name(t) for t in children)
 
-    def fuse_opt(self, meta, children):
-        name, value = children
+    @_positioned
+    def fuse_opt(self, c, span, raw):
+        name, value = c
         if isinstance(value, A.Num):
             value = value.value
         elif isinstance(value, A.Str):
@@ -280,115 +335,142 @@ class _ToAst(Transformer):
             value = -value.operand.value
         elif isinstance(value, A.Var):
             value = value.name
-        return A.FuseOpt(self._name(name), value, self._span(meta))
+        return A.FuseOpt(self._name(name), value, span)
 
-    def name_value(self, meta, children):
+    def name_value(self, children):
         return A.Var(str(children[0]), self._tok_span(children[0]))
 
-    def strategy(self, meta, children):
-        name, *options = children
-        return A.StrategyDecl(self._name(name), tuple(o for o in options if o is not None), self._span(meta))
+    @_positioned
+    def strategy(self, c, span, raw):
+        name, *options = c
+        return A.StrategyDecl(self._name(name), tuple(o for o in options if o is not None), span)
 
-    def option(self, meta, children):
-        name, value = children
-        return A.Option(self._name(name), value, self._span(meta))
+    @_positioned
+    def option(self, c, span, raw):
+        name, value = c
+        return A.Option(self._name(name), value, span)
 
-    def test(self, meta, children):
-        name, strategy, *stmts = children
+    @_positioned
+    def test(self, c, span, raw):
+        name, strategy, *stmts = c
         return A.TestDecl(self._name(name), self._name(strategy) if strategy is not None else None, tuple(stmts),
-                          self._span(meta))
+                          span)
 
-    def t_input(self, meta, children):
-        name, ttype = children
-        return A.TInput(self._name(name), ttype, self._span(meta))
+    @_positioned
+    def t_input(self, c, span, raw):
+        name, ttype = c
+        return A.TInput(self._name(name), ttype, span)
 
-    def t_const(self, meta, children):
-        name, ttype, init = children
-        return A.TConst(self._name(name), ttype, init, self._span(meta))
+    @_positioned
+    def t_const(self, c, span, raw):
+        name, ttype, init = c
+        return A.TConst(self._name(name), ttype, init, span)
 
-    def t_output(self, meta, children):
-        return A.TOutput(tuple(self._name(t) for t in children), self._span(meta))
+    @_positioned
+    def t_output(self, c, span, raw):
+        return A.TOutput(tuple(self._name(t) for t in c), span)
 
-    def t_expect(self, meta, children):
-        return A.TExpect(children[0], self._span(meta))
+    @_positioned
+    def t_expect(self, c, span, raw):
+        return A.TExpect(c[0], span)
 
-    def ttype(self, meta, children):
-        dtype, *dims = children
-        return A.TType(self._name(dtype), tuple(int(str(d)) for d in dims if d is not None), self._span(meta))
+    @_positioned
+    def ttype(self, c, span, raw):
+        dtype, *dims = c
+        return A.TType(self._name(dtype), tuple(int(str(d)) for d in dims if d is not None), span)
 
     # ----- expressions ----------------------------------------------------------------
-    def or_(self, meta, children):
-        return self._boolop("or", children, meta)
+    @_positioned
+    def or_(self, c, span, raw):
+        return self._boolop("or", c, span)
 
-    def and_(self, meta, children):
-        return self._boolop("and", children, meta)
+    @_positioned
+    def and_(self, c, span, raw):
+        return self._boolop("and", c, span)
 
-    def _boolop(self, op, children, meta):
+    def _boolop(self, op, children, span):
         items = []
         for c in children:
             items.extend(c.items if isinstance(c, A.BoolOp) and c.op == op else [c])
-        return A.BoolOp(op, tuple(items), self._span(meta))
+        return A.BoolOp(op, tuple(items), span)
 
-    def not_(self, meta, children):
-        return A.Not(children[0], self._span(meta))
+    @_positioned
+    def not_(self, c, span, raw):
+        return A.Not(c[0], span)
 
-    def compare(self, meta, children):
-        left, op, right = children
-        return A.Compare(str(op), left, right, self._span(meta))
+    @_positioned
+    def compare(self, c, span, raw):
+        left, op, right = c
+        return A.Compare(str(op), left, right, span)
 
-    def binop(self, meta, children):
-        left, op, right = children
-        return A.BinOp(str(op), left, right, self._span(meta))
+    @_positioned
+    def binop(self, c, span, raw):
+        left, op, right = c
+        return A.BinOp(str(op), left, right, span)
 
-    def pow(self, meta, children):
-        return A.BinOp("**", children[0], children[1], self._span(meta))
+    @_positioned
+    def pow(self, c, span, raw):
+        return A.BinOp("**", c[0], c[-1], span)
 
-    def neg(self, meta, children):
-        operand = children[0]
-        return A.Neg(operand, self._span(meta))
+    @_positioned
+    def neg(self, c, span, raw):
+        return A.Neg(c[0], span)
 
-    def index(self, meta, children):
-        return A.Index(children[0], children[1], self._span(meta))
+    @_positioned
+    def index(self, c, span, raw):
+        return A.Index(c[0], c[1], span)
 
-    def int_(self, meta, children):
+    def int_(self, children):
         return A.Num(int(str(children[0])), self._tok_span(children[0]))
 
-    def float_(self, meta, children):
+    def float_(self, children):
         tok = children[0]
         value = float(str(tok))
         if value != value or value in (float("inf"), float("-inf")):
             raise _LiteralError(self._tok_span(tok), f"number {str(tok)!r} is out of range")
         return A.Num(value, self._tok_span(tok))
 
-    def string(self, meta, children):
+    def string(self, children):
         return A.Str(_unescape(str(children[0])), self._tok_span(children[0]))
 
-    def var(self, meta, children):
+    def var(self, children):
         return A.Var(str(children[0]), self._tok_span(children[0]))
 
-    def call(self, meta, children):
-        name, *rest = children
-        attrs = rest[-1] if rest and (rest[-1] is None or isinstance(rest[-1], _Attrs)) else None
-        args = rest[:-1] if rest and (rest[-1] is None or isinstance(rest[-1], _Attrs)) else rest
-        args = tuple(a for a in args if a is not None)
-        return A.Call(self._name(name), args, tuple(attrs) if attrs is not None else None, self._span(meta))
+    @_positioned
+    def call(self, c, span, raw):
+        name, *rest = c
+        has_attrs = rest and (rest[-1] is None or isinstance(rest[-1], _Attrs))
+        attrs = rest[-1] if has_attrs else None
+        args = tuple(a for a in (rest[:-1] if has_attrs else rest) if a is not None)
+        return A.Call(self._name(name), args, tuple(attrs) if attrs is not None else None, span)
 
-    def bind(self, meta, children):
-        name, expr = children
-        return A.Bind(self._name(name), expr, self._span(meta))
+    @_positioned
+    def bind(self, c, span, raw):
+        name, expr = c
+        return A.Bind(self._name(name), expr, span)
 
-    def list(self, meta, children):
-        return A.ListE(tuple(c for c in children if c is not None), self._span(meta))
+    @_positioned
+    def list(self, c, span, raw):
+        return A.ListE(tuple(x for x in c if x is not None), span)
 
-    def attrs(self, meta, children):
+    def attrs(self, children):
         return _Attrs(c for c in children if c is not None)
 
-    def attr_kv(self, meta, children):
-        name, value = children
-        return A.AttrItem(self._name(name), value, self._span(meta))
+    @_positioned
+    def attr_kv(self, c, span, raw):
+        name, value = c
+        return A.AttrItem(self._name(name), value, span)
 
-    def attr_rest(self, meta, children):
-        return A.AttrRest(self._name(children[0]), self._span(meta))
+    @_positioned
+    def attr_rest(self, c, span, raw):
+        return A.AttrRest(self._name(c[0]), span)
+
+
+class _Block(tuple):
+    """Marks a ``{ ... }`` body among a def's children."""
+
+    def __new__(cls, items):
+        return super().__new__(cls, tuple(items))
 
 
 class _Attrs(tuple):
