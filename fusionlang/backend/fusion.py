@@ -112,7 +112,7 @@ def dimension_classes(prog: PolyProgram) -> _UnionFind:
         writers.setdefault(s.write.array.id, []).append(s)
     for s in prog.stmts:
         for a in s.reads:
-            if a.array.role == "input" or a.is_indirect():
+            if a.array.role == "input":
                 continue
             for w in writers.get(a.array.id, []):
                 for j, (g, wj) in enumerate(zip(a.index, w.write.index)):

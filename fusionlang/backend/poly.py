@@ -254,16 +254,18 @@ def guard_text(access: Access, dims: set[str]) -> str:
 
 
 def access_map_text(stmt: PolyStmt, access: Access) -> str:
-    """isl relation text for one access; non-affine accesses cover the whole array."""
+    """isl relation text for one access; a dimension indexed non-affinely (or by loaded
+    data) is left free, which over-approximates what is read: only more dependences."""
     dims = {d.name for d in stmt.dims}
     out = [f"o{k}" for k in range(len(access.array.shape))]
     bounds = [f"0 <= o{k} < {n}" for k, n in enumerate(access.array.shape)]
-    try:
-        if access.is_indirect():
-            raise NotAffine(access.index)
-        eqs = [f"o{k} = {isl_expr(e, dims)}" for k, e in enumerate(access.index)]
-    except NotAffine:
-        eqs = []
+    eqs = []
+    for k, e in enumerate(access.index):
+        # a dimension indexed by loaded data (or non-affinely) may be any element
+        try:
+            eqs.append(f"o{k} = {isl_expr(e, dims)}")
+        except NotAffine:
+            pass
     try:
         guard = [guard_text(access, dims)] if access.guarded else []
     except NotAffine:
