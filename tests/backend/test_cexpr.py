@@ -1,0 +1,123 @@
+"""Expression printing: exact literals, floor semantics for indices, float bodies, names."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusionlang.backend.ccompile import build_library, load_library
+from fusionlang.backend.cexpr import C, CUDA, IndexPrinter, ValuePrinter, float_literal, helpers, sanitize
+from fusionlang.ops.scalar import Sigmoid, evaluate
+
+
+@settings(max_examples=300)
+@given(st.floats(width=32, allow_nan=False, allow_infinity=False))
+def test_float32_literals_round_trip_exactly(value):
+    text = float_literal(value, "float32", C)
+    assert text.endswith("f")
+    assert np.float32(float(text[:-1])) == np.float32(value)
+
+
+@settings(max_examples=100)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_float64_literals_round_trip_exactly(value):
+    assert float(float_literal(value, "float64", C)) == value
+
+
+def test_inf_and_nan_literals():
+    assert float_literal(math.inf, "float32", C) == "INFINITY"
+    assert float_literal(-math.inf, "float32", C) == "(-INFINITY)"
+    assert float_literal(math.nan, "float32", C) == "NAN"
+    assert float_literal(math.inf, "float32", CUDA) == "__int_as_float(0x7f800000)"
+    assert "0x7ff0000000000000" in float_literal(math.inf, "float64", CUDA)
+
+
+def test_sanitize_keeps_only_identifier_characters():
+    assert sanitize('a*/ "b"\n') == "a____b__"
+    assert sanitize("") == "_"
+    assert sanitize("ünïcode") == "_n_code"
+
+
+A = sp.Symbol("c0", integer=True)
+N = sp.Symbol("c1", integer=True, nonnegative=True)
+INDEX_EXPRS = [
+    sp.floor((A - 7) / 3),
+    sp.Mod(A - 5, 4),
+    sp.floor(N / 2) + sp.Mod(N, 3),
+    sp.floor((2 * A + 1) / 3) * 5 - sp.Mod(-A, 7),
+    sp.Max(A, 3) - sp.Min(A, -2),
+    sp.ceiling(A / 4),
+    sp.Piecewise((A + 1, A > 0), (-A, True)),
+]
+
+
+def test_index_printer_has_floor_semantics_in_c():
+    printer = IndexPrinter()
+    body = "\n".join(f"int64_t e{k}(int64_t c0, int64_t c1) {{ return {printer(e)}; }}"
+                     for k, e in enumerate(INDEX_EXPRS))
+    lib = load_library(build_library(["#include <stdint.h>\n" + helpers(C) + body]))
+    for k, e in enumerate(INDEX_EXPRS):
+        fn = getattr(lib, f"e{k}")
+        fn.restype = ctypes.c_int64
+        fn.argtypes = [ctypes.c_int64, ctypes.c_int64]
+        for a in range(-13, 14):
+            n = abs(a)
+            want = int(e.subs({A: a, N: n}))
+            assert fn(a, n) == want, (e, a)
+
+
+def test_index_printer_uses_plain_division_only_when_non_negative():
+    printer = IndexPrinter()
+    assert printer(sp.floor(N / 2)) == "(c1 / 2)"
+    assert "fl_fdiv" in printer(sp.floor(A / 2))
+    assert "fl_fmod" in printer(sp.Mod(A, 2))
+
+
+X = sp.Symbol("x")
+VALUE_EXPRS = [
+    Sigmoid(X),
+    sp.Piecewise((X, X >= 0), (sp.Float(0.01) * X, True)),
+    X ** 3 - 1 / sp.sqrt(sp.Abs(X) + 1) + X ** -2,
+    sp.erf(X / sp.sqrt(2)) * sp.pi,
+    sp.Max(X, 0) + sp.Min(X, sp.Rational(1, 3)),
+    sp.tanh(X) * sp.exp(-X) + sp.sign(X),
+    sp.Mod(X, sp.Float(0.75)),
+    sp.log(1 + sp.exp(X)) + sp.floor(X) + sp.ceiling(X),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_value_printer_computes_what_the_formula_means(dtype):
+    t = "float" if dtype == "float32" else "double"
+    fns = []
+    for k, e in enumerate(VALUE_EXPRS):
+        printer = ValuePrinter(dtype, C, lambda s: s.name)
+        fns.append(f"{t} v{k}({t} x) {{ return {printer.doprint(e)}; }}")
+    src = "#include <stdint.h>\n#include <math.h>\n" + helpers(C) + "\n".join(fns)
+    lib = load_library(build_library([src]))
+    xs = np.array([-3.5, -1.0, -0.25, 0.0, 0.3, 1.0, 2.75], dtype=dtype)
+    ctype_ = ctypes.c_float if dtype == "float32" else ctypes.c_double
+    for k, e in enumerate(VALUE_EXPRS):
+        fn = getattr(lib, f"v{k}")
+        fn.restype = ctype_
+        fn.argtypes = [ctype_]
+        got = np.array([fn(float(x)) for x in xs], dtype=dtype)
+        with np.errstate(all="ignore"):
+            want = np.asarray(evaluate(e, {"x": xs}, np.dtype(dtype)), dtype=dtype)
+        np.testing.assert_allclose(got, want, rtol=2e-5 if dtype == "float32" else 1e-12, atol=1e-6, err_msg=str(e))
+
+
+def test_max_propagates_nan_like_numpy():
+    src = "#include <stdint.h>\n#include <math.h>\n" + helpers(C) + \
+        "float m(float a, float b) { return fl_maxf(a, b); }"
+    lib = load_library(build_library([src]))
+    lib.m.restype = ctypes.c_float
+    lib.m.argtypes = [ctypes.c_float, ctypes.c_float]
+    assert math.isnan(lib.m(math.nan, 1.0)) and math.isnan(lib.m(1.0, math.nan))
+    assert lib.m(-1.0, 2.0) == 2.0
