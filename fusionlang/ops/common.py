@@ -10,7 +10,7 @@ import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, broadcast_index, v_sym
-from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+from fusionlang.ops.registry import Attr, OpCall, OpDef, OpRegistry, register
 
 
 def broadcast_shapes(call: OpCall, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
@@ -58,6 +58,7 @@ def elementwise(
     unidirectional: bool = False,
     view: bool = False,
     doc: str = "",
+    registry: OpRegistry | None = None,
 ) -> OpDef:
     """Register an elementwise op with numpy broadcasting over all inputs.
 
@@ -67,6 +68,8 @@ def elementwise(
     ``dtype_from``. ``dtype_rule(call, types)`` replaces the default dtype checks (all inputs
     alike unless ``mixed_dtypes``; floats only with ``float_only``) and returns the result
     dtype. ``unidirectional``: inputs broadcast to the first input's shape, never beyond it.
+    ``registry``: where to register (default: the built-in registry); rule files register
+    their `def` ops into a child registry.
     """
 
     def infer(call: OpCall) -> list[TensorType]:
@@ -93,7 +96,7 @@ def elementwise(
         body = formula([v_sym(k) for k in range(len(reads))], call.attrs)
         return [Stmt(0, out.shape, reads, sp.sympify(body))]
 
-    return register(
+    return (registry.register if registry is not None else register)(
         OpDef(
             name=name,
             inputs=inputs,
