@@ -32,6 +32,22 @@ def require_float(call: OpCall, ttype: TensorType, what: str = "input") -> None:
         raise call.fail(f"{what} must be a floating-point tensor, got {ttype.dtype}")
 
 
+def lowest(dtype) -> np.generic:
+    """The identity of max for ``dtype``: -inf, or the smallest integer."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return dtype.type(-np.inf)
+    return dtype.type(False) if dtype.kind == "b" else dtype.type(np.iinfo(dtype).min)
+
+
+def highest(dtype) -> np.generic:
+    """The identity of min for ``dtype``: +inf, or the largest integer."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return dtype.type(np.inf)
+    return dtype.type(True) if dtype.kind == "b" else dtype.type(np.iinfo(dtype).max)
+
+
 def present_types(call: OpCall) -> list[TensorType]:
     return [t for t in call.in_types if t is not None]
 

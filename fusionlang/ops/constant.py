@@ -61,10 +61,18 @@ def _fill_value(call: OpCall) -> np.ndarray:
 
 
 def _constant_shape(call: OpCall) -> tuple[int, ...]:
-    shape_type = call.input(0)
-    if shape_type.rank != 1 or shape_type.dtype != "int64":
-        raise call.fail(f"shape must be a 1-D int64 tensor, got {shape_type}")
-    dims = tuple(int(d) for d in call.value(0))
+    """The output shape: the value of the shape input, else the `shape` attribute."""
+    if call.has_input(0):
+        if call.attrs["shape"] is not None:
+            raise call.fail("give the shape as an input or as an attribute, not both")
+        shape_type = call.input(0)
+        if shape_type.rank != 1 or shape_type.dtype != "int64":
+            raise call.fail(f"shape must be a 1-D int64 tensor, got {shape_type}")
+        dims = tuple(int(d) for d in call.value(0))
+    elif call.attrs["shape"] is None:
+        raise call.fail("the shape is missing: give a shape input or a `shape` attribute")
+    else:
+        dims = call.attrs["shape"]
     if any(d < 0 for d in dims):
         raise call.fail(f"shape {list(dims)} has a negative dimension")
     return dims
@@ -76,16 +84,20 @@ def _constant_infer(call: OpCall) -> list[TensorType]:
 
 def _constant_reference(xs, attrs):
     value = attrs["value"]
-    return [np.full(tuple(int(d) for d in xs[0]), value.reshape(()), dtype=value.dtype)]
+    shape = tuple(int(d) for d in xs[0]) if xs else attrs["shape"]
+    return [np.full(shape, value.reshape(()), dtype=value.dtype)]
 
 
 register(
     OpDef(
         name="constant_of_shape",
         inputs=("shape",),
-        attrs={"value": Attr("tensor", _ZERO, "one element: the fill value and dtype")},
+        min_inputs=0,
+        attrs={"value": Attr("tensor", _ZERO, "one element: the fill value and dtype"),
+               "shape": Attr("ints", None, "the output shape when there is no shape input")},
         infer=_constant_infer,
         reference=_constant_reference,
-        doc="A tensor of the shape given by the (constant) int64 input, filled with `value`.",
+        doc="A tensor filled with `value`, shaped by the (constant) int64 input or, without "
+            "one, by the `shape` attribute.",
     )
 )

@@ -129,9 +129,6 @@ def _transpose_geometry(call: OpCall):
     extra = call.attrs["output_padding"] or (0,) * window.rank
     if len(extra) != window.rank or min(extra) < 0:
         raise call.fail(f"output_padding {list(extra)} should have {window.rank} non-negative entries")
-    # larger output padding would add cells no input reaches
-    if any(e >= max(s, d) for e, s, d in zip(extra, window.strides, window.dilations)):
-        raise call.fail(f"output_padding {list(extra)} must be smaller than max(stride, dilation) per axis")
     return x, w, group, window, tuple(extra)
 
 
@@ -168,9 +165,10 @@ def _transpose_reference(xs, attrs):
     span = [d * (k - 1) for k, d in zip(window.kernel, window.dilations)]
     begin = [sp_ - pb for sp_, pb in zip(span, window.pads_begin)]
     end = [sp_ - pe + e for sp_, pe, e in zip(span, window.pads_end, extra)]
+    # pad, then crop: a crop may reach past the data into the other side's padding
+    up = np.pad(up, [(0, 0), (0, 0)] + [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)])
     crop = tuple(slice(max(-b, 0), up.shape[2 + a] - max(-e, 0)) for a, (b, e) in enumerate(zip(begin, end)))
-    up = np.pad(up[(slice(None), slice(None)) + crop], [(0, 0), (0, 0)] + [(max(b, 0), max(e, 0))
-                                                                         for b, e in zip(begin, end)])
+    up = up[(slice(None), slice(None)) + crop]
     mg = w.shape[1]
     flipped = np.flip(w, axis=tuple(range(2, 2 + s)))
     wt = flipped.reshape((group, c // group, mg) + window.kernel).swapaxes(1, 2)
@@ -209,7 +207,8 @@ register(
         inputs=("x", "w", "b"),
         min_inputs=2,
         attrs={**WINDOW_ATTRS, "group": Attr("int", 1),
-               "output_padding": Attr("ints", (), "extra cells at the end of each spatial axis")},
+               "output_padding": Attr("ints", (), "extra cells at the end of each spatial axis (cells no "
+                                      "input reaches hold the bias)")},
         infer=_transpose_infer,
         reference=_transpose_reference,
         access=_transpose_access,

@@ -43,7 +43,8 @@ def _access(call: OpCall) -> list[Stmt]:
     q = indices.rank
     index_read = Read(1, tuple(i_sym(axis + k) for k in range(q)))
     # v0 is the loaded index; Mod folds a negative index onto its place from the end
-    picked = sp.Mod(v_sym(0), data.shape[axis])
+    n = data.shape[axis]
+    picked = sp.Mod(v_sym(0), n) if n else v_sym(0)  # an empty axis admits no index at all
     before = tuple(i_sym(k) for k in range(axis))
     after = tuple(i_sym(axis + q + k) for k in range(data.rank - axis - 1))
     data_read = Read(0, before + (picked,) + after)

@@ -201,6 +201,8 @@ def _lrn_window(size: int) -> tuple[int, int]:
 def _lrn_reference(xs, attrs):
     x = xs[0]
     size = attrs["size"]
+    if x.size == 0:
+        return [x.copy()]
     before, after = _lrn_window(size)
     squares = np.square(x)
     widths = [(0, 0), (before, after)] + [(0, 0)] * (x.ndim - 2)

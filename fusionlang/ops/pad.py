@@ -44,6 +44,8 @@ def _reference(xs, attrs):
     # negative pads crop first, then the positive ones pad what is left (as onnxruntime does)
     x = xs[0]
     pairs = _pads(OpCall("pad", "?", attrs, [TensorType.of(x)]))
+    if not pairs:
+        return [x.copy()]  # a scalar has no axes to pad
     kept = x[tuple(slice(max(-b, 0), n - max(-e, 0)) for n, (b, e) in zip(x.shape, pairs))]
     widths = [(max(b, 0), max(e, 0)) for b, e in pairs]
     if attrs["mode"] == "constant":

@@ -8,7 +8,7 @@ import numpy as np
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
-from fusionlang.ops.common import require_float
+from fusionlang.ops.common import lowest, require_float
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.window import WINDOW_ATTRS, Window, window_of
 
@@ -50,8 +50,8 @@ def _window_axes(window: Window) -> tuple[int, ...]:
 def _max_pool_reference(xs, attrs):
     x = xs[0]
     _, window, spatial = _reference_geometry("max_pool", x, attrs)
-    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    return [np.ascontiguousarray(window.windows(x, low, spatial).max(axis=_window_axes(window)))]
+    cols = window.windows(x, lowest(x.dtype), spatial)
+    return [np.ascontiguousarray(cols.max(axis=_window_axes(window), initial=lowest(x.dtype)))]
 
 
 def _max_pool_access(call: OpCall) -> list[Stmt]:
@@ -78,7 +78,10 @@ register(
 
 def window_counts(call: OpCall, x: TensorType, window: Window, spatial: tuple[int, ...]) -> np.ndarray:
     """Divisor of each output cell: the window cells inside the input (count_include_pad=0)
-    or inside the padded input (count_include_pad=1); ceil_mode windows may hang past both."""
+    or inside the padded input (count_include_pad=1); ceil_mode windows may hang past both.
+
+    A dilated window can miss the input entirely; its sum is 0 and its divisor 1 (so the
+    average is 0, as onnxruntime computes)."""
     include_pad = bool(call.attrs["count_include_pad"])
     per_axis = []
     for n, o, k, s, pb, pe, d in zip(x.shape[2:], spatial, window.kernel, window.strides, window.pads_begin,
@@ -89,7 +92,7 @@ def window_counts(call: OpCall, x: TensorType, window: Window, spatial: tuple[in
     counts = per_axis[0]
     for axis_counts in per_axis[1:]:
         counts = np.multiply.outer(counts, axis_counts)
-    return counts.astype(np.int64)
+    return np.maximum(counts, 1).astype(np.int64)
 
 
 def _average_pool_infer(call: OpCall) -> list[TensorType]:
@@ -166,8 +169,12 @@ def _global_reference(fn):
     return reference
 
 
+def _spatial_max(x, axis, keepdims):
+    return np.max(x, axis=axis, keepdims=keepdims, initial=lowest(x.dtype))
+
+
 for _name, _kind, _fn, _what in (("global_average_pool", "sum", np.mean, "mean"),
-                                 ("global_max_pool", "max", np.max, "max")):
+                                 ("global_max_pool", "max", _spatial_max, "max")):
     register(
         OpDef(
             name=_name,

@@ -8,6 +8,7 @@ import numpy as np
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
+from fusionlang.ops.common import highest, lowest
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 _AXES_ATTRS = {
@@ -72,7 +73,16 @@ def _reference(fn):
     return reference
 
 
-for _kind, _fn in (("sum", np.sum), ("mean", np.mean), ("max", np.max), ("min", np.min), ("prod", np.prod)):
+def _max(x, axis, keepdims):
+    # an empty reduction gives the identity (ONNX), not an error
+    return np.max(x, axis=axis, keepdims=keepdims, initial=lowest(x.dtype))
+
+
+def _min(x, axis, keepdims):
+    return np.min(x, axis=axis, keepdims=keepdims, initial=highest(x.dtype))
+
+
+for _kind, _fn in (("sum", np.sum), ("mean", np.mean), ("max", _max), ("min", _min), ("prod", np.prod)):
     register(
         OpDef(
             name=f"reduce_{_kind}",

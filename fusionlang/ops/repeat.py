@@ -64,7 +64,7 @@ def _tile_access(call: OpCall) -> list[Stmt]:
     x = call.input(0)
     index = []
     for k, (n, r) in enumerate(zip(x.shape, _repeats(call))):
-        index.append(sp.Integer(0) if n == 1 else i_sym(k) if r == 1 else sp.Mod(i_sym(k), n))
+        index.append(sp.Integer(0) if n == 1 else i_sym(k) if r == 1 or n == 0 else sp.Mod(i_sym(k), n))
     return [Stmt(0, call.out_types[0].shape, (Read(0, tuple(index)),), v_sym(0))]
 
 

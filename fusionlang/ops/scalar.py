@@ -176,8 +176,10 @@ class _Evaluator:
             for a in args[1:]:
                 out = fn(out, self.run(a))
             return out
+        if isinstance(e, (sp.floor, sp.ceiling)):
+            return self._rounded(e)
         if isinstance(e, sp.Mod):
-            return np.mod(self.run(args[0]), self.run(args[1]))
+            return self._mod(*args)
         if isinstance(e, sp.Piecewise):
             return self._piecewise(e)
         if isinstance(e, sp.And):
@@ -195,6 +197,27 @@ class _Evaluator:
         if fn is not None:
             return fn(self.run(args[0]))
         raise ShapeError(f"cannot evaluate formula node {type(e).__name__}")
+
+    def _exact_quotient(self, arg):
+        """(numerator, denominator) of ``arg`` when the denominator is an integer constant."""
+        num, den = sp.fraction(sp.together(arg))
+        return (num, int(den)) if den.is_Integer and den != 1 else (None, 1)
+
+    def _rounded(self, e):
+        # sympy writes floor((2*i + j)/3) as floor(2*i/3 + j/3); summing those thirds in
+        # floating point can land just below an integer, so divide the integer numerator
+        num, den = self._exact_quotient(e.args[0])
+        if num is None:
+            return (np.floor if isinstance(e, sp.floor) else np.ceil)(self.run(e.args[0]))
+        if isinstance(e, sp.floor):
+            return np.floor_divide(self.run(num), den)
+        return -np.floor_divide(-self.run(num), den)
+
+    def _mod(self, a, n):
+        num, den = self._exact_quotient(a)
+        if num is None or not n.is_Integer:
+            return np.mod(self.run(a), self.run(n))
+        return np.mod(self.run(num), int(n) * den) / den
 
     def _piecewise(self, e):
         # np.select evaluates every branch; pieces are cheap scalar formulas

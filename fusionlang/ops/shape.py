@@ -29,6 +29,8 @@ def relinearize(out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> tuple[
 
 def unravel(linear: sp.Expr, shape: tuple[int, ...]) -> tuple[sp.Expr, ...]:
     """Row-major index into ``shape`` of a linear position known to be < prod(shape)."""
+    if prod(shape) == 0:
+        return (sp.Integer(0),) * len(shape)  # nothing is read from an empty tensor
     index = []
     for k, (n, s) in enumerate(zip(shape, row_major_strides(shape))):
         if n == 1:

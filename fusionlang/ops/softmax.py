@@ -20,7 +20,7 @@ def _infer(call: OpCall) -> list[TensorType]:
 
 def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
     # subtracting the max keeps exp from overflowing and does not change the result
-    return x - x.max(axis=axis, keepdims=True)
+    return x - x.max(axis=axis, keepdims=True, initial=-np.inf)
 
 
 def _softmax(xs, attrs):

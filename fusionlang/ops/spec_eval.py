@@ -48,7 +48,15 @@ def _load(read: Read, source: np.ndarray, env: dict, shape: tuple[int, ...]) -> 
     values = source[tuple(clipped)] if source.ndim else np.broadcast_to(source, shape)
     if read.pad is None:
         return values
-    return np.where(valid, values, np.asarray(read.pad, dtype=source.dtype))
+    return np.where(valid, values, _pad_value(read.pad, source.dtype))
+
+
+def _pad_value(pad: float, dtype: np.dtype) -> np.ndarray:
+    if dtype.kind in "iu" and np.isinf(pad):
+        # an infinite pad (the identity of max/min) saturates in integer tensors
+        info = np.iinfo(dtype)
+        return np.asarray(info.min if pad < 0 else info.max, dtype=dtype)
+    return np.asarray(pad, dtype=dtype)
 
 
 def _run_stmt(stmt: Stmt, inputs, out: np.ndarray) -> None:
@@ -63,7 +71,7 @@ def _run_stmt(stmt: Stmt, inputs, out: np.ndarray) -> None:
         value = body
     else:
         axes = tuple(range(len(stmt.domain), len(shape)))
-        acc = _REDUCE[stmt.reduce](body, axis=axes) if axes else body
+        acc = _reduce(stmt.reduce, body, axes) if axes else body
         # finalize sees the output grid: slice every bound array at reduction index 0
         final_env = {name: (arr[(...,) + (0,) * len(axes)] if np.ndim(arr) == len(shape) else arr)
                      for name, arr in env.items()}
@@ -75,6 +83,13 @@ def _run_stmt(stmt: Stmt, inputs, out: np.ndarray) -> None:
     where = [np.broadcast_to(np.asarray(evaluate(e, dom_env, np.float64)).astype(np.int64), tuple(stmt.domain))
              for e in stmt.write_index]
     out[tuple(where)] = np.asarray(value).astype(out.dtype, copy=False)
+
+
+def _reduce(kind: str, body: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    if kind in ("max", "min"):
+        # an empty box reduces to the identity
+        return _REDUCE[kind](body, axis=axes, initial=_IDENTITY[kind])
+    return _REDUCE[kind](body, axis=axes)
 
 
 def identity_of(reduction: str) -> float:

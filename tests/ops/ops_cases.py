@@ -98,7 +98,7 @@ _ONNX_NAMES = {
     "and": "And", "or": "Or", "xor": "Xor", "not": "Not", "where": "Where", "max": "Max", "min": "Min",
     "sum": "Sum", "mean": "Mean", "matmul": "MatMul", "concat": "Concat", "gather": "Gather",
     "global_average_pool": "GlobalAveragePool", "global_max_pool": "GlobalMaxPool", "transpose": "Transpose",
-    "flatten": "Flatten", "shape": "Shape", "constant_of_shape": "ConstantOfShape", "softmax": "Softmax",
+    "flatten": "Flatten", "shape": "Shape", "softmax": "Softmax",
     "log_softmax": "LogSoftmax",
 }
 _RENAMED_ATTRS = {
@@ -121,9 +121,9 @@ _ONNX_DTYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "fl
 def onnx_form(op: str, attrs: dict, arrays: list) -> OnnxForm:
     """The ONNX node computing what ``op`` with normalized ``attrs`` computes."""
     a = attrs
-    x = arrays[0]
+    x = arrays[0] if arrays else None
     if op in _ONNX_NAMES:
-        kept = {k: v for k, v in a.items() if k in ("axis", "perm", "start", "end", "value") and _set(v)}
+        kept = {k: v for k, v in a.items() if k in ("axis", "perm", "start", "end") and _set(v)}
         if op == "shape" and kept.get("end") == INT64_MAX:
             del kept["end"]
         if op == "transpose" and not a["perm"]:
@@ -175,7 +175,13 @@ def _slice(a, arrays, x):
                                     _i64(a["steps"] or [1] * n)])
 
 
+def _constant_of_shape(a, arrays, x):
+    extra = [] if x is not None else [_i64(a["shape"])]
+    return OnnxForm("ConstantOfShape", {"value": a["value"]}, extra)
+
+
 _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
+    "constant_of_shape": _constant_of_shape,
     "clip": _clip,
     "silu": _silu,
     "rsqrt": lambda a, arrays, x: OnnxForm("Sqrt", then=("Reciprocal",)),
@@ -384,6 +390,7 @@ def _shape_cases() -> list[Case]:
         Case("constant_of_shape", [const(np.array([2, 3]))]),
         Case("constant_of_shape", [const(np.array([4]))], {"value": np.array([7], np.int64)}),
         Case("constant_of_shape", [const(np.array([2, 0, 1]))], {"value": np.array([1.5], np.float32)}),
+        Case("constant_of_shape", [], {"shape": (3, 2), "value": np.array([True])}),
         Case("shape", [normal(2, 3, 4)]),
         Case("shape", [normal(2, 3, 4)], {"start": 1}),
         Case("shape", [normal(2, 3, 4, 5)], {"start": -3, "end": -1}),

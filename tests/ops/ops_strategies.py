@@ -1,0 +1,516 @@
+"""Hypothesis strategies: a valid (inputs, attrs) pair for each op that has an access spec.
+
+Shapes and attributes are drawn by hypothesis (so failures shrink to small cases); array
+contents come from a NumPy generator seeded by a drawn integer, which is much faster than
+drawing every element.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
+
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+def rng_of(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def normal(rng, shape, dtype="float32"):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def positive(rng, shape):
+    return rng.uniform(0.2, 3.0, shape).astype(np.float32)
+
+
+def small_ints(rng, shape, low=-5, high=6, dtype="int64"):
+    return rng.integers(low, high, shape).astype(dtype)
+
+
+def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):
+    return array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+
+
+def finite_floats(low, high):
+    return st.floats(low, high, allow_nan=False, allow_infinity=False)
+
+
+STRATEGIES: dict[str, st.SearchStrategy] = {}
+
+
+def strategy(*names):
+    def register(fn):
+        for name in names:
+            STRATEGIES[name] = fn(name)
+        return fn
+
+    return register
+
+
+# ----- elementwise ------------------------------------------------------------------------
+_POSITIVE_DOMAIN = {"log", "sqrt", "rsqrt", "reciprocal"}
+_UNARY_ATTRS = {
+    "leaky_relu": {"alpha": finite_floats(0, 1)},
+    "elu": {"alpha": finite_floats(0.1, 2)},
+    "selu": {"alpha": finite_floats(0.5, 2), "gamma": finite_floats(0.5, 2)},
+    "hard_sigmoid": {"alpha": finite_floats(0.05, 1), "beta": finite_floats(-1, 1)},
+    "gelu": {"approximate": st.sampled_from(["none", "tanh"])},
+    "dropout": {"ratio": finite_floats(0, 0.9)},
+}
+
+
+@strategy("neg", "abs", "sign", "relu", "exp", "log", "sqrt", "rsqrt", "reciprocal", "erf", "tanh", "sigmoid",
+          "softplus", "softsign", "floor", "ceil", "sin", "cos", "silu", "identity", "dropout", "leaky_relu",
+          "elu", "selu", "hard_sigmoid", "gelu")
+def _unary(op):
+    @st.composite
+    def draw(d):
+        shape, seed = d(shapes()), d(SEEDS)
+        rng = rng_of(seed)
+        if op in _POSITIVE_DOMAIN:
+            x = positive(rng, shape)
+        elif op in ("neg", "abs", "sign", "relu") and d(st.booleans()):
+            x = small_ints(rng, shape, dtype=d(st.sampled_from(["int32", "int64"])))
+        else:
+            x = (normal(rng, shape) * d(st.sampled_from([1.0, 10.0, 60.0]))).astype(np.float32)
+        attrs = {name: d(s) for name, s in _UNARY_ATTRS.get(op, {}).items()}
+        return [x], attrs
+
+    return draw()
+
+
+@strategy("clip")
+def _clip(op):
+    @st.composite
+    def draw(d):
+        shape, seed = d(shapes()), d(SEEDS)
+        rng = rng_of(seed)
+        bounds = st.one_of(st.just(None), st.integers(-3, 3).map(float))
+        low, high = d(bounds), d(bounds)
+        x = small_ints(rng, shape, dtype="int32") if d(st.booleans()) else normal(rng, shape) * 3
+        attrs = {k: v for k, v in (("min", low), ("max", high)) if v is not None}
+        return [x], attrs
+
+    return draw()
+
+
+@strategy("cast")
+def _cast(op):
+    @st.composite
+    def draw(d):
+        shape, seed = d(shapes()), d(SEEDS)
+        rng = rng_of(seed)
+        source = d(st.sampled_from(["float32", "int64", "bool"]))
+        target = d(st.sampled_from(["float32", "float64", "float16", "int32", "int64", "int8", "bool"]))
+        if source == "bool":
+            x = rng.random(shape) < 0.5
+        elif source == "int64":
+            x = small_ints(rng, shape, -100, 100)
+        else:
+            x = (normal(rng, shape) * 50).astype(np.float32)
+        return [x], {"to": target}
+
+    return draw()
+
+
+_ARITH = ("add", "sub", "mul", "div", "pow", "max", "min", "sum", "mean")
+
+
+@strategy("add", "sub", "mul", "div", "pow", "max", "min", "sum", "mean", "prelu")
+def _arith(op):
+    @st.composite
+    def draw(d):
+        count = d(st.integers(1, 4)) if op in ("max", "min", "sum", "mean") else 2
+        if op == "prelu":
+            x_shape = d(shapes(1, 3))
+            keep = d(st.integers(0, len(x_shape)))
+            slope_shape = tuple(n if d(st.booleans()) else 1 for n in x_shape[len(x_shape) - keep:])
+            in_shapes = [x_shape, slope_shape]
+        else:
+            in_shapes = list(d(mutually_broadcastable_shapes(num_shapes=count, max_dims=3, max_side=4)).input_shapes)
+        rng = rng_of(d(SEEDS))
+        integer = op in ("add", "sub", "mul", "div", "max", "min", "sum", "pow") and d(st.booleans())
+        if integer:
+            dtype = d(st.sampled_from(["int32", "int64"]))
+            arrays = [small_ints(rng, s, -20, 21, dtype) for s in in_shapes]
+            if op == "div":
+                divisor = arrays[1]
+                arrays[1] = np.where(divisor == 0, 3, divisor).astype(dtype)
+            if op == "pow":
+                arrays = [small_ints(rng, in_shapes[0], -4, 5, dtype), small_ints(rng, in_shapes[1], 0, 4, dtype)]
+        elif op == "pow":
+            arrays = [positive(rng, in_shapes[0]), normal(rng, in_shapes[1])]
+        elif op == "div":
+            arrays = [normal(rng, in_shapes[0]), positive(rng, in_shapes[1]) * rng.choice([-1, 1], in_shapes[1])]
+            arrays[1] = arrays[1].astype(np.float32)
+        else:
+            arrays = [normal(rng, s) for s in in_shapes]
+        return arrays, {}
+
+    return draw()
+
+
+@strategy("equal", "less", "less_equal", "greater", "greater_equal", "and", "or", "xor", "not", "where")
+def _logic(op):
+    @st.composite
+    def draw(d):
+        count = {"not": 1, "where": 3}.get(op, 2)
+        in_shapes = d(mutually_broadcastable_shapes(num_shapes=count, max_dims=3, max_side=4)).input_shapes
+        rng = rng_of(d(SEEDS))
+        if op in ("and", "or", "xor", "not"):
+            return [rng.random(s) < 0.5 for s in in_shapes], {}
+        if op == "where":
+            return [rng.random(in_shapes[0]) < 0.5, normal(rng, in_shapes[1]), normal(rng, in_shapes[2])], {}
+        # few distinct values, so ties are common
+        return [rng.integers(-2, 3, s).astype(np.float32) for s in in_shapes], {}
+
+    return draw()
+
+
+# ----- reductions -------------------------------------------------------------------------
+@strategy("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")
+def _reduce(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 4))
+        rank = len(shape)
+        axes = d(st.lists(st.integers(0, rank - 1), unique=True, max_size=rank))
+        axes = [a - rank if d(st.booleans()) else a for a in axes]
+        attrs = {"axes": tuple(axes), "keepdims": d(st.integers(0, 1)), "noop_with_empty_axes": d(st.integers(0, 1))}
+        return [normal(rng_of(d(SEEDS)), shape)], attrs
+
+    return draw()
+
+
+# ----- windows ----------------------------------------------------------------------------
+@st.composite
+def _window(d, spatial_rank, *, pool=False):
+    """Kernel, strides, dilations, pads and a spatial input shape the window fits in."""
+    kernel = tuple(d(st.integers(1, 3)) for _ in range(spatial_rank))
+    strides = tuple(d(st.integers(1, 3)) for _ in range(spatial_rank))
+    dilations = tuple(d(st.integers(1, 2)) for _ in range(spatial_rank))
+    pad_max = [k - 1 if pool else 2 for k in kernel]
+    pads = tuple(d(st.integers(0, m)) for m in pad_max * 2)
+    spatial = []
+    for a in range(spatial_rank):
+        span = dilations[a] * (kernel[a] - 1) + 1
+        spatial.append(max(1, span - pads[a] - pads[a + spatial_rank]) + d(st.integers(0, 3)))
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": pads}
+    return tuple(spatial), attrs
+
+
+@strategy("conv")
+def _conv(op):
+    @st.composite
+    def draw(d):
+        spatial, attrs = d(_window(d(st.integers(1, 2))))
+        group = d(st.integers(1, 3))
+        cin, cout = group * d(st.integers(1, 2)), group * d(st.integers(1, 2))
+        n = d(st.integers(1, 2))
+        rng = rng_of(d(SEEDS))
+        inputs = [normal(rng, (n, cin) + spatial), normal(rng, (cout, cin // group) + attrs["kernel_shape"])]
+        if d(st.booleans()):
+            inputs.append(normal(rng, (cout,)))
+        if d(st.booleans()):
+            attrs.pop("kernel_shape")
+        return inputs, {**attrs, "group": group}
+
+    return draw()
+
+
+@strategy("conv_transpose")
+def _conv_transpose(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 2))
+        kernel = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        strides = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        dilations = tuple(d(st.integers(1, 2)) for _ in range(rank))
+        spatial = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        extra = tuple(d(st.integers(0, 2)) for _ in range(rank))
+        full = [s * (n - 1) + e + dl * (k - 1) + 1 for s, n, e, dl, k in zip(strides, spatial, extra, dilations, kernel)]
+        begin = [d(st.integers(0, f - 1)) for f in full]
+        end = [d(st.integers(0, f - 1 - b)) for f, b in zip(full, begin)]
+        group = d(st.integers(1, 2))
+        cin, mg = group * d(st.integers(1, 2)), d(st.integers(1, 2))
+        rng = rng_of(d(SEEDS))
+        inputs = [normal(rng, (d(st.integers(1, 2)), cin) + spatial), normal(rng, (cin, mg) + kernel)]
+        if d(st.booleans()):
+            inputs.append(normal(rng, (mg * group,)))
+        attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": tuple(begin + end),
+                 "output_padding": extra, "group": group}
+        return inputs, attrs
+
+    return draw()
+
+
+@strategy("max_pool", "average_pool")
+def _pool(op):
+    @st.composite
+    def draw(d):
+        spatial, attrs = d(_window(d(st.integers(1, 2)), pool=True))
+        attrs["ceil_mode"] = d(st.integers(0, 1))
+        if op == "average_pool":
+            attrs["count_include_pad"] = d(st.integers(0, 1))
+        shape = (d(st.integers(1, 2)), d(st.integers(1, 3))) + spatial
+        return [normal(rng_of(d(SEEDS)), shape)], attrs
+
+    return draw()
+
+
+@strategy("global_average_pool", "global_max_pool")
+def _global_pool(op):
+    @st.composite
+    def draw(d):
+        return [normal(rng_of(d(SEEDS)), d(shapes(3, 4)))], {}
+
+    return draw()
+
+
+@strategy("lrn")
+def _lrn(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(2, 4))
+        attrs = {"size": d(st.integers(1, 5)), "alpha": d(finite_floats(1e-4, 1)), "beta": d(finite_floats(0.1, 1)),
+                 "bias": d(finite_floats(0.5, 2))}
+        return [normal(rng_of(d(SEEDS)), shape)], attrs
+
+    return draw()
+
+
+@strategy("batch_norm")
+def _batch_norm(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(2, 4))
+        rng = rng_of(d(SEEDS))
+        c = (shape[1],)
+        inputs = [normal(rng, shape), normal(rng, c), normal(rng, c), normal(rng, c), positive(rng, c)]
+        return inputs, {"epsilon": d(finite_floats(1e-6, 0.1))}
+
+    return draw()
+
+
+# ----- matrix products --------------------------------------------------------------------
+@strategy("gemm")
+def _gemm(op):
+    @st.composite
+    def draw(d):
+        m, k, n = (d(st.integers(1, 4)) for _ in range(3))
+        trans_a, trans_b = d(st.integers(0, 1)), d(st.integers(0, 1))
+        rng = rng_of(d(SEEDS))
+        inputs = [normal(rng, (k, m) if trans_a else (m, k)), normal(rng, (n, k) if trans_b else (k, n))]
+        c_shape = d(st.sampled_from([None, (), (n,), (m, 1), (1, n), (m, n)]))
+        if c_shape is not None:
+            inputs.append(normal(rng, c_shape))
+        attrs = {"trans_a": trans_a, "trans_b": trans_b, "alpha": d(st.sampled_from([1.0, 0.5, -2.0])),
+                 "beta": d(st.sampled_from([1.0, 0.0, 1.5]))}
+        return inputs, attrs
+
+    return draw()
+
+
+@strategy("matmul")
+def _matmul(op):
+    @st.composite
+    def draw(d):
+        batches = d(mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3)).input_shapes
+        m, k, n = (d(st.integers(1, 4)) for _ in range(3))
+        a_shape = (k,) if d(st.booleans()) else batches[0] + (m, k)
+        b_shape = (k,) if d(st.booleans()) else batches[1] + (k, n)
+        rng = rng_of(d(SEEDS))
+        if d(st.booleans()):
+            return [small_ints(rng, a_shape, dtype="int32"), small_ints(rng, b_shape, dtype="int32")], {}
+        return [normal(rng, a_shape), normal(rng, b_shape)], {}
+
+    return draw()
+
+
+# ----- data movement ----------------------------------------------------------------------
+def _factorizations(total: int) -> list[int]:
+    return [f for f in range(1, total + 1) if total % f == 0]
+
+
+@strategy("reshape")
+def _reshape(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 4))
+        remaining, target = prod(shape), []
+        for _ in range(d(st.integers(0, 3))):
+            factor = d(st.sampled_from(_factorizations(remaining)))
+            target.append(factor)
+            remaining //= factor
+        target.append(remaining)
+        if d(st.booleans()):
+            target[d(st.integers(0, len(target) - 1))] = -1
+        return [normal(rng_of(d(SEEDS)), shape)], {"shape": tuple(target)}
+
+    return draw()
+
+
+@strategy("transpose")
+def _transpose(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 4))
+        perm = d(st.permutations(range(len(shape))))
+        attrs = {"perm": tuple(perm)} if d(st.booleans()) else {}
+        return [normal(rng_of(d(SEEDS)), shape)], attrs
+
+    return draw()
+
+
+@strategy("flatten")
+def _flatten(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 4))
+        return [normal(rng_of(d(SEEDS)), shape)], {"axis": d(st.integers(-len(shape), len(shape)))}
+
+    return draw()
+
+
+@strategy("squeeze")
+def _squeeze(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 4, min_side=1, max_side=2))
+        ones = [k for k, n in enumerate(shape) if n == 1]
+        axes = d(st.lists(st.sampled_from(ones), unique=True)) if ones else []
+        axes = [a - len(shape) if d(st.booleans()) else a for a in axes]
+        return [normal(rng_of(d(SEEDS)), shape)], {"axes": tuple(axes)}
+
+    return draw()
+
+
+@strategy("unsqueeze")
+def _unsqueeze(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 3))
+        count = d(st.integers(0, 3))
+        out_rank = len(shape) + count
+        axes = d(st.lists(st.integers(0, out_rank - 1), min_size=count, max_size=count, unique=True)) if count else []
+        axes = [a - out_rank if d(st.booleans()) else a for a in axes]
+        return [normal(rng_of(d(SEEDS)), shape)], {"axes": tuple(axes)}
+
+    return draw()
+
+
+@strategy("concat")
+def _concat(op):
+    @st.composite
+    def draw(d):
+        shape = list(d(shapes(1, 3)))
+        axis = d(st.integers(-len(shape), len(shape) - 1))
+        rng = rng_of(d(SEEDS))
+        arrays = []
+        for _ in range(d(st.integers(1, 3))):
+            shape[axis] = d(st.integers(0, 3))
+            arrays.append(normal(rng, tuple(shape)))
+        return arrays, {"axis": axis}
+
+    return draw()
+
+
+@strategy("split")
+def _split(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3, max_side=6))
+        axis = d(st.integers(-len(shape), len(shape) - 1))
+        left, sizes = shape[axis], []
+        while left:
+            sizes.append(d(st.integers(1, left)))
+            left -= sizes[-1]
+        if not sizes or d(st.booleans()):
+            sizes.insert(d(st.integers(0, len(sizes))), 0)
+        return [normal(rng_of(d(SEEDS)), shape)], {"axis": axis, "split": tuple(sizes)}
+
+    return draw()
+
+
+_BOUNDS = st.one_of(st.integers(-8, 8), st.sampled_from([2**63 - 1, -(2**63)]))
+
+
+@strategy("slice")
+def _slice(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3, min_side=0, max_side=6))
+        rank = len(shape)
+        axes = d(st.lists(st.integers(0, rank - 1), unique=True, min_size=1, max_size=rank))
+        count = len(axes)
+        attrs = {"starts": tuple(d(_BOUNDS) for _ in axes), "ends": tuple(d(_BOUNDS) for _ in axes)}
+        if d(st.booleans()) or axes != list(range(count)):
+            attrs["axes"] = tuple(a - rank if d(st.booleans()) else a for a in axes)
+        if d(st.booleans()):
+            attrs["steps"] = tuple(d(st.sampled_from([-3, -2, -1, 1, 2, 3])) for _ in axes)
+        return [normal(rng_of(d(SEEDS)), shape)], attrs
+
+    return draw()
+
+
+@strategy("expand")
+def _expand(op):
+    @st.composite
+    def draw(d):
+        x_shape, target = d(mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3)).input_shapes
+        return [normal(rng_of(d(SEEDS)), x_shape)], {"shape": target}
+
+    return draw()
+
+
+@strategy("tile")
+def _tile(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 3, max_side=3))
+        repeats = tuple(d(st.integers(0, 3)) for _ in shape)
+        return [normal(rng_of(d(SEEDS)), shape)], {"repeats": repeats}
+
+    return draw()
+
+
+@strategy("pad")
+def _pad(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3, min_side=1, max_side=5))
+        mode = d(st.sampled_from(["constant", "reflect", "edge", "wrap"]))
+        begins, ends = [], []
+        for n in shape:
+            crop_b = d(st.integers(0, n))
+            crop_e = d(st.integers(0, n - crop_b))
+            kept = n - crop_b - crop_e
+            limit = {"reflect": kept - 1, "constant": 3}.get(mode, 3 if kept else 0)
+            grow_b, grow_e = d(st.integers(0, max(limit, 0))), d(st.integers(0, max(limit, 0)))
+            begins.append(-crop_b if crop_b and d(st.booleans()) else grow_b)
+            ends.append(-crop_e if crop_e and d(st.booleans()) else grow_e)
+        attrs = {"pads": tuple(begins + ends), "mode": mode}
+        if mode == "constant":
+            attrs["value"] = d(finite_floats(-2, 2))
+        return [normal(rng_of(d(SEEDS)), shape)], attrs
+
+    return draw()
+
+
+@strategy("gather")
+def _gather(op):
+    @st.composite
+    def draw(d):
+        data_shape = d(shapes(1, 3))
+        axis = d(st.integers(-len(data_shape), len(data_shape) - 1))
+        n = data_shape[axis]
+        rng = rng_of(d(SEEDS))
+        indices = rng.integers(-n, n, d(shapes(0, 2))).astype(d(st.sampled_from(["int64", "int32"])))
+        return [normal(rng, data_shape), indices], {"axis": axis}
+
+    return draw()
