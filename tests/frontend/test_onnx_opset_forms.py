@@ -45,7 +45,6 @@ class Case:
 
 #: fusionlang.ir.Graph.add_constant stores 0-d arrays as shape [1] (np.ascontiguousarray
 #: returns ndim >= 1), so scalar constants change shape; owned by fusionlang/ir
-SCALAR_CONSTANT_DEFECT = "Graph.add_constant turns 0-d arrays into shape [1]"
 
 
 def x(shape, seed=0):
@@ -422,8 +421,7 @@ for attr, value in (("value_float", 2.5), ("value_floats", [1.0, -2.0, 3.0]), ("
     case(f"Constant13-{attr}",
          make_model([node("Constant", [], ["c"], **{attr: value}), node("Identity", ["c"], ["y"])], {},
                     {"y": ([3] if attr.endswith("s") else [], TensorProto.FLOAT if dtype == np.float32 else I64)}, 13),
-         {}, lambda f, value=value, dtype=dtype: [np.array(value, dtype)],
-         defect=None if attr.endswith("s") else SCALAR_CONSTANT_DEFECT)
+         {}, lambda f, value=value, dtype=dtype: [np.array(value, dtype)])
 case("Constant9-value-tensor",
      make_model([node("Constant", [], ["c"], value=numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3))),
                  node("Add", ["x", "c"], ["y"])], {"x": [2, 3]}, {"y": None}, 9), {"x": x([2, 3])})
@@ -445,8 +443,7 @@ case("Shape15-start-end",
      {"x": NX})
 case("Shape9-folded", make_model([node("Shape", ["x"], ["y"])], {"x": [2, 3, 4, 5]}, {"y": ([4], I64)}, 9),
      {"x": NX}, ops=[])
-case("Size", make_model([node("Size", ["x"], ["y"])], {"x": [2, 3, 4, 5]}, {"y": ([], I64)}, 13), {"x": NX},
-     defect=SCALAR_CONSTANT_DEFECT)
+case("Size", make_model([node("Size", ["x"], ["y"])], {"x": [2, 3, 4, 5]}, {"y": ([], I64)}, 13), {"x": NX})
 case("Cast6-to-int64-and-back",
      make_model([node("Cast", ["x"], ["i"], to=I64), node("Cast", ["i"], ["y"], to=F32)], {"x": [3, 4]}, {"y": None}, 6),
      {"x": 5 * x([3, 4])}, lambda f: [f["x"].astype(np.int64).astype(np.float32)])
