@@ -133,6 +133,8 @@ def split_units(group: LoweredGroup) -> list[_Unit]:
         outer, inner = chain(body[0])
         if outer and all(loops[f.loop].level == "outer" for f in outer):
             return [_Unit(outer, inner)]
+    if group.nests == 1 and group.scheduled.tree.outer_depth == 0:
+        return [_Unit([], body)]  # small enough for one block
     units, pending = [], []
     for n in body:
         if isinstance(n, For):

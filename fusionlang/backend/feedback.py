@@ -8,9 +8,8 @@ fused tree, legality): no AST, no code, so it is cheap enough to call per merge.
 
 from __future__ import annotations
 
-from fusionlang.backend.fusion import candidate_trees
 from fusionlang.backend.poly import build_program
-from fusionlang.backend.schedule import is_legal, to_isl
+from fusionlang.backend.schedule import select_tree
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 
@@ -23,14 +22,10 @@ def check_group(graph: Graph, node_names: list[str]) -> str | None:
         return str(exc).splitlines()[0]
     if len(prog.stmts) <= 1:
         return None
-    rejected = []
-    for tree in candidate_trees(prog, "c"):
-        if tree.nests > 1:
-            break
-        if is_legal(prog, to_isl(prog, tree)):
-            return None
-        rejected.append(tree.strategy)
-    return _reason(prog, rejected)
+    tree, _, rejected = select_tree(prog, "c")
+    if tree.nests == 1:
+        return None
+    return _reason(prog, [r for r in rejected if "violates" in r])
 
 
 def _reason(prog, rejected) -> str:

@@ -35,6 +35,9 @@ from fusionlang.backend.poly import NotAffine, PolyProgram, PolyStmt, isl_expr
 
 #: a moved inner dimension must give at least this many iterations of work per pass
 _TRIP_CAP = 16
+#: a group without a shared outer loop still counts as one nest when it is this small:
+#: one GPU block runs it whole (a softmax over a single row, say)
+SMALL_GROUP = 1 << 16
 
 
 @dataclass
@@ -110,6 +113,13 @@ def dimension_classes(prog: PolyProgram) -> _UnionFind:
     writers = {}
     for s in prog.stmts:
         writers.setdefault(s.write.array.id, []).append(s)
+    for ws in writers.values():
+        # statements writing parts of one array (concat) share its other dimensions
+        for w in ws[1:]:
+            for j, (p, q) in enumerate(zip(ws[0].write.index, w.write.index)):
+                if (isinstance(p, sp.Symbol) and isinstance(q, sp.Symbol) and p in ws[0].dims and q in w.dims
+                        and ws[0].extent_of(p) == w.extent_of(q)):
+                    uf.union((ws[0].name, p.name), (w.name, q.name))
     for s in prog.stmts:
         for a in s.reads:
             if a.array.role == "input":
@@ -204,7 +214,10 @@ class _TreeBuilder:
         return self.uf.find((s.name, d.name))
 
     # outer band
-    def outer_classes(self, moved: dict[str, sp.Symbol]) -> list:
+    def outer_classes(self, moved: dict[str, sp.Symbol], strict: bool = True) -> list:
+        """Dimension classes every statement has exactly once, in the order of the largest
+        statement's dims. ``strict``: stop at the first dim that is not such a class
+        (keeps row-major order); else skip it."""
         stmts = self.prog.stmts
         candidates = [s for s in stmts if s.kind != "init"] or stmts
         if not candidates:
@@ -220,15 +233,12 @@ class _TreeBuilder:
                 break
             if all(sum(1 for e in s.out_dims if self.cls(s, e) == c) == 1 for s in stmts):
                 classes.append(c)
-            else:
+            elif strict:
                 break
         return classes
 
-    def build(self, depth: int | None, moved: dict[str, sp.Symbol]):
+    def build(self, classes: list, moved: dict[str, sp.Symbol]):
         stmts = self.prog.stmts
-        classes = self.outer_classes(moved)
-        if depth is not None:
-            classes = classes[:depth]
         used: dict[str, set] = {s.name: set() for s in stmts}
         outer_loops = []
         for c in classes:
@@ -271,8 +281,17 @@ class _TreeBuilder:
         body = children[0] if len(children) == 1 else TSeq(children)
         for loop in reversed(outer_loops):
             body = TBand(loop, body)
-        nests = 1 if outer_loops else max(1, sum(1 for e in elements if isinstance(e, _Cluster)))
+        nests = 1 if outer_loops or self.small() else max(1, sum(1 for e in elements if isinstance(e, _Cluster)))
         return body, nests, len(outer_loops)
+
+    def small(self) -> bool:
+        total = 0
+        for s in self.prog.stmts:
+            n = s.volume
+            for r in s.red_extents:
+                n *= r
+            total += n
+        return total <= SMALL_GROUP
 
     def distributed(self):
         children = []
@@ -397,26 +416,46 @@ def _invert_write(s: PolyStmt):
     return {d: f for d, f in inverse.items()}
 
 
-def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True):
-    """Fused schedule trees from most to least fused; the last is always legal."""
+def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True, legal=None):
+    """Fused schedule trees from most to least fused; the last is always legal.
+
+    Outer bands tried: the row-major prefix of shared dimensions and its shorter
+    prefixes; then (with ``legal``, a tree -> bool check) the shared dimensions in any
+    position that keep the schedule legal, added greedily; then none.
+    """
     if fuse and prog.stmts:
         moved = moved_dims(prog) if target == "c" else {}
         probe = _TreeBuilder(prog, target, True)
-        full = len(probe.outer_classes(moved))
-        seen = set()
+        strict = probe.outer_classes(moved, strict=True)
+        loose = probe.outer_classes(moved, strict=False)
         # on the GPU a shifted band serializes the block's threads: identity fusion only
         shifts = (True, False) if target == "c" else (False,)
-        for depth in range(full, -1, -1):
+        seen = set()
+
+        def trees(classes):
             for shift in shifts:
                 tb = _TreeBuilder(prog, target, shift)
-                root, nests, depth_used = tb.build(depth, moved)
+                root, nests, depth_used = tb.build(classes, moved)
                 key = repr(root)
-                if key in seen:
-                    continue
-                seen.add(key)
-                yield FusedTree(root, tb.loops, tb.paths, nests,
-                                f"fused(outer={depth_used}{', shifted' if tb.used_shift else ''})",
-                                depth_used, tb.used_shift)
+                if key not in seen:
+                    seen.add(key)
+                    yield FusedTree(root, tb.loops, tb.paths, nests,
+                                    f"fused(outer={depth_used}{', shifted' if tb.used_shift else ''})",
+                                    depth_used, tb.used_shift)
+
+        for d in range(len(strict), 0, -1):
+            yield from trees(strict[:d])
+        if legal is not None:
+            # (only reached when no prefix was taken) keep every shared dimension that stays legal
+            chosen = []
+            for c in loose:
+                tb = _TreeBuilder(prog, target, False)
+                root, nests, depth = tb.build(chosen + [c], moved)
+                if legal(FusedTree(root, tb.loops, tb.paths, nests, "probe", depth)):
+                    chosen.append(c)
+            if chosen:
+                yield from trees(chosen)
+        yield from trees([])
     tb = _TreeBuilder(prog, target, False)
     root, nests = tb.distributed()
     yield FusedTree(root, tb.loops, tb.paths, nests, "distributed")

@@ -121,20 +121,37 @@ def build_ast(prog: PolyProgram, schedule: isl.Schedule) -> isl.AstNode:
     return build.node_from_schedule(schedule)
 
 
-def schedule_program(prog: PolyProgram, target: str = "c", fuse: bool = True) -> Scheduled:
-    """The most fused legal schedule of ``prog`` (with its AST and parallel loops)."""
+def select_tree(prog: PolyProgram, target: str = "c", fuse: bool = True):
+    """(tree, isl schedule, rejected): the first legal candidate that is one loop nest,
+    else the first legal one (the most fused)."""
     rejected = []
-    if not prog.stmts:  # nothing to compute (every tensor empty, or only views)
-        tree = FusedTree(TLeaf([]), {}, {}, 0, "empty")
-        return Scheduled(prog, tree, None, None, rejected)
-    for tree in candidate_trees(prog, target, fuse):
+    first = None
+
+    def legal(tree) -> bool:
+        return is_legal(prog, to_isl(prog, tree))
+
+    for tree in candidate_trees(prog, target, fuse, legal):
         sched = to_isl(prog, tree)
         if not is_legal(prog, sched):
             rejected.append(f"{tree.strategy}: violates a dependence")
             continue
-        mark_parallel(prog, sched, tree)
-        return Scheduled(prog, tree, sched, build_ast(prog, sched), rejected)
-    raise CodegenError("no legal schedule found (the unfused order should always be legal)")
+        if tree.nests == 1:
+            return tree, sched, rejected
+        if first is None:
+            first = (tree, sched)
+        rejected.append(f"{tree.strategy}: {tree.nests} loop nests")
+    if first is None:
+        raise CodegenError("no legal schedule found (the unfused order should always be legal)")
+    return first[0], first[1], rejected
+
+
+def schedule_program(prog: PolyProgram, target: str = "c", fuse: bool = True) -> Scheduled:
+    """The most fused legal schedule of ``prog`` (with its AST and parallel loops)."""
+    if not prog.stmts:  # nothing to compute (every tensor empty, or only views)
+        return Scheduled(prog, FusedTree(TLeaf([]), {}, {}, 0, "empty"), None, None, [])
+    tree, sched, rejected = select_tree(prog, target, fuse)
+    mark_parallel(prog, sched, tree)
+    return Scheduled(prog, tree, sched, build_ast(prog, sched), rejected)
 
 
 __all__ = ["Scheduled", "build_ast", "is_legal", "mark_parallel", "schedule_program", "to_isl"]
