@@ -608,7 +608,9 @@ class _Checker:
     # ----- tests ----------------------------------------------------------------------
     def check_tests(self) -> None:
         seen: dict[str, A.TestDecl] = {}
-        symbols = {"rules": {r.name for r in self.rewrites}, "ops": set(self.registry.names()),
+        # every declared rewrite counts, even one with errors of its own (no cascades)
+        declared = {r.name.text for r in _items(self.modules, A.Rewrite)}
+        symbols = {"rules": declared, "ops": set(self.registry.names()),
                    "categories": set(self.lattice)}
         for t in _items(self.modules, A.TestDecl):
             if t.name.text in seen:

@@ -30,10 +30,17 @@ def const_array(stmt: A.TConst, ttype: TensorType, rng: np.random.Generator) -> 
     if init is None or (isinstance(init, A.Var) and init.name == "random"):
         lo, hi = -1.0, 1.0
     elif isinstance(init, A.Call) and init.func.text == "random":
+        if len(init.args) != 2 or init.attrs is not None:
+            raise InstantiateError(init.span, "random(lo, hi) takes two numbers")
         lo, hi = (_number(a) for a in init.args)
+        if not lo <= hi:
+            raise InstantiateError(init.span, f"random({lo}, {hi}): the low end is above the high end")
     else:
         value = _literal(init)
-        array = np.asarray(value, dtype=ttype.dtype)
+        try:
+            array = np.asarray(value, dtype=ttype.dtype)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InstantiateError(init.span, f"cannot make {ttype} from {value!r}: {exc}") from None
         if array.ndim == 0:
             return np.full(ttype.shape, array, dtype=ttype.dtype)
         if array.size != ttype.size:
