@@ -92,8 +92,8 @@ def elementwise(
         types = present_types(call)
         shape = broadcast_shapes(call, [t.shape for t in types])
         if unidirectional and shape != types[0].shape:
-            raise call.fail(f"{', '.join(inputs[1:])} of shape(s) {', '.join(str(list(t.shape)) for t in types[1:])} "
-                            f"must broadcast to {inputs[0]} of shape {list(types[0].shape)}")
+            others = ", ".join(f"{name} {t}" for name, t in zip(inputs[1:], types[1:]))
+            raise call.fail(f"{others} must broadcast to {inputs[0]} {types[0]} without growing it")
         if dtype_rule is not None:
             return [TensorType(shape, dtype_rule(call, types))]
         dtype = types[dtype_from].dtype if mixed_dtypes else same_dtype(call, types)

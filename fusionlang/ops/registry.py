@@ -25,7 +25,10 @@ ATTR_KINDS = ("int", "float", "str", "ints", "floats", "tensor", "dtype", "expr"
 
 @dataclass(frozen=True)
 class Attr:
-    """One attribute: its kind (see ATTR_KINDS), a default (REQUIRED if none), a note."""
+    """One attribute: its kind (see ATTR_KINDS), a default (REQUIRED if none), a note.
+
+    A default of None marks an optional attribute with no value; None stays None.
+    """
 
     kind: str
     default: Any = REQUIRED
@@ -124,7 +127,9 @@ class OpDef:
             raise ShapeError(f"{where} ({self.name}): unknown attribute {unknown[0]!r} (known: {known})")
         out = {}
         for name, spec in self.attrs.items():
-            if name in attrs:
+            if name in attrs and attrs[name] is None and spec.default is None:
+                out[name] = None  # an optional attribute that stays absent
+            elif name in attrs:
                 out[name] = _canonical_attr(spec.kind, attrs[name], f"{where} ({self.name}) attribute {name!r}")
             elif spec.required:
                 raise ShapeError(f"{where} ({self.name}): missing required attribute {name!r}")
@@ -171,7 +176,10 @@ def _canonical_attr(kind: str, value: Any, where: str) -> Any:
         if kind == "tensor":
             return np.asarray(value)
         if kind == "dtype":
-            return canonical_dtype(value)
+            try:
+                return canonical_dtype(value)
+            except ShapeError as exc:
+                raise ShapeError(f"{where}: {exc}") from None
         if kind == "expr":
             return value
     except (TypeError, ValueError, OverflowError) as exc:

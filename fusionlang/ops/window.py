@@ -78,7 +78,10 @@ def window_of(call: OpCall, spatial_rank: int, kernel: tuple[int, ...]) -> Windo
                               ("pads", pads, 2 * spatial_rank)):
         if len(value) != want:
             raise call.fail(f"{name} {list(value)} should have {want} entries")
-    if min(strides) < 1 or min(dilations) < 1 or min(kernel) < 1 or min(pads) < 0:
-        raise call.fail("kernel, strides and dilations must be positive and pads non-negative")
+    for name, value in (("kernel_shape", kernel), ("strides", strides), ("dilations", dilations)):
+        if min(value, default=1) < 1:
+            raise call.fail(f"{name} {list(value)} must be positive")
+    if min(pads, default=0) < 0:
+        raise call.fail(f"pads {list(pads)} must be non-negative")
     return Window(tuple(kernel), tuple(strides), tuple(pads[:spatial_rank]), tuple(pads[spatial_rank:]),
                   tuple(dilations))
