@@ -32,6 +32,13 @@ def require_float(call: OpCall, ttype: TensorType, what: str = "input") -> None:
         raise call.fail(f"{what} must be a floating-point tensor, got {ttype.dtype}")
 
 
+def accumulator(dtype) -> np.dtype:
+    """The dtype a reference sums in: double for floats, so the oracle's result does not
+    depend on summation order (BLAS blocking, SIMD alignment) at the result's precision."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float64) if dtype.kind == "f" else dtype
+
+
 def lowest(dtype) -> np.generic:
     """The identity of max for ``dtype``: -inf, or the smallest integer."""
     dtype = np.dtype(dtype)

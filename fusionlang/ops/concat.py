@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, v_sym
+from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.common import same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 

@@ -7,7 +7,7 @@ import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
-from fusionlang.ops.common import require_float, same_dtype
+from fusionlang.ops.common import accumulator, require_float, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.window import WINDOW_ATTRS, Window, window_of
 
@@ -47,6 +47,9 @@ def _conv_infer(call: OpCall) -> list[TensorType]:
 
 def convolve(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, group: int, window: Window) -> np.ndarray:
     """Grouped N-d convolution of (N, C, *spatial) by (OC, C/group, *kernel)."""
+    result_dtype = x.dtype
+    wide = accumulator(result_dtype)
+    x, w = x.astype(wide, copy=False), w.astype(wide, copy=False)
     out_spatial = window.output_shape(x.shape[2:])
     cols = window.windows(x, 0.0, out_spatial)  # N, C, *out, *k
     n, c = x.shape[:2]
@@ -67,7 +70,7 @@ def convolve(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, group: int, 
         out = out.reshape((n, oc) + out_spatial)
     if bias is not None:
         out = out + bias.reshape((1, oc) + (1,) * s)
-    return np.asarray(out, dtype=x.dtype, order="C")
+    return np.asarray(out, dtype=result_dtype, order="C")
 
 
 def _conv_reference(xs, attrs):

@@ -7,7 +7,7 @@ import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, broadcast_index, i_sym, r_sym, v_sym
-from fusionlang.ops.common import require_float, same_dtype
+from fusionlang.ops.common import accumulator, require_float, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 # ----- gemm ------------------------------------------------------------------------
@@ -42,15 +42,15 @@ def _gemm_infer(call: OpCall) -> list[TensorType]:
 
 def _gemm_reference(xs, attrs):
     a, b = xs[0], xs[1]
+    dtype, wide = a.dtype, accumulator(a.dtype)
     a = a.T if attrs["trans_a"] else a
     b = b.T if attrs["trans_b"] else b
-    one = a.dtype.type
-    out = a @ b
+    out = a.astype(wide) @ b.astype(wide)
     if attrs["alpha"] != 1.0:
-        out = out * one(attrs["alpha"])
+        out = out * attrs["alpha"]
     if len(xs) > 2 and xs[2] is not None and attrs["beta"] != 0.0:
-        out = out + one(attrs["beta"]) * xs[2]
-    return [np.asarray(out, dtype=a.dtype, order="C")]
+        out = out + attrs["beta"] * xs[2].astype(wide)
+    return [np.asarray(out, dtype=dtype, order="C")]
 
 
 def _gemm_access(call: OpCall) -> list[Stmt]:
@@ -130,12 +130,18 @@ def _matmul_access(call: OpCall) -> list[Stmt]:
     return [Stmt(0, shape, reads, v_sym(0) * v_sym(1), reduce="sum", reduce_extents=(k,))]
 
 
+def _matmul_reference(xs, attrs):
+    a, b = xs
+    wide = accumulator(a.dtype)
+    return [np.asarray(np.matmul(a.astype(wide), b.astype(wide)), dtype=a.dtype, order="C")]
+
+
 register(
     OpDef(
         name="matmul",
         inputs=("a", "b"),
         infer=_matmul_infer,
-        reference=lambda xs, a: [np.asarray(np.matmul(xs[0], xs[1]), order="C")],
+        reference=_matmul_reference,
         access=_matmul_access,
         doc="Matrix product with numpy semantics: 1-D operands gain and lose a unit axis, "
             "leading batch axes broadcast.",

@@ -11,7 +11,7 @@ import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_sym
-from fusionlang.ops.common import require_float, same_dtype
+from fusionlang.ops.common import accumulator, require_float, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 _EPSILON = {"epsilon": Attr("float", 1e-5)}
@@ -40,11 +40,12 @@ def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
 
 
 def normalize(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarray:
-    """(x - mean) / sqrt(var + epsilon) over ``axes``, with the biased variance (two-pass)."""
-    mean = x.mean(axis=axes, keepdims=True)
-    centered = x - mean
+    """(x - mean) / sqrt(var + epsilon) over ``axes``, with the biased variance (two-pass),
+    computed in double and returned in x's dtype."""
+    wide = x.astype(accumulator(x.dtype))
+    centered = wide - wide.mean(axis=axes, keepdims=True)
     var = np.mean(centered * centered, axis=axes, keepdims=True)
-    return centered / np.sqrt(var + x.dtype.type(epsilon))
+    return (centered / np.sqrt(var + epsilon)).astype(x.dtype)
 
 
 # ----- batch_norm (inference) ------------------------------------------------------
@@ -204,14 +205,13 @@ def _lrn_reference(xs, attrs):
     if x.size == 0:
         return [x.copy()]
     before, after = _lrn_window(size)
-    squares = np.square(x)
+    squares = np.square(x.astype(accumulator(x.dtype)))
     widths = [(0, 0), (before, after)] + [(0, 0)] * (x.ndim - 2)
     padded = np.pad(squares, widths)
     windows = np.lib.stride_tricks.sliding_window_view(padded, size, axis=1)
     total = windows.sum(axis=-1)
-    one = x.dtype.type
-    scale = one(attrs["bias"]) + one(attrs["alpha"] / size) * total
-    return [(x / scale ** one(attrs["beta"])).astype(x.dtype, copy=False)]
+    scale = attrs["bias"] + attrs["alpha"] / size * total
+    return [(x / scale ** attrs["beta"]).astype(x.dtype)]
 
 
 def _lrn_access(call: OpCall) -> list[Stmt]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
-from fusionlang.ops.common import lowest, require_float
+from fusionlang.ops.common import accumulator, lowest, require_float
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.window import WINDOW_ATTRS, Window, window_of
 
@@ -104,8 +104,8 @@ def _average_pool_reference(xs, attrs):
     x = xs[0]
     tx, window, spatial = _reference_geometry("average_pool", x, attrs)
     counts = window_counts(OpCall("average_pool", "?", attrs, [tx]), tx, window, spatial)
-    total = window.windows(x, 0.0, spatial).sum(axis=_window_axes(window))
-    return [np.ascontiguousarray(total / counts.astype(x.dtype))]
+    total = window.windows(x, 0.0, spatial).sum(axis=_window_axes(window), dtype=accumulator(x.dtype))
+    return [np.asarray(total / counts, dtype=x.dtype, order="C")]
 
 
 def _average_pool_access(call: OpCall) -> list[Stmt]:
@@ -173,7 +173,11 @@ def _spatial_max(x, axis, keepdims):
     return np.max(x, axis=axis, keepdims=keepdims, initial=lowest(x.dtype))
 
 
-for _name, _kind, _fn, _what in (("global_average_pool", "sum", np.mean, "mean"),
+def _spatial_mean(x, axis, keepdims):
+    return np.mean(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype))
+
+
+for _name, _kind, _fn, _what in (("global_average_pool", "sum", _spatial_mean, "mean"),
                                  ("global_max_pool", "max", _spatial_max, "max")):
     register(
         OpDef(

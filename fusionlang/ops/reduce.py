@@ -8,7 +8,7 @@ import numpy as np
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
-from fusionlang.ops.common import highest, lowest
+from fusionlang.ops.common import accumulator, highest, lowest
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 _AXES_ATTRS = {
@@ -82,7 +82,15 @@ def _min(x, axis, keepdims):
     return np.min(x, axis=axis, keepdims=keepdims, initial=highest(x.dtype))
 
 
-for _kind, _fn in (("sum", np.sum), ("mean", np.mean), ("max", _max), ("min", _min), ("prod", np.prod)):
+def _summing(fn):
+    def reduce(x, axis, keepdims):
+        return fn(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype))
+
+    return reduce
+
+
+for _kind, _fn in (("sum", _summing(np.sum)), ("mean", _summing(np.mean)), ("max", _max), ("min", _min),
+                   ("prod", _summing(np.prod))):
     register(
         OpDef(
             name=f"reduce_{_kind}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.common import require_float
+from fusionlang.ops.common import accumulator, require_float
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 
@@ -19,8 +19,10 @@ def _infer(call: OpCall) -> list[TensorType]:
 
 
 def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
-    # subtracting the max keeps exp from overflowing and does not change the result
-    return x - x.max(axis=axis, keepdims=True, initial=-np.inf)
+    # subtracting the max keeps exp from overflowing and does not change the result; the
+    # rest is computed in double so the sum does not depend on its order
+    wide = x.astype(accumulator(x.dtype))
+    return wide - wide.max(axis=axis, keepdims=True, initial=-np.inf)
 
 
 def _softmax(xs, attrs):

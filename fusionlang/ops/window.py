@@ -34,7 +34,8 @@ class Window:
 
     def output_shape(self, spatial: tuple[int, ...], ceil_mode: bool = False) -> tuple[int, ...]:
         out = []
-        for n, k, s, pb, pe, d in zip(spatial, self.kernel, self.strides, self.pads_begin, self.pads_end, self.dilations):
+        for n, k, s, pb, pe, d in zip(spatial, self.kernel, self.strides, self.pads_begin, self.pads_end,
+                                      self.dilations):
             span = n + pb + pe - d * (k - 1) - 1
             size = (math.ceil(span / s) if ceil_mode else span // s) + 1
             if ceil_mode and (size - 1) * s >= n + pb:

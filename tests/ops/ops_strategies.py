@@ -233,7 +233,8 @@ def _conv_transpose(op):
         dilations = tuple(d(st.integers(1, 2)) for _ in range(rank))
         spatial = tuple(d(st.integers(1, 3)) for _ in range(rank))
         extra = tuple(d(st.integers(0, 2)) for _ in range(rank))
-        full = [s * (n - 1) + e + dl * (k - 1) + 1 for s, n, e, dl, k in zip(strides, spatial, extra, dilations, kernel)]
+        full = [s * (n - 1) + e + dl * (k - 1) + 1
+                for s, n, e, dl, k in zip(strides, spatial, extra, dilations, kernel)]
         begin = [d(st.integers(0, f - 1)) for f in full]
         end = [d(st.integers(0, f - 1 - b)) for f, b in zip(full, begin)]
         group = d(st.integers(1, 2))
