@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from fusionlang.backend.ccompile import vector_math_declarations
 from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers, sanitize
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, walk
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
@@ -35,7 +36,9 @@ class CFunction:
 
 
 def _prelude(flavor: Flavor) -> str:
-    return "#include <stdint.h>\n#include <stdlib.h>\n#include <math.h>\n\n" + helpers(flavor)
+    # SIMD variants of libm functions (libmvec) let loops calling expf/erff vectorize
+    return ("#include <stdint.h>\n#include <stdlib.h>\n#include <math.h>\n" + vector_math_declarations() + "\n"
+            + helpers(flavor))
 
 
 C_PRELUDE = _prelude(C)

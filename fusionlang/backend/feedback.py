@@ -8,14 +8,31 @@ fused tree, legality): no AST, no code, so it is cheap enough to call per merge.
 
 from __future__ import annotations
 
+import weakref
+
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import select_tree
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 
 
+_VERDICTS: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+
+
 def check_group(graph: Graph, node_names: list[str]) -> str | None:
-    """None if the nodes fuse into one legal loop nest, else a one-line reason."""
+    """None if the nodes fuse into one legal loop nest, else a one-line reason.
+
+    Verdicts are remembered per graph object (the partitioner asks again each round);
+    a graph edited in place should be copied first, as the engine does.
+    """
+    memo = _VERDICTS.setdefault(graph, {})
+    key = frozenset(node_names)
+    if key not in memo:
+        memo[key] = _check(graph, node_names)
+    return memo[key]
+
+
+def _check(graph: Graph, node_names: list[str]) -> str | None:
     try:
         prog = build_program(graph, list(node_names))
     except FuseError as exc:

@@ -258,20 +258,19 @@ def access_map_text(stmt: PolyStmt, access: Access) -> str:
     data) is left free, which over-approximates what is read: only more dependences."""
     dims = {d.name for d in stmt.dims}
     out = [f"o{k}" for k in range(len(access.array.shape))]
-    bounds = [f"0 <= o{k} < {n}" for k, n in enumerate(access.array.shape)]
-    eqs = []
-    for k, e in enumerate(access.index):
+    cons = []
+    for k, (e, n) in enumerate(zip(access.index, access.array.shape)):
         # a dimension indexed by loaded data (or non-affinely) may be any element
         try:
-            eqs.append(f"o{k} = {isl_expr(e, dims)}")
+            cons.append(f"o{k} = {isl_expr(e, dims)}")
         except NotAffine:
-            pass
+            cons.append(f"0 <= o{k} < {n}")
     try:
-        guard = [guard_text(access, dims)] if access.guarded else []
+        if access.guarded:
+            cons.append(guard_text(access, dims))
     except NotAffine:
-        guard = []  # reading more than really read only adds dependences
-    cons = eqs + bounds + guard + [f"0 <= {d.name} < {n}" for d, n in zip(stmt.dims, stmt.extents)]
-    cons += list(stmt.constraints)
+        pass  # reading more than really read only adds dependences
+    # (the statement's domain is intersected by the caller)
     return (f"{{ {stmt.tuple_text()} -> {access.array.name}[{', '.join(out)}]"
             + (" : " + " and ".join(cons) if cons else "") + " }")
 
@@ -313,8 +312,9 @@ def _needed_reads(spec: Stmt, expr: sp.Expr) -> list[int]:
 
 
 class _Builder:
-    def __init__(self, graph: Graph, names: list[str], registry=None):
+    def __init__(self, graph: Graph, names: list[str], registry=None, constants=None):
         self.graph = graph
+        self.constants = graph.constants if constants is None else constants
         self.registry = registry_of(graph, registry)
         order = {n.name: k for k, n in enumerate(graph.nodes)}
         missing = [n for n in names if n not in order]
@@ -393,6 +393,21 @@ class _Builder:
             for spec in specs:
                 self.add_spec(node, spec)
 
+    def inline_scalars(self, reads: list[Access], expr: sp.Expr) -> tuple[list[Access], sp.Expr]:
+        """Reads of one-element constants become literals in the expression (no load, and
+        the compiler can fold ``x * 0.5``)."""
+        kept = []
+        for a in reads:
+            value = self.constants.get(a.array.value) if a.array.role == "input" and a.array.value else None
+            used_in_index = any(a.vsym in sp.sympify(e).free_symbols for b in reads for e in b.index)
+            if value is None or np.size(value) != 1 or a.guarded or used_in_index:
+                kept.append(a)
+                continue
+            v = np.asarray(value).reshape(-1)[0]
+            literal = sp.Float(float(v)) if np.asarray(value).dtype.kind == "f" else sp.Integer(int(v))
+            expr = expr.xreplace({a.vsym: literal})
+        return kept, expr
+
     def add_spec(self, node: Node, spec: Stmt) -> None:
         if spec.output >= len(node.outputs):
             raise CodegenError(f"node {node.name!r} ({node.op}): access spec writes output {spec.output}")
@@ -412,9 +427,9 @@ class _Builder:
         out_extents = tuple(int(n) for n in spec.domain)
         if spec.reduce is None:
             reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, spec.body)]
+            reads, body = self.inline_scalars(reads, sp.sympify(spec.body))
             self.stmts.append(PolyStmt(base, "compute", node, order, out_extents, reads=reads,
-                                       write=Access(out, write_index), expr=sp.sympify(spec.body),
-                                       compute_dtype=dtype))
+                                       write=Access(out, write_index), expr=body, compute_dtype=dtype))
             return
         red_extents = tuple(int(n) for n in spec.reduce_extents)
         acc = self.new_array(out_extents, dtype, "acc")
@@ -423,6 +438,7 @@ class _Builder:
                                    expr=IDENTITY[spec.reduce], acc=acc, compute_dtype=dtype))
         body = sp.sympify(spec.body)
         reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, body)]
+        reads, body = self.inline_scalars(reads, body)
         constraints, kept = [], []
         dims = {d.name for d in (tuple(i_sym(k) for k in range(len(out_extents)))
                                  + tuple(r_sym(k) for k in range(len(red_extents))))}
@@ -442,6 +458,7 @@ class _Builder:
                                    reduce=spec.reduce, acc=acc, compute_dtype=dtype))
         finalize = sp.sympify(spec.finalize) if spec.finalize is not None else ACC
         freads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, finalize)]
+        freads, finalize = self.inline_scalars(freads, finalize)
         for a in freads:
             if any(s.name.startswith("r") for e in a.index for s in sp.sympify(e).free_symbols):
                 raise CodegenError(f"node {node.name!r} ({node.op}): finalize reads depend on reduction indices")
@@ -457,15 +474,21 @@ def _pad_is_neutral(body: sp.Expr, vsym: sp.Symbol, pad: float, reduce: str) -> 
     return bool(value.is_finite) and sp.simplify(substituted - IDENTITY[reduce]) == 0
 
 
-def build_program(graph: Graph, names: list[str], registry=None) -> PolyProgram:
-    """Statements, arrays and dependences of the group made of ``names``."""
-    b = _Builder(graph, names, registry)
+def build_program(graph: Graph, names: list[str], registry=None, constants=None) -> PolyProgram:
+    """Statements, arrays and dependences of the group made of ``names``.
+
+    ``constants``: values known at compile time (default: the graph's constants);
+    one-element ones are inlined as literals.
+    """
+    b = _Builder(graph, names, registry, constants)
     b.build()
     # values a group output aliases (a view that is an output) still need their array
     for value in b.outputs:
         if value not in b.by_value:
             b.value_array(value)
-    prog = PolyProgram(graph, b.nodes, b.arrays, b.stmts, b.inputs, b.outputs, isl.Context())
+    touched = {a.array.id for s in b.stmts for a in s.reads + [s.write]}
+    arrays = [a for a in b.arrays if a.role != "input" or a.id in touched]
+    prog = PolyProgram(graph, b.nodes, arrays, b.stmts, b.inputs, b.outputs, isl.Context())
     compute_dependences(prog)
     return prog
 
@@ -474,17 +497,23 @@ def build_program(graph: Graph, names: list[str], registry=None) -> PolyProgram:
 
 
 def domain_of(prog: PolyProgram, stmts=None) -> isl.UnionSet:
+    """Union of the statements' iteration domains (each parsed once per program)."""
     stmts = prog.stmts if stmts is None else stmts
-    dom = isl.UnionSet.read_from_str(prog.ctx, "{ " + "; ".join(s.domain_text() for s in stmts) + " }") \
-        if stmts else isl.UnionSet.empty(isl.Space.params_alloc(prog.ctx, 0))
-    return dom
+    cache = prog.__dict__.setdefault("_domains", {})
+    result = isl.UnionSet.empty(isl.Space.params_alloc(prog.ctx, 0))
+    for s in stmts:
+        if s.name not in cache:
+            cache[s.name] = isl.UnionSet.read_from_str(prog.ctx, "{ " + s.domain_text() + " }")
+        result = result.union(cache[s.name])
+    return result
 
 
 def _union_map(prog: PolyProgram, texts: list[str]) -> isl.UnionMap:
-    result = isl.UnionMap.empty(isl.Space.params_alloc(prog.ctx, 0))
-    for t in texts:
-        result = result.union(isl.UnionMap.read_from_str(prog.ctx, t))
-    return result
+    """One union map from relation texts ``{ ... }`` (parsed in one go)."""
+    if not texts:
+        return isl.UnionMap.empty(isl.Space.params_alloc(prog.ctx, 0))
+    inner = "; ".join(t.strip()[1:-1] for t in texts)
+    return isl.UnionMap.read_from_str(prog.ctx, "{ " + inner + " }")
 
 
 def original_order(prog: PolyProgram) -> isl.UnionMap:

@@ -48,8 +48,9 @@ class KernelInfo:
                 "strategy": self.strategy, "launches": self.launches}
 
 
-def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool = True) -> LoweredGroup:
-    prog = build_program(plan.graph, group.nodes)
+def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool = True,
+                constants=None) -> LoweredGroup:
+    prog = build_program(plan.graph, group.nodes, constants=constants)
     return lower(schedule_program(prog, target, fuse))
 
 
@@ -106,7 +107,7 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True):
             if found is not None:
                 aliases.update(found)
                 continue
-        lg = lower_group(plan, group, target, fuse=fuse)
+        lg = lower_group(plan, group, target, fuse=fuse, constants=constants)
         if lg.prog.stmts:
             lowered[group.id] = lg
     return lowered, constants, aliases
@@ -160,6 +161,11 @@ class CompiledGraph:
         arrays = check_feeds(self.graph, feeds)
         arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
         return self._runtime.run(arrays)
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Run the kernels on already checked, contiguous feeds without collecting the
+        outputs (what benchmarks time; ``run`` is this plus copying results out)."""
+        self._runtime.execute(feeds)
 
     def __repr__(self) -> str:
         return (f"<CompiledGraph {self.graph.name!r} target={self.target}: {self.stats['kernels']} kernels, "

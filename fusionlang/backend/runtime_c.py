@@ -125,12 +125,16 @@ class CRuntime:
         return np.frombuffer(raw, dtype=np.dtype(t.dtype), count=count, offset=start).reshape(t.shape)
 
     # ----- running ----------------------------------------------------------------------
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def execute(self, feeds: dict[str, np.ndarray]) -> None:
         cg = self.cg
         for (kind, key), slot in self.slots.items():
             if kind == "value" and cg.buffers.buffers[key].kind == "input":
                 self.table[slot] = feeds[key].ctypes.data
         self.entry(ctypes.cast(self.table, ctypes.c_void_p))
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        cg = self.cg
+        self.execute(feeds)
         out = {}
         for name in cg.graph.outputs:
             root = cg.buffers.root(name) if name in cg.buffers.buffers else name

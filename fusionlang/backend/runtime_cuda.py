@@ -163,15 +163,17 @@ class CudaRuntime:
             return self.device[root]
         return self.arena[b.offset:b.offset + max(b.nbytes, 1)]
 
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        cp = self.cp
-        cg = self.cg
-        for name, b in cg.buffers.buffers.items():
+    def execute(self, feeds: dict[str, np.ndarray]) -> None:
+        for name, b in self.cg.buffers.buffers.items():
             if b.kind == "input":
                 self.device[name].set(feeds[name])
         for fn, grid, block, args in self.launches:
             fn((grid,), (block,), args)
-        cp.cuda.get_current_stream().synchronize()
+        self.cp.cuda.get_current_stream().synchronize()
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        cg = self.cg
+        self.execute(feeds)
         out = {}
         for name in cg.graph.outputs:
             t = cg.graph.types[name]
