@@ -25,14 +25,14 @@ def _float_input(call: OpCall, min_rank: int, layout: str) -> TensorType:
     return x
 
 
-def _channel_params(call: OpCall, names: tuple[str, ...], first: int = 1) -> None:
-    """Inputs ``first``.. are per-channel vectors of shape (C,) with x's dtype."""
+def _channel_params(call: OpCall, names: tuple[str, ...]) -> None:
+    """Inputs 1.. are per-channel vectors of shape (C,) with x's dtype."""
     x = call.input(0)
-    for k, name in enumerate(names, start=first):
+    for k, name in enumerate(names, start=1):
         t = call.input(k)
         if t.shape != (x.shape[1],):
             raise call.fail(f"{name} {t} should have shape [{x.shape[1]}] (one per channel)")
-    same_dtype(call, [call.input(k) for k in range(first + len(names))])
+    same_dtype(call, [call.input(k) for k in range(1 + len(names))])
 
 
 def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:

@@ -51,7 +51,7 @@ def _max_pool_reference(xs, attrs):
     x = xs[0]
     _, window, spatial = _reference_geometry("max_pool", x, attrs)
     cols = window.windows(x, lowest(x.dtype), spatial)
-    return [np.ascontiguousarray(cols.max(axis=_window_axes(window), initial=lowest(x.dtype)))]
+    return [np.ascontiguousarray(cols.max(axis=_window_axes(window)))]
 
 
 def _max_pool_access(call: OpCall) -> list[Stmt]:
@@ -76,15 +76,15 @@ register(
 # ----- average pool ----------------------------------------------------------------
 
 
-def window_counts(call: OpCall, x: TensorType, window: Window, spatial: tuple[int, ...]) -> np.ndarray:
+def window_counts(include_pad: bool, in_spatial: tuple[int, ...], window: Window,
+                  spatial: tuple[int, ...]) -> np.ndarray:
     """Divisor of each output cell: the window cells inside the input (count_include_pad=0)
     or inside the padded input (count_include_pad=1); ceil_mode windows may hang past both.
 
     A dilated window can miss the input entirely; its sum is 0 and its divisor 1 (so the
     average is 0, as onnxruntime computes)."""
-    include_pad = bool(call.attrs["count_include_pad"])
     per_axis = []
-    for n, o, k, s, pb, pe, d in zip(x.shape[2:], spatial, window.kernel, window.strides, window.pads_begin,
+    for n, o, k, s, pb, pe, d in zip(in_spatial, spatial, window.kernel, window.strides, window.pads_begin,
                                      window.pads_end, window.dilations):
         lo, hi = (-pb, n + pe) if include_pad else (0, n)
         cells = np.arange(o)[:, None] * s - pb + np.arange(k)[None, :] * d
@@ -102,15 +102,15 @@ def _average_pool_infer(call: OpCall) -> list[TensorType]:
 
 def _average_pool_reference(xs, attrs):
     x = xs[0]
-    tx, window, spatial = _reference_geometry("average_pool", x, attrs)
-    counts = window_counts(OpCall("average_pool", "?", attrs, [tx]), tx, window, spatial)
+    _, window, spatial = _reference_geometry("average_pool", x, attrs)
+    counts = window_counts(bool(attrs["count_include_pad"]), x.shape[2:], window, spatial)
     total = window.windows(x, 0.0, spatial).sum(axis=_window_axes(window), dtype=accumulator(x.dtype))
     return [np.asarray(total / counts, dtype=x.dtype, order="C")]
 
 
 def _average_pool_access(call: OpCall) -> list[Stmt]:
     x, window, spatial = _pool_geometry(call)
-    counts = window_counts(call, x, window, spatial)
+    counts = window_counts(bool(call.attrs["count_include_pad"]), x.shape[2:], window, spatial)
     out = call.out_types[0]
     reads = [Read(0, (i_sym(0), i_sym(1)) + window.input_index(2, 0), pad=0.0)]
     aux = {}
