@@ -30,14 +30,7 @@ LIGHT_MODELS = ["resnet50", "densenet121", "inception_v1", "inception_v2", "shuf
 RESNET50_BUDGET_S = 10.0
 #: models whose output a known defect outside the frontend spoils (strict xfail: it fails
 #: loudly once fixed, so the entry gets removed)
-KNOWN_DEFECTS = {
-    # all 1000 logits are exactly equal (~9.5e9) in the reference output; the conv
-    # reference (fusionlang/ops/conv.py) accumulates in float32 through BLAS, whose tail
-    # kernel rounds some output channels differently (2 distinct values, 1 ulp = 1024
-    # apart), and softmax turns that ulp into 1/40 instead of 1/1000. Accumulating in
-    # float64 gives identical channels.
-    "squeezenet": "conv reference: float32 BLAS rounding differs between output channels",
-}
+KNOWN_DEFECTS: dict[str, str] = {}
 
 
 @dataclass
