@@ -63,7 +63,7 @@ def convolve(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, group: int, 
     else:
         cols = cols.reshape((n, group, c // group) + cols.shape[2:])
         wg = w.reshape((group, oc // group) + w.shape[1:])
-        letters = "abcdefgh"[:s]
+        letters = "dehijklm"[:s]  # none of n, g, c, o used for batch, group and channels
         kletters = "pqrstuvw"[:s]
         spec = f"ngc{letters}{kletters},goc{kletters}->ngo{letters}"
         out = np.einsum(spec, cols, wg, optimize=True)

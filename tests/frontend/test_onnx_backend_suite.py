@@ -17,10 +17,7 @@ import fusionlang.onnx_backend
 
 #: case (without the device suffix) -> a defect outside the frontend that makes it fail (expected failure: once fixed,
 #: the unexpected success fails the run and the entry gets removed)
-KNOWN_DEFECTS: dict[str, str] = {
-    "test_Conv3d_groups": "conv reference (fusionlang/ops/conv.py): the grouped einsum names 3-D spatial axes "
-                          "'abc', reusing the channel letter 'c'",
-}
+KNOWN_DEFECTS: dict[str, str] = {}
 
 SUITES = ("OnnxBackendPyTorchConvertedModelTest", "OnnxBackendPyTorchOperatorModelTest")
 
