@@ -49,9 +49,14 @@ class _Rule:
 
 
 class _IndexedGraph:
-    """TVM's IndexedForwardGraph: nodes in topological order with consumer edges."""
+    """TVM's IndexedForwardGraph: nodes in topological order with consumer edges.
 
-    def __init__(self, graph: Graph, kind: dict[str, int], tuple_ops: set[str], tuple_rank: int):
+    An edge carries the consumer's pattern, except that an operand of a broadcast op
+    that already has the output's shape is an elemwise edge, and edges into a tuple are
+    injective (IndexedForwardGraph::Creator in TVM).
+    """
+
+    def __init__(self, graph: Graph, kind: dict[str, int], tuple_ops: set[str], ranks: dict[str, int]):
         self.names: list[str | None] = []  # None for a virtual tuple node
         self.pattern: list[int] = []
         self.outputs: list[list[tuple[int, int]]] = []
@@ -60,16 +65,23 @@ class _IndexedGraph:
         producers = {out: n.name for n in graph.nodes for out in n.outputs}
         graph_outputs = set(graph.outputs)
         for node in graph.nodes:
-            sources = [index[producers[v]] for v in node.present_inputs() if v in producers]
+            out_shape = graph.types[node.outputs[0]].shape
+            sources = []
+            for value in node.present_inputs():
+                if value in producers:
+                    edge = kind[node.name]
+                    if edge == ranks["broadcast"] and graph.types[value].shape == out_shape:
+                        edge = ranks["elemwise"]
+                    sources.append((index[producers[value]], edge))
             if node.op in tuple_ops:
-                tup = self._add(None, tuple_rank, False)
-                for s in sources:
-                    self.outputs[s].append((tup, tuple_rank))
-                sources = [tup]
+                tup = self._add(None, ranks["tuple"], False)
+                for s, _ in sources:
+                    self.outputs[s].append((tup, ranks["injective"]))
+                sources = [(tup, kind[node.name])]
             me = self._add(node.name, kind[node.name], any(v in graph_outputs for v in node.outputs))
             index[node.name] = me
-            for s in sources:
-                self.outputs[s].append((me, kind[node.name]))
+            for s, edge in sources:
+                self.outputs[s].append((me, edge))
 
     def _add(self, name, pattern, extern) -> int:
         self.names.append(name)
@@ -224,13 +236,13 @@ class _Partitioner:
 
 def partition_tvm(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:
     categories = node_categories(graph, ruleset)
-    for needed in ("injective", "tuple", "opaque", options["anchor"]):
+    for needed in ("elemwise", "broadcast", "injective", "tuple", "opaque", options["anchor"]):
         if needed not in ruleset.categories:
             raise FuseError(f"strategy tvm needs a category {needed!r} in the rule set's lattice")
     ranks = {c: ruleset.rank(c) for c in ruleset.categories}
     kind = {name: ranks[c] for name, c in categories.items()}
     tuple_ops = {op.strip() for op in str(options["tuple_inputs"]).split(",") if op.strip()}
-    g = _IndexedGraph(graph, kind, tuple_ops, ranks["tuple"])
+    g = _IndexedGraph(graph, kind, tuple_ops, ranks)
     tree = _PostDomTree(g, ranks["opaque"])
     rules = [_Rule(e, ruleset.rank) for e in ruleset.fuse_entries if not e.flags & {"stitch", "horizontal"}]
     tvm = _Partitioner(g, tree, rules, ranks, options["max_depth"], ranks[options["anchor"]])
