@@ -1,0 +1,64 @@
+"""The `fusionlang` command line: one module per command (configure + run).
+
+Every failure caused by input (a model, a rule file, a flag) is a FuseError: it is
+printed as one line (or a rendered diagnostic with caret) and the exit status is 2. A
+check that runs and finds a mismatch exits 1. Nothing prints a Python traceback unless
+FUSIONLANG_DEBUG=1 is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import sys
+
+from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL
+from fusionlang.errors import FuseError
+
+#: command name -> module under fusionlang.cli (each defines HELP, configure, run)
+COMMANDS = ("run", "fuse", "lint")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fusionlang", description="Operator fusion with the policy written as data.")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
+    parser.add_argument("--no-color", action="store_true", help="plain output")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"fusionlang.cli.{name}")
+        p = sub.add_parser(name, help=module.HELP)
+        module.configure(p)
+        p.set_defaults(func=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return args.func(args)
+    except FuseError as exc:
+        print(format_error(exc), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug in fusionlang, not in the user's input
+        if os.environ.get("FUSIONLANG_DEBUG"):
+            raise
+        print(f"fusionlang: internal error: {type(exc).__name__}: {exc} "
+              "(please report it; FUSIONLANG_DEBUG=1 shows a traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def format_error(exc: FuseError) -> str:
+    if getattr(exc, "diagnostics", None):
+        from fusionlang.lang import render
+
+        return "\n".join(render(d) for d in exc.diagnostics)
+    text = str(exc)
+    return text if re.match(r"^\S+:\d+:\d+: ", text) else f"fusionlang: error: {text}"

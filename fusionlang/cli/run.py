@@ -1,0 +1,72 @@
+"""`fusionlang run MODEL`: run a model compiled (c, cuda) or with the reference interpreter."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, compare, console, load_graph, parse_shapes, read_feeds,
+                                   write_outputs)
+
+HELP = "run a model (compiled, or with the reference interpreter)"
+
+
+def configure(p) -> None:
+    p.add_argument("model", help="an ONNX model file")
+    p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
+                   help="static shape for an input with symbolic dims (repeatable)")
+    p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
+    p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
+                   help="partitioner (default: the rule set's own strategy)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--target", choices=["c", "cuda", "reference"], default="c")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    p.add_argument("--random-inputs", type=int, metavar="SEED", help="fill missing inputs with seeded noise")
+    p.add_argument("--output-dir", metavar="DIR", help="write each output as DIR/<name>.npy")
+    p.add_argument("--check", action="store_true", help="compare with the reference interpreter (exit 1 on mismatch)")
+    p.add_argument("--rtol", type=float, default=1e-3)
+    p.add_argument("--atol", type=float, default=1e-4)
+
+
+def run(args) -> int:
+    out = console(args)
+    graph = load_graph(args.model, parse_shapes(args.input_shape))
+    feeds = read_feeds(graph, args.input, args.random_inputs)
+    started = time.perf_counter()
+    expected = None
+    if args.target == "reference":
+        from fusionlang.reference import run as reference_run
+
+        outputs = reference_run(graph, feeds)
+    else:
+        from fusionlang.api import compile_model
+
+        compiled = compile_model(graph, args.rules, args.strategy, target=args.target)
+        outputs = compiled.run(feeds)
+        if args.check:
+            from fusionlang.reference import run as reference_run
+
+            expected = reference_run(graph, feeds)
+    elapsed = time.perf_counter() - started
+    report = {"model": args.model, "target": args.target, "seconds": elapsed,
+              "outputs": {k: list(v.shape) for k, v in outputs.items()}}
+    if args.output_dir:
+        report["written"] = [str(p) for p in write_outputs(outputs, args.output_dir)]
+    problems = compare(outputs, expected, args.rtol, args.atol) if expected is not None else []
+    report["check"] = "skipped" if expected is None else ("ok" if not problems else problems)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for name, value in outputs.items():
+            out.print(f"{name}: {value.dtype}{list(value.shape)}  mean {float(np.mean(value)):.6g}")
+        for path in report.get("written", []):
+            out.print(f"wrote {path}")
+        if expected is not None:
+            out.print("check against the reference interpreter: " + ("ok" if not problems else "MISMATCH"))
+        out.print(f"{args.target}: {elapsed:.3f} s")
+    for problem in problems:
+        print(f"fusionlang: mismatch: {problem}", file=sys.stderr)
+    return EXIT_MISMATCH if problems else EXIT_OK
