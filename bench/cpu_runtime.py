@@ -189,15 +189,25 @@ def _status_kib(field: str) -> int:
 
 
 def _memory_child(name: str, mode: str) -> None:
+    # both processes import, read and fuse the model the same way; then one keeps the
+    # original graph for the interpreter, the other only its compiled form
     graph, feeds, _ = light_model(name)
+    plan = fusionlang.fuse(graph, "apollo")
     if mode == "reference":
+        del plan
         run = lambda: reference.run(graph, feeds)  # noqa: E731
     else:
-        compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+        compiled = fusionlang.compile(plan, "c")
+        del plan, graph
         run = lambda: compiled.run(feeds)  # noqa: E731
+    import ctypes
     import gc
 
     gc.collect()
+    try:  # hand memory freed while importing/compiling back to the OS before measuring
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
     before = _status_kib("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:  # resets VmHWM to the current RSS
         f.write("5")

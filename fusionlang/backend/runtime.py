@@ -10,6 +10,7 @@ graph outputs as fresh NumPy arrays.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -139,6 +140,11 @@ class CompiledGraph:
             from fusionlang.backend.runtime_cuda import CudaRuntime
 
             self._runtime = CudaRuntime(self)
+        # the polyhedral programs and loop IR are not needed to run: let them go (isl
+        # contexts, sympy trees), and the graph from before rewriting with them, so a
+        # compiled graph holds little beyond its constants and buffers
+        self.lowered = {}
+        self.plan = dataclasses.replace(plan, original=None)
         self.stats: dict[str, Any] = {
             "target": target,
             "groups": len(plan.groups),

@@ -1,0 +1,75 @@
+"""Run compiled C kernels built with AddressSanitizer (executed in a subprocess that has
+libasan preloaded; see test_asan.py). Usage: asan_child.py [small | MODEL...]"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from helpers import gelu, layer_norm, random_feeds, softmax
+
+import fusionlang.backend as backend
+from fusionlang import reference
+from fusionlang.engine.plan import per_node_plan, single_group_plan
+from fusionlang.ops import GraphBuilder
+
+
+def small_graphs():
+    b = GraphBuilder("norms")
+    x = b.input("x", (7, 33))
+    y = softmax(b, x)
+    z = layer_norm(b, y, b.constant(np.ones(33, np.float32)), b.constant(np.zeros(33, np.float32)))
+    b.output(gelu(b, z), softmax(b, x, log=True))
+    yield b.build()
+    b = GraphBuilder("windows")
+    x = b.input("x", (2, 3, 11, 11))
+    w = b.constant(np.random.default_rng(0).standard_normal((5, 3, 3, 3)).astype(np.float32))
+    c = b.relu(b.conv(x, w, pads=[1, 1, 1, 1], strides=[2, 2]))
+    p = b.max_pool(b.add(c, b.constant(np.float32(1.0))), kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    a = b.average_pool(c, kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1])
+    g = b.gather(b.flatten(p, axis=1), b.constant(np.array([4, -1, 0], np.int64)), axis=1)
+    b.output(g, b.lrn(a, size=3), b.concat(c, c, axis=1))
+    yield b.build()
+
+
+def check(graph, feeds, plan) -> None:
+    got = backend.compile(plan, sanitize=True).run(feeds)
+    want = reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def canary() -> None:
+    """Write one element past a buffer: ASan must catch it (proves the setup works)."""
+    import ctypes
+
+    from fusionlang.backend.ccompile import build_library, load_library
+
+    lib = load_library(build_library(["void poke(float* p, long n) { p[n] = 1.0f; }\n"], sanitize=True))
+    buf = np.zeros(16, np.float32)
+    lib.poke(ctypes.c_void_p(buf.ctypes.data), ctypes.c_long(16))
+
+
+def main(args) -> int:
+    if args == ["canary"]:
+        canary()
+    elif args == ["small"]:
+        for graph in small_graphs():
+            feeds = random_feeds(graph)
+            check(graph, feeds, per_node_plan(graph))
+            check(graph, feeds, single_group_plan(graph))
+    else:
+        from light import feeds_and_expected, fused_plan
+
+        for name in args:
+            plan = fused_plan(name)
+            feeds, expected = feeds_and_expected(name)
+            feeds = {k: v for k, v in feeds.items() if k in plan.graph.inputs}
+            out = backend.compile(plan, sanitize=True).run(feeds)[plan.graph.outputs[0]]
+            np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-5)
+    print("asan-clean")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
