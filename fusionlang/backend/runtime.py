@@ -29,7 +29,9 @@ from fusionlang.errors import CodegenError, FuseError
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.interpreter import check_feeds, registry_of
 
-TARGETS = ("c", "cuda")
+#: "cuda-emu" runs the CUDA kernels on the CPU with CUDA's execution model emulated
+#: (threads, barriers, warp shuffles): slow, for testing generated CUDA without a GPU
+TARGETS = ("c", "cuda", "cuda-emu")
 
 
 @dataclass
@@ -136,6 +138,10 @@ class CompiledGraph:
             from fusionlang.backend.runtime_c import CRuntime
 
             self._runtime = CRuntime(self)
+        elif target == "cuda-emu":
+            from fusionlang.backend.cuda_emu import EmuRuntime
+
+            self._runtime = EmuRuntime(self)
         else:
             from fusionlang.backend.runtime_cuda import CudaRuntime
 

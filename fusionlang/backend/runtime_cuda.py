@@ -98,6 +98,22 @@ def build_program(plan, lowered: dict) -> CudaProgram:
     return prog
 
 
+def kernel_infos(cg, program: CudaProgram) -> list:
+    """KernelInfo per group; a horizontal pack's launch is counted on its first member."""
+    from fusionlang.backend.runtime import KernelInfo
+
+    infos = []
+    first_of_pack = {la.groups[0] for la in program.launches if len(la.groups) > 1}
+    packed = {gid for la in program.launches if len(la.groups) > 1 for gid in la.groups}
+    for gid, g in program.groups.items():
+        group = cg.plan.group(gid)
+        launches = (1 if gid in first_of_pack else 0) if gid in packed else len(g.kernels)
+        infos.append(KernelInfo(gid, g.name, g.nests, g.source, list(group.nodes),
+                                cg.lowered[gid].scheduled.tree.strategy, [a.value for a in g.params],
+                                launches=launches))
+    return infos
+
+
 def cuda_available() -> bool:
     try:
         import cupy
@@ -109,8 +125,6 @@ def cuda_available() -> bool:
 
 class CudaRuntime:
     def __init__(self, cg):
-        from fusionlang.backend.runtime import KernelInfo
-
         if not cuda_available():
             raise CodegenError("target 'cuda' needs a CUDA device visible to CuPy (none found); use target 'c'")
         import cupy
@@ -118,16 +132,7 @@ class CudaRuntime:
         self.cp = cupy
         self.cg = cg
         self.program = build_program(cg.plan, cg.lowered)
-        for gid, g in self.program.groups.items():
-            group = cg.plan.group(gid)
-            lowered = cg.lowered[gid]
-            cg.kernels.append(KernelInfo(gid, g.name, g.nests, g.source, list(group.nodes),
-                                         lowered.scheduled.tree.strategy, [a.value for a in g.params],
-                                         launches=len(g.kernels)))
-        packed = {gid for la in self.program.launches if len(la.groups) > 1 for gid in la.groups}
-        for info in cg.kernels:
-            if info.group in packed:
-                info.launches = 0
+        cg.kernels.extend(kernel_infos(cg, self.program))
         self.source = self.program.source
         self.module = cupy.RawModule(code=self.source, options=("-std=c++17",))
         buffers = cg.buffers

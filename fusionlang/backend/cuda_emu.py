@@ -1,0 +1,204 @@
+"""Run the generated CUDA on the CPU, with CUDA's execution model emulated (target "cuda-emu").
+
+The CUDA text is compiled as C++ with a small shim: every thread of a block is an OS
+thread, ``__syncthreads`` is a block-wide barrier, ``__shfl_xor_sync`` exchanges values
+through a per-warp barrier, ``__shared__`` variables are shared by the block's threads
+(blocks run one after another). So block reductions, shared buffers and the thread/block
+mappings of :mod:`.emit_cuda` execute, and can be checked against the reference, on
+machines and CI runners without a GPU. It is slow (a thread per CUDA thread): meant for
+small tests. A barrier that waits too long (a ``__syncthreads`` not reached by every
+thread) fails the launch instead of hanging (after $FUSIONLANG_EMU_TIMEOUT seconds, 20 by
+default).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from fusionlang.backend.ccompile import cache_dir, link_libraries
+from fusionlang.backend.emit_cuda import CUDA_PRELUDE
+from fusionlang.backend.memory import ALIGN
+from fusionlang.backend.runtime_cuda import build_program, kernel_infos
+from fusionlang.errors import CodegenError
+
+#: threads per block in emulation (kernels read blockDim, so any multiple of 32 is valid)
+EMU_BLOCK = int(os.environ.get("FUSIONLANG_EMU_BLOCK", "64"))
+
+SHIM = r"""
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+#include <memory>
+#include <mutex>
+#include <condition_variable>
+#include <chrono>
+#include <atomic>
+struct fl_dim3 { unsigned x, y, z; };
+static thread_local fl_dim3 threadIdx, blockIdx;
+static fl_dim3 blockDim, gridDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __shared__ static
+namespace fl_emu {
+std::atomic<bool> failed{false};
+struct Barrier {
+  explicit Barrier(unsigned n) : count(n), waiting(0), phase(0) {}
+  void wait() {
+    if (failed) return;
+    std::unique_lock<std::mutex> lock(m);
+    unsigned my = phase;
+    if (++waiting == count) { waiting = 0; ++phase; cv.notify_all(); return; }
+    const long limit = std::getenv("FUSIONLANG_EMU_TIMEOUT") ? std::atol(std::getenv("FUSIONLANG_EMU_TIMEOUT")) : 20;
+    if (!cv.wait_for(lock, std::chrono::seconds(limit), [&] { return phase != my || failed; })) {
+      failed = true; cv.notify_all();
+    }
+  }
+  unsigned count, waiting, phase;
+  std::mutex m;
+  std::condition_variable cv;
+};
+static Barrier* block_barrier;
+struct Warp { std::unique_ptr<Barrier> bar; float f[32]; double d[32]; };
+static std::vector<Warp>* warps;
+template <class F> int launch(unsigned grid, unsigned block, F f) {
+  // one OS thread per CUDA thread of a block; the same threads run the blocks in turn
+  failed = false;
+  gridDim = {grid, 1, 1};
+  blockDim = {block, 1, 1};
+  Barrier bar(block), between(block);
+  block_barrier = &bar;
+  std::vector<Warp> ws((block + 31) / 32);
+  for (unsigned w = 0; w < ws.size(); w++) ws[w].bar.reset(new Barrier(std::min(32u, block - 32 * w)));
+  warps = &ws;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; t++)
+    threads.emplace_back([&, t] {
+      for (unsigned b = 0; b < grid && !failed; b++) {
+        threadIdx = {t, 0, 0};
+        blockIdx = {b, 0, 0};
+        f();
+        between.wait();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return failed ? 1 : 0;
+}
+}  // namespace fl_emu
+static inline void __syncthreads() { fl_emu::block_barrier->wait(); }
+static inline float __shfl_xor_sync(unsigned, float v, int o) {
+  fl_emu::Warp& w = (*fl_emu::warps)[threadIdx.x / 32];
+  unsigned lane = threadIdx.x % 32;
+  w.f[lane] = v; w.bar->wait(); float r = w.f[lane ^ o]; w.bar->wait(); return r;
+}
+static inline double __shfl_xor_sync(unsigned, double v, int o) {
+  fl_emu::Warp& w = (*fl_emu::warps)[threadIdx.x / 32];
+  unsigned lane = threadIdx.x % 32;
+  w.d[lane] = v; w.bar->wait(); double r = w.d[lane ^ o]; w.bar->wait(); return r;
+}
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+"""
+
+
+def _launcher(name: str, types: list[str]) -> str:
+    casts = ", ".join(f"({t})a[{k}]" for k, t in enumerate(types + ["unsigned char*"]))
+    return (f'extern "C" int fl_emu_{name}(unsigned grid, unsigned block, void** a) {{\n'
+            f"  return fl_emu::launch(grid, block, [&] {{ {name}({casts}); }});\n}}\n")
+
+
+def _build(source: str) -> Path:
+    cxx = os.environ.get("CXX", "c++")
+    key = hashlib.sha256((cxx + source).encode()).hexdigest()[:24]
+    lib = cache_dir() / f"libemu{key}.so"
+    if lib.exists():
+        return lib
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        src = Path(tmp) / "emu.cpp"
+        src.write_text(source)
+        out = Path(tmp) / lib.name
+        proc = subprocess.run([cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-w", str(src), "-o",
+                               str(out), *link_libraries()], capture_output=True, text=True)
+        if proc.returncode != 0:
+            log = proc.stderr.strip().splitlines()
+            raise CodegenError("C++ compiler failed on the emulated CUDA: " + " | ".join(log[:12]))
+        os.replace(out, lib)
+    return lib
+
+
+class EmuRuntime:
+    def __init__(self, cg):
+        self.cg = cg
+        self.program = build_program(cg.plan, cg.lowered)
+        cg.kernels.extend(kernel_infos(cg, self.program))
+        self.source = self.program.source
+        launchers = {}
+        for la in self.program.launches:
+            types = [t for gid in la.groups for t in self.program.groups[gid].param_types]
+            launchers.setdefault(la.kernel, _launcher(la.kernel, types))
+        self.lib = ctypes.CDLL(str(_build(SHIM + self.source + "\n" + "\n".join(launchers.values()))))
+        buffers = cg.buffers
+        self.arena = np.zeros(buffers.arena_bytes + ALIGN, np.uint8)
+        self.base = (-self.arena.ctypes.data) % ALIGN
+        self.scratch = np.zeros(max(self.program.scratch_bytes, 16), np.uint8)
+        self.keep = []
+        self.calls = []
+        for la in self.program.launches:
+            fn = getattr(self.lib, f"fl_emu_{la.kernel}")
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+            arrays = [a for gid in la.groups for a in self.program.groups[gid].params]
+            self.calls.append((la, fn, arrays))
+
+    def _address(self, array, feeds) -> int:
+        if array.data is not None:
+            data = np.ascontiguousarray(array.data)
+            self.keep.append(data)
+            return data.ctypes.data
+        root = self.cg.buffers.root(array.value)
+        b = self.cg.buffers.buffers[root]
+        if b.kind == "input":
+            return feeds[root].ctypes.data
+        if b.kind == "const":
+            data = np.ascontiguousarray(self.cg.constants[root])
+            self.keep.append(data)
+            return data.ctypes.data
+        return self.arena.ctypes.data + self.base + b.offset
+
+    def execute(self, feeds) -> None:
+        for la, fn, arrays in self.calls:
+            table = (ctypes.c_void_p * (len(arrays) + 1))(*[self._address(a, feeds) for a in arrays],
+                                                            self.scratch.ctypes.data)
+            if fn(la.grid, min(la.block, EMU_BLOCK), ctypes.cast(table, ctypes.c_void_p)) != 0:
+                raise CodegenError(f"emulated kernel {la.kernel}: a barrier was not reached by every thread")
+
+    def run(self, feeds) -> dict:
+        self.execute(feeds)
+        cg = self.cg
+        out = {}
+        for name in cg.graph.outputs:
+            t = cg.graph.types[name]
+            root = cg.buffers.root(name)
+            b = cg.buffers.buffers[root]
+            if b.kind == "input":
+                out[name] = feeds[root].reshape(t.shape).copy()
+            elif b.kind == "const":
+                out[name] = np.asarray(cg.constants[root]).reshape(t.shape).copy()
+            else:
+                start = self.base + b.offset
+                out[name] = np.frombuffer(self.arena, np.dtype(t.dtype), t.size, start).reshape(t.shape).copy()
+        return out
+
+
+__all__ = ["EMU_BLOCK", "EmuRuntime"]
