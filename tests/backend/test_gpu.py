@@ -1,0 +1,55 @@
+"""Generated CUDA on a real GPU (CuPy). Marked ``gpu``: skipped unless CuPy sees a device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import gelu, layer_norm, random_feeds, softmax
+from hypothesis import given, settings
+from light import feeds_and_expected, fused_plan
+from strategies import graphs
+
+import fusionlang.backend as backend
+from fusionlang import reference
+from fusionlang.engine.plan import per_node_plan, single_group_plan
+from fusionlang.ops import GraphBuilder
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not backend.cuda_available(), reason="no CUDA device visible to CuPy")]
+
+
+def check(plan, feeds, rtol=1e-4, atol=1e-5):
+    compiled = backend.compile(plan, "cuda")
+    got, want = compiled.run(feeds), reference.run(plan.graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol, err_msg=name)
+    return compiled
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1000), (64, 96), (4096, 1024)])
+def test_normalizers_on_the_gpu(rows, cols):
+    b = GraphBuilder("norms")
+    x = b.input("x", (rows, cols))
+    b.output(softmax(b, x), softmax(b, x, log=True), gelu(b, x),
+             layer_norm(b, x, b.constant(np.ones(cols, np.float32)), b.constant(np.zeros(cols, np.float32))))
+    graph = b.build()
+    feeds = random_feeds(graph)
+    check(single_group_plan(graph), feeds)
+    check(per_node_plan(graph), feeds)
+
+
+@settings(max_examples=20)
+@given(graphs())
+def test_random_graphs_on_the_gpu(case):
+    graph, feeds = case
+    check(single_group_plan(graph), feeds)
+    check(per_node_plan(graph), feeds)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "squeezenet", "inception_v1"])
+def test_light_models_on_the_gpu(name):
+    plan = fused_plan(name)
+    feeds, expected = feeds_and_expected(name)
+    feeds = {k: v for k, v in feeds.items() if k in plan.graph.inputs}
+    out = backend.compile(plan, "cuda").run(feeds)[plan.graph.outputs[0]]
+    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-5)
