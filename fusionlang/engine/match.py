@@ -53,18 +53,20 @@ class _Fail(Exception):
 
 
 class Matcher:
-    """Matches rules of ``ruleset`` against ``graph`` (use-def maps built once; call
-    :meth:`refresh` after editing the graph)."""
+    """Matches rules of ``ruleset`` against ``graph`` (use-def maps built once, or
+    read from the rewriter's GraphIndex)."""
 
-    def __init__(self, graph: Graph, ruleset: RuleSet):
+    def __init__(self, graph: Graph, ruleset: RuleSet, *, index=None):
+        """``index``: a GraphIndex whose maps the matcher reads (kept current by the
+        rewriter); without one the maps are built from the graph."""
         self.graph = graph
         self.ruleset = ruleset
-        self.refresh()
-
-    def refresh(self) -> None:
-        self.producers = self.graph.producers()
-        self.consumers = self.graph.consumers()
-        self.outputs = set(self.graph.outputs)
+        if index is not None:
+            self.producers, self.consumers, self.outputs = index.producers, index.consumers, index.outputs
+        else:
+            self.producers = graph.producers()
+            self.consumers = graph.consumers()
+            self.outputs = set(graph.outputs)
 
     # ----- public ---------------------------------------------------------------------
     def match(self, rule: RewriteRule, node: Node) -> Match | None:

@@ -15,6 +15,7 @@ from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
 from fusionlang.lang.ruleset import DecomposeRule, RuleSet
+from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_surgery import splice
 from fusionlang.engine.rewrite_trace import Recorder
 
@@ -23,18 +24,23 @@ SMALL_CONSTANT = 64
 
 
 def decompose_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
-    """Open every compound op that has a matching decomposition case, repeatedly (a case
-    may build other compound ops). Returns how many nodes were opened."""
+    """Open every compound op that has a matching decomposition case, and the compound
+    ops its body builds in turn. Returns how many nodes were opened."""
+    if not ruleset.decompositions:
+        return 0
+    index = GraphIndex(graph)
     opened = 0
-    k = 0
-    while k < len(graph.nodes):
-        node = graph.nodes[k]
-        case = _case_for(ruleset, node)
-        if case is None:
-            k += 1
-            continue
-        open_node(graph, ruleset, node, case, recorder)
-        opened += 1  # the new nodes sit at position k: look at them next
+    for root in list(graph.nodes):
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            case = _case_for(ruleset, node)
+            if case is None or index.is_removed(node):
+                continue
+            kept = open_node(index, ruleset, node, case, recorder)
+            opened += 1
+            stack.extend(reversed(kept))
+    index.finalize()
     return opened
 
 
@@ -45,14 +51,15 @@ def _case_for(ruleset: RuleSet, node: Node) -> DecomposeRule | None:
     return None
 
 
-def open_node(graph: Graph, ruleset: RuleSet, node: Node, case: DecomposeRule, recorder: Recorder) -> list[Node]:
+def open_node(index: GraphIndex, ruleset: RuleSet, node: Node, case: DecomposeRule, recorder: Recorder) -> list[Node]:
+    graph = index.graph
     recorder.fire(case.name, case.where, node.name, "decompose")
     statics = {var: node.attrs[attr] for attr, var in case.binds}
     statics.update(case.requires)
     bindings = Bindings(dict(zip(case.params, node.inputs)), statics)
     provenance = node.provenance + (f"decompose {case.op} ({case.where})",)
-    constants_before = set(graph.constants)
-    inst = Instantiator(graph, ruleset.registry, bindings, provenance=provenance, stem=f"{node.name}_")
+    inst = Instantiator(graph, ruleset.registry, bindings, provenance=provenance, stem=f"{node.name}_",
+                        namer=index.fresh_name)
     try:
         values = inst.body(case.body)
         values = [inst.materialize(v, graph.types[out].dtype, graph.types[out].shape) if isinstance(v, Scalar) else v
@@ -61,8 +68,8 @@ def open_node(graph: Graph, ruleset: RuleSet, node: Node, case: DecomposeRule, r
         where = exc.span or case.span
         raise RewriteError(f"{where}: decomposition of {case.op!r} fails at node {node.name!r}: {exc.message}") \
             from None
-    return splice(graph, node, values, inst.created, ruleset.registry,
-                  what=f"{case.where}: decomposition of {case.op!r}", constants_before=constants_before)
+    return splice(index, node, values, inst.created, ruleset.registry,
+                  what=f"{case.where}: decomposition of {case.op!r}", new_constants=inst.new_constants)
 
 
 def fold_pass(graph: Graph, ruleset: RuleSet) -> int:

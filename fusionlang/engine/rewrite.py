@@ -21,6 +21,7 @@ from fusionlang.lang.patterns import POp
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.engine.match import Match, Matcher
 from fusionlang.engine.passes import common_subexpressions, dead_code, decompose_pass, fold_pass
+from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_surgery import splice
 from fusionlang.engine.rewrite_trace import Recorder, TraceEntry
 
@@ -88,14 +89,16 @@ def _depth(p) -> int:
 def simplify_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
     """Apply rewrites until none matches. Rules are tried per node in priority order
     (file order among equals); nodes come from a worklist seeded in graph order and fed
-    with the neighbourhood of every change, then a full sweep confirms the fixpoint."""
+    with the neighbourhood of every change, then a full sweep confirms the fixpoint.
+    Edits go through a GraphIndex, so one firing costs the same in any graph size."""
     by_op: dict[str, list] = defaultdict(list)
     for rule in ruleset.rewrites:
         by_op[rule.root_op].append(rule)
     if not by_op:
         return 0
     reach = max(_depth(r.compiled) for r in ruleset.rewrites)
-    matcher = Matcher(graph, ruleset)
+    index = GraphIndex(graph)
+    matcher = Matcher(graph, ruleset, index=index)
     work: deque[str] = deque()
     queued: set[str] = set()
 
@@ -108,24 +111,22 @@ def simplify_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
     push(n.name for n in graph.nodes)
     fired = 0
     while True:
-        by_name = {n.name: n for n in graph.nodes}
         while work:
             name = work.popleft()
             queued.discard(name)
-            node = by_name.get(name)
+            node = index.by_name.get(name)
             if node is None:
                 continue
             for rule in by_op.get(node.op, ()):
                 found = matcher.match(rule, node)
                 if found is None or not applicable(graph, found):
                     continue
-                touched = _neighbourhood_before(matcher, found)
-                apply_match(graph, ruleset, found, recorder)
-                matcher.refresh()
-                by_name = {n.name: n for n in graph.nodes}
-                push(_neighbourhood_after(graph, matcher, touched, reach))
+                touched = _neighbourhood_before(found)
+                apply_match(index, ruleset, found, recorder)
+                push(_neighbourhood_after(index, touched, reach))
                 fired += 1
                 break
+        index.finalize()
         pending = [n.name for n in graph.nodes
                    if any((m := matcher.match(r, n)) is not None and applicable(graph, m) for r in by_op.get(n.op, ()))]
         if not pending:
@@ -146,38 +147,45 @@ def applicable(graph: Graph, match: Match) -> bool:
     return value not in graph.inputs and value not in graph.outputs
 
 
-def _neighbourhood_before(matcher: Matcher, match: Match) -> set[str]:
-    """Values whose users may change: the root's output and every matched node's inputs."""
-    values = {match.root.outputs[0]}
+def _neighbourhood_before(match: Match) -> tuple[str, set[str]]:
+    """What a firing may change: the root's output (its new producer and its users),
+    and the inputs of the matched nodes (which lose users, so may become one-use)."""
+    inputs = set()
     for node in match.nodes:
-        values.update(node.present_inputs())
-    return values
+        inputs.update(node.present_inputs())
+    return match.root.outputs[0], inputs
 
 
-def _neighbourhood_after(graph: Graph, matcher: Matcher, values: set[str], reach: int) -> list[str]:
+def _neighbourhood_after(index: GraphIndex, touched: tuple[str, set[str]], reach: int) -> list[str]:
+    """Nodes whose matches a firing may have changed: up to ``reach`` levels of users of
+    the replaced value, and the sole remaining user of a value that lost users (a rule
+    rooted there, or up to ``reach`` levels above, may now pass a one-use check)."""
+    root_value, inputs = touched
+    starts = [root_value] + [v for v in inputs if len(index.consumers.get(v, ())) == 1]
     names: list[str] = []
-    frontier = set(values)
+    producer = index.producers.get(root_value)
+    if producer is not None:
+        names.append(producer.name)
+    frontier = set(starts)
     for _ in range(reach + 1):
         nxt = set()
         for value in frontier:
-            producer = matcher.producers.get(value)
-            if producer is not None:
-                names.append(producer.name)
-            for user in matcher.consumers.get(value, ()):
+            for user in index.consumers.get(value, ()):
                 names.append(user.name)
                 nxt.update(user.outputs)
         frontier = nxt
     return names
 
 
-def apply_match(graph: Graph, ruleset: RuleSet, match: Match, recorder: Recorder) -> list[Node]:
+def apply_match(index: GraphIndex, ruleset: RuleSet, match: Match, recorder: Recorder) -> list[Node]:
     """Replace the match's root by the rule's replacement; returns the nodes created."""
+    graph = index.graph
     rule, root = match.rule, match.root
     recorder.fire(rule.name, rule.where, root.name, "simplify")
     provenance = tuple(dict.fromkeys(p for node in match.nodes for p in node.provenance))
     provenance += (f"rule {rule.name} ({rule.where})",)
-    constants_before = set(graph.constants)
-    inst = Instantiator(graph, ruleset.registry, match.bindings.copy(), provenance=provenance)
+    inst = Instantiator(graph, ruleset.registry, match.bindings.copy(), provenance=provenance,
+                        namer=index.fresh_name)
     out_type = graph.types[root.outputs[0]]
     try:
         value = inst.value(rule.replacement)
@@ -186,9 +194,11 @@ def apply_match(graph: Graph, ruleset: RuleSet, match: Match, recorder: Recorder
     except InstantiateError as exc:
         raise RewriteError(f"{exc.span or rule.span}: rewrite {rule.name!r} at node {root.name!r}: {exc.message}") \
             from None
-    created = splice(graph, root, [value], inst.created, ruleset.registry,
-                     what=f"{rule.where}: rewrite {rule.name!r}", constants_before=constants_before)
-    dead_code(graph)
+    created = splice(index, root, [value], inst.created, ruleset.registry,
+                     what=f"{rule.where}: rewrite {rule.name!r}", new_constants=inst.new_constants)
+    # matched nodes below the root, and what fed the root, may be dead now
+    dead = [n for n in match.nodes[1:]] + [index.producers[v] for v in root.present_inputs() if v in index.producers]
+    index.remove_dead(dead)
     return created
 
 

@@ -4,31 +4,33 @@ Shared by rewrites and decompositions. New nodes whose inputs are all constants 
 folded on the spot through the reference interpreter (``fusionlang.frontend.fold``), so
 a replacement such as ``w * reshape(g / sqrt(var + eps))`` over constant weights leaves a
 single new constant. The replaced node's output names survive (consumers and graph
-outputs keep reading the same names); new nodes are inserted where the old one was, so
-the node list stays topologically ordered.
+outputs keep reading the same names), and the node computing its first output takes its
+name. New nodes take the replaced node's place in the order (see GraphIndex.finalize).
+Every edit goes through the GraphIndex, so its cost does not depend on the graph's size.
 """
 
 from __future__ import annotations
 
 from fusionlang.errors import RewriteError
 from fusionlang.frontend.fold import fold_node
-from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.graph import Node
 from fusionlang.ops.registry import OpRegistry
+from fusionlang.engine.rewrite_index import GraphIndex
 
 
-def splice(graph: Graph, node: Node, results: list[str], created: list[Node], registry: OpRegistry,
-           *, what: str, constants_before: set[str]) -> list[Node]:
+def splice(index: GraphIndex, node: Node, results: list[str], created: list[Node], registry: OpRegistry,
+           *, what: str, new_constants: set[str]) -> list[Node]:
     """Replace ``node`` by ``results`` (one value per output of ``node``).
 
-    ``created``: nodes the rule added (appended to ``graph.nodes``); ``constants_before``:
-    constant names that existed before the rule ran (others are the rule's own). Returns
-    the created nodes that remain (those not folded away).
+    ``created``: the nodes the rule added (in creation order); ``new_constants``: the
+    constants it added. Returns the created nodes that remain (those not folded away).
     """
+    graph = index.graph
     kept: list[Node] = []
-    folded: set[int] = set()
+    new_constants = set(new_constants)
     for new in created:
         if fold_node(graph, new, registry):
-            folded.add(id(new))
+            new_constants.update(new.outputs)
         else:
             kept.append(new)
     for out, value in zip(node.outputs, results):
@@ -38,52 +40,34 @@ def splice(graph: Graph, node: Node, results: list[str], created: list[Node], re
     if list(results) == list(node.outputs[:len(results)]):
         raise RewriteError(f"{what}: replaces node {node.name!r} by itself")
 
-    created_ids = {id(n) for n in created}
-    position = next(k for k, n in enumerate(graph.nodes) if n is node)
-    graph.nodes = [n for n in graph.nodes if n is not node and id(n) not in created_ids]
-    new_outputs = {out: new for new in kept for out in new.outputs}
-
+    index.remove(node)
+    for new in kept:
+        index.add(new)
+    index.insert_at(node, kept)
+    made_here = {out: new for new in kept for out in new.outputs}
     for out, value in zip(node.outputs, results):
-        if value in new_outputs:
-            _rename_value(new_outputs[value], value, out, kept, graph)
-            continue
-        if value in graph.constants and value not in constants_before:
+        if value in made_here:
+            index.rename_output(made_here[value], value, out)
+            del graph.types[value]
+        elif value in graph.constants and value in new_constants:
             graph.constants[out] = graph.constants.pop(value)
             del graph.types[value]
-            _replace_inputs(kept, value, out)
-            continue
-        if out in graph.outputs:
+            index.replace_uses(value, out)
+        elif out in index.outputs:
             if value in graph.constants:
                 graph.constants[out] = graph.constants[value]
-                continue
-            if value in graph.inputs or value in graph.outputs:
+            elif value in graph.inputs or value in index.outputs:
                 raise RewriteError(f"{what}: graph output {out!r} would become {value!r}, which is a graph "
                                    f"{'input' if value in graph.inputs else 'output'} already")
-            producer = next(n for n in graph.nodes if value in n.outputs)
-            _rename_value(producer, value, out, graph.nodes, graph)
+            else:
+                index.rename_output(index.producers[value], value, out)
+                del graph.types[value]
         else:
-            _replace_inputs(graph.nodes, out, value)
-            _replace_inputs(kept, out, value)
+            index.replace_uses(out, value)
             del graph.types[out]
-    # outputs nothing replaced (a replacement for fewer outputs than the node has)
     for out in node.outputs[len(results):]:
         graph.types.pop(out, None)
-    graph.nodes[position:position] = kept
-    # the node now computing the replaced node's first output takes its name too, so
-    # names users know (explain, why_not, reports) survive a rewrite
-    heir = next((n for n in kept if node.outputs and node.outputs[0] in n.outputs), None)
-    if heir is not None and all(n.name != node.name for n in graph.nodes):
-        heir.name = node.name
+    heir = index.producers.get(node.outputs[0]) if node.outputs else None
+    if heir is not None and heir is not node and any(heir is n for n in kept) and node.name not in index.by_name:
+        index.rename_node(heir, node.name)
     return kept
-
-
-def _rename_value(producer: Node, old: str, new: str, readers, graph: Graph) -> None:
-    producer.outputs = [new if v == old else v for v in producer.outputs]
-    _replace_inputs(readers, old, new)
-    del graph.types[old]
-
-
-def _replace_inputs(nodes, old: str, new: str) -> None:
-    for n in nodes:
-        if old in n.inputs:
-            n.inputs = [new if v == old else v for v in n.inputs]

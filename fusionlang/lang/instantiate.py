@@ -76,13 +76,17 @@ class Scalar:
 
 class Instantiator:
     def __init__(self, graph: Graph, registry: OpRegistry, bindings: Bindings, *,
-                 provenance: tuple[str, ...] = (), stem: str = ""):
+                 provenance: tuple[str, ...] = (), stem: str = "", namer=None):
         self.graph = graph
         self.registry = registry
         self.bindings = bindings
         self.provenance = provenance
         self.stem = stem
+        #: makes unused names; the rewriter passes an O(1) one (Graph.fresh_name scans)
+        self.fresh_name = namer or graph.fresh_name
         self.created: list[Node] = []
+        #: constants this instantiation added
+        self.new_constants: set[str] = set()
         self.ctx = Context(graph, bindings)
 
     # ----- public ---------------------------------------------------------------------
@@ -124,7 +128,9 @@ class Instantiator:
         array = _array_of(value.value, dtype)
         if shape is not None:
             array = np.broadcast_to(array, shape).copy()
-        return self.graph.add_constant(self.graph.fresh_name(f"{self.stem}c" if self.stem else "c"), array)
+        name = self.graph.add_constant(self.fresh_name(f"{self.stem}c" if self.stem else "c"), array)
+        self.new_constants.add(name)
+        return name
 
     # ----- expressions ----------------------------------------------------------------
     def value(self, expr, hint: str | None = None) -> str | Scalar:
@@ -215,7 +221,7 @@ class Instantiator:
         dtype = _context_dtype(self.graph, operands)
         inputs = [self.materialize(v, dtype) for v in operands]
         stem = f"{self.stem}{hint or op}"
-        name = self.graph.fresh_name(stem)
+        name = self.fresh_name(stem)
         in_types = [self.graph.types[v] for v in inputs]
         in_values = [self.graph.constants.get(v) for v in inputs]
         try:
@@ -230,7 +236,7 @@ class Instantiator:
             raise InstantiateError(span, f"op {op!r} has {opdef.num_outputs} outputs; bind them with "
                                          f"'a, b = {op}(...)'")
         types = types[:n_outputs]
-        outputs = [name] if n_outputs == 1 else [self.graph.fresh_name(f"{name}_out") for _ in range(n_outputs)]
+        outputs = [name] if n_outputs == 1 else [self.fresh_name(f"{name}_out") for _ in range(n_outputs)]
         node = Node(name, op, inputs, outputs, normalized, self.provenance)
         self.graph.add_node(node, types)
         self.created.append(node)
