@@ -53,7 +53,7 @@ def _case_for(ruleset: RuleSet, node: Node) -> DecomposeRule | None:
 
 def open_node(index: GraphIndex, ruleset: RuleSet, node: Node, case: DecomposeRule, recorder: Recorder) -> list[Node]:
     graph = index.graph
-    recorder.fire(case.name, case.where, node.name, "decompose")
+    recorder.fire(case.name, case.where, node.name, "decompose", counted=False)
     statics = {var: node.attrs[attr] for attr, var in case.binds}
     statics.update(case.requires)
     bindings = Bindings(dict(zip(case.params, node.inputs)), statics)

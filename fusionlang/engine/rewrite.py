@@ -44,9 +44,10 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
                 budget: int = 10_000) -> RewriteResult:
     """Rewrite a copy of ``graph`` with ``ruleset`` (a RuleSet or a name for load_rules).
 
-    Raises RewriteError when the budget of rule applications runs out (naming the rules
-    that kept firing) or a rule builds something ill-typed; the error's ``result``
-    holds the graph as far as it got.
+    At most ``max(budget, 2 * len(graph.nodes))`` rewrite applications are made (big
+    graphs legitimately need many); past that, RewriteError names the rules that kept
+    firing. A rule that builds something ill-typed is a RewriteError too. The error's
+    ``result`` holds the graph as far as it got.
     """
     if not isinstance(ruleset, RuleSet):
         from fusionlang.lang import load_rules
@@ -54,7 +55,7 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
         ruleset = load_rules(ruleset)
     work = graph.copy()
     work.registry = ruleset.registry
-    recorder = Recorder(budget)
+    recorder = Recorder(max(budget, 2 * len(graph.nodes)))
     try:
         _run(work, ruleset, recorder, decompose=decompose, simplify=simplify, fold=fold)
     except RewriteError as exc:

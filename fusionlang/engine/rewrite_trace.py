@@ -1,8 +1,10 @@
 """The record of a rewrite run: what fired, where, how often, and the budget.
 
-Every firing (a rewrite rule or a decomposition) goes through :meth:`Recorder.fire`,
-which stops a run that exceeds its budget with an error naming the rules that kept
-firing — the usual sign of a rule set that loops.
+Every firing (a rewrite rule or a decomposition) goes through :meth:`Recorder.fire`.
+Rewrite applications count against the budget; decompositions do not (the checker
+proves they cannot reopen themselves, and a loop through a decomposition and a rewrite
+still spends the budget on its rewrite half). A run past its budget stops with an error
+naming the rules that kept firing — the usual sign of a rule set that loops.
 """
 
 from __future__ import annotations
@@ -34,16 +36,19 @@ class Recorder:
 
     def __init__(self, budget: int):
         self.budget = budget
+        self.spent = 0
         self.fired: Counter[str] = Counter()
         self.trace: list[TraceEntry] = []
         self._recent: deque[str] = deque(maxlen=self.WINDOW)
 
-    def fire(self, rule: str, where: str, node: str, pass_name: str) -> None:
-        if len(self.trace) >= self.budget:
-            recent = Counter(self._recent).most_common()
-            names = ", ".join(f"{name!r} x{count}" for name, count in recent[:6])
-            raise RewriteError(f"rewriting stopped: the budget of {self.budget} rule applications is spent; "
-                               f"rules that kept firing (last {len(self._recent)} steps): {names}")
+    def fire(self, rule: str, where: str, node: str, pass_name: str, *, counted: bool = True) -> None:
+        if counted:
+            if self.spent >= self.budget:
+                recent = Counter(self._recent).most_common()
+                names = ", ".join(f"{name!r} x{count}" for name, count in recent[:6])
+                raise RewriteError(f"rewriting stopped: the budget of {self.budget} rewrite applications is spent; "
+                                   f"rules that kept firing (last {len(self._recent)} steps): {names}")
+            self.spent += 1
         self.fired[rule] += 1
         self._recent.append(rule)
         self.trace.append(TraceEntry(len(self.trace) + 1, pass_name, rule, where, node))
