@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from fusionlang.backend.ccompile import cache_dir, link_libraries
-from fusionlang.backend.emit_cuda import CUDA_PRELUDE
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.runtime_cuda import build_program, kernel_infos
 from fusionlang.errors import CodegenError

@@ -27,7 +27,7 @@ then with fewer outer loops, down to one loop nest per statement (always legal).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sympy as sp
 

@@ -9,7 +9,6 @@ graph outputs as fresh NumPy arrays.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -17,9 +16,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fusionlang.backend.cexpr import ctype, C as C_FLAVOR
-from fusionlang.backend.ccompile import build_library, load_library
-from fusionlang.backend.emit_c import C_PRELUDE, emit_function
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from fusionlang.backend.fusion import FusedTree, TBand, TLeaf, TSeq, candidate_trees, tree_stmts
+from fusionlang.backend.fusion import FusedTree, TBand, TLeaf, candidate_trees, tree_stmts
 from fusionlang.backend.poly import PolyProgram, domain_of, isl_expr
 from fusionlang.errors import CodegenError
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import gelu, layer_norm, softmax, views_plan
+from helpers import gelu, layer_norm, softmax
 from hypothesis import given, settings
 from light import LIGHT_MODELS, fused_plan
 from strategies import graphs
