@@ -123,7 +123,8 @@ def flags(*, openmp: bool = False, sanitize: bool = False, opt: str | None = Non
     if sanitize:
         out += ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"]
     else:
-        out += [*shlex.split(opt), "-march=native"]
+        # no red zone: GCC 12 with AVX-512 misaligns vector stores to red-zone arrays
+        out += [*shlex.split(opt), "-march=native", "-mno-red-zone"]
     if openmp:
         out.append("-fopenmp")
     return out

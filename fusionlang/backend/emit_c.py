@@ -126,7 +126,9 @@ class _Printer:
         nbytes = st.size * _itemsize(st.array.dtype)
         if nbytes > STACK_LIMIT:
             return ([f"{ind}{t}* restrict {name} = ({t}*)malloc({nbytes});"], [f"{ind}free({name});"])
-        return [f"{ind}{t} {name}[{st.size}];"], []
+        # explicitly aligned: vector loads/stores want it, and GCC 12 at -march=native
+        # (AVX-512) otherwise places small arrays in the red zone misaligned
+        return [f"{ind}{t} {name}[{st.size}] __attribute__((aligned(64)));"], []
 
     # ----- structure ----------------------------------------------------------------
     def body(self, nodes: list, depth: int) -> None:

@@ -19,6 +19,7 @@ which loops are shared, :mod:`.schedule` builds and checks the isl schedule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from functools import reduce as _fold
 
 import islpy as isl
@@ -113,19 +114,20 @@ class PolyStmt:
     #: the dtype the expression is computed in
     compute_dtype: str = "float32"
 
-    @property
+    # the shape of a statement never changes once built: cache what is asked often
+    @cached_property
     def out_dims(self) -> tuple[sp.Symbol, ...]:
         return tuple(i_sym(k) for k in range(len(self.out_extents)))
 
-    @property
+    @cached_property
     def red_dims(self) -> tuple[sp.Symbol, ...]:
         return tuple(r_sym(k) for k in range(len(self.red_extents)))
 
-    @property
+    @cached_property
     def dims(self) -> tuple[sp.Symbol, ...]:
         return self.out_dims + self.red_dims
 
-    @property
+    @cached_property
     def extents(self) -> tuple[int, ...]:
         return self.out_extents + self.red_extents
 

@@ -199,3 +199,16 @@ def test_openmp_build_matches():
     assert "#pragma omp parallel for" in compiled.sources
     np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_small_stack_buffers_in_leaf_kernels_stay_aligned():
+    # regression: GCC 12 at -march=native (AVX-512) stored to a red-zone array assuming
+    # 16-byte alignment it did not have (a conv_transpose row buffer): a segfault
+    b = GraphBuilder("convt")
+    x = b.input("x", (1, 3, 6, 7))
+    w = b.constant(np.linspace(-1, 1, 108, dtype=np.float32).reshape(3, 4, 3, 3))
+    b.output(b.conv_transpose(x, w, kernel_shape=[3, 3], strides=[2, 3], pads=[1, 1, 1, 1], output_padding=[1, 1]))
+    graph = b.build()
+    feeds = random_feeds(graph)
+    got = backend.compile(per_node_plan(graph)).run(feeds)[graph.outputs[0]]
+    np.testing.assert_allclose(got, reference.run(graph, feeds)[graph.outputs[0]], rtol=1e-5, atol=1e-5)
