@@ -39,8 +39,8 @@ _CATEGORY_OPTIONS = ("path", "sink", "relation")
 #: results of the costly checks (instantiating decompositions and test graphs) by item.
 #: Parsed modules are cached and immutable, so an item checked against the same `def`s
 #: gives the same diagnostics in every rule set that imports it. Values keep the item
-#: itself, so its id cannot be reused while the entry lives.
-_MEMO: dict[tuple, tuple[object, list]] = {}
+#: and the base registry, so their ids cannot be reused while the entry lives.
+_MEMO: dict[tuple, tuple[object, object, list]] = {}
 
 
 def clear_memo() -> None:
@@ -687,13 +687,13 @@ class _Checker:
         replay its diagnostics afterwards. Returns whether it reported errors."""
         key = (id(item), id(self.base), self._def_deps(item))
         hit = _MEMO.get(key)
-        if hit is not None and hit[0] is item:
-            self.diags.items.extend(hit[1])
-            return any(d.is_error for d in hit[1])
+        if hit is not None and hit[0] is item and hit[1] is self.base:
+            self.diags.items.extend(hit[2])
+            return any(d.is_error for d in hit[2])
         before = len(self.diags.items)
         check()
         found = self.diags.items[before:]
-        _MEMO[key] = (item, list(found))
+        _MEMO[key] = (item, self.base, list(found))
         return any(d.is_error for d in found)
 
 

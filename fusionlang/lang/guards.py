@@ -104,6 +104,14 @@ def _text(expr) -> str:
 
 def evaluate(expr, ctx: Context):
     """The static value of ``expr``; raises GuardError when it has none here."""
+    try:
+        return _evaluate(expr, ctx)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError, IndexError, KeyError) as exc:
+        # values of unexpected kinds (a product of strings, ...): the expression has no value
+        raise GuardError(f"cannot evaluate {_text(expr)}: {exc}", getattr(expr, "span", None)) from None
+
+
+def _evaluate(expr, ctx: Context):
     if isinstance(expr, A.Num):
         return expr.value
     if isinstance(expr, A.Str):
