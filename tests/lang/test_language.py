@@ -185,3 +185,51 @@ def test_load_standard_rule_sets_by_name():
         rules = load_rules(name)
         assert rules.name == name.split("/")[-1]
     assert load_rules("apollo") is load_rules("apollo")  # cached: rule sets are immutable
+
+
+def test_compound_def_infers_and_runs_its_body():
+    rules = parse_text("def var2(x; axes=[-1], keepdims=1) {\n"
+                       "    m = reduce_mean(x) {axes=axes, keepdims=1}\n"
+                       "    return reduce_mean((x - m) * (x - m)) {axes=axes, keepdims=keepdims}\n}\n")
+    opdef = rules.registry.get("var2")
+    assert opdef.compound and opdef.access is None
+    from fusionlang.ir import TensorType
+
+    assert rules.registry.infer("var2", "n", {"axes": [0], "keepdims": 0}, [TensorType((4, 3))]) == [TensorType((3,))]
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    (out,) = opdef.reference([x], {"axes": (0,), "keepdims": 0})
+    np.testing.assert_allclose(out, x.var(axis=0))
+    assert [c.op for c in rules.decompositions["var2"]] == ["var2"]
+
+
+def test_boolean_formula_gives_a_bool_op_and_attribute_kinds_follow_defaults():
+    rules = parse_text('def near(x, y; tol=0.5, n=2, tag="t", dims=[1, 2]) = abs(x - y) < tol\n')
+    opdef = rules.registry.get("near")
+    assert {k: a.kind for k, a in opdef.attrs.items()} == {"tol": "float", "n": "int", "tag": "str", "dims": "ints"}
+    from fusionlang.ir import TensorType
+
+    assert rules.registry.infer("near", "n", {}, [TensorType((3,)), TensorType((3,))]) == [TensorType((3,), "bool")]
+    (out,) = opdef.reference([np.array([0, 1, 2], np.float32), np.array([0.2, 2, 2], np.float32)],
+                             opdef.normalize_attrs({}, "n"))
+    assert out.tolist() == [True, False, True]
+
+
+def test_static_functions():
+    from fusionlang.lang.guards import Bindings, Context, evaluate
+
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 4))
+    b.output(b.relu(x))
+    g = b.build()
+    ctx = Context(g, Bindings({"x": "x"}))
+
+    def value(text):
+        rules = parse_text(f"rewrite r: relu(x) where {text} == 0 => x\n")
+        return evaluate(rules.rewrites[0].guard.left, ctx)
+
+    assert value("rank(x)") == 3 and value("shape(x)") == (2, 3, 4) and value("size(x)") == 24
+    assert value("dim(x, -1)") == 4 and value('dtype(x)') == "float32"
+    assert value("range(1, rank(x))") == (1, 2) and value("reversed([1, 2])") == (2, 1)
+    assert value("compose(perm([], 3), [2, 0, 1])") == (0, 2, 1) and value("prod(shape(x))") == 24
+    assert value("[-1] + [1] * (rank(x) - 1)") == (-1, 1, 1) and value("max(3, 5, 4)") == 5
+    assert value("-7 % 3") == 2 and value("7 // 2") == 3 and value("len([1, 2, 3])") == 3
