@@ -174,7 +174,9 @@ class _CudaPrinter(_Printer):
         super().__init__(group, CUDA, openmp=False)
         self.shared_decls: list[str] = []
         self.scratch = 0
-        self.sync_needed = False
+        #: kernel-scope array id -> offset in the scratch area (shared between units)
+        self.cross: dict[int, int] = {}
+        self.cross_bytes = 0
 
     # ----- overrides of the sequential printer --------------------------------------
     def pragma(self, f: For) -> str:
@@ -331,7 +333,10 @@ class _CudaPrinter(_Printer):
         level_arrays = [st for f in u.outer for st in self.inner.get(id(f), [])]
         unit_nodes = {id(n) for n in walk(u.inner)}
         tops = [st for st in self.top if self._accessed_in(st, unit_nodes)]
-        self.block_level = {st.array.id for st in level_arrays + tops}
+        # arrays shared with other units (kernels) live in the scratch area between launches
+        cross = [st for st in tops if st.array.id in self.cross]
+        tops = [st for st in tops if st.array.id not in self.cross]
+        self.block_level = {st.array.id for st in level_arrays + tops + cross}
         coop = any(isinstance(n, For) and n.loop is not None and
                    (self.g.loops[n.loop].coincident or self.g.loops[n.loop].simd_accs)
                    for n in self._block_nodes(u.inner))
@@ -342,6 +347,13 @@ class _CudaPrinter(_Printer):
         params = ", ".join(self.function_params() + [f"{it} fl_bid", f"{it} fl_nb"])
         self.lines.append(f"static __device__ void {fname}({params}) {{")
         body_start = len(self.lines)
+        for st in cross:
+            t = ctype(st.array.dtype, self.flavor)
+            where = f"fl_scratch + {self.cross[st.array.id]}LL"
+            if st.kind == "scalar":
+                self.lines.append(f"  {t} {self.names[st.array.id]} = *({t}*)({where});")
+            else:
+                self.lines.append(f"  {t}* {self.names[st.array.id]} = ({t}*)({where});")
         if mode == "thread":
             self.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints}LL; "
                               f"t += fl_nb * blockDim.x) {{")
@@ -360,6 +372,12 @@ class _CudaPrinter(_Printer):
             self.block_body(u.inner, 2)
             self.lines.append("    __syncthreads();")
             self.lines.append("  }")
+            written = {n.array.id for n in walk(u.inner) if isinstance(n, Assign)}
+            for st in cross:
+                if st.kind == "scalar" and st.array.id in written:
+                    t = ctype(st.array.dtype, self.flavor)
+                    self.lines.append(f"  if (threadIdx.x == 0 && fl_bid == 0) *({t}*)(fl_scratch + "
+                                      f"{self.cross[st.array.id]}LL) = {self.names[st.array.id]};")
         self.lines.append("}")
         shared = list(self.shared_decls)
         for sh in sorted(self.uses_reduction):
@@ -374,12 +392,11 @@ class _CudaPrinter(_Printer):
             grid = max(1, min(npoints, MAX_GRID))
             if per_block:
                 grid = max(1, min(grid, SCRATCH_LIMIT // per_block))
-        # each block gets its own slice of the scratch area
-        scratch_total = 0
+        # each block gets its own slice of the scratch area, after the cross-unit arrays
+        base = self.cross_bytes
         for k, (name, t, offset, nbytes, _) in enumerate(self.scratch_slices):
-            text = text.replace(f"@SLICE{k}@", f"fl_bid % {grid} * {self.scratch}LL + {offset}")
-        if self.scratch_slices:
-            scratch_total = self.scratch * grid
+            text = text.replace(f"@SLICE{k}@", f"{base}LL + fl_bid % {grid} * {self.scratch}LL + {offset}")
+        scratch_total = base + (self.scratch * grid if self.scratch_slices else 0)
         return text, grid, mode, scratch_total
 
     def _accessed_in(self, st: Storage, node_ids: set) -> bool:
@@ -411,6 +428,19 @@ def emit_group(group: LoweredGroup, label: str = "group") -> CudaGroup:
     """CUDA source (device units + global wrappers) and launches of one lowered group."""
     units = split_units(group)
     printer = _CudaPrinter(group)
+    # kernel-scope arrays several units touch (a global sum read by the next kernel)
+    users: dict[int, int] = {}
+    for u in units:
+        ids = {id(n) for n in walk(u.inner) if isinstance(n, Assign)}
+        for st in printer.top:
+            if printer._accessed_in(st, ids):
+                users[st.array.id] = users.get(st.array.id, 0) + 1
+    offset = 0
+    for st in printer.top:
+        if users.get(st.array.id, 0) > 1:
+            printer.cross[st.array.id] = offset
+            offset += (st.size * _itemsize(st.array.dtype) + 15) // 16 * 16
+    printer.cross_bytes = offset
     texts, infos = [], []
     for k, u in enumerate(units):
         text, grid, mode, scratch = printer.unit(u, f"@UNIT{k}@")

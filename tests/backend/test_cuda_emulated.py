@@ -100,3 +100,13 @@ extern "C" int run_bad(float* out) { return fl_emu::launch(1, 64, [&] { bad(out)
     out = np.zeros(64, np.float32)
     lib.run_bad.restype = ctypes.c_int
     assert lib.run_bad(ctypes.c_void_p(out.ctypes.data)) == 1
+
+
+def test_values_shared_between_kernels_of_one_group_go_through_memory():
+    # a global mean is computed by one kernel and read by the next (no loop is shared)
+    b = GraphBuilder("center")
+    x = b.input("x", (256, 300))
+    b.output(b.sub(x, b.reduce_mean(x, axes=[0, 1], keepdims=1)))
+    graph = b.build()
+    compiled = check(single_group_plan(graph), random_feeds(graph), rtol=1e-5, atol=1e-6)
+    assert compiled.stats["kernels"] > 1
