@@ -287,8 +287,8 @@ def main(argv=None) -> int:
     model_rows = []
     for name in models:
         model_rows.append(bench_model(name, args.repeat, args.openmp, not args.no_memory))
-        print(table(model_rows[-1:], "" if len(model_rows) > 1 else "light models (apollo plan)",
-                    memory=not args.no_memory).split("\n", 1 if len(model_rows) > 1 else 0)[-1], flush=True)
+        lines = table(model_rows[-1:], "light models (apollo plan)", memory=not args.no_memory).split("\n")
+        print("\n".join(lines if len(model_rows) == 1 else lines[2:]), flush=True)
     result = {
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "python": platform.python_version()},
