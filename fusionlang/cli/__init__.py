@@ -4,6 +4,9 @@ Every failure caused by input (a model, a rule file, a flag) is a FuseError: it 
 printed as one line (or a rendered diagnostic with caret) and the exit status is 2. A
 check that runs and finds a mismatch exits 1. Nothing prints a Python traceback unless
 FUSIONLANG_DEBUG=1 is set.
+
+Every command takes ``--quiet``, ``--no-color`` and ``--json`` (see
+:mod:`fusionlang.cli.common`), before or after the command name.
 """
 
 from __future__ import annotations
@@ -14,21 +17,25 @@ import os
 import re
 import sys
 
-from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL
+from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flags, use_color
 from fusionlang.errors import FuseError
 
 #: command name -> module under fusionlang.cli (each defines HELP, configure, run)
-COMMANDS = ("run", "fuse", "lint")
+COMMANDS = ("demo", "fuse", "run", "explain", "lint")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fusionlang", description="Operator fusion with the policy written as data.")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     parser.add_argument("--no-color", action="store_true", help="plain output")
+    parser.add_argument("--json", action="store_true",
+                        help="machine-readable output: one JSON document on stdout (every command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"fusionlang.cli.{name}")
-        p = sub.add_parser(name, help=module.HELP)
+        # "resolve": a command may redefine a common flag (fuse has --json [FILE])
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP, conflict_handler="resolve")
+        add_output_flags(p)
         module.configure(p)
         p.set_defaults(func=module.run)
     return parser
@@ -43,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except FuseError as exc:
-        print(format_error(exc), file=sys.stderr)
+        print(format_error(exc, color=use_color(args, sys.stderr)), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -55,10 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-def format_error(exc: FuseError) -> str:
+def format_error(exc: FuseError, color: bool = False) -> str:
+    """The message a FuseError prints: rendered diagnostics, or one line."""
     if getattr(exc, "diagnostics", None):
         from fusionlang.lang import render
 
-        return "\n".join(render(d) for d in exc.diagnostics)
+        return "\n".join(render(d, color=color) for d in exc.diagnostics)
     text = str(exc)
-    return text if re.match(r"^\S+:\d+:\d+: ", text) else f"fusionlang: error: {text}"
+    if re.match(r"^\S+:\d+:\d+: ", text):
+        return text
+    return f"fusionlang: \x1b[1;31merror:\x1b[0m {text}" if color else f"fusionlang: error: {text}"

@@ -1,10 +1,23 @@
-"""Helpers shared by the command modules: loading models, rules and feeds, writing
-outputs, comparing results, and the exit codes."""
+"""Helpers shared by the command modules: output modes (text, --quiet, --json),
+progress on a terminal, loading models, rules and feeds, writing outputs, comparing
+results, and the exit codes.
+
+Output modes are the same for every command: human-readable text on stdout by default;
+``--quiet`` prints only errors; ``--json`` prints one JSON document on stdout instead of
+the text (errors still go to stderr as text, and the exit status says what happened).
+Progress bars go to stderr, only when stderr is a terminal and neither ``--quiet`` nor
+``--json`` is given, so scripts and pipes never see them.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
 import os
 import re
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +27,121 @@ from fusionlang.errors import FuseError, InputError
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
-def console(args):
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    """--quiet, --no-color and --json on a command's parser.
+
+    They are also accepted before the command (``fusionlang --json fuse ...``); the
+    defaults are suppressed here so that a flag given there is not reset by the command's
+    parser. A command may redefine ``--json`` (fuse: ``--json [FILE]``).
+    """
+    p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="print only errors")
+    p.add_argument("--no-color", action="store_true", default=argparse.SUPPRESS, help="plain output")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="print one JSON document on stdout instead of text")
+
+
+def wants_json(args) -> bool:
+    return bool(getattr(args, "json", False))
+
+
+def is_quiet(args) -> bool:
+    return bool(getattr(args, "quiet", False))
+
+
+def use_color(args, stream=None) -> bool:
+    """Color only on a terminal, never with --no-color or NO_COLOR set."""
+    stream = stream or sys.stderr
+    return not getattr(args, "no_color", False) and "NO_COLOR" not in os.environ and stream.isatty()
+
+
+def console(args, stderr: bool = False):
+    """A rich console for human-readable output; silent under --quiet and --json."""
     from rich.console import Console
 
     # model and rule names are data: never interpret them as rich markup
-    return Console(stderr=False, quiet=getattr(args, "quiet", False), markup=False, soft_wrap=True,
-                   no_color=getattr(args, "no_color", False) or "NO_COLOR" in os.environ, highlight=False)
+    return Console(stderr=stderr, quiet=is_quiet(args) or wants_json(args), markup=False, soft_wrap=True,
+                   no_color=not use_color(args, sys.stderr if stderr else sys.stdout), highlight=False)
+
+
+def print_json(data) -> None:
+    """The --json document: one JSON value on stdout."""
+    print(json.dumps(data, indent=2, default=_jsonable))
+
+
+def _jsonable(value):
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if hasattr(value, "item"):  # NumPy scalars
+        return value.item()
+    return str(value)
+
+
+class Stages:
+    """Named stages of a command, timed; shown as rich progress on a terminal.
+
+        with Stages(args) as stages:
+            with stages.step("import model"):
+                graph = load_graph(...)
+            with stages.step("lint", total=len(files)) as tick:
+                for f in files: ...; tick()
+
+    ``timings`` keeps seconds per stage (commands report them in --json). Each finished
+    stage leaves one line on the terminal; nothing is printed off a terminal, under
+    --quiet or under --json.
+    """
+
+    def __init__(self, args, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() and not is_quiet(args) and not wants_json(args)
+        self.color = use_color(args, self.stream)
+        self.timings: dict[str, float] = {}
+        self._progress = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                       TimeElapsedColumn)
+
+            out = Console(file=self.stream, markup=False, highlight=False, no_color=not self.color)
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                      MofNCompleteColumn(), TimeElapsedColumn(), console=out, transient=True)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        return False
+
+    @contextlib.contextmanager
+    def step(self, description: str, total: int | None = None):
+        """Time one stage; yields a function that advances its bar by one."""
+        started = time.perf_counter()
+        task = None
+        if self._progress is not None:
+            task = self._progress.add_task(description, total=total)
+
+        def tick(n: int = 1) -> None:
+            if task is not None:
+                self._progress.advance(task, n)
+
+        finished = False
+        try:
+            yield tick
+            finished = True
+        finally:
+            elapsed = time.perf_counter() - started
+            self.timings[description] = self.timings.get(description, 0.0) + elapsed
+            if task is not None:
+                self._progress.remove_task(task)
+                from rich.text import Text
+
+                done = Text("✓ ", style="green") if finished else Text("✗ ", style="red")
+                done.append(description)
+                done.append(f"  {elapsed:.2f} s", style="dim")
+                self._progress.console.print(done)
 
 
 def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:

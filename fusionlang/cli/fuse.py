@@ -1,10 +1,16 @@
-"""`fusionlang fuse MODEL`: partition a model into fused groups and report them."""
+"""`fusionlang fuse MODEL`: partition a model into fused groups and report them.
+
+``--json FILE`` writes the plan to FILE (``--json -`` or a bare ``--json`` prints it on
+stdout, like the global ``fusionlang --json fuse MODEL``); ``--report F.html`` writes
+the HTML report, with each group's loop nests when ``--loops`` compiles the plan too.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from fusionlang.cli.common import EXIT_OK, console, load_graph, parse_shapes
+from fusionlang.cli.common import EXIT_OK, Stages, console, load_graph, load_rules, parse_shapes, wants_json
 
 HELP = "partition a model into fused groups and print a summary"
 
@@ -16,24 +22,47 @@ def configure(p) -> None:
     p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
     p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
                    help="partitioner (default: the rule set's own strategy)")
-    p.add_argument("--json", dest="json_file", metavar="FILE", help="write the plan as JSON to FILE")
+    p.add_argument("--json", dest="json_file", metavar="FILE", nargs="?", const="-",
+                   help="write the plan as JSON to FILE (- or no FILE: to stdout)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
+    p.add_argument("--loops", action="store_true",
+                   help="compile the plan (target c) and show each group's loop nests in the report")
+    p.add_argument("--layout", choices=["auto", "dot", "layered"], default="auto",
+                   help="report graph layout: Graphviz dot (auto: when installed) or the built-in layered one")
     p.add_argument("--verbose", "-v", action="store_true", help="list every group")
 
 
 def run(args) -> int:
+    from fusionlang.api import compile as compile_plan
     from fusionlang.api import fuse
 
     out = console(args)
-    graph = load_graph(args.model, parse_shapes(args.input_shape))
-    plan = fuse(graph, args.rules, args.strategy)
-    if args.json_file:
-        Path(args.json_file).write_text(plan.to_json(indent=2))
-    if args.report:
-        from fusionlang.report import write_report
+    to_stdout = wants_json(args) or args.json_file == "-"
+    with Stages(args) as stages:
+        with stages.step("import model"):
+            graph = load_graph(args.model, parse_shapes(args.input_shape))
+        with stages.step("load rules"):
+            ruleset = load_rules(args.rules)
+        with stages.step("rewrite + partition"):
+            plan = fuse(graph, ruleset, args.strategy)
+        compiled = None
+        if args.loops:
+            with stages.step("loop fusion + codegen (c)"):
+                compiled = compile_plan(plan, "c")
+        if args.json_file and args.json_file != "-":
+            Path(args.json_file).write_text(plan.to_json(indent=2))
+        if args.report:
+            from fusionlang.report import write_report
 
-        write_report(plan, args.report)
+            with stages.step("report"):
+                write_report(plan, args.report, compiled=compiled, layout=args.layout)
+    if to_stdout:
+        sys.stdout.write(plan.to_json(indent=2) + "\n")
+        return EXIT_OK
     out.print(plan.summary())
+    if compiled is not None:
+        out.print(f"  loop nests {compiled.stats['loop_nests']}, code generation "
+                  f"{compiled.stats['compile_seconds']:.3f} s")
     if args.verbose:
         ops = {n.name: n.op for n in plan.graph.nodes}
         for group in plan.groups:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_OK
+from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_OK, Stages, is_quiet, print_json, use_color, wants_json
 
 HELP = "parse and check .fuse rule files"
 
@@ -16,11 +16,22 @@ def configure(p) -> None:
 def run(args) -> int:
     from fusionlang.lang import lint, render
 
-    diagnostics = lint(args.files)
+    diagnostics = []
+    with Stages(args) as stages:
+        with stages.step("lint", total=len(args.files)) as tick:
+            for path in args.files:
+                diagnostics.extend(lint([path]))
+                tick()
     errors = [d for d in diagnostics if d.severity == "error"]
-    color = not args.no_color and sys.stderr.isatty()
-    for d in diagnostics:
-        print(render(d, color=color), file=sys.stderr)
-    if not args.quiet:
-        print(f"{len(args.files)} file(s): {len(errors)} error(s), {len(diagnostics) - len(errors)} warning(s)")
+    if wants_json(args):
+        print_json({"files": args.files, "errors": len(errors), "warnings": len(diagnostics) - len(errors),
+                    "diagnostics": [{"file": d.span.file, "line": d.span.line, "col": d.span.col,
+                                     "severity": d.severity, "message": d.message, "hint": d.hint}
+                                    for d in diagnostics]})
+    else:
+        color = use_color(args, sys.stderr)
+        for d in diagnostics:
+            print(render(d, color=color), file=sys.stderr)
+        if not is_quiet(args):
+            print(f"{len(args.files)} file(s): {len(errors)} error(s), {len(diagnostics) - len(errors)} warning(s)")
     return EXIT_BAD_INPUT if errors else EXIT_OK

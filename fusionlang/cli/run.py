@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, compare, console, load_graph, parse_shapes, read_feeds,
-                                   write_outputs)
+from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, compare, console, load_graph, parse_shapes,
+                                   read_feeds, wants_json, write_outputs)
 
 HELP = "run a model (compiled, or with the reference interpreter)"
 
@@ -21,7 +21,6 @@ def configure(p) -> None:
     p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
     p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
                    help="partitioner (default: the rule set's own strategy)")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--target", choices=["c", "cuda", "reference"], default="c")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("--random-inputs", type=int, metavar="SEED", help="fill missing inputs with seeded noise")
@@ -33,31 +32,41 @@ def configure(p) -> None:
 
 def run(args) -> int:
     out = console(args)
-    graph = load_graph(args.model, parse_shapes(args.input_shape))
-    feeds = read_feeds(graph, args.input, args.random_inputs)
-    started = time.perf_counter()
     expected = None
-    if args.target == "reference":
-        from fusionlang.reference import run as reference_run
-
-        outputs = reference_run(graph, feeds)
-    else:
-        from fusionlang.api import compile_model
-
-        compiled = compile_model(graph, args.rules, args.strategy, target=args.target)
-        outputs = compiled.run(feeds)
-        if args.check:
+    with Stages(args) as stages:
+        with stages.step("import model"):
+            graph = load_graph(args.model, parse_shapes(args.input_shape))
+        feeds = read_feeds(graph, args.input, args.random_inputs)
+        started = time.perf_counter()
+        if args.target == "reference":
             from fusionlang.reference import run as reference_run
 
-            expected = reference_run(graph, feeds)
-    elapsed = time.perf_counter() - started
+            with stages.step("run (reference interpreter)"):
+                outputs = reference_run(graph, feeds)
+        else:
+            from fusionlang.api import compile as compile_plan
+            from fusionlang.api import fuse
+
+            with stages.step("rewrite + partition"):
+                plan = fuse(graph, args.rules, args.strategy)
+            with stages.step(f"loop fusion + codegen ({args.target})"):
+                compiled = compile_plan(plan, args.target)
+            with stages.step(f"run ({args.target})"):
+                outputs = compiled.run(feeds)
+            if args.check:
+                from fusionlang.reference import run as reference_run
+
+                with stages.step("check against the reference interpreter"):
+                    expected = reference_run(graph, feeds)
+        elapsed = time.perf_counter() - started
     report = {"model": args.model, "target": args.target, "seconds": elapsed,
               "outputs": {k: list(v.shape) for k, v in outputs.items()}}
     if args.output_dir:
         report["written"] = [str(p) for p in write_outputs(outputs, args.output_dir)]
     problems = compare(outputs, expected, args.rtol, args.atol) if expected is not None else []
     report["check"] = "skipped" if expected is None else ("ok" if not problems else problems)
-    if args.json:
+    report["timings"] = stages.timings
+    if wants_json(args):
         print(json.dumps(report, indent=2))
     else:
         for name, value in outputs.items():

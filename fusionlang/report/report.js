@@ -243,7 +243,8 @@
   var wanted = /^#node=(.*)$/.exec(window.location.hash);
   if (wanted) {
     var name = decodeURIComponent(wanted[1]);
-    var found = data.nodes.filter(function (n) { return n[0] === name || n[5].indexOf(name) >= 0; })[0];
+    var found = data.nodes.filter(function (n) { return n[0] === name; })[0] ||
+      data.nodes.filter(function (n) { return n[5].indexOf(name) >= 0; })[0];
     if (found) { select(found[2], found[4], found[0], true); }
   }
   document.body.setAttribute("data-ready", "1");
