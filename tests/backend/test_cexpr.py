@@ -121,3 +121,19 @@ def test_max_propagates_nan_like_numpy():
     lib.m.argtypes = [ctypes.c_float, ctypes.c_float]
     assert math.isnan(lib.m(math.nan, 1.0)) and math.isnan(lib.m(1.0, math.nan))
     assert lib.m(-1.0, 2.0) == 2.0
+
+
+def test_fast_float32_erf_and_tanh_are_accurate():
+    src = "#include <stdint.h>\n#include <math.h>\n" + helpers(C) + """
+void both(const float* x, float* e, float* t, long n) { for (long i = 0; i < n; i++) { e[i] = fl_erff(x[i]); t[i] = fl_tanhf(x[i]); } }
+"""
+    lib = load_library(build_library([src]))
+    x = np.concatenate([np.linspace(-9, 9, 200001, dtype=np.float32), np.float32([0, -0.0, 1e-30, 3e-4, 50, -50])])
+    e, t = np.empty_like(x), np.empty_like(x)
+    lib.both(*(ctypes.c_void_p(a.ctypes.data) for a in (x, e, t)), ctypes.c_long(x.size))
+    want_e = np.array([math.erf(v) for v in x.astype(np.float64)])
+    want_t = np.tanh(x.astype(np.float64))
+    nz = want_e != 0
+    assert np.max(np.abs(e[nz] - want_e[nz]) / np.abs(want_e[nz])) < 1e-6
+    nz = want_t != 0
+    assert np.max(np.abs(t[nz] - want_t[nz]) / np.abs(want_t[nz])) < 1e-6
