@@ -100,12 +100,20 @@ class Stages:
     def __enter__(self):
         if self.enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                                       TimeElapsedColumn)
+            from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.text import Text
+
+            class Count(ProgressColumn):
+                """"3/12" for stages that know their size, nothing for the others."""
+
+                def render(self, task):
+                    if task.total is None:
+                        return Text("")
+                    return Text(f"{int(task.completed)}/{int(task.total)}", style="progress.download")
 
             out = Console(file=self.stream, markup=False, highlight=False, no_color=not self.color)
-            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                      MofNCompleteColumn(), TimeElapsedColumn(), console=out, transient=True)
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), Count(),
+                                      TimeElapsedColumn(), console=out, transient=True)
             self._progress.start()
         return self
 

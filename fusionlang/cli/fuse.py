@@ -36,8 +36,10 @@ def run(args) -> int:
     from fusionlang.api import compile as compile_plan
     from fusionlang.api import fuse
 
+    if args.json_file == "-":
+        args.json = True  # the plan on stdout is this command's --json output
     out = console(args)
-    to_stdout = wants_json(args) or args.json_file == "-"
+    to_stdout = wants_json(args)
     with Stages(args) as stages:
         with stages.step("import model"):
             graph = load_graph(args.model, parse_shapes(args.input_shape))
