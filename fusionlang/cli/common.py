@@ -59,8 +59,10 @@ def console(args, stderr: bool = False):
     from rich.console import Console
 
     # model and rule names are data: never interpret them as rich markup
+    color = use_color(args, sys.stderr if stderr else sys.stdout)
+    # color_system=None: no escape sequences at all (no_color alone still prints bold and dim)
     return Console(stderr=stderr, quiet=is_quiet(args) or wants_json(args), markup=False, soft_wrap=True,
-                   no_color=not use_color(args, sys.stderr if stderr else sys.stdout), highlight=False)
+                   color_system="auto" if color else None, highlight=False)
 
 
 def print_json(data) -> None:
@@ -111,7 +113,8 @@ class Stages:
                         return Text("")
                     return Text(f"{int(task.completed)}/{int(task.total)}", style="progress.download")
 
-            out = Console(file=self.stream, markup=False, highlight=False, no_color=not self.color)
+            out = Console(file=self.stream, markup=False, highlight=False,
+                          color_system="auto" if self.color else None)
             self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), Count(),
                                       TimeElapsedColumn(), console=out, transient=True)
             self._progress.start()
