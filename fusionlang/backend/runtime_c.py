@@ -39,6 +39,8 @@ class CRuntime:
                                          lowered.scheduled.tree.strategy,
                                          [a.value for a in fn.params]))
         self.functions = functions
+        #: (function, slot of each parameter) in launch order
+        self.calls = calls
         self.driver = self._driver(calls)
         self.source = C_PRELUDE + "\n" + "\n".join(functions.values()) + "\n" + self.driver
         if len(functions) <= SINGLE_UNIT:
