@@ -32,6 +32,10 @@ TARGETS = ("c", "cuda", "cuda-emu")
 
 @dataclass
 class KernelInfo:
+    """One compiled kernel of a group: its function ``name``, the number of loop nests
+    after loop fusion, the generated ``source``, the schedule ``strategy`` used, and how
+    many launches it makes."""
+
     group: int
     name: str
     nests: int

@@ -115,6 +115,7 @@ def kernel_infos(cg, program: CudaProgram) -> list:
 
 
 def cuda_available() -> bool:
+    """Whether CuPy is installed and sees at least one CUDA device."""
     try:
         import cupy
 

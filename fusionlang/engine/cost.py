@@ -49,6 +49,9 @@ def device(name: str) -> Device:
 
 @dataclass(frozen=True)
 class GroupCost:
+    """Cost-model numbers of one group (or a whole plan): global-memory bytes read and
+    written, flops, kernel launches and the roofline time in seconds."""
+
     bytes_read: int
     bytes_written: int
     flops: float
@@ -65,6 +68,10 @@ class GroupCost:
 
 
 class CostModel:
+    """Prices nodes and groups of one graph on a device (``DEVICES``): bytes moved through
+    global memory, flops, launches and a roofline time (launch overhead plus the larger of
+    memory and compute time)."""
+
     def __init__(self, graph: Graph, registry: OpRegistry | None = None, device_name: str = "h100"):
         self.graph = graph
         self.registry = registry_of(graph, registry)

@@ -34,6 +34,9 @@ def default_strategy(ruleset) -> str:
 
 def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | None = None,
               feedback: Feedback | None = None, max_feedback_rounds: int = 16) -> FusionPlan:
+    """Partition ``graph`` (already rewritten) into a FusionPlan with ``strategy`` ("apollo",
+    "tvm" or "dp"); groups that ``feedback`` rejects are split and the graph partitioned
+    again, at most ``max_feedback_rounds`` times."""
     name = strategy or default_strategy(ruleset)
     if name not in STRATEGIES:
         raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")

@@ -24,6 +24,9 @@ def unfused_stats(graph: Graph, registry=None, device: str = "h100") -> dict:
 
 def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | None = None,
          feedback: Feedback | None = None, rewrite: bool = True) -> FusionPlan:
+    """Rewrite ``graph`` with ``ruleset`` and partition the result with ``strategy``
+    (default: the rule set's own); returns the FusionPlan with before/after stats.
+    ``feedback`` is the backend's verdict on a group (Apollo's upward feedback)."""
     from fusionlang.engine.rewrite import apply_rules
 
     started = time.perf_counter()

@@ -28,6 +28,11 @@ KINDS = ("kernel", "view", "const")
 
 @dataclass
 class Group:
+    """One fused group: its ``nodes`` (names, in graph order) run as one kernel (``kind``
+    "kernel"), as a free view ("view") or are folded at compile time ("const").
+    ``category`` is the aggregated category, ``rules`` the fuse entries and limits that
+    formed it (with file:line), ``cost`` the cost model's numbers."""
+
     id: int
     nodes: list[str]
     category: str = ""
@@ -47,6 +52,10 @@ class Group:
 
 @dataclass
 class FusionPlan:
+    """The partition of a (rewritten) graph into groups, plus stitches, horizontal packs
+    and ``stats`` (kernels and bytes before/after, compile time...); see the module
+    docstring."""
+
     graph: Graph
     groups: list[Group]
     strategy: str = ""

@@ -20,6 +20,10 @@ from fusionlang.ir.types import TensorType
 
 @dataclass(eq=False)  # identity semantics: attrs may hold arrays
 class Node:
+    """One operation: ``op`` applied to the values ``inputs`` (names; "" marks an
+    omitted optional input), producing the values ``outputs``, with ``attrs`` and the
+    ``provenance`` that says where it came from."""
+
     name: str
     op: str
     inputs: list[str]
@@ -36,6 +40,9 @@ class Node:
 
 
 class Graph:
+    """A dataflow graph: ``inputs``, ``constants``, ``nodes`` in a topological order,
+    ``outputs``, and the TensorType of every value in ``types`` (see the module docstring)."""
+
     def __init__(self, name: str = "graph"):
         self.name = name
         self.inputs: list[str] = []

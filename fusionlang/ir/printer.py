@@ -22,6 +22,8 @@ def format_attr(value) -> str:
 
 
 def format_graph(graph: Graph, *, max_constants: int = 20) -> str:
+    """The graph as readable text: inputs, constants (at most ``max_constants``), one line
+    per node with typed values, outputs."""
     def typed(value: str) -> str:
         return f"%{value}: {graph.types[value]}"
 

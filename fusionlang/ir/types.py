@@ -38,6 +38,9 @@ def canonical_dtype(dtype) -> str:
 
 @dataclass(frozen=True)
 class TensorType:
+    """A static tensor type: a shape (tuple of non-negative ints) and a canonical dtype
+    name; prints as ``f32[1,3,224,224]``."""
+
     shape: tuple[int, ...]
     dtype: str = "float32"
 

@@ -28,6 +28,8 @@ def source_line(path: str, line: int) -> str | None:
 
 @dataclass(frozen=True)
 class Span:
+    """Where something was written: file, line and column (1-based), and where it ends."""
+
     file: str
     line: int
     col: int
@@ -49,6 +51,9 @@ NO_SPAN = Span("<builtin>", 0, 0)
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """An error or warning at a span, with an optional hint; ``str()`` is the one-line
+    ``file:line:col: severity: message`` form, :func:`render` adds the source and a caret."""
+
     span: Span
     severity: str  # "error" | "warning"
     message: str

@@ -46,6 +46,8 @@ def format_string(value: str) -> str:
 
 
 def format_expr(e, min_prec: int = 0) -> str:
+    """A rule-language expression as .fuse text, parenthesized when its precedence is
+    below ``min_prec``."""
     text = _format(e)
     return f"({text})" if _prec(e) < min_prec else text
 
@@ -126,6 +128,7 @@ def _header(name: str, params, attr_texts: list[str]) -> str:
 
 
 def format_ruleset(ruleset) -> str:
+    """A whole RuleSet as one .fuse file that parses back to an equal RuleSet."""
     out: list[str] = [f"# rule set {ruleset.name!r}, printed from {', '.join(ruleset.files)}"]
     if ruleset.categories:
         out.append("categories " + " < ".join(ruleset.categories))

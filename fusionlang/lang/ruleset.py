@@ -30,6 +30,9 @@ def _where(span: Span) -> str:
 
 @dataclass(frozen=True)
 class FuseEntry:
+    """One ``fuse PRODUCERS -> CONSUMERS : RESULT [flags]`` entry of the aggregation table,
+    with its source span."""
+
     producers: frozenset[str]
     consumers: frozenset[str]
     result: str
@@ -52,6 +55,8 @@ class FuseEntry:
 
 @dataclass(frozen=True, eq=False)
 class Strategy:
+    """A ``strategy NAME { key = value }`` declaration: options for a partitioner."""
+
     name: str
     options: Mapping[str, object]
     span: Span = field(default=NO_SPAN, compare=False)
@@ -67,6 +72,8 @@ class Strategy:
 
 @dataclass(frozen=True)
 class ClassRule:
+    """A ``class OPS : CATEGORY, commutative [when GUARD]`` declaration for one op."""
+
     op: str  # "def" stands for every formula-defined op
     category: str | None
     commutative: bool
@@ -76,6 +83,8 @@ class ClassRule:
 
 @dataclass(frozen=True)
 class DefRule:
+    """A ``def`` declaration: a new op from a scalar formula or a compound body."""
+
     decl: A.DefDecl
 
     @property
@@ -131,6 +140,8 @@ def _same_attr(actual, wanted) -> bool:
 
 @dataclass(frozen=True)
 class RewriteRule:
+    """A ``rewrite NAME [priority N]: PATTERN [where GUARD] => REPLACEMENT`` rule."""
+
     decl: A.Rewrite
     #: position among all rewrites in load order (ties of priority keep file order)
     order: int = field(default=0, compare=False)
@@ -176,6 +187,8 @@ class RewriteRule:
 
 @dataclass(frozen=True)
 class TestBlock:
+    """A ``test NAME { ... }`` block: a small graph and the expectations checked on it."""
+
     decl: A.TestDecl
 
     @property

@@ -66,6 +66,9 @@ def broadcast_index(in_shape: tuple[int, ...], out_rank: int) -> tuple[sp.Expr, 
 
 @dataclass(frozen=True)
 class Read:
+    """One load of a statement: input ``source`` at ``index`` (sympy over the i/r/v
+    symbols), yielding ``pad`` outside the input or where ``cond`` is false."""
+
     #: node input position, or the name of an entry in the statement's ``aux``
     source: int | str
     index: tuple[sp.Expr, ...]
@@ -82,6 +85,9 @@ class Read:
 
 @dataclass(frozen=True)
 class Stmt:
+    """One statement of an access spec: computes (part of) output ``output`` over
+    ``domain`` from ``reads`` (see the module docstring)."""
+
     output: int
     domain: tuple[int, ...]
     reads: tuple[Read, ...]

@@ -20,6 +20,9 @@ from fusionlang.ops.registry import REGISTRY, OpRegistry
 
 
 class GraphBuilder:
+    """Build a Graph by hand: ``input``, ``constant``, ``op`` (or ``b.<op>(...)``), ``output``,
+    then ``build()`` verifies it. Output types are inferred as nodes are added."""
+
     def __init__(self, name: str = "graph", registry: OpRegistry | None = None):
         self.graph = Graph(name)
         self.registry = registry or REGISTRY

@@ -86,6 +86,9 @@ AccessFn = Callable[[OpCall], list]
 
 @dataclass
 class OpDef:
+    """Everything fusionlang knows about one op: its inputs and attributes, shape
+    inference, NumPy reference, access spec (its loop form), and whether it is compound or a view."""
+
     name: str
     #: input names, for documentation and for .fuse arity checks; variadic ops list one
     inputs: tuple[str, ...]
