@@ -21,7 +21,7 @@ from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flag
 from fusionlang.errors import FuseError
 
 #: command name -> module under fusionlang.cli (each defines HELP, configure, run)
-COMMANDS = ("demo", "fuse", "run", "explain", "lint")
+COMMANDS = ("demo", "fuse", "run", "explain", "lint", "check")
 
 
 def build_parser() -> argparse.ArgumentParser:
