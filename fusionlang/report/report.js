@@ -18,8 +18,9 @@
   // ----- pages and zoom ---------------------------------------------------------------
   function showPage(k) {
     current = Math.max(0, Math.min(data.pages - 1, k));
+    // SVG elements have no .hidden property: set the attribute (CSS hides [hidden])
     svgs.forEach(function (svg) {
-      svg.hidden = Number(svg.dataset.page) !== current || svg.dataset.view !== view;
+      svg.toggleAttribute("hidden", Number(svg.dataset.page) !== current || svg.dataset.view !== view);
     });
     tables.forEach(function (t) { t.hidden = Number(t.dataset.page) !== current; });
     pageButtons.forEach(function (b) { b.classList.toggle("current", Number(b.dataset.page) === current); });
@@ -28,7 +29,7 @@
   }
 
   function visibleSvg() {
-    return svgs.filter(function (svg) { return !svg.hidden; })[0] || null;
+    return svgs.filter(function (svg) { return !svg.hasAttribute("hidden"); })[0] || null;
   }
 
   function setView(v) {

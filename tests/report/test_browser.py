@@ -14,7 +14,7 @@ import pytest
 
 import fusionlang
 from fusionlang.report import write_report
-from report_helpers import HOSTILE, Elements, light_model, small_plan
+from report_helpers import HOSTILE, Elements, light_model, report_data, small_plan
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -118,3 +118,20 @@ def test_hostile_names_stay_text_in_the_browser(browser, tmp_path):
     for name in HOSTILE.values():
         assert name in text, name
     assert len(page.with_class("g", "hit")) == 1
+
+
+def test_search_by_url_switches_to_the_nodes_page(browser, resnet, tmp_path):
+    plan, _ = resnet
+    path = write_report(plan, tmp_path / "paged.html", page_ops=40)
+    data = report_data(path.read_text())
+    name, _, gid, page, element, _ = next(n for n in data["nodes"] if n[3] == 2)
+    dom, shown = dump(browser, f"{path.as_uri()}#node={name}")
+    assert script_errors(dom) == ""
+    visible = [a for t, a in shown.tags if t == "svg" and "graph" in a.get("class", "").split() and "hidden" not in a]
+    # large models open on the groups view; the node's page is the one shown
+    assert [(a["data-page"], a["data-view"]) for a in visible] == [(str(page), "groups")]
+    tables = [a for a in shown.with_class("section", "page-table") if "hidden" not in a]
+    assert [a["data-page"] for a in tables] == [str(page)]
+    assert [a["data-page"] for a in shown.with_class("button", "current") if "data-page" in a] == [str(page)]
+    assert {a["id"] for a in shown.with_class("g", "selected")} == {f"g{gid}", f"c{gid}"}
+    assert [a["id"] for a in shown.with_class("g", "hit")] == [element]
