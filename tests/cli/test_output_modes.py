@@ -99,9 +99,12 @@ def test_off_a_terminal_no_progress_and_no_color(model):
     assert result.returncode == 0
     assert result.stderr == ""
     assert not ANSI.search(result.stdout)
-    failed = run_cli("fuse", "missing.onnx")
-    assert failed.returncode == 2
-    assert failed.stderr == "fusionlang: error: missing.onnx: no such file\n"
+    assert result.stdout.startswith("plan for 'near_miss'")
+
+
+def test_errors_are_one_plain_line_off_a_terminal(capsys):
+    assert main(["fuse", "missing.onnx"]) == 2
+    assert capsys.readouterr() == ("", "fusionlang: error: missing.onnx: no such file\n")
 
 
 def test_progress_and_color_on_a_terminal(model):
@@ -115,14 +118,15 @@ def test_progress_and_color_on_a_terminal(model):
 
 
 @pytest.mark.parametrize("flag", ["--quiet", "--json", "--no-color"])
-def test_terminal_output_modes(model, flag):
-    status, shown = run_on_terminal(flag, "fuse", model)
+def test_terminal_output_modes(rules, flag):
+    status, shown = run_on_terminal(flag, "lint", rules)
     assert status == 0
     if flag == "--no-color":
-        assert "✓ import model" in shown and not re.search(r"\x1b\[[0-9;]*m", shown)
+        assert "✓ lint" in shown and not re.search(r"\x1b\[[0-9;]*m", shown)
+        assert "1 file(s): 0 error(s), 0 warning(s)" in shown
     else:
-        assert "✓" not in shown and "import model" not in shown
+        assert "✓" not in shown and "━" not in shown
     if flag == "--json":
-        assert json.loads(shown.replace("\r\n", "\n"))["graph"] == "near_miss"
+        assert json.loads(shown.replace("\r\n", "\n"))["errors"] == 0
     if flag == "--quiet":
         assert shown == ""
