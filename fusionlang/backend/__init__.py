@@ -1,15 +1,25 @@
 """Loop fusion and code generation: FusionPlan -> CompiledGraph (C twin or CUDA).
 
-Layer I (``poly``, ``fusion``, ``schedule``, ``lower``): each group's ops become isl
-statements, fused into one loop nest when legal, contracted, lowered to a loop IR.
-Emitters (``emit_c``, ``emit_cuda``) print that IR; ``runtime`` runs it.
+Where things are decided:
+
+* ``poly``      each op's access spec as isl statements (init/update/final for reductions),
+                access relations, dependences; views inlined into their readers
+* ``fusion``    which loops the statements share (hand-built fused schedule trees)
+* ``schedule``  isl schedule from a tree, legality (deps go forward), parallel loops, AST
+* ``lower``     isl AST -> loop IR (``loopir``), contraction of intermediates, declaration scopes
+* ``cexpr``     exact printing of indices (floor semantics) and float bodies
+* ``emit_c`` / ``emit_cuda``   the same loop IR as C functions / CUDA kernels
+* ``ccompile``  system C compiler, on-disk cache, ctypes; ``nvrtc`` CUDA -> PTX without a GPU
+* ``memory``    which values get buffers, lifetimes, storage sharing
+* ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy, ``cuda_emu`` on the CPU)
+* ``feedback``  check_group: Apollo's upward feedback to the partitioner
 """
 
 from __future__ import annotations
 
 from fusionlang.backend.feedback import check_group
 from fusionlang.backend.nvrtc import nvrtc_available, nvrtc_compile
-from fusionlang.backend.runtime import CompiledGraph, KernelInfo, compile, lower_plan
+from fusionlang.backend.runtime import TARGETS, CompiledGraph, KernelInfo, compile, lower_plan
 from fusionlang.backend.runtime_cuda import cuda_available
 
 
@@ -26,5 +36,5 @@ def default_target() -> str:
     return "cuda" if cuda_available() else "c"
 
 
-__all__ = ["CompiledGraph", "KernelInfo", "check_group", "compile", "cuda_available", "cuda_sources",
+__all__ = ["TARGETS", "CompiledGraph", "KernelInfo", "check_group", "compile", "cuda_available", "cuda_sources",
            "default_target", "nvrtc_available", "nvrtc_compile"]
