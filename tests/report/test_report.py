@@ -163,3 +163,20 @@ def test_report_is_self_contained(resnet_plan, tmp_path):
     page = Elements(text)
     assert not [a for t, a in page.tags if t in ("link", "img", "iframe", "object")]
     assert all("src" not in a for t, a in page.tags if t == "script")
+
+
+@pytest.mark.parametrize("layout", ["layered", "dot"])
+def test_plans_without_stats_or_nodes(layout):
+    if layout == "dot" and not fusionlang.report.dot_available():
+        pytest.skip("Graphviz dot is not installed")
+    from fusionlang.engine.plan import FusionPlan, per_node_plan
+    from fusionlang.ir import Graph
+
+    graph = small_plan().original
+    bare = per_node_plan(graph)  # no categories, no rules, no statistics
+    page = Elements(render_report(bare, layout=layout))
+    assert len(page.with_class("rect", "group-box", "ops")) == len(graph.nodes)
+    assert "before fusion" not in "".join(page.text)
+    empty = Elements(render_report(FusionPlan(Graph("empty"), []), layout=layout))
+    assert page.with_class("rect", "group-box") and not empty.with_class("rect", "group-box")
+    assert report_data(render_report(FusionPlan(Graph("empty"), []), layout=layout))["nodes"] == []
