@@ -16,9 +16,9 @@ Needs hypothesis (installed with the ``test`` extra).
 """
 
 from fusionlang.testing.checker import CheckReport, RuleCheck, check_rules
-from fusionlang.testing.equivalence import Equivalence, check_equivalence, check_equivalence_many
+from fusionlang.testing.equivalence import Equivalence, check_equivalence, check_equivalence_many, minimize
 from fusionlang.testing.fuzz import fuse_sources, mutated_sources
-from fusionlang.testing.graphs import COMPOUND_FAMILIES, FAMILIES, graphs
+from fusionlang.testing.graphgen import COMPOUND_FAMILIES, FAMILIES, graphs, sample_graphs
 from fusionlang.testing.instances import Counterexample
 from fusionlang.testing.values import Domain, compare, feeds, feeds_for, input_domains
 
@@ -39,5 +39,7 @@ __all__ = [
     "fuse_sources",
     "graphs",
     "input_domains",
+    "minimize",
     "mutated_sources",
+    "sample_graphs",
 ]

@@ -322,7 +322,7 @@ def check_strategy(strategy: str, ruleset: RuleSet, where: str, *, graphs: int =
     groups acyclic and in a topological order (FusionPlan.validate)."""
     from fusionlang.api import fuse
     from fusionlang.ir.printer import format_graph
-    from fusionlang.testing.graphs import graphs as graph_strategy
+    from fusionlang.testing.graphgen import graphs as graph_strategy
 
     started = time.perf_counter()
 

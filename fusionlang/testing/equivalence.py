@@ -200,4 +200,98 @@ def check_equivalence_many(graphs: Iterable[Graph], rules="apollo", strategy: st
     return [v for v in verdicts if v is not None] + extra
 
 
-__all__ = ["Equivalence", "STAGES", "check_equivalence", "check_equivalence_many", "union"]
+# ----- minimizing a failing graph -------------------------------------------------------------
+
+
+def _cut(graph: Graph, value: str) -> Graph:
+    """``graph`` with ``value`` made a graph input (its producer and whatever only fed it
+    go away)."""
+    out = graph.copy()
+    out.registry = getattr(graph, "registry", None) or getattr(out, "registry", None)
+    producer = next(n for n in out.nodes if value in n.outputs)
+    out.nodes = [n for n in out.nodes if n is not producer]
+    for other in producer.outputs:
+        if other != value:
+            out.types.pop(other, None)
+            out.outputs = [v for v in out.outputs if v != other]
+            for n in out.nodes:
+                if other in n.inputs:
+                    return graph  # a multi-output node whose other outputs are used: keep it
+    out.inputs.append(value)
+    return _tidy(out)
+
+
+def _bypass(graph: Graph, node: Node) -> Graph:
+    """``graph`` with ``node`` removed and its users reading its first input instead
+    (only when the types agree)."""
+    source = node.present_inputs()[0] if node.present_inputs() else None
+    out_value = node.outputs[0]
+    if source is None or len(node.outputs) != 1 or graph.types[source] != graph.types[out_value]:
+        return graph
+    if out_value in graph.outputs and (source in graph.inputs or source in graph.outputs):
+        return graph
+    out = graph.copy()
+    out.registry = getattr(graph, "registry", None)
+    out.nodes = [n for n in out.nodes if n.name != node.name]
+    for n in out.nodes:
+        n.inputs = [source if v == out_value else v for v in n.inputs]
+    out.outputs = [source if v == out_value else v for v in out.outputs]
+    out.types.pop(out_value, None)
+    return _tidy(out)
+
+
+def _drop_output(graph: Graph, value: str) -> Graph:
+    out = graph.copy()
+    out.registry = getattr(graph, "registry", None)
+    out.outputs = [v for v in out.outputs if v != value]
+    return _tidy(out)
+
+
+def _tidy(graph: Graph) -> Graph:
+    graph.outputs = list(dict.fromkeys(graph.outputs))
+    graph.remove_unused()
+    used = {v for n in graph.nodes for v in n.present_inputs()} | set(graph.outputs)
+    for value in [v for v in graph.inputs if v not in used]:
+        graph.inputs.remove(value)
+        graph.types.pop(value, None)
+    return graph
+
+
+def minimize(graph: Graph, fails, *, max_attempts: int = 400) -> Graph:
+    """A smaller graph on which ``fails(graph)`` still holds: greedily drop outputs, cut
+    nodes (their result becomes a graph input) and bypass nodes whose input has their
+    output's type, until no single step keeps the failure (or ``max_attempts``)."""
+    attempts = 0
+    current = graph
+    changed = True
+    while changed and attempts < max_attempts:
+        changed = False
+        candidates = []
+        if len(current.outputs) > 1:
+            candidates += [lambda g, v=v: _drop_output(g, v) for v in current.outputs]
+        candidates += [lambda g, v=n.outputs[0]: _cut(g, v) for n in current.nodes]
+        candidates += [lambda g, n=n: _bypass(g, n) for n in current.nodes]
+        for step in candidates:
+            attempts += 1
+            if attempts > max_attempts:
+                break
+            try:
+                smaller = step(current)
+            except (FuseError, StopIteration):
+                continue
+            if smaller is current or not smaller.nodes or not smaller.outputs:
+                continue
+            try:
+                from fusionlang.ops.checking import verify_graph
+
+                verify_graph(smaller)
+            except FuseError:
+                continue
+            if fails(smaller):
+                current = smaller
+                changed = True
+                break
+    return current
+
+
+__all__ = ["Equivalence", "STAGES", "check_equivalence", "check_equivalence_many", "minimize", "union"]

@@ -225,11 +225,18 @@ def _vanishes(diff: sp.Basic) -> tuple[bool, bool]:
     diff = diff.replace(Sigmoid, lambda a: 1 / (1 + sp.exp(-a)))
     if sp.count_ops(diff) > MAX_OPS:
         return False, False
-    if diff == 0 or sp.simplify(diff) == 0:
-        return True, False
-    exact, changed = _closed_forms(diff)
-    if changed and sp.simplify(exact) == 0:
-        return True, True
+    for closed in (False, True):
+        if closed:
+            diff, changed = _closed_forms(diff)
+            if not changed:
+                break
+        if diff == 0 or sp.simplify(diff) == 0:
+            return True, closed
+        if diff.has(sp.Piecewise, sp.Max, sp.Min, sp.Abs):
+            # simplify does not compare a Piecewise with a Max (leaky_relu with alpha 0
+            # against relu); as one folded Piecewise the branches cancel one by one
+            if sp.simplify(sp.piecewise_fold(diff.rewrite(sp.Piecewise))) == 0:
+                return True, closed
     return False, False
 
 

@@ -46,8 +46,9 @@ from fusionlang.ops.builder import GraphBuilder
 from fusionlang.testing.opgen import related_shape
 
 #: every family, with the default weights (a family listed twice is drawn twice as often)
-FAMILIES = ("unary", "unary", "binary", "binary", "divide", "select", "reduce", "softmax", "log_softmax", "norm",
-            "transpose", "reshape", "movement", "conv", "pool", "matmul")
+FAMILIES = ("unary", "unary", "binary", "binary", "divide", "select", "reduce", "reduce", "softmax", "log_softmax",
+            "norm", "transpose", "transpose", "reshape", "reshape", "movement", "movement", "movement", "conv", "conv",
+            "pool", "pool", "matmul", "matmul")
 COMPOUND_FAMILIES = FAMILIES + ("compound",)
 
 _UNARY = ("relu", "tanh", "sigmoid", "neg", "abs", "sin", "cos", "erf", "softsign", "silu", "gelu", "leaky_relu",
@@ -369,4 +370,27 @@ def graphs(draw, *, min_nodes: int = 1, max_nodes: int = 8, families=FAMILIES, m
     return grower.finish()
 
 
-__all__ = ["COMPOUND_FAMILIES", "FAMILIES", "graphs"]
+def sample_graphs(n: int, *, seed: int = 0, **kwargs) -> list[Graph]:
+    """``n`` graphs drawn from ``graphs(**kwargs)``, the same ones for the same seed:
+    for checking many graphs in batches (:func:`check_equivalence_many`) or for
+    benchmarks, outside a hypothesis test."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    out: list[Graph] = []
+    strategy = graphs(**kwargs)
+    round_ = 0
+    while len(out) < n:
+        @hypothesis_seed(seed * 1_000_003 + round_)
+        @settings(max_examples=n - len(out), database=None, deadline=None, phases=(Phase.generate,),
+                  suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(graph):
+            out.append(graph)
+
+        collect()
+        round_ += 1
+    return out[:n]
+
+
+__all__ = ["COMPOUND_FAMILIES", "FAMILIES", "graphs", "sample_graphs"]
