@@ -243,7 +243,12 @@
   // report.html#node=NAME opens on that node (names are matched, never interpreted)
   var wanted = /^#node=(.*)$/.exec(window.location.hash);
   if (wanted) {
-    var name = decodeURIComponent(wanted[1]);
+    var name = wanted[1];
+    try {
+      name = decodeURIComponent(name);
+    } catch (err) {
+      // a malformed %-escape: look the text up as it is
+    }
     var found = data.nodes.filter(function (n) { return n[0] === name; })[0] ||
       data.nodes.filter(function (n) { return n[5].indexOf(name) >= 0; })[0];
     if (found) { select(found[2], found[4], found[0], true); }

@@ -118,6 +118,10 @@ def test_hostile_names_stay_text_in_the_browser(browser, tmp_path):
     for name in HOSTILE.values():
         assert name in text, name
     assert len(page.with_class("g", "hit")) == 1
+    # a malformed %-escape in the URL selects nothing and breaks nothing
+    dom, page = dump(browser, path.as_uri() + "#node=%E0%A4%A")
+    assert script_errors(dom) == "" and next(a for t, a in page.tags if t == "body").get("data-ready") == "1"
+    assert page.with_class("g", "hit") == []
 
 
 def test_search_by_url_switches_to_the_nodes_page(browser, resnet, tmp_path):
