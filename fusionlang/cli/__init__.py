@@ -20,6 +20,9 @@ import sys
 from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flags, use_color
 from fusionlang.errors import FuseError
 
+#: exit status when stdout is closed early (128 + SIGPIPE, as shells report it)
+EXIT_PIPE = 141
+
 #: command name -> module under fusionlang.cli (each defines HELP, configure, run)
 COMMANDS = ("demo", "fuse", "run", "explain", "lint", "check")
 
@@ -54,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`fusionlang --json fuse m.onnx | head`): not an error of
+        # ours; silence the flush Python attempts at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     except Exception as exc:  # a bug in fusionlang, not in the user's input
         if os.environ.get("FUSIONLANG_DEBUG"):
             raise

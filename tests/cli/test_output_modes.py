@@ -130,3 +130,16 @@ def test_terminal_output_modes(rules, flag):
         assert json.loads(shown.replace("\r\n", "\n"))["errors"] == 0
     if flag == "--quiet":
         assert shown == ""
+
+
+def test_closed_stdout_is_not_an_internal_error(rules):
+    # `fusionlang --json lint x.fuse | head -0`: the reader is gone before anything is written
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "fusionlang", "--json", "lint", rules], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""
