@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fusionlang.errors import FuseError, InputError
+from fusionlang.errors import InputError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
