@@ -1,0 +1,49 @@
+"""Defects in other packages that the property checks found, each with a minimal repro
+(the strict-xfail tests in test_equivalence.py and test_standard_rules.py name them).
+
+The batch equivalence tests tolerate a *crash* matching one of these signatures (never a
+wrong value), so a known defect does not hide a new one; when a defect is fixed its
+strict-xfail test starts passing and fails the suite, and its entry here goes away.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Defect:
+    name: str
+    #: stages (of fusionlang.testing.equivalence.STAGES) the defect shows in; never "compare"
+    stages: tuple[str, ...]
+    pattern: str
+    summary: str
+
+    def matches(self, verdict) -> bool:
+        return verdict.stage in self.stages and re.search(self.pattern, verdict.error or "") is not None
+
+
+PIPELINE = (
+    Defect("view_chain_alias", ("compile",), r"KeyError: '[^']*' \(at memory\.py",
+           "a group of two views (transpose of a [1, 1] tensor, then flatten) makes the buffer planner "
+           "look up the inner view's value, which no group outputs (backend/memory.py)"),
+    Defect("feedback_round_limit", ("fuse",), r"kept rejecting groups after 16 rounds",
+           "Apollo's feedback loop forbids one merge per rejected group per round and gives up after 16 "
+           "rounds on an 11-op normalization graph (engine/partition.py)"),
+)
+
+#: (kind, name, where) of standard rules the rule checker finds wrong
+RULES = {
+    ("decompose", "lrn", "tvm.fuse:51"):
+        "tvm.fuse opens lrn with an average_pool whose kernel [size, 1, 1] assumes a 4-d input; a 3-d "
+        "input (N, C, W), which LRN accepts, fails to open",
+    ("fuse", "reorganize|shuffle -> one_to_many : one_to_many [cost]", "dnnfusion.fuse:50"):
+        "the result one_to_many ranks below reorganize and shuffle in dnnfusion.fuse's lattice",
+    ("fuse", "one_to_many -> reorganize|shuffle : one_to_many [cost]", "dnnfusion.fuse:52"):
+        "the result one_to_many ranks below reorganize and shuffle in dnnfusion.fuse's lattice",
+}
+
+
+def known_crash(verdict) -> Defect | None:
+    return next((d for d in PIPELINE if d.matches(verdict)), None)

@@ -1,0 +1,91 @@
+"""Fuzzing the front end with text from the grammar itself (extends the character-level
+mutation test in tests/lang/test_tutorial_and_robustness.py): generated programs,
+token-level mutations of the standard library and of generated programs. Whatever the
+text, loading it either succeeds or raises a RuleError whose diagnostics render; and a
+rule set that loads can be checked without the checker crashing.
+
+Budget: hypothesis's examples per test follow the profile (ci: bounded; thorough: long)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from fusionlang.errors import FuseError, RuleError
+from fusionlang.lang import parse_text, render
+from fusionlang.lang.loader import resolve, standard_names
+from fusionlang.testing import check_rules, fuse_sources, mutated_sources
+
+STDLIB = [Path(resolve(n)).read_text() for n in standard_names()]
+#: examples per fuzz test: 10x the profile's (a parse takes milliseconds)
+EXAMPLES = settings.default.max_examples * 10
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                            HealthCheck.data_too_large])
+
+
+def load_or_diagnose(text: str, path: str = "fuzz.fuse"):
+    """The rule set, or None after checking the RuleError is well formed."""
+    try:
+        return parse_text(text, path)
+    except RuleError as exc:
+        assert exc.diagnostics, "a RuleError without diagnostics"
+        for diag in exc.diagnostics:
+            assert str(diag).split(":")[0] in (path, "std") or ".fuse:" in str(diag)
+            render(diag)
+            render(diag, color=True)
+        return None
+
+
+@FUZZ
+@given(fuse_sources())
+def test_generated_programs_load_or_diagnose(text):
+    load_or_diagnose(text)
+
+
+@FUZZ
+@given(mutated_sources(STDLIB))
+def test_token_mutations_of_the_standard_library_load_or_diagnose(text):
+    load_or_diagnose(text)
+
+
+@FUZZ
+@given(st.data())
+def test_token_mutations_of_generated_programs_load_or_diagnose(data):
+    base = data.draw(fuse_sources(max_items=4))
+    load_or_diagnose(data.draw(mutated_sources([base or "rewrite r: relu(x) => x"])))
+
+
+@settings(max_examples=max(15, EXAMPLES // 25), deadline=None, suppress_health_check=list(HealthCheck))
+@given(fuse_sources(max_items=5))
+def test_the_checker_never_crashes_on_a_rule_set_that_loads(text):
+    rules = load_or_diagnose(text)
+    assume(rules is not None)
+    try:
+        report = check_rules(rules, max_examples=3, kinds=("rewrite", "decompose", "def", "fuse"))
+    except FuseError:
+        return  # e.g. a rule set whose rewrites loop: reported to the user as such
+    assert all(c.status in ("proved", "checked", "failed", "skipped") for c in report.checks)
+
+
+def test_the_generator_speaks_the_grammar():
+    # grammar-aware generation: nearly every program gets past the parser to the checker,
+    # and some load cleanly, so the fuzzer reaches code a random byte string never would
+    loaded = syntax = 0
+    samples = []
+
+    @settings(max_examples=200, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(fuse_sources())
+    def collect(text):
+        samples.append(text)
+
+    collect()
+    for text in samples:
+        try:
+            parse_text(text, "gen.fuse")
+            loaded += 1
+        except RuleError as exc:
+            syntax += any(d.message.startswith("unexpected ") for d in exc.diagnostics)
+    assert loaded >= 5, loaded
+    assert syntax <= len(samples) // 10, syntax

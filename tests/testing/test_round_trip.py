@@ -1,0 +1,50 @@
+"""Round trip: every compound op that decompose.fuse opens, decomposed and fused again
+(the apollo policy, which imports decompose.fuse), compiles to one kernel that computes
+what the op computes.
+
+Instances are drawn by hypothesis over shapes and attributes (axes, epsilons, the GeLU
+form...). As in an inference model, an op's first input is a graph input and its
+parameters (scale, bias, running statistics) are constants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, reject, settings
+from hypothesis import strategies as st
+
+from fusionlang.lang import load_rules
+from fusionlang.testing import check_equivalence
+from fusionlang.testing.instances import Reject, decompose_instance
+
+POLICY = load_rules("apollo")
+OPENED = load_rules("decompose")
+CASES = [(op, case) for op, cases in POLICY.decompositions.items() for case in cases
+         if any(c.where == case.where for c in OPENED.decompositions.get(op, ()))]
+
+
+def _with_constant_parameters(instance):
+    graph = instance.graph
+    for leaf in instance.leaves[1:]:
+        graph.inputs.remove(leaf.value)
+        graph.constants[leaf.value] = np.ascontiguousarray(instance.feeds.pop(leaf.value))
+    return graph, instance.feeds
+
+
+def test_every_case_of_decompose_fuse_is_covered():
+    assert {op for op, _ in CASES} == set(OPENED.decompositions)
+    assert len(CASES) == sum(len(c) for c in OPENED.decompositions.values())
+
+
+@pytest.mark.parametrize("op,case", CASES, ids=[f"{op}@{case.where}" for op, case in CASES])
+@settings(max_examples=max(5, settings.default.max_examples // 4))
+@given(data=st.data())
+def test_decomposed_op_fuses_back_into_one_kernel(op, case, data):
+    try:
+        instance = decompose_instance(data.draw, case, POLICY)
+    except Reject:
+        reject()  # not an instance of this case: hypothesis draws another
+    graph, feeds = _with_constant_parameters(instance)
+    verdict = check_equivalence(graph, POLICY, "apollo", feeds=feeds)
+    assert verdict.ok, verdict.report()
+    assert verdict.kernels == 1, verdict.report()
