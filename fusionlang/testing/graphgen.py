@@ -263,11 +263,13 @@ class _Grower:
         group = self.draw(st.sampled_from([g for g in range(1, cin + 1) if cin % g == 0]))
         cout = group * self.draw(st.integers(1, 2))
         kernel = [self.draw(st.integers(1, min(3, s))) for s in spatial]
+        # a dilated window must still fit the (padded) input
+        dilations = [self.draw(st.integers(1, 2)) if (k - 1) * 2 + 1 <= s else 1 for k, s in zip(kernel, spatial)]
         pads = [self.draw(st.integers(0, k // 2)) for k in kernel] * 2
         strides = [self.draw(st.integers(1, 2)) for _ in spatial]
         w = self.leaf((cout, cin // group) + tuple(kernel), kind="const", low=-0.5, high=0.5)
         inputs = [x, w] + ([self.leaf((cout,), kind="const")] if self.draw(st.booleans()) else [])
-        self.add(self.op("conv", *inputs, pads=pads, strides=strides, group=group))
+        self.add(self.op("conv", *inputs, pads=pads, strides=strides, dilations=dilations, group=group))
 
     def pool(self) -> None:
         x = self.pick(min_rank=3, max_rank=4)
@@ -281,9 +283,12 @@ class _Grower:
             return
         kernel = [self.draw(st.integers(1, min(3, s))) for s in spatial]
         attrs = dict(kernel_shape=kernel, strides=[self.draw(st.integers(1, 2)) for _ in spatial],
-                     pads=[self.draw(st.integers(0, k - 1)) for k in kernel] * 2)
+                     pads=[self.draw(st.integers(0, k - 1)) for k in kernel] * 2,
+                     ceil_mode=self.draw(st.sampled_from([0, 0, 1])))
         if how == "average_pool":
             attrs["count_include_pad"] = self.draw(st.sampled_from([0, 1]))
+        elif self.draw(st.integers(0, 3)) == 0:
+            attrs["dilations"] = [2 if (k - 1) * 2 + 1 <= s else 1 for k, s in zip(kernel, spatial)]
         self.add(self.op(how, x, **attrs))
 
     def matmul(self) -> None:

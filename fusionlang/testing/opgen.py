@@ -472,14 +472,6 @@ for _name in REDUCTIONS:
     GENERATORS[_name] = _reduce
 
 
-def is_elementwise(registry: OpRegistry, op: str) -> bool:
-    """True for ops whose loop form is one statement reading every input at the output's
-    (broadcast) index: the elementwise ops, built-in or from a `def` formula."""
-    from fusionlang.testing.symbolic import scalar_formula
-
-    return op not in GENERATORS and scalar_formula(registry, op, 2 if op == "where" else 1) is not None
-
-
 def propose(draw: Draw, registry: OpRegistry, op: str, n: int, known: Sequence[TensorType | None],
             fixed: dict) -> Proposal:
     """Types for the ``n`` operands of an ``op`` node (``known[k]`` kept where given) and

@@ -54,7 +54,7 @@ def test_random_graphs_are_equivalent_end_to_end(strategy):
     known = [v for v in verdicts if not v.ok]
     # every graph has a verdict; known crashes are rare (they would hide coverage otherwise)
     assert len(equivalent) + len(known) == GRAPHS_PER_STRATEGY
-    assert len(known) <= GRAPHS_PER_STRATEGY // 50, [str(v) for v in known]
+    assert len(known) <= GRAPHS_PER_STRATEGY // 20, [str(v) for v in known]
     assert sum(v.kernels for v in equivalent) > 0
 
 
