@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from fusionlang.engine.plan import FusionPlan, make_group
+from fusionlang.engine.plan import FusionPlan, make_groups
 from fusionlang.ir.graph import Graph
 
 
@@ -138,11 +138,10 @@ class Grouping:
     def to_plan(self, strategy: str, kind_of) -> tuple[FusionPlan, dict[int, int]]:
         """A FusionPlan with groups renumbered 0.. in topological order; also the map
         from internal ids to plan ids."""
-        groups, renumber = [], {}
-        for k, grp in enumerate(self.ordered_groups()):
-            renumber[grp.gid] = k
-            groups.append(make_group(self.graph, k, grp.members, category=grp.category,
-                                     kind=kind_of(grp.members), rules=list(grp.rules)))
+        ordered = self.ordered_groups()
+        renumber = {grp.gid: k for k, grp in enumerate(ordered)}
+        fields = [dict(category=grp.category, kind=kind_of(grp.members), rules=list(grp.rules)) for grp in ordered]
+        groups = make_groups(self.graph, [grp.members for grp in ordered], fields)
         plan = FusionPlan(self.graph, groups, strategy=strategy)
         owner = {name: renumber[self.group_of[name]] for name in self.group_of}
         plan.stitches = sorted({(owner[consumer], value) for value, consumer in self.stitches})

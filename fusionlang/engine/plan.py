@@ -135,8 +135,9 @@ class FusionPlan:
         for src, dst in quotient.edges:
             if position[src] >= position[dst]:
                 raise PlanError(f"group {dst} is listed before group {src}, which feeds it")
+        boundaries = group_boundaries(self.graph, seen)
         for g in self.groups:
-            want_in, want_out = boundary(self.graph, set(g.nodes))
+            want_in, want_out = boundaries[g.id]
             if set(g.inputs) != set(want_in) or set(g.outputs) != set(want_out):
                 raise PlanError(f"group {g.id}: recorded inputs/outputs do not match the graph")
 
@@ -184,23 +185,46 @@ class FusionPlan:
         return self._ops_by_name[name]
 
 
+def group_boundaries(graph: Graph, owner: dict[str, int]) -> dict[int, tuple[list[str], list[str]]]:
+    """(inputs, outputs) of every group at once, in one pass over the graph.
+
+    A group's inputs are values it reads that it does not produce; its outputs are values
+    it produces that another group reads or that leave the graph.
+    """
+    producer_group = {out: owner[n.name] for n in graph.nodes for out in n.outputs}
+    inputs: dict[int, dict[str, None]] = {}
+    outputs: dict[int, dict[str, None]] = {}
+    for node in graph.nodes:
+        gid = owner[node.name]
+        inputs.setdefault(gid, {})
+        outputs.setdefault(gid, {})
+        for value in node.present_inputs():
+            source = producer_group.get(value)
+            if source != gid:
+                inputs[gid][value] = None
+                if source is not None:
+                    outputs[source][value] = None
+    for value in graph.outputs:
+        if value in producer_group:
+            outputs[producer_group[value]][value] = None
+    order = {out: k for k, n in enumerate(graph.nodes) for out in n.outputs}
+    return {gid: (list(inputs[gid]), sorted(outputs[gid], key=order.__getitem__)) for gid in inputs}
+
+
 def boundary(graph: Graph, members: set[str]) -> tuple[list[str], list[str]]:
-    """(inputs, outputs) of a set of nodes: values read from outside, values used outside."""
-    produced: dict[str, None] = {}
-    inputs: dict[str, None] = {}
-    for node in graph.nodes:
-        if node.name in members:
-            for value in node.present_inputs():
-                if value not in produced:
-                    inputs[value] = None
-            for out in node.outputs:
-                produced[out] = None
-    used_outside = set(graph.outputs)
-    for node in graph.nodes:
-        if node.name not in members:
-            used_outside.update(node.present_inputs())
-    outputs = [v for v in produced if v in used_outside]
-    return list(inputs), outputs
+    """(inputs, outputs) of one set of nodes: values read from outside, values used outside."""
+    owner = {n.name: (0 if n.name in members else 1) for n in graph.nodes}
+    return group_boundaries(graph, owner).get(0, ([], []))
+
+
+def make_groups(graph: Graph, members: list[list[str]], fields: list[dict]) -> list[Group]:
+    """Groups 0.. over the given member lists (kept in graph order), boundaries filled in."""
+    owner = {name: gid for gid, names in enumerate(members) for name in names}
+    order = {n.name: k for k, n in enumerate(graph.nodes)}
+    boundaries = group_boundaries(graph, owner)
+    return [Group(gid, sorted(names, key=order.__getitem__), inputs=boundaries[gid][0],
+                  outputs=boundaries[gid][1], **extra)
+            for gid, (names, extra) in enumerate(zip(members, fields))]
 
 
 def make_group(graph: Graph, gid: int, members: list[str], **fields) -> Group:
@@ -213,9 +237,8 @@ def make_group(graph: Graph, gid: int, members: list[str], **fields) -> Group:
 
 def per_node_plan(graph: Graph, kind_of=None) -> FusionPlan:
     """The unfused plan: one group per node (``kind_of(node)`` may mark views)."""
-    groups = [make_group(graph, k, [n.name], kind=(kind_of(n) if kind_of else "kernel"))
-              for k, n in enumerate(graph.nodes)]
-    return FusionPlan(graph, groups, strategy="none")
+    fields = [dict(kind=(kind_of(n) if kind_of else "kernel")) for n in graph.nodes]
+    return FusionPlan(graph, make_groups(graph, [[n.name] for n in graph.nodes], fields), strategy="none")
 
 
 def single_group_plan(graph: Graph) -> FusionPlan:
