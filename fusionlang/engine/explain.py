@@ -86,7 +86,7 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
     owner = plan.group_of()
     group = plan.group(owner[target])
     category = ruleset.category_of_node(graph, node)
-    exp = Explanation(node_name, target, node.op, category, _class_rule(ruleset, node.op), node.provenance,
+    exp = Explanation(node_name, target, node.op, category, _class_rule(ruleset, graph, node), node.provenance,
                       group.id, group.category, list(group.nodes), list(group.rules), replaced=replaced)
     strategy = plan.strategy if plan.strategy in STRATEGIES else "apollo"
     opts = strategy_options(ruleset, strategy, STRATEGIES[strategy][1], options)
@@ -105,12 +105,14 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
     return exp
 
 
-def _class_rule(ruleset, op: str) -> str:
-    for rule in getattr(ruleset, "class_rules", ()):
-        if rule.op == op and rule.category:
-            guard = " (guarded)" if rule.guard is not None else ""
-            return f"{rule.span}: class {op} : {rule.category}{guard}"
-    return ""
+def _class_rule(ruleset, graph, node) -> str:
+    rule = ruleset.class_rule_of_node(graph, node)
+    if rule is None:
+        return ""
+    from fusionlang.lang import format_expr
+
+    guard = f" when {format_expr(rule.guard)}" if rule.guard is not None else ""
+    return f"{rule.span}: class {node.op} : {rule.category}{guard}"
 
 
 class _Refuser:

@@ -70,7 +70,6 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
         plan.horizontal = apollo.horizontal_packs(plan, ruleset, opts, cost)
     plan.stats.update(
         kernels_after=plan.launches,
-        groups=len(plan.groups),
         bytes_after=sum(int(g.cost["bytes_read"] + g.cost["bytes_written"]) for g in plan.groups),
         flops=sum(g.cost["flops"] for g in plan.groups),
         estimated_seconds_after=sum(g.cost["seconds"] for g in plan.groups),

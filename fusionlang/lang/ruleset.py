@@ -266,15 +266,24 @@ class RuleSet:
                 return rule.category
         return None
 
+    def class_rule_of_node(self, graph: Graph, node: Node) -> ClassRule | None:
+        """The `class` declaration that decides ``node``'s category: the first refinement
+        whose guard holds, else the op's plain class; None when the op is unclassified."""
+        plain = None
+        for rule in self._rules_for(node.op):
+            if rule.category is None:
+                continue
+            if rule.guard is None:
+                plain = plain or rule
+            elif guard_holds(rule.guard, node_context(graph, node)):
+                return rule
+        return plain
+
     def category_of_node(self, graph: Graph, node: Node) -> str:
         """The category of ``node``: the first refinement whose guard holds, else its class,
         else the top category."""
-        for rule in self._rules_for(node.op):
-            if rule.guard is None:
-                return rule.category
-            if guard_holds(rule.guard, node_context(graph, node)):
-                return rule.category
-        return self.top
+        rule = self.class_rule_of_node(graph, node)
+        return rule.category if rule is not None else self.top
 
     def is_commutative(self, op: str) -> bool:
         return op in self._commutative
