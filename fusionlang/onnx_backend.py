@@ -1,8 +1,11 @@
 """fusionlang as an ONNX backend (``onnx.backend.base.Backend``).
 
-``prepare`` imports the model with :func:`fusionlang.frontend.from_onnx`; ``rep.run``
-executes it. Execution goes through :func:`execute` alone, so switching from the NumPy
-reference interpreter to compiled code changes that one function.
+``prepare`` imports the model with :func:`fusionlang.frontend.from_onnx`, fuses it with
+the default rules and compiles it (target ``c``, or ``cuda`` when CuPy sees a device);
+``rep.run`` runs the compiled code. A graph the backend cannot compile (an op with no
+loop form, a dtype the emitters lack) runs on the reference interpreter instead, with a
+warning, and ``rep.fallback`` says why. ``prepare(model, target="reference")`` asks for
+the interpreter outright.
 
     import fusionlang.onnx_backend as backend
     outputs = backend.run_model(model, [x])          # or backend.prepare(model).run({...})
@@ -13,6 +16,7 @@ itself be handed to ``onnx.backend.test.BackendTest``.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -20,29 +24,40 @@ import onnx
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
-from fusionlang.errors import InputError, ModelError
+import fusionlang
+from fusionlang.backend import cuda_available, default_target
+from fusionlang.errors import CodegenError, InputError, ModelError
 from fusionlang.frontend import from_onnx
 from fusionlang.frontend.onnx_import import MAX_OPSET
 from fusionlang.ir.graph import Graph
 from fusionlang.ops.interpreter import run as interpret
 
 
-def execute(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run ``graph``: today the reference interpreter, later compiled code."""
-    return interpret(graph, feeds)
+def executor(graph: Graph, target: str, rules: str = "apollo"):
+    """(run function, fallback reason or None) for ``graph`` on ``target``."""
+    if target == "reference":
+        return (lambda feeds: interpret(graph, feeds)), None
+    try:
+        compiled = fusionlang.compile(fusionlang.fuse(graph, rules), target)
+    except CodegenError as exc:
+        warnings.warn(f"fusionlang: running {graph.name!r} on the reference interpreter: {exc}", stacklevel=3)
+        return (lambda feeds: interpret(graph, feeds)), str(exc)
+    return compiled.run, None
 
 
 class FusionlangRep(BackendRep):
     """A prepared model: ``run(inputs)`` returns its outputs in graph output order."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, target: str | None = None, rules: str = "apollo"):
         self.graph = graph
+        self.target = target or default_target()
+        self._run, self.fallback = executor(graph, self.target, rules)
         self._outputs = namedtupledict("Outputs", list(graph.outputs))
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         """``inputs``: a dict by name, a list/tuple in graph input order, or one array."""
         feeds = self.feeds(inputs)
-        results = execute(self.graph, feeds)
+        results = self._run(feeds)
         return self._outputs(*(results[name] for name in self.graph.outputs))
 
     def feeds(self, inputs: Any) -> dict[str, np.ndarray]:
@@ -62,15 +77,20 @@ class FusionlangBackend(Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         try:
-            return Device(device).type == DeviceType.CPU
+            kind = Device(device).type
         except (AttributeError, ValueError):
             return False
+        return kind == DeviceType.CPU or (kind == DeviceType.CUDA and cuda_available())
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> FusionlangRep:
+        """Import, fuse and compile ``model``. Keywords: ``target`` ("c", "cuda",
+        "reference"; default from ``device``), ``rules`` (default "apollo"),
+        ``input_shapes`` for symbolic input dims."""
         if not cls.supports_device(device):
-            raise ModelError(f"fusionlang's ONNX backend runs on CPU only, not {device!r}")
-        return FusionlangRep(from_onnx(model, kwargs.get("input_shapes")))
+            raise ModelError(f"fusionlang's ONNX backend cannot run on {device!r} here")
+        target = kwargs.get("target") or ("cuda" if Device(device).type == DeviceType.CUDA else "c")
+        return FusionlangRep(from_onnx(model, kwargs.get("input_shapes")), target, kwargs.get("rules", "apollo"))
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:

@@ -8,7 +8,8 @@ from onnx import helper
 from onnx.backend.base import Backend, BackendRep
 
 import fusionlang.onnx_backend as backend
-from fusionlang.errors import InputError, ModelError, UnsupportedOpError
+from fusionlang.backend import cuda_available
+from fusionlang.errors import CodegenError, InputError, ModelError, UnsupportedOpError
 from onnx_cases import make_model, random_array
 
 
@@ -33,13 +34,15 @@ def test_is_an_onnx_backend():
     assert isinstance(backend.prepare(two_input_model()), BackendRep)
 
 
-@pytest.mark.parametrize("device,ok", [("CPU", True), ("CUDA", False), ("CUDA:1", False), ("TPU", False)])
-def test_supports_cpu_only(device, ok):
+@pytest.mark.parametrize("device,ok", [("CPU", True), ("CUDA", cuda_available()), ("CUDA:1", cuda_available()),
+                                       ("TPU", False)])
+def test_supports_cpu_and_cuda_only_with_a_device(device, ok):
     assert backend.supports_device(device) is ok
 
 
-def test_prepare_refuses_other_devices():
-    with pytest.raises(ModelError, match="CPU only, not 'CUDA'"):
+@pytest.mark.skipif(cuda_available(), reason="a CUDA device is visible")
+def test_prepare_refuses_cuda_without_a_device():
+    with pytest.raises(ModelError, match="cannot run on 'CUDA' here"):
         backend.prepare(two_input_model(), "CUDA")
 
 
@@ -90,14 +93,18 @@ def test_run_node_unsupported_op():
         backend.run_node(node, [np.ones((2, 2), np.float32)])
 
 
-def test_execution_goes_through_execute(monkeypatch):
-    calls = []
-    real = backend.execute
+def test_prepare_compiles_to_c_on_the_cpu():
+    rep = backend.prepare(two_input_model())
+    assert (rep.target, rep.fallback) == ("c", None)
+    assert np.allclose(rep.run([A, B])[0], backend.prepare(two_input_model(), target="reference").run([A, B])[0])
 
-    def spy(graph, feeds):
-        calls.append(sorted(feeds))
-        return real(graph, feeds)
 
-    monkeypatch.setattr(backend, "execute", spy)
-    backend.prepare(two_input_model()).run([A, B])
-    assert calls == [["a", "b"]]
+def test_an_uncompilable_graph_falls_back_with_a_reason(monkeypatch):
+    def refuse(plan, target):
+        raise CodegenError("node 'n' (thing): no loop form")
+
+    monkeypatch.setattr(backend.fusionlang, "compile", refuse)
+    with pytest.warns(UserWarning, match="reference interpreter: node 'n' \\(thing\\): no loop form"):
+        rep = backend.prepare(two_input_model())
+    assert rep.fallback == "node 'n' (thing): no loop form"
+    assert rep.run([A, B])[0].shape == A.shape
