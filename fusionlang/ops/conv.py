@@ -14,6 +14,17 @@ from fusionlang.ops.window import WINDOW_ATTRS, Window, window_of
 # ----- conv ------------------------------------------------------------------------
 
 
+
+def multiply_accumulate(call: OpCall, out, x_read: Read, w_read: Read, extents: tuple[int, ...]) -> list[Stmt]:
+    """One statement: sum of x * w over ``extents``, plus the per-channel bias if given."""
+    reads = [x_read, w_read]
+    finalize = None
+    if call.has_input(2):
+        reads.append(Read(2, (i_sym(1),)))
+        finalize = ACC + v_sym(2)
+    return [Stmt(0, out.shape, tuple(reads), v_sym(0) * v_sym(1), reduce="sum",
+                 reduce_extents=extents, finalize=finalize)]
+
 def _conv_geometry(call: OpCall):
     x, w = call.input(0), call.input(1)
     if x.rank < 3 or w.rank != x.rank:
@@ -89,13 +100,7 @@ def _conv_access(call: OpCall) -> list[Stmt]:
     channel = (i_sym(1) // oc_per_group) * cin_per_group + r_sym(0) if group > 1 else r_sym(0)
     x_read = Read(0, (i_sym(0), channel) + window.input_index(2, 1), pad=0.0)
     w_read = Read(1, (i_sym(1), r_sym(0)) + tuple(r_sym(1 + a) for a in range(s)))
-    reads = [x_read, w_read]
-    finalize = None
-    if call.has_input(2):
-        reads.append(Read(2, (i_sym(1),)))
-        finalize = ACC + v_sym(2)
-    return [Stmt(0, out.shape, tuple(reads), v_sym(0) * v_sym(1), reduce="sum",
-                 reduce_extents=(cin_per_group,) + window.kernel, finalize=finalize)]
+    return multiply_accumulate(call, out, x_read, w_read, (cin_per_group,) + window.kernel)
 
 
 register(
@@ -195,13 +200,7 @@ def _transpose_access(call: OpCall) -> list[Stmt]:
     cond = sp.And(*divisible) if divisible else None
     x_read = Read(0, (i_sym(0), in_channel) + tuple(spatial), pad=0.0, cond=cond)
     w_read = Read(1, (in_channel, out_channel) + tuple(r_sym(1 + a) for a in range(window.rank)))
-    reads = [x_read, w_read]
-    finalize = None
-    if call.has_input(2):
-        reads.append(Read(2, (i_sym(1),)))
-        finalize = ACC + v_sym(2)
-    return [Stmt(0, out.shape, tuple(reads), v_sym(0) * v_sym(1), reduce="sum",
-                 reduce_extents=(cin_per_group,) + window.kernel, finalize=finalize)]
+    return multiply_accumulate(call, out, x_read, w_read, (cin_per_group,) + window.kernel)
 
 
 register(
