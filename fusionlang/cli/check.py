@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, is_quiet, print_json, wants_json
-from fusionlang.errors import InputError
+from fusionlang.errors import FuseError, InputError
 
 HELP = "property-check every rule of .fuse rule files"
 
@@ -31,7 +31,14 @@ def configure(p) -> None:
 
 def run(args) -> int:
     from fusionlang.lang import load_rules
-    from fusionlang.testing.checker import KINDS, STATUSES
+
+    try:
+        from fusionlang.testing.checker import KINDS, STATUSES
+    except ModuleNotFoundError as exc:
+        if exc.name != "hypothesis":
+            raise
+        raise FuseError("fusionlang check draws its instances with hypothesis, which is not installed "
+                        "(pip install hypothesis, or the package's 'test' extra)") from None
 
     if args.examples < 1:
         raise InputError("--examples must be at least 1")
