@@ -28,6 +28,9 @@ class _Group:
     rules: list[str] = field(default_factory=list)
     #: the node-level edge (producer, consumer) whose merge formed this group last
     last_merge: tuple[str, str] | None = None
+    #: every merge that built this group, oldest first: (order, edge, members right after it),
+    #: so feedback can split a rejected group at the first merge that made it unfusable
+    history: list[tuple[int, tuple[str, str], frozenset[str]]] = field(default_factory=list)
 
 
 class Grouping:
@@ -38,6 +41,7 @@ class Grouping:
         self.group_of: dict[str, int] = {}
         self.groups: dict[int, _Group] = {}
         self.stitches: list[tuple[str, str]] = []  # (value, consumer node) kept on chip
+        self.merges = 0
         for k, node in enumerate(graph.nodes):
             self.groups[k] = _Group(k, [node.name], categories[node.name], k, k)
             self.group_of[node.name] = k
@@ -100,6 +104,9 @@ class Grouping:
         if why and why not in gb.rules:
             gb.rules.append(why)
         gb.last_merge = edge
+        if edge is not None:
+            self.merges += 1
+            gb.history = sorted(gb.history + ga.history) + [(self.merges, edge, frozenset(gb.members))]
         for s in ga.succ:
             self.groups[s].pred.discard(a)
             if s != b:

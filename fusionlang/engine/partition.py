@@ -92,5 +92,16 @@ def _rejected_merges(graph, grouping, feedback, cost) -> list[tuple[tuple[str, s
         if reason is not None:
             if group.last_merge is None:
                 raise FuseError(f"backend rejected group {group.members} but no merge formed it: {reason}")
-            rejected.append((group.last_merge, reason))
+            rejected.append(_first_failing_merge(grouping, group, feedback, reason))
     return rejected
+
+
+def _first_failing_merge(grouping, group, feedback, reason) -> tuple[tuple[str, str], str]:
+    """The oldest merge whose result the backend rejects: forbidding it splits the group where
+    it first went wrong (forbidding the last merge would peel one op per round)."""
+    for _, edge, members in group.history[:-1]:
+        if len(members) > 1:
+            earlier = feedback(grouping.graph, sorted(members, key=grouping.index.__getitem__))
+            if earlier is not None:
+                return edge, earlier
+    return group.last_merge, reason

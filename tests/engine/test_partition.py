@@ -145,6 +145,22 @@ def test_backend_feedback_splits_a_rejected_group(rules):
     plan.validate()
 
 
+def test_feedback_splits_at_the_first_merge_that_fails(rules):
+    # a backend that cannot fuse anything downstream of n1 -> n2: forbidding the last merge of
+    # a long chain would peel one op per round and run out of rounds
+    graph = elementwise_chain(["relu", "exp", "neg", "sqrt", "abs", "relu", "exp", "neg", "sqrt", "abs",
+                               "relu", "exp", "neg", "sqrt", "abs", "relu", "exp", "neg", "sqrt", "abs"])
+
+    def feedback(g, members):
+        return "test backend cannot fuse exp with neg" if {"n1", "n2"} <= set(members) else None
+
+    plan = partition(graph, rules["apollo"], "apollo", feedback=feedback, max_feedback_rounds=2)
+    owner = plan.group_of()
+    assert owner["n1"] != owner["n2"]
+    assert plan.stats["feedback"] == ["backend refused the merge n1 -> n2: test backend cannot fuse exp with neg"]
+    assert len(plan.groups) == 2
+
+
 def test_unknown_strategy_option_is_an_error(tmp_path):
     path = tmp_path / "bad.fuse"
     path.write_text('import "apollo.fuse"\nstrategy dp { max_opz = 3 }\n')

@@ -28,9 +28,6 @@ PIPELINE = (
     Defect("view_chain_alias", ("compile",), r"KeyError: '[^']*' \(at memory\.py",
            "a group of two views (transpose of a [1, 1] tensor, then flatten) makes the buffer planner "
            "look up the inner view's value, which no group outputs (backend/memory.py)"),
-    Defect("feedback_round_limit", ("fuse",), r"kept rejecting groups after 16 rounds",
-           "Apollo's feedback loop forbids one merge per rejected group per round and gives up after 16 "
-           "rounds on an 11-op normalization graph (engine/partition.py)"),
 )
 
 #: (kind, name, where) of standard rules the rule checker finds wrong

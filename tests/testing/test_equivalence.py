@@ -171,9 +171,8 @@ def _normalization_graph():
     return b.build()
 
 
-@pytest.mark.xfail(strict=True, reason="known defect feedback_round_limit: engine/partition.py gives up after 16 "
-                                       "feedback rounds")
-def test_feedback_round_limit_normalization_graph_fuses():
+def test_feedback_splits_a_normalization_graph_where_it_first_fails():
+    # found by the batch tests: splitting at the last merge peeled one op per round and gave up
     verdict = check_equivalence(_normalization_graph(), "apollo", "apollo")
     assert verdict.ok, verdict.report()
 
@@ -190,7 +189,6 @@ def test_tvm_policy_compiles_softmax():
 
 def test_known_defect_signatures_match_their_repros():
     view = check_equivalence(_transpose_then_flatten(), "tvm", "tvm")
-    rounds = check_equivalence(_normalization_graph(), "apollo", "apollo")
-    for verdict, name in ((view, "view_chain_alias"), (rounds, "feedback_round_limit")):
+    for verdict, name in ((view, "view_chain_alias"),):
         if not verdict.ok:  # (once fixed, the strict xfail above reports it)
             assert known_crash(verdict) is not None and known_crash(verdict).name == name
