@@ -31,15 +31,7 @@ PIPELINE = (
 )
 
 #: (kind, name, where) of standard rules the rule checker finds wrong
-RULES = {
-    ("decompose", "lrn", "tvm.fuse:51"):
-        "tvm.fuse opens lrn with an average_pool whose kernel [size, 1, 1] assumes a 4-d input; a 3-d "
-        "input (N, C, W), which LRN accepts, fails to open",
-    ("fuse", "reorganize|shuffle -> one_to_many : one_to_many [cost]", "dnnfusion.fuse:50"):
-        "the result one_to_many ranks below reorganize and shuffle in dnnfusion.fuse's lattice",
-    ("fuse", "one_to_many -> reorganize|shuffle : one_to_many [cost]", "dnnfusion.fuse:52"):
-        "the result one_to_many ranks below reorganize and shuffle in dnnfusion.fuse's lattice",
-}
+RULES: dict[tuple[str, str, str], str] = {}
 
 
 def known_crash(verdict) -> Defect | None:

@@ -73,17 +73,17 @@ def test_the_public_entry_point():
 # ----- known defects (strict xfail: they pass once the rule files are fixed) -------------------
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: tvm.fuse's lrn decomposition assumes a 4-d input")
 def test_tvm_lrn_decomposition_opens_every_rank():
+    # found by the checker: the window was [size, 1, 1] whatever the input's rank
     rules = load_rules("tvm")
     (case,) = rules.decompositions["lrn"]
     check = check_decomposition(case, rules, max_examples=EXAMPLES)
     assert check.status != "failed", str(check)
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: dnnfusion.fuse's lattice ranks one_to_many below "
-                                       "reorganize and shuffle, which its table fuses into one_to_many")
 def test_dnnfusion_fuse_table_is_monotone():
+    # found by the checker: one_to_many ranked below reorganize and shuffle, which the table
+    # fuses into one_to_many
     rules = load_rules("dnnfusion")
     bad = [str(check_fuse_entry(e, rules)) for e in rules.fuse_entries if check_fuse_entry(e, rules).status != "proved"]
     assert not bad, "\n".join(bad)
