@@ -12,6 +12,7 @@ from typing import Callable
 
 from fusionlang.engine import apollo, dp, tvm
 from fusionlang.engine.cost import CostModel
+from fusionlang.engine.lowering import on_primitives
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
 from fusionlang.errors import FuseError
@@ -43,6 +44,7 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     run, defaults = STRATEGIES[name]
     opts = strategy_options(ruleset, name, defaults, options)
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
+    feedback = on_primitives(feedback, ruleset) if feedback is not None else None
     forbidden: set[tuple[str, str]] = set()
     notes: list[str] = []
     for _ in range(max_feedback_rounds):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from fusionlang.engine.cost import CostModel
+from fusionlang.engine.lowering import lower_compound_groups
 from fusionlang.engine.partition import Feedback, default_strategy, partition
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.ir.graph import Graph
@@ -35,6 +36,7 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     result = apply_rules(graph, ruleset) if rewrite else None
     rewritten = result.graph if result is not None else graph
     plan = partition(rewritten, ruleset, name, options=options, feedback=feedback)
+    plan = lower_compound_groups(plan, ruleset)
     plan.original = graph
     plan.stats.update(
         kernels_before=before["kernels"],

@@ -1,0 +1,100 @@
+"""Opening compound ops inside their groups, after partitioning.
+
+A policy may keep a compound op whole while it partitions (tvm.fuse treats softmax as
+one out-ewise-fusable op, as TVM does); the loop layer only compiles primitive ops. So the
+compound ops left in a plan are opened here with the standard decompositions (the rule
+set's own cases first), and every node an opening creates joins the group of the op it
+replaces: group count, stitches and horizontal packs are unchanged.
+"""
+
+from __future__ import annotations
+
+from fusionlang.engine.passes import _case_for, open_node
+from fusionlang.engine.plan import FusionPlan, make_groups
+from fusionlang.engine.rewrite_index import GraphIndex
+from fusionlang.engine.rewrite_trace import Recorder
+from fusionlang.errors import FuseError
+from fusionlang.ir.graph import Graph
+
+#: the rule library whose decompositions lower what a policy kept whole
+LOWERING_RULES = "decompose"
+
+
+def has_compound_ops(graph: Graph, names, registry) -> bool:
+    by_name = {n.name: n for n in graph.nodes}
+    return any(registry.get(by_name[name].op).compound for name in names)
+
+
+def open_compound_ops(graph: Graph, names: list[str], rulesets) -> dict[str, list[str]]:
+    """Open, in place, every compound op among ``names`` (and the compound ops its body
+    builds), with the first of ``rulesets`` that has a case for it. Returns, for each
+    opened node, the primitive nodes that replace it."""
+    index = GraphIndex(graph)
+    by_name = {n.name: n for n in graph.nodes}
+    recorder = Recorder(budget=0)
+    replaced: dict[str, list[str]] = {}
+    for name in names:
+        node = by_name[name]
+        if not rulesets[0].registry.get(node.op).compound:
+            continue
+        stack, primitive = [node], []
+        while stack:
+            current = stack.pop()
+            ruleset, case = _lowering_case(rulesets, current)
+            if case is None:
+                primitive.append(current.name)
+                continue
+            stack.extend(reversed(open_node(index, ruleset, current, case, recorder)))
+        replaced[name] = primitive
+    index.finalize()
+    return replaced
+
+
+def _lowering_case(rulesets, node):
+    if not rulesets[0].registry.get(node.op).compound:
+        return None, None
+    for ruleset in rulesets:
+        case = _case_for(ruleset, node)
+        if case is not None:
+            return ruleset, case
+    raise FuseError(f"node {node.name!r} ({node.op}) is a compound op and no decomposition in "
+                    f"{', '.join(r.name or '?' for r in rulesets)} opens it (its attributes: {node.attrs})")
+
+
+def on_primitives(feedback, ruleset):
+    """``feedback`` asked about a group as it will be compiled: with its compound ops opened."""
+    def check(graph: Graph, members: list[str]):
+        if not has_compound_ops(graph, members, ruleset.registry):
+            return feedback(graph, members)
+        graph = graph.copy()
+        replaced = open_compound_ops(graph, members, _lowering_rulesets(ruleset))
+        return feedback(graph, [new for old in members for new in replaced.get(old, [old])])
+    return check
+
+
+def _lowering_rulesets(ruleset) -> list:
+    from fusionlang.lang import load_rules
+
+    return [r for r in (ruleset, load_rules(LOWERING_RULES)) if r is not None]
+
+
+def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
+    """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
+    none). ``ruleset``'s own decompositions are tried before the standard ones."""
+    rulesets = _lowering_rulesets(ruleset)
+    graph = plan.graph
+    if not has_compound_ops(graph, [n.name for n in graph.nodes], rulesets[0].registry):
+        return plan
+    graph = graph.copy()
+    replaced = open_compound_ops(graph, [n.name for n in graph.nodes], rulesets)
+    members = [[new for old in g.nodes for new in replaced.get(old, [old])] for g in plan.groups]
+    fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost)) for g in plan.groups]
+    groups = make_groups(graph, members, fields)
+    lowered = FusionPlan(graph=graph, groups=groups, strategy=plan.strategy, rules=plan.rules,
+                         stitches=list(plan.stitches), horizontal=[list(h) for h in plan.horizontal],
+                         stats=dict(plan.stats), original=plan.original)
+    lowered.validate()
+    return lowered
+
+
+__all__ = ["lower_compound_groups", "on_primitives", "open_compound_ops"]
