@@ -238,6 +238,18 @@ def _verdict(kind, name, where, state: _Run, proof, started) -> RuleCheck:
 # ----- formula defs ---------------------------------------------------------------------------------
 
 
+def _defined_at(formula: sp.Expr, point: dict) -> bool:
+    """Is every subexpression of ``formula`` real and finite at ``point``? A product can hide a
+    singular factor from sympy (0 * rsqrt(-1) is 0 there, NaN in floating point), so the
+    whole formula being finite is not enough."""
+    for sub in sp.preorder_traversal(formula):
+        if sub.free_symbols or sub.is_number:
+            value = sub.xreplace(point).evalf(30)
+            if not value.is_real or not value.is_finite:
+                return False
+    return True
+
+
 def check_def(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) -> RuleCheck:
     """A formula def: its NumPy reference (a walk of the sympy tree) against sympy's own
     numeric evaluation of the same formula, element by element."""
@@ -265,10 +277,10 @@ def check_def(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) 
             got = np.asarray(opdef.reference(arrays, attrs)[0], dtype=np.float64)
         want = []
         for k in range(size):
-            value = formula.xreplace({v_sym(j): sp.Float(float(arrays[j][k]), 30) for j in range(n)}).evalf(30)
-            if not value.is_real or not value.is_finite:
-                raise Reject("the formula is not finite there")
-            want.append(float(value))
+            point = {v_sym(j): sp.Float(float(arrays[j][k]), 30) for j in range(n)}
+            if not _defined_at(formula, point):
+                raise Reject("the formula is not real and finite there")
+            want.append(float(formula.xreplace(point).evalf(30)))
         want = np.asarray(want)
         mismatch = compare(want, got, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(want).max())))
         if mismatch is None:

@@ -223,3 +223,23 @@ def test_non_scalar_rules_are_not_proved():
 def test_lattice_check_unit():
     rules = load_rules("apollo")
     assert all(check_fuse_entry(e, rules).status == "proved" for e in rules.fuse_entries)
+
+
+def test_a_formula_is_only_compared_where_every_part_of_it_is_defined():
+    # found by `fusionlang check`: bn_b at x == mean with var + epsilon < 0 is 0 for sympy
+    # (0 times an imaginary factor) and NaN in floating point, which is no counterexample
+    import sympy as sp
+
+    from fusionlang.testing.checker import _defined_at
+
+    x, y = sp.symbols("x y")
+    formula = x * y ** sp.Rational(-1, 2) + 1
+    assert _defined_at(formula, {x: sp.Float(1), y: sp.Float(4)})
+    assert not _defined_at(formula, {x: sp.Float(0), y: sp.Float(-1)})
+    assert not _defined_at(formula, {x: sp.Float(0), y: sp.Float(0)})
+
+
+def test_bn_b_holds_with_the_cli_budget():
+    ruleset = load_rules("std/compound")
+    report = check_rules(ruleset, max_examples=60, kinds=("def",), select=lambda kind, name, where: name == "bn_b")
+    assert report.ok and [c.status for c in report.checks] == ["checked"]
