@@ -24,6 +24,7 @@ import numpy as np
 
 from fusionlang.backend.ccompile import cache_dir, link_libraries
 from fusionlang.backend.memory import ALIGN
+from fusionlang.backend.outputs import gather_outputs
 from fusionlang.backend.runtime_cuda import build_program, kernel_infos
 from fusionlang.errors import CodegenError
 
@@ -184,20 +185,11 @@ class EmuRuntime:
 
     def run(self, feeds) -> dict:
         self.execute(feeds)
-        cg = self.cg
-        out = {}
-        for name in cg.graph.outputs:
-            t = cg.graph.types[name]
-            root = cg.buffers.root(name)
-            b = cg.buffers.buffers[root]
-            if b.kind == "input":
-                out[name] = feeds[root].reshape(t.shape).copy()
-            elif b.kind == "const":
-                out[name] = np.asarray(cg.constants[root]).reshape(t.shape).copy()
-            else:
-                start = self.base + b.offset
-                out[name] = np.frombuffer(self.arena, np.dtype(t.dtype), t.size, start).reshape(t.shape).copy()
-        return out
+
+        def read(name, b, t):
+            start = self.base + b.offset
+            return np.frombuffer(self.arena, np.dtype(t.dtype), t.size, start).reshape(t.shape).copy()
+        return gather_outputs(self.cg, feeds, read)
 
 
 __all__ = ["EMU_BLOCK", "EmuRuntime"]

@@ -16,6 +16,7 @@ from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
 from fusionlang.backend.emit_c import C_PRELUDE, emit_function
 from fusionlang.backend.memory import ALIGN
+from fusionlang.backend.outputs import gather_outputs
 
 
 class CRuntime:
@@ -135,20 +136,8 @@ class CRuntime:
         self.entry(ctypes.cast(self.table, ctypes.c_void_p))
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        cg = self.cg
         self.execute(feeds)
-        out = {}
-        for name in cg.graph.outputs:
-            root = cg.buffers.root(name) if name in cg.buffers.buffers else name
-            kind = cg.buffers.buffers[root].kind if root in cg.buffers.buffers else "const"
-            t = cg.graph.types[name]
-            if kind == "input":
-                out[name] = feeds[root].reshape(t.shape).copy()
-            elif kind == "const":
-                out[name] = np.asarray(cg.constants[root]).reshape(t.shape).copy()
-            else:
-                out[name] = self._array(name).copy()
-        return out
+        return gather_outputs(self.cg, feeds, lambda name, b, t: self._array(name).copy())
 
 
 __all__ = ["CRuntime"]

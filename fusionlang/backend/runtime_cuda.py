@@ -14,6 +14,7 @@ import numpy as np
 
 from fusionlang.backend.emit_cuda import CUDA_PRELUDE, CudaGroup, emit_group, horizontal_kernel
 from fusionlang.backend.memory import ALIGN
+from fusionlang.backend.outputs import gather_outputs
 from fusionlang.errors import CodegenError
 
 
@@ -178,21 +179,11 @@ class CudaRuntime:
         self.cp.cuda.get_current_stream().synchronize()
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        cg = self.cg
         self.execute(feeds)
-        out = {}
-        for name in cg.graph.outputs:
-            t = cg.graph.types[name]
-            root = cg.buffers.root(name)
-            b = cg.buffers.buffers[root]
-            if b.kind == "input":
-                out[name] = feeds[root].reshape(t.shape).copy()
-            elif b.kind == "const":
-                out[name] = np.asarray(cg.constants[root]).reshape(t.shape).copy()
-            else:
-                raw = self.arena[b.offset:b.offset + t.nbytes].get()
-                out[name] = raw.view(t.dtype).reshape(t.shape).copy()
-        return out
+
+        def read(name, b, t):
+            return self.arena[b.offset:b.offset + t.nbytes].get().view(t.dtype).reshape(t.shape).copy()
+        return gather_outputs(self.cg, feeds, read)
 
 
 __all__ = ["CudaProgram", "CudaRuntime", "build_program", "cuda_available"]
