@@ -269,6 +269,10 @@ def check_def(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) 
     if formula is None:
         return RuleCheck("def", rule.name, where, "skipped", detail="no scalar formula to evaluate")
     from fusionlang.ops.access import v_sym
+    from fusionlang.ops.scalar import Sigmoid
+
+    # sympy evaluates exp, not our Sigmoid (kept whole for code printing)
+    formula = formula.replace(Sigmoid, lambda a: 1 / (1 + sp.exp(-a)))
 
     def trial(draw):
         size = draw(st.integers(1, 4))
