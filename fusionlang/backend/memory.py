@@ -67,6 +67,15 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def _stored_root(value: str, aliases: dict[str, str], buffers: dict[str, Buffer]) -> str:
+    """The nearest value ``value`` re-labels that has a buffer: a view group's inner views
+    (transpose then flatten, say) are no group's output, so they get none."""
+    root = aliases[value]
+    while root not in buffers and root in aliases:
+        root = aliases[root]
+    return root
+
+
 def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, share: bool = True) -> BufferPlan:
     """Place every group-boundary value.
 
@@ -86,7 +95,8 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
             if value in buffers:
                 continue
             if value in aliases:
-                buffers[value] = Buffer(value, graph.types[value].nbytes, "alias", root=aliases[value])
+                buffers[value] = Buffer(value, graph.types[value].nbytes, "alias",
+                                        root=_stored_root(value, aliases, buffers))
             else:
                 buffers[value] = Buffer(value, graph.types[value].nbytes, "arena", first=position[g.id],
                                         last=position[g.id])

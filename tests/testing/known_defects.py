@@ -25,9 +25,6 @@ class Defect:
 
 
 PIPELINE = (
-    Defect("view_chain_alias", ("compile",), r"KeyError: '[^']*' \(at memory\.py",
-           "a group of two views (transpose of a [1, 1] tensor, then flatten) makes the buffer planner "
-           "look up the inner view's value, which no group outputs (backend/memory.py)"),
 )
 
 #: (kind, name, where) of standard rules the rule checker finds wrong
