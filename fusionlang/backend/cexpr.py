@@ -55,10 +55,42 @@ def ctype(dtype: str, flavor: Flavor) -> str:
     return t
 
 
-#: float32 erf and tanh as rational approximations (Eigen's fast erf/tanh coefficients,
-#: max relative error 4.2e-7 and 4e-7 here): branch-free, so loops calling them vectorize
-#: without a vector math library. C only; CUDA has fast erff/tanhf of its own.
-FAST_MATH_C = """static inline float fl_erff(float a) {
+#: float32 exp, erf and tanh, branch-free so that loops calling them vectorize without a
+#: vector math library: C only; CUDA has fast expf/erff/tanhf of its own.
+#:
+#: fl_expf: exp(x) = 2^k exp(r) with k = round(x / ln 2) (the 1.5 * 2^23 shifter leaves k in
+#: the low bits of t), r = x - k ln 2 in two steps (Cody-Waite), exp(r) by a degree-5
+#: minimax polynomial on |r| <= ln(2)/2. 2^k is applied as two factors so that results
+#: overflow to inf and underflow through the subnormals with one rounding. The input is
+#: clamped to [-104, 88.8] (beyond, the result is 0 or inf anyway) on its bits, as signed
+#: (x >= 0) and unsigned (x < 0) integers: integer min is one instruction, a float compare
+#: and blend is two or three. Max error 2.3 ulp over every float32 (glibc's libmvec expf:
+#: 2.6), subnormal results included, exact 0, inf and NaN. About 1.4x the throughput of
+#: libmvec's AVX-512 expf on Zen 5, and inlined: libmvec's call spills the loop's vector
+#: accumulators around every 16 elements.
+#:
+#: fl_erff, fl_tanhf: rational approximations (Eigen's fast erf/tanh coefficients, max
+#: relative error 4.2e-7 and 4e-7 here).
+FAST_MATH_C = """static inline float fl_expf(float x) {
+  union { float f; int32_t i; uint32_t u; } v = {x}, t, s1, s2;
+  v.u = v.u < 0xC2D00000u ? v.u : 0xC2D00000u;
+  v.i = v.i < 0x42B1999A ? v.i : 0x42B1999A;
+  t.f = v.f * 1.44269502f + 12582912.0f;
+  float k = t.f - 12582912.0f;
+  float r = k * -0.693145752f + v.f;
+  r = k * -1.42860677e-06f + r;
+  float p = 0.00829031412f;
+  p = p * r + 0.0418979302f;
+  p = p * r + 0.166676357f;
+  p = p * r + 0.499991506f;
+  p = p * r + 0.999999702f;
+  int32_t n = t.i - 0x4B400000, h = n >> 1;
+  s1.i = (h + 127) << 23;
+  s2.i = (n - h + 127) << 23;
+  float y = (p * r * s1.f + s1.f) * s2.f;
+  return x != x ? x : y;
+}
+static inline float fl_erff(float a) {
   float x = a > 4.0f ? 4.0f : (a < -4.0f ? -4.0f : a);
   float x2 = x * x;
   float p = -2.72614225801306e-10f;
@@ -99,6 +131,7 @@ def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
     extra = FAST_MATH_C if flavor.name == "c" else ""
+    expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 {q} {i} fl_imin({i} a, {i} b) {{ return a < b ? a : b; }}
@@ -107,7 +140,7 @@ def helpers(flavor: Flavor) -> str:
 {q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 {q} double fl_maxd(double a, double b) {{ return (a > b || a != a) ? a : b; }}
 {q} double fl_mind(double a, double b) {{ return (a < b || a != a) ? a : b; }}
-{q} float fl_sigmoidf(float x) {{ float e = expf(-fabsf(x)); return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e); }}
+{q} float fl_sigmoidf(float x) {{ float e = {expf}(-fabsf(x)); return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e); }}
 {q} double fl_sigmoidd(double x) {{ double e = exp(-fabs(x)); return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e); }}
 {q} float fl_fmodf(float a, float b) {{ return a - b * floorf(a / b); }}
 {q} double fl_fmodd(double a, double b) {{ return a - b * floor(a / b); }}
@@ -367,6 +400,9 @@ class ValuePrinter(C99CodePrinter):
         if self._single and self.flavor.name == "c":
             return f"fl_{name}f({self._print(expr.args[0])})"
         return getattr(super(), f"_print_{name}")(expr)
+
+    def _print_exp(self, expr):
+        return self._fast(expr, "exp")
 
     def _print_erf(self, expr):
         return self._fast(expr, "erf")

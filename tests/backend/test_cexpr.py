@@ -137,3 +137,28 @@ void both(const float* x, float* e, float* t, long n) { for (long i = 0; i < n; 
     assert np.max(np.abs(e[nz] - want_e[nz]) / np.abs(want_e[nz])) < 1e-6
     nz = want_t != 0
     assert np.max(np.abs(t[nz] - want_t[nz]) / np.abs(want_t[nz])) < 1e-6
+
+
+def test_inline_float32_exp_is_within_three_ulp_with_exact_specials():
+    src = "#include <stdint.h>\n#include <math.h>\n" + helpers(C) + """
+void ex(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = fl_expf(x[i]); }
+"""
+    lib = load_library(build_library([src]))
+    bits = np.arange(0, 2**32, 997, dtype=np.uint64).astype(np.uint32)
+    sampled = bits.view(np.float32)
+    edges = np.float32([88.7228317, 88.7228394, 88.72, 88.38, -87.3365479, -87.34, -103.97, -103.98, -104.5,
+                        1e-30, -1e-30, 0.5 * np.log(2), -0.5 * np.log(2), 1.0, -1.0])
+    x = np.concatenate([sampled[np.isfinite(sampled) & (np.abs(sampled) < 120)], edges])
+    y = np.empty_like(x)
+    lib.ex(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data), ctypes.c_long(x.size))
+    exact = np.exp(x.astype(np.float64))
+    with np.errstate(over="ignore"):
+        rounded = exact.astype(np.float32)
+    finite = np.isfinite(rounded) & (rounded > 0)
+    ulp = np.spacing(rounded[finite]).astype(np.float64)
+    assert np.max(np.abs(y[finite] - exact[finite]) / ulp) < 3
+    assert np.all(y[np.isinf(rounded)] == np.inf) and np.all(y[rounded == 0] == 0)
+    specials = np.float32([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 200, -200, 3e38, -3e38])
+    out = np.empty_like(specials)
+    lib.ex(ctypes.c_void_p(specials.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.c_long(specials.size))
+    np.testing.assert_array_equal(out, np.float32([np.inf, 0, np.nan, np.nan, 1, 1, np.inf, 0, np.inf, 0]))
