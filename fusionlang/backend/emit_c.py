@@ -6,6 +6,11 @@ Contracted intermediates are locals declared at their scope (:func:`lower.declar
 Coincident innermost loops get ``#pragma omp simd`` (``reduction(...)`` when they only carry
 a scalar accumulator); with ``openmp=True`` the outermost parallel loop gets
 ``#pragma omp parallel for``.
+
+A float max/min accumulated in such a loop is a plain compare-select (one vector max per
+step) plus an "any NaN seen" flag or-reduced beside it and applied after the loop: the
+NaN-propagating select chain (compare, NaN test, mask or, blend) is three times slower,
+and OpenMP's own max/min combiner drops NaN lanes anyway.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class _Printer:
             for st in sts:
                 self.declared_in[st.array.id] = fid
         self.parallel_done = False
+        #: accumulator array id -> its NaN flag, inside a loop reducing it (see nan_flags)
+        self.flags: dict[int, str] = {}
         self.lines: list[str] = []
 
     # ----- pieces -------------------------------------------------------------------
@@ -106,6 +113,11 @@ class _Printer:
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype
         if a.reduce is not None:
+            flag = self.flags.get(a.array.id)
+            if flag is not None:
+                op = ">" if a.reduce == "max" else "<"
+                t = ctype(dtype, self.flavor)
+                return f"{{ {t} fl_v = {value}; {target} = {target} {op} fl_v ? {target} : fl_v; {flag} |= fl_v != fl_v; }}"
             if a.reduce == "sum":
                 return f"{target} += {value};"
             if a.reduce == "prod":
@@ -151,6 +163,12 @@ class _Printer:
         ind = "  " * depth
         ip = IndexPrinter()
         pragma = self.pragma(f)
+        flags = self.nan_flags(f) if pragma.startswith("#pragma omp simd reduction") else {}
+        for aid, flag in flags.items():
+            acc = self.names[aid]
+            self.lines.append(f"{ind}int {flag} = {acc} != {acc};")
+            pragma += f" reduction(|:{flag})"
+        self.flags.update(flags)
         if pragma:
             self.lines.append(f"{ind}{pragma}")
         v = f.var.name
@@ -163,6 +181,24 @@ class _Printer:
         self.body(f.body, depth + 1)
         self.lines.extend(frees)
         self.lines.append(f"{ind}}}")
+        for aid, flag in flags.items():
+            nan = float_literal(float("nan"), self.g.storage[aid].array.dtype, self.flavor)
+            self.lines.append(f"{ind}if ({flag}) {self.names[aid]} = {nan};")
+            del self.flags[aid]
+
+    def nan_flags(self, f: For) -> dict[int, str]:
+        """NaN flags of the float max/min accumulators the SIMD loop ``f`` reduces."""
+        flags = {}
+        for aid in self.g.loops[f.loop].simd_accs:
+            stmt = self.update_of(aid)
+            if stmt.reduce in ("max", "min") and stmt.compute_dtype in ("float32", "float64") \
+                    and self.g.storage[aid].array.dtype == stmt.compute_dtype:
+                flags[aid] = f"{self.names[aid]}_nan"
+        return flags
+
+    def update_of(self, acc_id: int):
+        """The update statement of a reduction accumulator."""
+        return next(s for s in self.g.prog.stmts if s.kind == "update" and s.acc.id == acc_id)
 
     def _scalars_written_outside(self, f: For, allow=()) -> bool:
         """Does the loop write a scalar declared outside it (other than ``allow``)?"""
@@ -194,8 +230,7 @@ class _Printer:
                 return ""
             clauses = []
             for aid in accs:
-                kind = next(s.reduce for s in self.g.prog.stmts if s.kind == "update" and s.acc.id == aid)
-                clauses.append(f"reduction({_OMP_REDUCTION[kind]}:{self.names[aid]})")
+                clauses.append(f"reduction({_OMP_REDUCTION[self.update_of(aid).reduce]}:{self.names[aid]})")
             return "#pragma omp simd " + " ".join(clauses)
         return ""
 

@@ -1,0 +1,114 @@
+"""The C emitter: how row reductions are printed, and that they keep NumPy's semantics."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from helpers import layer_norm, softmax
+
+from fusionlang import reference
+from fusionlang.backend import compile
+from fusionlang.engine.plan import per_node_plan, single_group_plan
+from fusionlang.ops import GraphBuilder
+
+ROWS, COLS = 6, 256
+
+
+def _reduction_graph(op: str):
+    b = GraphBuilder(op)
+    x = b.input("x", (ROWS, COLS))
+    b.output(b.op(op, x, axes=[-1]))
+    return b.build()
+
+
+def _simd_loops(source: str) -> list[str]:
+    """Each ``#pragma omp simd`` line with the loop body under it."""
+    return re.findall(r"#pragma omp simd[^\n]*\n\s*for [^\n]*\n(?:[^\n]*\n)*?\s*}\n", source)
+
+
+@pytest.mark.parametrize("op", ["reduce_max", "reduce_min"])
+def test_simd_max_min_is_a_plain_select_with_a_nan_flag(op):
+    # the NaN-propagating select chain would be three times slower per element
+    source = compile(single_group_plan(_reduction_graph(op)), "c").kernels[0].source
+    loops = _simd_loops(source)
+    assert loops and all("fl_maxf" not in loop and "fl_minf" not in loop for loop in loops)
+    assert re.search(r"reduction\((max|min):s\d+\) reduction\(\|:s\d+_nan\)", source)
+    assert re.search(r"if \(s\d+_nan\) s\d+ = NAN;", source)
+
+
+@pytest.mark.parametrize("op,np_op", [("reduce_max", np.max), ("reduce_min", np.min)])
+def test_simd_max_min_keep_nan_at_every_position(op, np_op):
+    compiled = compile(single_group_plan(_reduction_graph(op)), "c")
+    for pos in range(COLS):
+        x = np.linspace(-3, 3, ROWS * COLS, dtype=np.float32).reshape(ROWS, COLS)
+        x[pos % ROWS, pos] = np.nan
+        got = compiled.run({"x": x})[compiled.graph.outputs[0]].reshape(ROWS)
+        want = np_op(x, axis=-1)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"NaN at column {pos}")
+        np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+
+
+@pytest.mark.parametrize("op,np_op", [("reduce_max", np.max), ("reduce_min", np.min)])
+def test_simd_max_min_of_infinities_and_extremes(op, np_op):
+    compiled = compile(single_group_plan(_reduction_graph(op)), "c")
+    x = np.full((ROWS, COLS), -np.inf if op == "reduce_max" else np.inf, np.float32)
+    x[1, 7] = np.float32(3.4e38)
+    x[2, :] = np.float32(-3.4e38)
+    x[3, 100] = -x[3, 100]
+    x[4, 200] = np.float32(1e-45)
+    x[5, :] = np.float32(-0.0)
+    got = compiled.run({"x": x})[compiled.graph.outputs[0]].reshape(ROWS)
+    np.testing.assert_array_equal(got, np_op(x, axis=-1))
+
+
+def _row_block(kind: str):
+    b = GraphBuilder(kind)
+    x = b.input("x", (ROWS, COLS))
+    if kind == "layer_norm":
+        gamma = b.constant(np.linspace(0.5, 1.5, COLS, dtype=np.float32))
+        beta = b.constant(np.linspace(-1, 1, COLS, dtype=np.float32))
+        b.output(layer_norm(b, x, gamma, beta))
+    else:
+        b.output(softmax(b, x, log=kind == "log_softmax"))
+    return b.build()
+
+
+def _hard_rows() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
+    x[0] *= 80                               # exp of -160..0: subnormal and zero terms
+    x[1, ::3] = -np.inf                      # masked entries
+    x[2] += 1e4                              # large offset, small spread
+    x[3, 5] = np.nan
+    x[4, 9] = np.inf
+    x[5] = np.float32(-1e30)                 # a constant row
+    return x
+
+
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_row_reductions_with_infinities_nan_and_large_magnitudes_match_reference(kind, fused):
+    graph = _row_block(kind)
+    plan = single_group_plan(graph) if fused else per_node_plan(graph)
+    x = _hard_rows()
+    got = compile(plan, "c").run({"x": x})[graph.outputs[0]]
+    with np.errstate(all="ignore"):
+        want = reference.run(graph, {"x": x})[graph.outputs[0]]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_softmax_is_three_passes_over_a_row_with_inline_exp():
+    source = compile(single_group_plan(_row_block("softmax")), "c").kernels[0].source
+    assert len(_simd_loops(source)) == 3  # max, exp + sum, divide: exp once per element
+    assert "fl_expf(" in source and "expf(" not in source.replace("fl_expf(", "")
+
+
+def test_fused_layer_norm_matches_reference_on_large_offsets():
+    graph = _row_block("layer_norm")
+    x = np.random.default_rng(4).standard_normal((ROWS, COLS)).astype(np.float32) + 100
+    got = compile(single_group_plan(graph), "c").run({"x": x})[graph.outputs[0]]
+    want = reference.run(graph, {"x": x})[graph.outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
