@@ -383,6 +383,8 @@ class ValuePrinter(C99CodePrinter):
         return out
 
     def _print_Relational(self, expr):
+        if expr.lhs.is_integer and expr.rhs.is_integer:  # a bounds test on loop indices: exact in integers
+            return self.index(expr)
         return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"
 
     def _print_BooleanTrue(self, expr):
