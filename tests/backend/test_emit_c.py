@@ -10,6 +10,7 @@ from helpers import layer_norm, softmax
 
 from fusionlang import reference
 from fusionlang.backend import compile
+from fusionlang.backend.emit_c import PREFETCH_AHEAD
 from fusionlang.engine.plan import per_node_plan, single_group_plan
 from fusionlang.ops import GraphBuilder
 
@@ -63,9 +64,9 @@ def test_simd_max_min_of_infinities_and_extremes(op, np_op):
     np.testing.assert_array_equal(got, np_op(x, axis=-1))
 
 
-def _row_block(kind: str):
+def _row_block(kind: str, rows: int = ROWS):
     b = GraphBuilder(kind)
-    x = b.input("x", (ROWS, COLS))
+    x = b.input("x", (rows, COLS))
     if kind == "layer_norm":
         gamma = b.constant(np.linspace(0.5, 1.5, COLS, dtype=np.float32))
         beta = b.constant(np.linspace(-1, 1, COLS, dtype=np.float32))
@@ -106,9 +107,43 @@ def test_fused_softmax_is_three_passes_over_a_row_with_inline_exp():
     assert "fl_expf(" in source and "expf(" not in source.replace("fl_expf(", "")
 
 
+def test_multi_pass_nests_prefetch_rows_ahead_after_their_first_pass():
+    # the passes after the first compute on L1 data; memory would idle without this
+    rows = 128
+    source = compile(single_group_plan(_row_block("layer_norm", rows)), "c").kernels[0].source
+    passes = [m.start() for m in re.finditer("#pragma omp simd", source)]
+    assert len(passes) == 3 and passes[0] < source.index("__builtin_prefetch") < passes[1]
+    prefetches = re.findall(r"__builtin_prefetch\(&(p\d+)\[", source)
+    assert prefetches == ["p0"]  # x moves with the row; gamma and beta are the same every row
+    ahead = -(-PREFETCH_AHEAD // (COLS * 4))
+    assert f"(c0 + {ahead}) <= {rows - 1}" in source and "fl_q += 16" in source
+    few_rows = compile(single_group_plan(_row_block("layer_norm")), "c").kernels[0].source
+    assert "__builtin_prefetch(" not in few_rows  # all ROWS rows are closer than the distance
+
+
+def test_single_pass_kernels_leave_prefetching_to_the_hardware():
+    graph = _row_block("softmax")
+    for kernel in compile(per_node_plan(graph), "c").kernels:
+        assert "__builtin_prefetch(" not in kernel.source
+
+
 def test_fused_layer_norm_matches_reference_on_large_offsets():
     graph = _row_block("layer_norm")
     x = np.random.default_rng(4).standard_normal((ROWS, COLS)).astype(np.float32) + 100
     got = compile(single_group_plan(graph), "c").run({"x": x})[graph.outputs[0]]
     want = reference.run(graph, {"x": x})[graph.outputs[0]]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+def test_only_contiguous_rows_moving_with_the_outer_loop_are_prefetched():
+    import sympy as sp
+
+    from fusionlang.backend.emit_c import _row_offset
+
+    outer, inner = sp.Symbol("c0", integer=True), sp.Symbol("c1", integer=True)
+    assert _row_offset(1024 * outer + inner + 3, outer, inner)
+    assert not _row_offset(inner, outer, inner)                          # the same row every time
+    assert not _row_offset(1024 * outer + 2 * inner, outer, inner)       # strided
+    assert not _row_offset(outer * inner, outer, inner)
+    assert not _row_offset(1024 * sp.floor(outer / 2) + inner, outer, inner)  # not a polynomial
+    assert not _row_offset(1024 * outer + inner + sp.Symbol("_ld1"), outer, inner)  # indirect
