@@ -3,7 +3,8 @@
 Where things are decided:
 
 * ``poly``      each op's access spec as isl statements (init/update/final for reductions),
-                access relations, dependences; views inlined into their readers
+                access relations, dependences; views inlined into their readers, and
+                prologues (bn + relu before a conv) recomputed in them when that fuses
 * ``fusion``    which loops the statements share (hand-built fused schedule trees)
 * ``schedule``  isl schedule from a tree, legality (deps go forward), parallel loops, AST
 * ``lower``     isl AST -> loop IR (``loopir``), contraction of intermediates, declaration scopes

@@ -33,16 +33,29 @@ def check_group(graph: Graph, node_names: list[str]) -> str | None:
 
 
 def _check(graph: Graph, node_names: list[str]) -> str | None:
+    # only "one nest or not" matters here, so the inlined form, which fuses more often, is
+    # built and scheduled first; the plain form only when that fails
     try:
-        prog = build_program(graph, list(node_names))
+        rejected = []
+        for prog in _forms(graph, list(node_names)):
+            if len(prog.stmts) <= 1:
+                return None
+            tree, _, rejected = select_tree(prog, "c")
+            if tree.nests == 1:
+                return None
     except FuseError as exc:
         return str(exc).splitlines()[0]
-    if len(prog.stmts) <= 1:
-        return None
-    tree, _, rejected = select_tree(prog, "c")
-    if tree.nests == 1:
-        return None
     return _reason(prog, [r for r in rejected if "violates" in r])
+
+
+def _forms(graph: Graph, node_names: list[str]):
+    """The group's program with its producers inlined (:func:`.schedule.select_program`
+    compiles it that way when the plain form does not fuse), then (if that inlined any)
+    as built."""
+    inlined = build_program(graph, node_names, inline=True)
+    yield inlined
+    if inlined.inlined:
+        yield build_program(graph, node_names)
 
 
 def _reason(prog, rejected) -> str:

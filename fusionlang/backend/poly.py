@@ -11,6 +11,15 @@ Accumulators are arrays of their own, so dependences, legality and contraction t
 like any intermediate. Pure copies (reshape, identity, transpose, slice...) are inlined
 into their readers' index expressions, so a view costs nothing inside a fused group.
 
+Prologue inlining (``build_program(..., inline=True)``, see :func:`inline_producers`): a
+cheap producer that loop fusion cannot contract, because its reader reads it at other
+points than its own (a conv's window, a matmul's row, a transpose), is recomputed inside
+the reader's expression instead: the reader's load of ``v[M(i)]`` becomes the producer's
+body with the producer's own loads composed with ``M`` (recursively along chains such as
+batch norm's sub, mul, add, then relu). A padded read keeps yielding its pad outside the
+bounds. Recompute is the price (a 3x3 conv evaluates each input's prologue 9 times), so
+:mod:`.schedule` inlines only when the group does not fuse otherwise.
+
 Names that reach isl or generated code are generated here (``S3``, ``A7``, ``i0``...);
 graph names never do. This module knows nothing about schedules: :mod:`.fusion` decides
 which loops are shared, :mod:`.schedule` builds and checks the isl schedule.
@@ -18,6 +27,8 @@ which loops are shared, :mod:`.schedule` builds and checks the isl schedule.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 from functools import reduce as _fold
@@ -94,6 +105,14 @@ class Access:
         return any(s.name.startswith("v") for e in self.index for s in sp.sympify(e).free_symbols)
 
 
+@dataclass(frozen=True, eq=False)
+class _Recomputed(Access):
+    """A read of ``value``, whose producer is inlined, so it has no array (``array`` is
+    None): :meth:`_Builder.expand` replaces it by the producer's expression and loads."""
+
+    value: str = ""
+
+
 @dataclass(eq=False)
 class PolyStmt:
     name: str
@@ -166,6 +185,13 @@ class PolyProgram:
     #: flow dependences through accumulators; "carried" = update -> update only
     deps_acc: isl.UnionMap | None = None
     deps_acc_carried: isl.UnionMap | None = None
+    #: nodes that inlining would recompute inside their readers (see inline_producers)
+    inlinable: tuple[str, ...] = ()
+    #: nodes recomputed inside their readers in this program (they have no statement)
+    inlined: tuple[str, ...] = ()
+    #: what the program was built with, to build it again with inlining
+    registry: object = None
+    constants: dict | None = None
 
     @property
     def deps(self) -> isl.UnionMap:
@@ -313,8 +339,70 @@ def _needed_reads(spec: Stmt, expr: sp.Expr) -> list[int]:
     return sorted(want)
 
 
+def _recomputable(graph: Graph, node: Node, specs: list[Stmt], group_outputs: list[str]) -> bool:
+    """A producer its readers can recompute: one statement computing its whole float output
+    without reduction, lookup tables or data-dependent reads, and no use outside the group."""
+    if len(specs) != 1 or len(node.outputs) != 1 or node.outputs[0] in group_outputs:
+        return False
+    spec, out = specs[0], graph.types[node.outputs[0]]
+    return (spec.reduce is None and spec.write is None and spec.output == 0 and not spec.aux
+            and tuple(spec.domain) == tuple(out.shape) and all(n > 0 for n in spec.domain)
+            and out.dtype in ("float32", "float64") and not any(r.is_indirect() for r in spec.reads))
+
+
+def _at_own_point(spec: Stmt, index: tuple[sp.Expr, ...], shape: tuple[int, ...]) -> bool:
+    """The reader reads element ``(i0, i1, ...)`` at its point ``(i0, i1, ...)`` (0 along
+    a dimension of one): loop fusion contracts such a value to a scalar, no inlining needed."""
+    if len(index) != len(shape) or len(spec.domain) < len(shape):
+        return False
+    return all(spec.domain[k] == n and (sp.sympify(e) == i_sym(k) or (n == 1 and sp.sympify(e) == 0))
+               for k, (e, n) in enumerate(zip(index, shape)))
+
+
+def _statement_reads(spec: Stmt) -> list[int]:
+    """Read positions any statement built from ``spec`` loads."""
+    exprs = [spec.body] + ([spec.finalize] if spec.finalize is not None else [])
+    return sorted({k for e in exprs for k in _needed_reads(spec, e)})
+
+
+def _used_as_index(spec: Stmt, k: int) -> bool:
+    return any(v_sym(k) in sp.sympify(e).free_symbols for r in spec.reads for e in r.index)
+
+
+def _composed(read, point: dict, vsym: sp.Symbol):
+    """``read`` (in its producer's dims) as seen from a reader that evaluates the producer at
+    ``point`` (producer dim -> reader expression), its value renamed ``vsym``."""
+    return dataclasses.replace(read, vsym=vsym,
+                               index=tuple(sp.sympify(e).xreplace(point) for e in read.index),
+                               guard=tuple((sp.sympify(e).xreplace(point), n) for e, n in read.guard),
+                               cond=sp.sympify(read.cond).xreplace(point) if read.cond is not None else None)
+
+
+def _substituted(expr: sp.Expr, mapping: dict) -> sp.Expr:
+    """``expr.xreplace(mapping)`` without evaluating what is rebuilt: sympy takes
+    milliseconds to re-simplify ``Max(0, g*(x - m) + b)`` each time a chain is inlined, and
+    the printers fold what is constant anyway."""
+    if expr in mapping:
+        return mapping[expr]
+    if not expr.args:
+        return expr
+    args = [_substituted(a, mapping) for a in expr.args]
+    if all(a is b for a, b in zip(args, expr.args)):
+        return expr
+    try:
+        return expr.func(*args, evaluate=False)
+    except TypeError:  # (a few sympy classes take no evaluate flag)
+        return expr.func(*args)
+
+
+def _inside(read) -> sp.Basic:
+    """Where a guarded read really reads (elsewhere it yields its pad)."""
+    parts = [sp.And(sp.Ge(e, 0), sp.Lt(e, n)) for e, n in read.guard]
+    return sp.And(*parts, read.cond if read.cond is not None else sp.true)
+
+
 class _Builder:
-    def __init__(self, graph: Graph, names: list[str], registry=None, constants=None):
+    def __init__(self, graph: Graph, names: list[str], registry=None, constants=None, inline: bool = False):
         self.graph = graph
         self.constants = graph.constants if constants is None else constants
         self.registry = registry_of(graph, registry)
@@ -327,6 +415,12 @@ class _Builder:
         self.arrays: list[Array] = []
         self.by_value: dict[str, Array] = {}
         self.alias: dict[str, tuple[str, tuple[sp.Expr, ...]]] = {}
+        #: pure copies read through (they have no statement)
+        self.copies: set[str] = set()
+        self.inline = inline
+        #: nodes inlining would recompute in their readers; with ``inline``, value -> (node, spec)
+        self.inlinable: list[str] = []
+        self.inlined: dict[str, tuple[Node, Stmt]] = {}
         self.stmts: list[PolyStmt] = []
 
     # arrays
@@ -345,6 +439,16 @@ class _Builder:
         return self.by_value[value]
 
     # reads
+    def through_copies(self, value: str, index: tuple[sp.Expr, ...]) -> tuple[str, tuple[sp.Expr, ...]]:
+        """The tensor and index a read really touches: reads through pure copies go to the
+        copied tensor."""
+        while value in self.alias:
+            src, copy_index = self.alias[value]
+            sub = {i_sym(j): e for j, e in enumerate(index)}
+            index = tuple(sp.sympify(e).xreplace(sub) for e in copy_index)
+            value = src
+        return value, index
+
     def read_access(self, node: Node, spec: Stmt, k: int, aux_arrays: dict) -> Access:
         read: Read = spec.reads[k]
         index = tuple(sp.sympify(e) for e in read.index)
@@ -365,12 +469,9 @@ class _Builder:
                 raise CodegenError(f"node {node.name!r} ({node.op}): read index rank {len(index)} != rank {len(shape)}")
             guard = tuple((e, n) for e, n in zip(index, shape))
         if array is None:
-            # reads through pure copies go straight to the copied tensor
-            while value in self.alias:
-                src, copy_index = self.alias[value]
-                sub = {i_sym(j): e for j, e in enumerate(index)}
-                index = tuple(sp.sympify(e).xreplace(sub) for e in copy_index)
-                value = src
+            value, index = self.through_copies(value, index)
+            if value in self.inlined:
+                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad, value=value)
             array = self.value_array(value)
         if len(index) != len(array.shape):
             raise CodegenError(f"node {node.name!r} ({node.op}): read index rank {len(index)} does not match "
@@ -378,29 +479,99 @@ class _Builder:
         return Access(array, index, v_sym(k), guard, read.cond, read.pad)
 
     def build(self) -> None:
+        specs = {node.name: self.specs_of(node) for node in self.nodes}
+        chosen = self.choose_inlined(specs)
+        self.inlinable = [n.name for n in self.nodes if n.name in chosen]
+        if self.inline:
+            self.inlined = {n.outputs[0]: (n, specs[n.name][0]) for n in self.nodes if n.name in chosen}
         for node in self.nodes:
-            opdef = self.registry.get(node.op, f"node {node.name!r}")
-            if opdef.compound:
-                raise CodegenError(f"node {node.name!r} ({node.op}) is a compound op: decompose it before code "
-                                   f"generation")
-            if opdef.access is None:
-                raise CodegenError(f"node {node.name!r} ({node.op}) has no access spec, so no loop form")
-            call = op_call(self.graph, node, self.registry)
-            specs = list(opdef.access(call))
-            if _is_pure_copy(self.graph, node, specs):
-                src = node.inputs[specs[0].reads[0].source]
-                self.alias[node.outputs[0]] = (src, tuple(sp.sympify(e) for e in specs[0].reads[0].index))
-                if node.outputs[0] not in self.outputs:
-                    continue  # readers see through it; nothing to compute
-            for spec in specs:
+            if node.name in self.copies or (self.inline and node.name in chosen):
+                continue  # readers see through it, or recompute it
+            for spec in specs[node.name]:
                 self.add_spec(node, spec)
+
+    def specs_of(self, node: Node) -> list[Stmt]:
+        """The node's access spec; a pure copy is recorded as an alias of its source."""
+        opdef = self.registry.get(node.op, f"node {node.name!r}")
+        if opdef.compound:
+            raise CodegenError(f"node {node.name!r} ({node.op}) is a compound op: decompose it before code "
+                               f"generation")
+        if opdef.access is None:
+            raise CodegenError(f"node {node.name!r} ({node.op}) has no access spec, so no loop form")
+        call = op_call(self.graph, node, self.registry)
+        specs = list(opdef.access(call))
+        if _is_pure_copy(self.graph, node, specs):
+            src = node.inputs[specs[0].reads[0].source]
+            self.alias[node.outputs[0]] = (src, tuple(sp.sympify(e) for e in specs[0].reads[0].index))
+            if node.outputs[0] not in self.outputs:
+                self.copies.add(node.name)  # an output copy still writes its array
+        return specs
+
+    def choose_inlined(self, specs: dict[str, list[Stmt]]) -> set[str]:
+        """Nodes inlining recomputes in their readers: recomputable producers (see
+        :func:`_recomputable`) every read of which is by a node recomputed itself, or reads
+        other points than the reader's own (a window, a row, a transpose) straight from
+        the reader's expression, in the producer's dtype."""
+        readers: dict[str, list[tuple[str, bool, bool]]] = {}
+        for node in self.nodes:
+            if node.name in self.copies:
+                continue
+            for spec in specs[node.name]:
+                dtype = _compute_dtype(self.graph.types[node.outputs[spec.output]].dtype)
+                for k in _statement_reads(spec):
+                    read = spec.reads[k]
+                    if isinstance(read.source, str) or read.source >= len(node.inputs) or not node.inputs[read.source]:
+                        continue
+                    value, index = self.through_copies(node.inputs[read.source], tuple(read.index))
+                    shape = self.graph.types[value].shape
+                    takes = not (read.is_indirect() or _used_as_index(spec, k) or _at_own_point(spec, index, shape))
+                    readers.setdefault(value, []).append((node.name, takes, self.graph.types[value].dtype == dtype))
+        chosen: set[str] = set()
+        for node in reversed(self.nodes):
+            if node.name in self.copies or not _recomputable(self.graph, node, specs[node.name], self.outputs):
+                continue
+            reads = readers.get(node.outputs[0], [])
+            if reads and all(same_dtype and (reader in chosen or takes) for reader, takes, same_dtype in reads):
+                chosen.add(node.name)
+        return chosen
+
+    def expand(self, reads: list[Access], expr: sp.Expr, fresh) -> tuple[list[Access], sp.Expr]:
+        """Reads of inlined values replaced by their producers' loads and expressions."""
+        loads = []
+        for a in reads:
+            if isinstance(a, _Recomputed):
+                inner_loads, inner = self.recompute(a, fresh)
+                loads.extend(inner_loads)
+                expr = _substituted(expr, {a.vsym: inner})
+            else:
+                loads.append(a)
+        return loads, expr
+
+    def recompute(self, at: _Recomputed, fresh) -> tuple[list[Access], sp.Expr]:
+        """The producer of ``at.value`` evaluated at ``at.index`` (reader dims), with fresh
+        names (``fresh`` counts) for its loads. Where a padded read would fall outside its
+        tensor the expression yields the pad (a conv pads with 0, never with relu(bn(0)))."""
+        node, spec = self.inlined[at.value]
+        point = {i_sym(j): e for j, e in enumerate(at.index)}
+        needed = _needed_reads(spec, spec.body)
+        names = {v_sym(k): v_sym(next(fresh)) for k in needed}
+        reads = [_composed(self.read_access(node, spec, k, {}), point, names[v_sym(k)]) for k in needed]
+        body = sp.sympify(spec.body).xreplace({**names, **point})
+        reads, body = self.inline_scalars(reads, body)
+        reads, body = self.expand(reads, body, fresh)
+        if not at.guarded:
+            return reads, body
+        # the loads sit in the taken branch of a conditional, so they never leave the bounds
+        pad = sp.sympify(at.pad if at.pad is not None else 0.0)
+        return reads, sp.Piecewise((body, _inside(at)), (pad, True), evaluate=False)
 
     def inline_scalars(self, reads: list[Access], expr: sp.Expr) -> tuple[list[Access], sp.Expr]:
         """Reads of one-element constants become literals in the expression (no load, and
         the compiler can fold ``x * 0.5``)."""
         kept = []
         for a in reads:
-            value = self.constants.get(a.array.value) if a.array.role == "input" and a.array.value else None
+            constant = a.array is not None and a.array.role == "input" and a.array.value
+            value = self.constants.get(a.array.value) if constant else None
             used_in_index = any(a.vsym in sp.sympify(e).free_symbols for b in reads for e in b.index)
             if value is None or np.size(value) != 1 or a.guarded or used_in_index:
                 kept.append(a)
@@ -409,6 +580,13 @@ class _Builder:
             literal = sp.Float(float(v)) if np.asarray(value).dtype.kind == "f" else sp.Integer(int(v))
             expr = expr.xreplace({a.vsym: literal})
         return kept, expr
+
+    def loads(self, node: Node, spec: Stmt, expr: sp.Expr, aux_arrays: dict, fresh) -> tuple[list[Access], sp.Expr]:
+        """The loads of one statement computing ``expr``: one-element constants as literals,
+        inlined producers expanded (with their own constants as literals)."""
+        reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, expr)]
+        reads, expr = self.inline_scalars(reads, sp.sympify(expr))
+        return self.expand(reads, expr, fresh)
 
     def add_spec(self, node: Node, spec: Stmt) -> None:
         if spec.output >= len(node.outputs):
@@ -427,9 +605,10 @@ class _Builder:
         order = len(self.stmts)
         base = f"S{order}"
         out_extents = tuple(int(n) for n in spec.domain)
+        # names for the loads of inlined producers, after the spec's own v0..v{n-1}
+        fresh = itertools.count(len(spec.reads))
         if spec.reduce is None:
-            reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, spec.body)]
-            reads, body = self.inline_scalars(reads, sp.sympify(spec.body))
+            reads, body = self.loads(node, spec, spec.body, aux_arrays, fresh)
             self.stmts.append(PolyStmt(base, "compute", node, order, out_extents, reads=reads,
                                        write=Access(out, write_index), expr=body, compute_dtype=dtype))
             return
@@ -446,21 +625,22 @@ class _Builder:
                                  + tuple(r_sym(k) for k in range(len(red_extents))))}
         for a in reads:
             # a padded read whose pad leaves the accumulator unchanged: drop those iterations
-            # from the domain instead of testing the bounds in the innermost loop
+            # from the domain instead of testing the bounds in the innermost loop (an inlined
+            # producer is then evaluated in bounds only)
             if a.guarded and a.pad is not None and _pad_is_neutral(body, a.vsym, a.pad, spec.reduce):
                 try:
                     constraints.append(guard_text(a, dims))
-                    kept.append(Access(a.array, a.index, a.vsym))
+                    kept.append(dataclasses.replace(a, guard=(), cond=None, pad=None))
                     continue
                 except NotAffine:
                     pass
             kept.append(a)
+        kept, body = self.expand(kept, body, fresh)
         self.stmts.append(PolyStmt(base + "_update", "update", node, order, out_extents, red_extents,
                                    tuple(constraints), reads=kept + [acc_at], write=acc_at, expr=body,
                                    reduce=spec.reduce, acc=acc, compute_dtype=dtype))
         finalize = sp.sympify(spec.finalize) if spec.finalize is not None else ACC
-        freads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, finalize)]
-        freads, finalize = self.inline_scalars(freads, finalize)
+        freads, finalize = self.loads(node, spec, finalize, aux_arrays, fresh)
         for a in freads:
             if any(s.name.startswith("r") for e in a.index for s in sp.sympify(e).free_symbols):
                 raise CodegenError(f"node {node.name!r} ({node.op}): finalize reads depend on reduction indices")
@@ -476,13 +656,15 @@ def _pad_is_neutral(body: sp.Expr, vsym: sp.Symbol, pad: float, reduce: str) -> 
     return bool(value.is_finite) and sp.simplify(substituted - IDENTITY[reduce]) == 0
 
 
-def build_program(graph: Graph, names: list[str], registry=None, constants=None) -> PolyProgram:
+def build_program(graph: Graph, names: list[str], registry=None, constants=None, *,
+                  inline: bool = False) -> PolyProgram:
     """Statements, arrays and dependences of the group made of ``names``.
 
     ``constants``: values known at compile time (default: the graph's constants);
-    one-element ones are inlined as literals.
+    one-element ones are inlined as literals. ``inline``: recompute the producers listed
+    in the program's ``inlinable`` inside their readers (see the module docstring).
     """
-    b = _Builder(graph, names, registry, constants)
+    b = _Builder(graph, names, registry, constants, inline)
     b.build()
     # values a group output aliases (a view that is an output) still need their array
     for value in b.outputs:
@@ -490,9 +672,17 @@ def build_program(graph: Graph, names: list[str], registry=None, constants=None)
             b.value_array(value)
     touched = {a.array.id for s in b.stmts for a in s.reads + [s.write]}
     arrays = [a for a in b.arrays if a.role != "input" or a.id in touched]
-    prog = PolyProgram(graph, b.nodes, arrays, b.stmts, b.inputs, b.outputs, isl.Context())
+    prog = PolyProgram(graph, b.nodes, arrays, b.stmts, b.inputs, b.outputs, isl.Context(),
+                       inlinable=tuple(b.inlinable), inlined=tuple(n.name for n, _ in b.inlined.values()),
+                       registry=b.registry, constants=constants)
     compute_dependences(prog)
     return prog
+
+
+def inline_producers(prog: PolyProgram) -> PolyProgram:
+    """``prog`` built again with its ``inlinable`` producers recomputed inside their readers,
+    so a group that loop fusion cannot contract (bn + relu before a conv) is one nest."""
+    return build_program(prog.graph, [n.name for n in prog.nodes], prog.registry, prog.constants, inline=True)
 
 
 # ----- dependences ---------------------------------------------------------------------
@@ -552,5 +742,5 @@ def compute_dependences(prog: PolyProgram) -> None:
     prog.deps_acc_carried = deps["acc"].intersect_domain(updates).intersect_range(updates)
 
 
-__all__ = ["Access", "Array", "NotAffine", "PolyProgram", "PolyStmt", "build_program", "isl_constraint",
-           "isl_expr"]
+__all__ = ["Access", "Array", "NotAffine", "PolyProgram", "PolyStmt", "build_program", "inline_producers",
+           "isl_constraint", "isl_expr"]

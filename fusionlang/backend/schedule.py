@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from fusionlang.backend.fusion import FusedTree, TBand, TLeaf, candidate_trees, tree_stmts
-from fusionlang.backend.poly import PolyProgram, domain_of, isl_expr
+from fusionlang.backend.poly import PolyProgram, domain_of, inline_producers, isl_expr
 from fusionlang.errors import CodegenError
 
 
@@ -159,13 +159,37 @@ def select_tree(prog: PolyProgram, target: str = "c", fuse: bool = True):
     return first[0], first[1], rejected
 
 
+def select_program(prog: PolyProgram, target: str = "c", fuse: bool = True):
+    """(program, tree, isl schedule, rejected): as :func:`select_tree`, or with ``prog``'s
+    producers inlined (:func:`.poly.inline_producers`) where that schedules better: fewer
+    loop nests, or on the GPU as many nests with more parallel outer loops (a thread per
+    output point of a matmul rather than per row). Inlining recomputes the producers, so
+    on the CPU a group that fuses by contraction or shifted placement keeps its program."""
+    tree, sched, rejected = select_tree(prog, target, fuse)
+    if not fuse or not prog.inlinable or (tree.nests <= 1 and target == "c"):
+        return prog, tree, sched, rejected
+    inlined = inline_producers(prog)
+    tree_i, sched_i, rejected_i = select_tree(inlined, target, fuse)
+    if _rank(tree_i, target) < _rank(tree, target):
+        return inlined, tree_i, sched_i, rejected_i
+    return prog, tree, sched, rejected
+
+
+def _rank(tree: FusedTree, target: str) -> tuple[int, int]:
+    """Lower is better: fewer loop nests, then on the GPU (a thread per outer iteration)
+    more parallel outer loops."""
+    return tree.nests, (0 if target == "c" else -tree.outer_depth)
+
+
 def schedule_program(prog: PolyProgram, target: str = "c", fuse: bool = True) -> Scheduled:
-    """The most fused legal schedule of ``prog`` (with its AST and parallel loops)."""
+    """The most fused legal schedule of ``prog`` (with its AST and parallel loops); its
+    ``prog`` is the program scheduled, which may have producers inlined (see
+    :func:`select_program`)."""
     if not prog.stmts:  # nothing to compute (every tensor empty, or only views)
         return Scheduled(prog, FusedTree(TLeaf([]), {}, {}, 0, "empty"), None, None, [])
-    tree, sched, rejected = select_tree(prog, target, fuse)
+    prog, tree, sched, rejected = select_program(prog, target, fuse)
     mark_parallel(prog, sched, tree)
     return Scheduled(prog, tree, sched, build_ast(prog, sched), rejected)
 
 
-__all__ = ["Scheduled", "build_ast", "is_legal", "mark_parallel", "schedule_program", "to_isl"]
+__all__ = ["Scheduled", "build_ast", "is_legal", "mark_parallel", "schedule_program", "select_program", "to_isl"]
