@@ -13,7 +13,8 @@ Where things are decided:
 * ``ccompile``  system C compiler, on-disk cache, ctypes; ``nvrtc`` CUDA -> PTX without a GPU
 * ``memory``    which values get buffers, lifetimes, storage sharing
 * ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy, ``cuda_emu`` on the CPU)
-* ``feedback``  check_group: Apollo's upward feedback to the partitioner
+* ``feedback``  check_group: Apollo's upward feedback to the partitioner (verdicts
+                remembered by group structure)
 """
 
 from __future__ import annotations

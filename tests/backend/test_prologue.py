@@ -1,5 +1,6 @@
 """Prologue inlining: an elementwise chain into a conv, gemm, matmul or pool is recomputed
-inside the consumer's reads, so the group is one loop nest (``poly.inline_producers``).
+inside the consumer's reads, so the group is one loop nest (``poly.inline_producers``);
+and check_group remembers verdicts by group structure.
 
 The shapes are small so the emulated CUDA runs in seconds; small groups count as one nest
 whatever their loops (``fusion.SMALL_GROUP``), so that allowance is switched off here and
@@ -13,6 +14,7 @@ import pytest
 from helpers import groups_plan, random_feeds
 
 import fusionlang.backend as backend
+import fusionlang.backend.feedback as feedback
 import fusionlang.backend.fusion as fusion
 from fusionlang import reference
 from fusionlang.backend.poly import build_program
@@ -31,6 +33,9 @@ def weights(*shape) -> np.ndarray:
 @pytest.fixture(autouse=True)
 def no_small_group_allowance(monkeypatch):
     monkeypatch.setattr(fusion, "SMALL_GROUP", 0)
+    feedback.forget_verdicts()  # judged under the other policy
+    yield
+    feedback.forget_verdicts()
 
 
 # ----- the blocks: each reads its own inputs and returns its output ---------------------
@@ -210,3 +215,58 @@ def test_a_prologue_read_at_its_own_point_stays_a_statement():
     b.output(b.add(b.conv(y, b.constant(weights(4, 4, 3, 3)), pads=[1, 1, 1, 1]), y))
     graph = b.build()
     assert build_program(graph, [n.name for n in graph.nodes], inline=True).inlined == ()
+
+
+# ----- verdicts remembered by structure ---------------------------------------------------
+
+
+def two_layers(**second):
+    """Two bn-relu-conv layers alike but for their weights (and the second's ``second`` attributes)."""
+    b = GraphBuilder("layers")
+    x = b.input("x", (1, 4, 6, 6))
+    first = b.conv(batch_norm_relu(b, x, 4), b.constant(weights(4, 4, 3, 3)), pads=[1, 1, 1, 1])
+    middle = b.exp(first)
+    second = b.conv(batch_norm_relu(b, middle, 4), b.constant(weights(4, 4, 3, 3)), pads=[1, 1, 1, 1], **second)
+    b.output(second)
+    graph = b.build()
+    names = [n.name for n in graph.nodes]
+    cut = names.index(middle)
+    return graph, names[:cut], names[cut + 1:]
+
+
+def test_identical_layers_are_scheduled_once(monkeypatch):
+    graph, first, second = two_layers()
+    assert feedback.group_signature(graph, first) == feedback.group_signature(graph, second)
+    judged = []
+    outcome = feedback._outcome
+    monkeypatch.setattr(feedback, "_outcome", lambda g, names: judged.append(names) or outcome(g, names))
+    assert backend.check_group(graph, first) is None
+    assert backend.check_group(graph, second) is None
+    assert len(judged) == 1
+
+
+def test_a_different_attribute_or_wiring_is_a_different_signature():
+    graph, first, second = two_layers(strides=[2, 2])
+    assert feedback.group_signature(graph, first) != feedback.group_signature(graph, second)
+    b = GraphBuilder("wiring")
+    x, y = b.input("x", (8,)), b.input("y", (8,))
+    square, product = b.mul(x, x), b.mul(x, y)
+    b.output(square, product)
+    graph = b.build()
+    assert feedback.group_signature(graph, [square]) != feedback.group_signature(graph, [product])
+
+
+def test_a_remembered_refusal_names_the_group_asked_about():
+    b = GraphBuilder("refusals")
+    x = b.input("x", (1, 4, 6, 6))
+    outs = []
+    for _ in range(2):  # a prologue used after its group cannot be inlined: refused twice
+        y = batch_norm_relu(b, x, 4)
+        outs += [b.conv(y, b.constant(weights(5, 4, 3, 3)), pads=[1, 1, 1, 1]), y]
+    b.output(*outs)
+    graph = b.build()
+    names = [n.name for n in graph.nodes]
+    half = len(names) // 2
+    first, second = backend.check_group(graph, names[:half]), backend.check_group(graph, names[half:])
+    assert first is not None and second is not None
+    assert f"{names[0]} (" in first and f"{names[half]} (" in second and f"{names[0]} (" not in second
