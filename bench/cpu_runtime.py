@@ -7,6 +7,10 @@ memory), and run by the NumPy reference interpreter. The light ONNX models are f
 ``fusionlang.fuse(graph, "apollo")`` and compared the same way; for them the peak resident
 memory of one run is measured in a fresh process (compiled against reference).
 
+For each block the JSON also has the bytes its kernels move at the least (each kernel
+parameter read or written once) and, for the machine, the time of a plain copy of one
+block-sized array (no compute, the floor of a one-pass fused kernel).
+
 Times are the best of interleaved runs of the kernels alone (``CompiledGraph.execute``);
 for the blocks the end-to-end ``run`` (feeds checked, outputs copied out) is recorded too.
 Prints a table and writes bench/results/cpu_runtime.json.
@@ -128,6 +132,26 @@ def check(got: dict, want: dict) -> float:
     return worst
 
 
+def global_bytes(compiled, graph) -> int:
+    """Bytes the kernels move to and from memory at the least: every parameter of every
+    kernel read or written once (write-allocate reads and cache hits not counted)."""
+    total = 0
+    for k in compiled.kernels:
+        for v in k.params:
+            if v is not None and v in graph.types:
+                t = graph.types[v]
+                total += t.size * np.dtype(t.dtype).itemsize
+    return total
+
+
+def copy_seconds(repeat: int) -> float:
+    """Best time of a NumPy copy of one ROWSxCOLS float32 array: what reading the input
+    and writing the output of a block costs on this machine, with no compute."""
+    src = np.ones((ROWS, COLS), np.float32)
+    dst = np.empty_like(src)
+    return timed({"copy": lambda: np.copyto(dst, src)}, repeat)["copy"]
+
+
 def bench_block(name: str, repeat: int, openmp: bool) -> dict:
     graph, feeds = block_graph(name)
     fused = fusionlang.compile(single_group_plan(graph), "c", openmp=openmp)
@@ -147,6 +171,7 @@ def bench_block(name: str, repeat: int, openmp: bool) -> dict:
         "fused_kernels": fused.stats["kernels"], "fused_loop_nests": fused.stats["loop_nests"],
         "unfused_kernels": unfused.stats["kernels"], "fused_arena_bytes": fused.buffers.arena_bytes,
         "unfused_arena_bytes": unfused.buffers.arena_bytes, "max_abs_error": err,
+        "fused_global_bytes": global_bytes(fused, graph), "unfused_global_bytes": global_bytes(unfused, graph),
     }
 
 
@@ -283,6 +308,7 @@ def main(argv=None) -> int:
     if args.memory_child:
         _memory_child(*args.memory_child)
         return 0
+    load_before = os.getloadavg()  # other processes share the cores and memory bandwidth
     blocks = list(BLOCKS) if args.blocks == "all" else ([] if args.blocks == "none" else args.blocks.split(","))
     models = LIGHT_MODELS if args.models == "all" else ([] if args.models == "none" else args.models.split(","))
     block_rows = [bench_block(name, args.repeat, args.openmp) for name in blocks]
@@ -298,6 +324,7 @@ def main(argv=None) -> int:
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "python": platform.python_version()},
         "openmp": args.openmp, "repeat": args.repeat, "target_speedup": TARGET_SPEEDUP,
+        "copy_s": copy_seconds(args.repeat), "load_average_before_after": [load_before, os.getloadavg()],
         "blocks": block_rows, "models": model_rows,
         "blocks_meeting_target": sum(1 for r in block_rows if r["speedup_vs_unfused"] >= TARGET_SPEEDUP),
     }
