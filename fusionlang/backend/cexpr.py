@@ -20,6 +20,7 @@ from sympy.codegen.ast import float32, real
 from sympy.printing.c import C99CodePrinter
 
 from fusionlang.errors import CodegenError
+from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import Sigmoid
 
 
@@ -203,7 +204,7 @@ class IndexPrinter:
         self.symbol = symbol
 
     def __call__(self, e) -> str:
-        return self.p(sp.sympify(e))
+        return self.p(as_expr(e))
 
     def p(self, e) -> str:
         if e is sp.true or e == sp.true:
@@ -296,7 +297,7 @@ class ValuePrinter(C99CodePrinter):
         self.index = IndexPrinter(symbol)
 
     def doprint(self, expr, assign_to=None):
-        return super().doprint(_fold_numbers(sp.sympify(expr)), assign_to)
+        return super().doprint(_fold_numbers(as_expr(expr)), assign_to)
 
     @property
     def _single(self) -> bool:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from fusionlang.backend.poly import NotAffine, PolyProgram, PolyStmt, isl_expr
+from fusionlang.ops.access import as_expr
 
 #: a moved inner dimension must give at least this many iterations of work per pass
 _TRIP_CAP = 16
@@ -143,7 +144,7 @@ def _linear(a, stmt: PolyStmt) -> sp.Expr | None:
     strides.reverse()
     expr = sp.Integer(0)
     for e, st in zip(a.index, strides):
-        expr += sp.sympify(e) * st
+        expr += as_expr(e) * st
     return sp.expand(expr)
 
 
@@ -169,7 +170,7 @@ def moved_dims(prog: PolyStmt) -> dict[str, sp.Symbol]:
             continue
         rdims = [d for d, n in zip(s.red_dims, s.red_extents) if n > 1]
         rreads = [a for a in s.reads if a.array.role != "acc" and not a.is_indirect()
-                  and any(sp.sympify(e).has(*rdims) for e in a.index)] if rdims else []
+                  and any(as_expr(e).has(*rdims) for e in a.index)] if rdims else []
         volume = 1
         for n in s.red_extents:
             volume *= n
@@ -332,7 +333,7 @@ class _Cluster:
             return None
         inverse, placement = self.beta[array_id]
         sub = {d: inv(index) for d, inv in inverse.items()}
-        return [sp.expand(sp.sympify(p).xreplace(sub)) for p in placement]
+        return [sp.expand(as_expr(p).xreplace(sub)) for p in placement]
 
     def try_add(self, s: PolyStmt, rem: list[sp.Symbol]) -> bool:
         tb = self.tb
@@ -361,8 +362,8 @@ class _Cluster:
             except NotAffine:
                 return False
             bare = {p for p in placement if isinstance(p, sp.Symbol)}
-            mentioned = set().union(*(sp.sympify(p).free_symbols for p in placement)) if placement else set()
-            simple = all(len(sp.sympify(p).free_symbols & set(s.out_dims)) <= 1 for p in placement)
+            mentioned = set().union(*(as_expr(p).free_symbols for p in placement)) if placement else set()
+            simple = all(len(as_expr(p).free_symbols & set(s.out_dims)) <= 1 for p in placement)
             if simple:
                 child = [d for d in rem if d not in bare and (d in s.red_dims or d not in mentioned)]
             else:
@@ -400,7 +401,7 @@ def _invert_write(s: PolyStmt):
     """dim -> (index -> expr) when the write index is ``dim + constant`` per component."""
     inverse = {}
     for j, w in enumerate(s.write.index):
-        w = sp.sympify(w)
+        w = as_expr(w)
         syms = w.free_symbols
         if len(syms) != 1:
             if syms:
@@ -410,7 +411,7 @@ def _invert_write(s: PolyStmt):
         offset = sp.expand(w - d)
         if not offset.is_Integer or d in inverse:
             return None
-        inverse[d] = (lambda index, j=j, off=offset: sp.sympify(index[j]) - off)
+        inverse[d] = (lambda index, j=j, off=offset: as_expr(index[j]) - off)
     if any(d not in inverse for d, n in zip(s.dims, s.extents) if n > 1):
         return None
     return {d: f for d, f in inverse.items()}

@@ -13,6 +13,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.backend.poly import Array, PolyStmt
+from fusionlang.ops.access import as_expr
 
 
 @dataclass(eq=False)
@@ -41,7 +42,7 @@ class Storage:
         expr, step = sp.Integer(0), 1
         for e, n, keep in reversed(list(zip(index, self.array.shape, self.kept))):
             if keep:
-                expr += sp.sympify(e) * step
+                expr += as_expr(e) * step
                 step *= n
         return expr
 

@@ -23,7 +23,7 @@ from fusionlang.backend.poly import (Access, Array, PolyProgram, PolyStmt, _unio
                                      isl_expr, original_order)
 from fusionlang.backend.schedule import Scheduled
 from fusionlang.errors import CodegenError
-from fusionlang.ops.access import ACC
+from fusionlang.ops.access import ACC, as_expr
 
 
 @dataclass(eq=False)
@@ -94,7 +94,7 @@ def plan_storage(prog: PolyProgram, scheduled: Scheduled) -> tuple[dict[int, Sto
             dropped = False
             for lid in common:
                 loop = tree.loops[lid]
-                if all(not a.is_indirect() and sp.expand(sp.sympify(a.index[j]) - loop.exprs[s.name]) == 0
+                if all(not a.is_indirect() and sp.expand(as_expr(a.index[j]) - loop.exprs[s.name]) == 0
                        for s, a in accesses):
                     dropped = True
                     break
@@ -232,16 +232,16 @@ class _Lowerer:
             placeholders[a] = sp.Symbol(f"_ld{self.nload}")
         by_v = {a.vsym: placeholders[a] for a in stmt.reads if a.vsym is not None and a.vsym != ACC}
         loads = {}
-        value = sp.sympify(stmt.expr)
+        value = as_expr(stmt.expr)
         for a in stmt.reads:
             ph = placeholders[a]
-            index = tuple(sp.sympify(e).xreplace(sub).xreplace(by_v) for e in a.index)
-            guard = tuple((sp.sympify(g).xreplace(sub), n) for g, n in a.guard)
-            cond = sp.sympify(a.cond).xreplace(sub) if a.cond is not None else None
+            index = tuple(as_expr(e).xreplace(sub).xreplace(by_v) for e in a.index)
+            guard = tuple((as_expr(g).xreplace(sub), n) for g, n in a.guard)
+            cond = as_expr(a.cond).xreplace(sub) if a.cond is not None else None
             loads[ph] = Load(a.array, index, guard, cond, a.pad)
             value = value.xreplace({a.vsym: ph})
         value = value.xreplace({d: sub[d] for d in stmt.dims})
-        index = tuple(sp.sympify(e).xreplace(sub) for e in stmt.write.index)
+        index = tuple(as_expr(e).xreplace(sub) for e in stmt.write.index)
         return Assign(stmt, stmt.write.array, index, value, loads, stmt.reduce if stmt.kind == "update" else None)
 
 

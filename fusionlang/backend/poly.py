@@ -42,7 +42,7 @@ import sympy as sp
 from fusionlang.engine.plan import boundary
 from fusionlang.errors import CodegenError
 from fusionlang.ir.graph import Graph, Node
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
+from fusionlang.ops.access import ACC, Read, Stmt, as_expr, i_sym, r_sym, v_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.interpreter import registry_of
 
@@ -104,7 +104,7 @@ class Access:
         return bool(self.guard) or self.cond is not None
 
     def is_indirect(self) -> bool:
-        return any(s.name.startswith("v") for e in self.index for s in sp.sympify(e).free_symbols)
+        return any(s.name.startswith("v") for e in self.index for s in as_expr(e).free_symbols)
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,7 +220,7 @@ class PolyProgram:
 
 def isl_expr(e, dims: set[str] | None = None) -> str:
     """Print a quasi-affine sympy expression in isl syntax, or raise NotAffine."""
-    e = sp.sympify(e)
+    e = as_expr(e)
     if e.is_Integer:
         return str(int(e))
     if e.is_Symbol:
@@ -317,7 +317,7 @@ def _is_pure_copy(graph: Graph, node: Node, stmts: list[Stmt]) -> bool:
     read = s.reads[0]
     if read.pad is not None or read.cond is not None or isinstance(read.source, str) or read.is_indirect():
         return False
-    if sp.sympify(s.body) != v_sym(0):
+    if as_expr(s.body) != v_sym(0):
         return False
     src = node.inputs[read.source]
     return bool(src) and graph.types[src].dtype == graph.types[node.outputs[0]].dtype
@@ -329,12 +329,12 @@ def _compute_dtype(dtype: str) -> str:
 
 def _needed_reads(spec: Stmt, expr: sp.Expr) -> list[int]:
     """Read positions an expression needs, with reads used inside other reads' indices."""
-    want = {int(s.name[1:]) for s in sp.sympify(expr).free_symbols if s.name.startswith("v") and s.name[1:].isdigit()}
+    want = {int(s.name[1:]) for s in as_expr(expr).free_symbols if s.name.startswith("v") and s.name[1:].isdigit()}
     frontier = list(want)
     while frontier:
         k = frontier.pop()
         for e in spec.reads[k].index:
-            for s in sp.sympify(e).free_symbols:
+            for s in as_expr(e).free_symbols:
                 if s.name.startswith("v") and s.name[1:].isdigit() and int(s.name[1:]) not in want:
                     want.add(int(s.name[1:]))
                     frontier.append(int(s.name[1:]))
@@ -357,7 +357,7 @@ def _at_own_point(spec: Stmt, index: tuple[sp.Expr, ...], shape: tuple[int, ...]
     a dimension of one): loop fusion contracts such a value to a scalar, no inlining needed."""
     if len(index) != len(shape) or len(spec.domain) < len(shape):
         return False
-    return all(spec.domain[k] == n and (sp.sympify(e) == i_sym(k) or (n == 1 and sp.sympify(e) == 0))
+    return all(spec.domain[k] == n and (as_expr(e) == i_sym(k) or (n == 1 and as_expr(e) == 0))
                for k, (e, n) in enumerate(zip(index, shape)))
 
 
@@ -368,16 +368,16 @@ def _statement_reads(spec: Stmt) -> list[int]:
 
 
 def _used_as_index(spec: Stmt, k: int) -> bool:
-    return any(v_sym(k) in sp.sympify(e).free_symbols for r in spec.reads for e in r.index)
+    return any(v_sym(k) in as_expr(e).free_symbols for r in spec.reads for e in r.index)
 
 
 def _composed(read, point: dict, vsym: sp.Symbol):
     """``read`` (in its producer's dims) as seen from a reader that evaluates the producer at
     ``point`` (producer dim -> reader expression), its value renamed ``vsym``."""
     return dataclasses.replace(read, vsym=vsym,
-                               index=tuple(sp.sympify(e).xreplace(point) for e in read.index),
-                               guard=tuple((sp.sympify(e).xreplace(point), n) for e, n in read.guard),
-                               cond=sp.sympify(read.cond).xreplace(point) if read.cond is not None else None)
+                               index=tuple(as_expr(e).xreplace(point) for e in read.index),
+                               guard=tuple((as_expr(e).xreplace(point), n) for e, n in read.guard),
+                               cond=as_expr(read.cond).xreplace(point) if read.cond is not None else None)
 
 
 def _substituted(expr: sp.Expr, mapping: dict) -> sp.Expr:
@@ -447,13 +447,13 @@ class _Builder:
         while value in self.alias:
             src, copy_index = self.alias[value]
             sub = {i_sym(j): e for j, e in enumerate(index)}
-            index = tuple(sp.sympify(e).xreplace(sub) for e in copy_index)
+            index = tuple(as_expr(e).xreplace(sub) for e in copy_index)
             value = src
         return value, index
 
     def read_access(self, node: Node, spec: Stmt, k: int, aux_arrays: dict) -> Access:
         read: Read = spec.reads[k]
-        index = tuple(sp.sympify(e) for e in read.index)
+        index = tuple(as_expr(e) for e in read.index)
         if isinstance(read.source, str):
             if read.source not in spec.aux:
                 raise CodegenError(f"node {node.name!r} ({node.op}): read of unknown aux array {read.source!r}")
@@ -504,7 +504,7 @@ class _Builder:
         specs = list(opdef.access(call))
         if _is_pure_copy(self.graph, node, specs):
             src = node.inputs[specs[0].reads[0].source]
-            self.alias[node.outputs[0]] = (src, tuple(sp.sympify(e) for e in specs[0].reads[0].index))
+            self.alias[node.outputs[0]] = (src, tuple(as_expr(e) for e in specs[0].reads[0].index))
             if node.outputs[0] not in self.outputs:
                 self.copies.add(node.name)  # an output copy still writes its array
         return specs
@@ -558,13 +558,13 @@ class _Builder:
         needed = _needed_reads(spec, spec.body)
         names = {v_sym(k): v_sym(next(fresh)) for k in needed}
         reads = [_composed(self.read_access(node, spec, k, {}), point, names[v_sym(k)]) for k in needed]
-        body = sp.sympify(spec.body).xreplace({**names, **point})
+        body = as_expr(spec.body).xreplace({**names, **point})
         reads, body = self.inline_scalars(reads, body)
         reads, body = self.expand(reads, body, fresh)
         if not at.guarded:
             return reads, body
         # the loads sit in the taken branch of a conditional, so they never leave the bounds
-        pad = sp.sympify(at.pad if at.pad is not None else 0.0)
+        pad = as_expr(at.pad if at.pad is not None else 0.0)
         return reads, sp.Piecewise((body, _inside(at)), (pad, True), evaluate=False)
 
     def inline_scalars(self, reads: list[Access], expr: sp.Expr) -> tuple[list[Access], sp.Expr]:
@@ -574,7 +574,7 @@ class _Builder:
         for a in reads:
             constant = a.array is not None and a.array.role == "input" and a.array.value
             value = self.constants.get(a.array.value) if constant else None
-            used_in_index = any(a.vsym in sp.sympify(e).free_symbols for b in reads for e in b.index)
+            used_in_index = any(a.vsym in as_expr(e).free_symbols for b in reads for e in b.index)
             if value is None or np.size(value) != 1 or a.guarded or used_in_index:
                 kept.append(a)
                 continue
@@ -587,7 +587,7 @@ class _Builder:
         """The loads of one statement computing ``expr``: one-element constants as literals,
         inlined producers expanded (with their own constants as literals)."""
         reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, expr)]
-        reads, expr = self.inline_scalars(reads, sp.sympify(expr))
+        reads, expr = self.inline_scalars(reads, as_expr(expr))
         return self.expand(reads, expr, fresh)
 
     def add_spec(self, node: Node, spec: Stmt) -> None:
@@ -600,7 +600,7 @@ class _Builder:
                 return  # no instances
         aux_arrays = {name: self.new_array(np.asarray(arr).shape, np.asarray(arr).dtype.name, "input", None,
                                            np.ascontiguousarray(arr)) for name, arr in spec.aux.items()}
-        write_index = tuple(sp.sympify(e) for e in spec.write_index)
+        write_index = tuple(as_expr(e) for e in spec.write_index)
         if len(write_index) != len(out.shape):
             raise CodegenError(f"node {node.name!r} ({node.op}): write index rank does not match its output")
         dtype = _compute_dtype(out.dtype)
@@ -619,7 +619,7 @@ class _Builder:
         acc_at = Access(acc, tuple(i_sym(k) for k in range(len(out_extents))), ACC)
         self.stmts.append(PolyStmt(base + "_init", "init", node, order, out_extents, write=acc_at,
                                    expr=IDENTITY[spec.reduce], acc=acc, compute_dtype=dtype))
-        body = sp.sympify(spec.body)
+        body = as_expr(spec.body)
         reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, body)]
         reads, body = self.inline_scalars(reads, body)
         constraints, kept = [], []
@@ -641,17 +641,17 @@ class _Builder:
         self.stmts.append(PolyStmt(base + "_update", "update", node, order, out_extents, red_extents,
                                    tuple(constraints), reads=kept + [acc_at], write=acc_at, expr=body,
                                    reduce=spec.reduce, acc=acc, compute_dtype=dtype))
-        finalize = sp.sympify(spec.finalize) if spec.finalize is not None else ACC
+        finalize = as_expr(spec.finalize) if spec.finalize is not None else ACC
         freads, finalize = self.loads(node, spec, finalize, aux_arrays, fresh)
         for a in freads:
-            if any(s.name.startswith("r") for e in a.index for s in sp.sympify(e).free_symbols):
+            if any(s.name.startswith("r") for e in a.index for s in as_expr(e).free_symbols):
                 raise CodegenError(f"node {node.name!r} ({node.op}): finalize reads depend on reduction indices")
         self.stmts.append(PolyStmt(base + "_final", "final", node, order, out_extents, reads=freads + [acc_at],
                                    write=Access(out, write_index), expr=finalize, acc=acc, compute_dtype=dtype))
 
 
 def _pad_is_neutral(body: sp.Expr, vsym: sp.Symbol, pad: float, reduce: str) -> bool:
-    value = sp.oo if pad == float("inf") else (-sp.oo if pad == float("-inf") else sp.sympify(pad))
+    value = sp.oo if pad == float("inf") else (-sp.oo if pad == float("-inf") else as_expr(pad))
     substituted = body.subs(vsym, value)
     if substituted == IDENTITY[reduce]:
         return True

@@ -33,6 +33,14 @@ ACC = sp.Symbol("acc")
 
 
 @lru_cache(maxsize=None)
+def as_expr(value) -> sp.Basic:
+    """A sympy object for a value built in code (an int, a float, an expression). Never
+    parses text: nothing a rule file or a model says is ever read as an expression."""
+    if isinstance(value, str):
+        raise TypeError(f"as_expr takes values built in code, not text: {value!r}")
+    return sp.sympify(value, strict=True)
+
+
 def i_sym(k: int) -> sp.Symbol:
     """Output index k."""
     return sp.Symbol(f"i{k}", integer=True, nonnegative=True)
@@ -77,10 +85,10 @@ class Read:
     cond: sp.Basic | None = None
 
     def uses_reduction(self) -> bool:
-        return any(s.name.startswith("r") for e in self.index for s in sp.sympify(e).free_symbols)
+        return any(s.name.startswith("r") for e in self.index for s in as_expr(e).free_symbols)
 
     def is_indirect(self) -> bool:
-        return any(s.name.startswith("v") for e in self.index for s in sp.sympify(e).free_symbols)
+        return any(s.name.startswith("v") for e in self.index for s in as_expr(e).free_symbols)
 
 
 @dataclass(frozen=True)

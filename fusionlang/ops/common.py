@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import Read, Stmt, broadcast_index, v_sym
+from fusionlang.ops.access import Read, Stmt, as_expr, broadcast_index, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, OpRegistry, register
 
 
@@ -117,7 +117,7 @@ def elementwise(
         out = call.out_types[0]
         reads = tuple(Read(k, broadcast_index(t.shape, out.rank)) for k, t in enumerate(call.in_types))
         body = formula([v_sym(k) for k in range(len(reads))], call.attrs)
-        return [Stmt(0, out.shape, reads, sp.sympify(body))]
+        return [Stmt(0, out.shape, reads, as_expr(body))]
 
     return (registry.register if registry is not None else register)(
         OpDef(

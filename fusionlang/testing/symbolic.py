@@ -24,7 +24,7 @@ import sympy as sp
 from fusionlang.ir.types import TensorType
 from fusionlang.lang import ast as A
 from fusionlang.lang.patterns import PLit, POp, PVar
-from fusionlang.ops.access import v_sym
+from fusionlang.ops.access import as_expr, v_sym
 from fusionlang.ops.registry import OpCall, OpRegistry
 from fusionlang.ops.scalar import Sigmoid
 
@@ -80,7 +80,7 @@ def scalar_formula(registry: OpRegistry, op: str, n_inputs: int, attrs: dict | N
         return None
     if [r.source for r in stmt.reads] != list(range(n_inputs)):
         return None
-    return sp.sympify(stmt.body)
+    return as_expr(stmt.body)
 
 
 class _Builder:
@@ -154,7 +154,7 @@ class _Builder:
             if e.name in env:
                 value = env[e.name]
                 if isinstance(value, (sp.Basic, int, float)):
-                    return sp.sympify(value) if not isinstance(value, sp.Basic) else value
+                    return as_expr(value)
             raise NotScalar(f"{e.name!r} is not a scalar here")
         if isinstance(e, A.Neg):
             return self.op("neg", [self.expr(e.operand, env)], {})
