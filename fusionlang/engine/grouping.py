@@ -106,7 +106,7 @@ class Grouping:
         gb.last_merge = edge
         if edge is not None:
             self.merges += 1
-            gb.history = sorted(gb.history + ga.history) + [(self.merges, edge, frozenset(gb.members))]
+            gb.history = [*heapq.merge(gb.history, ga.history), (self.merges, edge, frozenset(gb.members))]
         for s in ga.succ:
             self.groups[s].pred.discard(a)
             if s != b:

@@ -20,24 +20,21 @@ from fusionlang.ir.graph import Graph
 LOWERING_RULES = "decompose"
 
 
-def has_compound_ops(graph: Graph, names, registry) -> bool:
-    by_name = {n.name: n for n in graph.nodes}
-    return any(registry.get(by_name[name].op).compound for name in names)
+def compound_nodes(graph: Graph, registry) -> set[str]:
+    """Names of the nodes of ``graph`` whose op has no loop form of its own."""
+    return {n.name for n in graph.nodes if registry.get(n.op).compound}
 
 
 def open_compound_ops(graph: Graph, names: list[str], rulesets) -> dict[str, list[str]]:
-    """Open, in place, every compound op among ``names`` (and the compound ops its body
-    builds), with the first of ``rulesets`` that has a case for it. Returns, for each
+    """Open, in place, the compound ops ``names`` (and the compound ops their bodies
+    build), each with the first of ``rulesets`` that has a case for it. Returns, for each
     opened node, the primitive nodes that replace it."""
     index = GraphIndex(graph)
     by_name = {n.name: n for n in graph.nodes}
     recorder = Recorder(budget=0)
     replaced: dict[str, list[str]] = {}
     for name in names:
-        node = by_name[name]
-        if not rulesets[0].registry.get(node.op).compound:
-            continue
-        stack, primitive = [node], []
+        stack, primitive = [by_name[name]], []
         while stack:
             current = stack.pop()
             ruleset, case = _lowering_case(rulesets, current)
@@ -61,13 +58,17 @@ def _lowering_case(rulesets, node):
                     f"{', '.join(r.name or '?' for r in rulesets)} opens it (its attributes: {node.attrs})")
 
 
-def on_primitives(feedback, ruleset):
-    """``feedback`` asked about a group as it will be compiled: with its compound ops opened."""
+def on_primitives(feedback, ruleset, graph: Graph):
+    """``feedback`` asked about a group of ``graph`` as it will be compiled: with its
+    compound ops opened (in a copy of the graph)."""
+    compound = compound_nodes(graph, ruleset.registry)
+
     def check(graph: Graph, members: list[str]):
-        if not has_compound_ops(graph, members, ruleset.registry):
+        opened = [m for m in members if m in compound]
+        if not opened:
             return feedback(graph, members)
         graph = graph.copy()
-        replaced = open_compound_ops(graph, members, _lowering_rulesets(ruleset))
+        replaced = open_compound_ops(graph, opened, _lowering_rulesets(ruleset))
         return feedback(graph, [new for old in members for new in replaced.get(old, [old])])
     return check
 
@@ -82,11 +83,11 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
     none). ``ruleset``'s own decompositions are tried before the standard ones."""
     rulesets = _lowering_rulesets(ruleset)
-    graph = plan.graph
-    if not has_compound_ops(graph, [n.name for n in graph.nodes], rulesets[0].registry):
+    compound = compound_nodes(plan.graph, rulesets[0].registry)
+    if not compound:
         return plan
-    graph = graph.copy()
-    replaced = open_compound_ops(graph, [n.name for n in graph.nodes], rulesets)
+    graph = plan.graph.copy()
+    replaced = open_compound_ops(graph, [n.name for n in graph.nodes if n.name in compound], rulesets)
     members = [[new for old in g.nodes for new in replaced.get(old, [old])] for g in plan.groups]
     fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost)) for g in plan.groups]
     groups = make_groups(graph, members, fields)
@@ -97,4 +98,4 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     return lowered
 
 
-__all__ = ["lower_compound_groups", "on_primitives", "open_compound_ops"]
+__all__ = ["compound_nodes", "lower_compound_groups", "on_primitives", "open_compound_ops"]

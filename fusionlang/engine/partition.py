@@ -44,7 +44,7 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     run, defaults = STRATEGIES[name]
     opts = strategy_options(ruleset, name, defaults, options)
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
-    feedback = on_primitives(feedback, ruleset) if feedback is not None else None
+    feedback = on_primitives(feedback, ruleset, graph) if feedback is not None else None
     forbidden: set[tuple[str, str]] = set()
     notes: list[str] = []
     for _ in range(max_feedback_rounds):
