@@ -155,6 +155,29 @@ class Stages:
                 self._progress.console.print(done)
 
 
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """The model and the policy it is fused with: shared by fuse, run and explain."""
+    p.add_argument("model", help="an ONNX model file")
+    p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
+                   help="static shape for an input with symbolic dims (repeatable)")
+    p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
+    p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
+                   help="partitioner (default: the rule set's own strategy)")
+
+
+def fuse_model(args, stages):
+    """(graph, rule set, plan) for ``args.model`` fused with ``args.rules``, each step shown."""
+    from fusionlang.api import fuse
+
+    with stages.step("import model"):
+        graph = load_graph(args.model, parse_shapes(args.input_shape))
+    with stages.step("load rules"):
+        ruleset = load_rules(args.rules)
+    with stages.step("rewrite + partition"):
+        plan = fuse(graph, ruleset, args.strategy)
+    return graph, ruleset, plan
+
+
 def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
     if not items:
         return None

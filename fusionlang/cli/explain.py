@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from fusionlang.cli.common import EXIT_OK, Stages, console, load_graph, load_rules, parse_shapes, print_json, wants_json
+from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, print_json, wants_json
 
 HELP = "explain why a node was (not) fused with its neighbours"
 
@@ -23,26 +23,15 @@ _LOCATION = re.compile(r"[^\s():]+\.fuse:\d+(?::\d+)?")
 
 
 def configure(p) -> None:
-    p.add_argument("model", help="an ONNX model file")
+    add_model_arguments(p)
     p.add_argument("--node", required=True, metavar="NAME", help="a node of the model (or of the rewritten graph)")
-    p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
-                   help="static shape for an input with symbolic dims (repeatable)")
-    p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
-    p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
-                   help="partitioner (default: the rule set's own strategy)")
 
 
 def run(args) -> int:
-    from fusionlang.api import fuse
     from fusionlang.engine.explain import explain
 
     with Stages(args) as stages:
-        with stages.step("import model"):
-            graph = load_graph(args.model, parse_shapes(args.input_shape))
-        with stages.step("load rules"):
-            ruleset = load_rules(args.rules)
-        with stages.step("rewrite + partition"):
-            plan = fuse(graph, ruleset, args.strategy)
+        _, ruleset, plan = fuse_model(args, stages)
     explanation = explain(plan, ruleset, args.node)
     if wants_json(args):
         print_json(dataclasses.asdict(explanation) | {"strategy": plan.strategy, "rules": plan.rules,

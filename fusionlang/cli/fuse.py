@@ -10,18 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fusionlang.cli.common import EXIT_OK, Stages, console, load_graph, load_rules, parse_shapes, wants_json
+from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, wants_json
 
 HELP = "partition a model into fused groups and print a summary"
 
 
 def configure(p) -> None:
-    p.add_argument("model", help="an ONNX model file")
-    p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
-                   help="static shape for an input with symbolic dims (repeatable)")
-    p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
-    p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
-                   help="partitioner (default: the rule set's own strategy)")
+    add_model_arguments(p)
     p.add_argument("--json", dest="json_file", metavar="FILE", nargs="?", const="-",
                    help="write the plan as JSON to FILE (- or no FILE: to stdout)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
@@ -34,19 +29,13 @@ def configure(p) -> None:
 
 def run(args) -> int:
     from fusionlang.api import compile as compile_plan
-    from fusionlang.api import fuse
 
     if args.json_file == "-":
         args.json = True  # the plan on stdout is this command's --json output
     out = console(args)
     to_stdout = wants_json(args)
     with Stages(args) as stages:
-        with stages.step("import model"):
-            graph = load_graph(args.model, parse_shapes(args.input_shape))
-        with stages.step("load rules"):
-            ruleset = load_rules(args.rules)
-        with stages.step("rewrite + partition"):
-            plan = fuse(graph, ruleset, args.strategy)
+        _, _, plan = fuse_model(args, stages)
         compiled = None
         if args.loops:
             with stages.step("loop fusion + codegen (c)"):

@@ -8,19 +8,14 @@ import time
 
 import numpy as np
 
-from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, compare, console, load_graph, parse_shapes,
-                                   read_feeds, wants_json, write_outputs)
+from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console, load_graph,
+                                   parse_shapes, read_feeds, wants_json, write_outputs)
 
 HELP = "run a model (compiled, or with the reference interpreter)"
 
 
 def configure(p) -> None:
-    p.add_argument("model", help="an ONNX model file")
-    p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
-                   help="static shape for an input with symbolic dims (repeatable)")
-    p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
-    p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
-                   help="partitioner (default: the rule set's own strategy)")
+    add_model_arguments(p)
     p.add_argument("--target", choices=["c", "cuda", "reference"], default="c")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("--random-inputs", type=int, metavar="SEED", help="fill missing inputs with seeded noise")
