@@ -199,16 +199,16 @@ class _Printer:
         ind = "  " * depth
         ip = IndexPrinter()
         pragma = self.pragma(f)
+        streams = self.reduction_streams(f, pragma)
+        if streams > 1:
+            self.split_reduction(f, depth, streams)
+            return
         flags = self.nan_flags(f) if pragma.startswith("#pragma omp simd reduction") else {}
         for aid, flag in flags.items():
             acc = self.names[aid]
             self.lines.append(f"{ind}int {flag} = {acc} != {acc};")
             pragma += f" reduction(|:{flag})"
         self.flags.update(flags)
-        streams = self.reduction_streams(f, pragma)
-        if streams > 1:
-            self.split_reduction(f, depth, streams)
-            return
         if pragma:
             self.lines.append(f"{ind}{pragma}")
         v = f.var.name
@@ -264,8 +264,11 @@ class _Printer:
         self.lines.append(f"{ind}#pragma omp simd {' '.join(clauses)}")
         v = f.var.name
         self.lines.append(f"{ind}for ({self.flavor.int_type} {v} = {first}; {v} <= {first + share - 1}; {v} += 1) {{")
+        frees = []
         for st in self.inner.get(id(f), []):
-            self.lines.extend(self.decl(st, ind + "  ")[0])  # scalars only: the body is plain statements
+            d, fr = self.decl(st, ind + "  ")
+            self.lines.extend(d)
+            frees.extend(fr)
         for k in range(streams):
             if k:
                 self.shifted = {f.var: f"({v} + {k * share})"}
@@ -274,6 +277,7 @@ class _Printer:
             self.body(f.body, depth + 1)
         self.shifted = {}
         self.names.update(own)
+        self.lines.extend(frees)
         self.lines.append(f"{ind}}}")
         for aid in accs:
             sym = _OMP_REDUCTION[self.update_of(aid).reduce]

@@ -177,12 +177,15 @@ def test_max_short_and_uneven_reductions_are_not_split():
         assert "reduction(+:" in source and "_1" not in source
 
 
+@pytest.mark.parametrize("openmp", [False, True])
 @pytest.mark.parametrize("op,dtype", [("reduce_sum", "float32"), ("reduce_sum", "float64"),
                                       ("reduce_prod", "float32"), ("reduce_mean", "float32")])
-def test_split_reductions_match_reference_with_a_value_carried_in(op, dtype):
-    # over two axes the simd loop's accumulator arrives holding the previous rows' result
+def test_split_reductions_match_reference_with_a_value_carried_in(op, dtype, openmp):
+    # over two axes the simd loop's accumulator arrives holding the previous rows' result;
+    # with OpenMP each thread's rows get their own copies
     graph = _sum_graph(op, (3, 5, 256), [-2, -1], dtype)
-    compiled = compile(single_group_plan(graph), "c")
+    compiled = compile(single_group_plan(graph), "c", openmp=openmp)
+    assert ("omp parallel for" in compiled.kernels[0].source) == openmp
     assert re.search(r"reduction\((\+|\*):s\d+, s\d+_1", compiled.kernels[0].source)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 5, 256)).astype(dtype)
