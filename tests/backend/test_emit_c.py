@@ -7,6 +7,8 @@ import re
 import numpy as np
 import pytest
 from helpers import layer_norm, softmax
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fusionlang import reference
 from fusionlang.backend import compile
@@ -197,3 +199,38 @@ def test_split_reductions_match_reference_with_a_value_carried_in(op, dtype, ope
     want = reference.run(graph, {"x": x})[graph.outputs[0]]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@st.composite
+def _long_reductions(draw):
+    """A float sum, mean or product over axes that include a long last axis (some lengths
+    split into four streams, some not), of the input or of an elementwise function of it."""
+    cols = draw(st.sampled_from([128, 132, 256, 258, 384]))
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 3)), cols)
+    axes = [2] + draw(st.lists(st.sampled_from([0, 1]), unique=True, max_size=2))
+    op = draw(st.sampled_from(["reduce_sum", "reduce_mean", "reduce_prod"]))
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    pre = draw(st.sampled_from(["x", "square", "shift"]))
+    b = GraphBuilder("long_reduction")
+    x = b.input("x", shape, dtype)
+    v = {"x": x, "square": lambda: b.mul(x, x), "shift": lambda: b.sub(x, b.constant(np.asarray(0.25, dtype)))}[pre]
+    b.output(b.op(op, v if isinstance(v, str) else v(), axes=axes, keepdims=draw(st.sampled_from([0, 1]))))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    values = rng.standard_normal(shape) * (0.01 if op == "reduce_prod" else draw(st.sampled_from([1.0, 1e3])))
+    values = values + (1.0 if op == "reduce_prod" else 0.0)
+    flat = values.reshape(-1)
+    for special in draw(st.lists(st.sampled_from([np.inf, -np.inf, np.nan]), max_size=2)):
+        flat[draw(st.integers(0, flat.size - 1))] = special
+    return b.build(), {"x": values.astype(dtype)}
+
+
+@given(_long_reductions())
+def test_long_reductions_split_or_not_match_reference(case):
+    graph, feeds = case
+    got = compile(single_group_plan(graph), "c").run(feeds)[graph.outputs[0]]
+    with np.errstate(all="ignore"):
+        want = reference.run(graph, feeds)[graph.outputs[0]]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.abs(want[np.isfinite(want)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
