@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+import _checkout  # noqa: F401  (first: this checkout's fusionlang, not an installed copy)
 import fusionlang
 from fusionlang import reference
 from fusionlang.engine.plan import per_node_plan, single_group_plan

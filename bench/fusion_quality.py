@@ -17,6 +17,7 @@ import platform
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's fusionlang, not an installed copy)
 import fusionlang
 from peers import LIGHT_MODELS, light_model_path, ort_kernels, tvm_kernels
 

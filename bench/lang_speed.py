@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's fusionlang, not an installed copy)
 from fusionlang.lang import clear_caches, load_rules, standard_names
 from fusionlang.lang.diagnostics import Diagnostics
 from fusionlang.lang.loader import resolve

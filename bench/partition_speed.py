@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+import _checkout  # noqa: F401  (first: this checkout's fusionlang, not an installed copy)
 from fusionlang.engine import partition
 from fusionlang.lang import load_rules
 from fusionlang.ops import GraphBuilder
