@@ -213,11 +213,7 @@ class _Printer:
             self.lines.append(f"{ind}{pragma}")
         v = f.var.name
         self.lines.append(f"{ind}for ({self.flavor.int_type} {v} = {ip(f.init)}; {ip.loop_cond(f.cond)}; {v} += {f.step}) {{")
-        frees = []
-        for st in self.inner.get(id(f), []):
-            d, fr = self.decl(st, ind + "  ")
-            self.lines.extend(d)
-            frees.extend(fr)
+        frees = self.declare(self.inner.get(id(f), []), ind + "  ")
         self.body(f.body, depth + 1, self.prefetch(f, depth + 1))
         self.lines.extend(frees)
         self.lines.append(f"{ind}}}")
@@ -225,6 +221,16 @@ class _Printer:
             nan = float_literal(float("nan"), self.g.storage[aid].array.dtype, self.flavor)
             self.lines.append(f"{ind}if ({flag}) {self.names[aid]} = {nan};")
             del self.flags[aid]
+
+    def declare(self, storages, ind: str) -> list[str]:
+        """Print the declarations of ``storages``; returns the lines that free them at the
+        end of their scope."""
+        frees = []
+        for st in storages:
+            d, fr = self.decl(st, ind)
+            self.lines.extend(d)
+            frees.extend(fr)
+        return frees
 
     def reduction_streams(self, f: For, pragma: str) -> int:
         """Into how many accumulator streams to split the SIMD loop ``f`` (1: not split):
@@ -264,11 +270,7 @@ class _Printer:
         self.lines.append(f"{ind}#pragma omp simd {' '.join(clauses)}")
         v = f.var.name
         self.lines.append(f"{ind}for ({self.flavor.int_type} {v} = {first}; {v} <= {first + share - 1}; {v} += 1) {{")
-        frees = []
-        for st in self.inner.get(id(f), []):
-            d, fr = self.decl(st, ind + "  ")
-            self.lines.extend(d)
-            frees.extend(fr)
+        frees = self.declare(self.inner.get(id(f), []), ind + "  ")
         for k in range(streams):
             if k:
                 self.shifted = {f.var: f"({v} + {k * share})"}
@@ -383,11 +385,7 @@ class _Printer:
             params.append(f"{const}{t}* restrict {self.names[a.id]}")
         head = f"void {name}({', '.join(params) if params else 'void'})"
         self.lines = [f"/* {comment} */", head + " {"]
-        frees = []
-        for st in self.top:
-            d, fr = self.decl(st, "  ")
-            self.lines.extend(d)
-            frees.extend(fr)
+        frees = self.declare(self.top, "  ")
         self.body(self.g.body, 1)
         self.lines.extend(frees)
         self.lines.append("}")
