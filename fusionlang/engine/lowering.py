@@ -15,6 +15,7 @@ from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_trace import Recorder
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
+from fusionlang.ops.interpreter import registry_of
 
 #: the rule library whose decompositions lower what a policy kept whole
 LOWERING_RULES = "decompose"
@@ -83,7 +84,8 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
     none). ``ruleset``'s own decompositions are tried before the standard ones."""
     rulesets = _lowering_rulesets(ruleset)
-    compound = compound_nodes(plan.graph, rulesets[0].registry)
+    # the plan's graph knows its own ops (a rule file's defs) even when no rule set is given
+    compound = compound_nodes(plan.graph, registry_of(plan.graph, ruleset.registry if ruleset is not None else None))
     if not compound:
         return plan
     graph = plan.graph.copy()

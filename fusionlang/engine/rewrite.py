@@ -54,7 +54,7 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
 
         ruleset = load_rules(ruleset)
     work = graph.copy()
-    work.registry = ruleset.registry
+    work.registry = ruleset.registry  # the rewritten graph may hold the rule set's own `def` ops
     recorder = Recorder(max(budget, 2 * len(graph.nodes)))
     try:
         _run(work, ruleset, recorder, decompose=decompose, simplify=simplify, fold=fold)

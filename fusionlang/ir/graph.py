@@ -4,13 +4,18 @@ A value is a name. It is exactly one of: a graph input, a constant (its array li
 ``Graph.constants``), or the output of one node. ``Graph.types`` maps every value to its
 TensorType. Nodes are kept in a topological order; :meth:`Graph.toposort` restores it
 after edits. An empty input name marks an omitted optional input.
+
+A graph may carry the op registry its ops come from (``Graph.registry``): a rule file's
+`def` ops live in a child of the built-in registry, and every copy of the graph must keep
+knowing them. None means the built-in registry. ``ir`` does not import ``ops``, so the
+field is typed by the one thing ir-level code may ask of it (:class:`OpLookup`).
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import numpy as np
 
@@ -39,12 +44,21 @@ class Node:
         return f"Node({self.name!r}, {self.op}, {self.inputs} -> {self.outputs})"
 
 
+class OpLookup(Protocol):
+    """What a graph's op registry is to ``ir``: something that finds an op by name
+    (fusionlang.ops.OpRegistry is one)."""
+
+    def get(self, name: str, where: str = "") -> Any: ...
+
+
 class Graph:
     """A dataflow graph: ``inputs``, ``constants``, ``nodes`` in a topological order,
-    ``outputs``, and the TensorType of every value in ``types`` (see the module docstring)."""
+    ``outputs``, the TensorType of every value in ``types``, and the op ``registry`` its
+    ops are defined in (None: the built-in one; see the module docstring)."""
 
-    def __init__(self, name: str = "graph"):
+    def __init__(self, name: str = "graph", registry: OpLookup | None = None):
         self.name = name
+        self.registry = registry
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.types: dict[str, TensorType] = {}
@@ -183,8 +197,9 @@ class Graph:
         return removed
 
     def copy(self) -> "Graph":
-        """A structural copy: new Node objects and dicts, constant arrays shared (read-only)."""
-        other = Graph(self.name)
+        """A structural copy: new Node objects and dicts, constant arrays and the op registry
+        shared (read-only)."""
+        other = Graph(self.name, self.registry)
         other.inputs = list(self.inputs)
         other.outputs = list(self.outputs)
         other.types = dict(self.types)

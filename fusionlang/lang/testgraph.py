@@ -81,8 +81,7 @@ def ttype_of(tt: A.TType) -> TensorType:
 
 def build_test_graph(test: A.TestDecl, registry: OpRegistry) -> Graph:
     """The graph of ``test``; raises InstantiateError at the failing statement."""
-    graph = Graph(test.name.text)
-    graph.registry = registry
+    graph = Graph(test.name.text, registry)
     rng = np.random.default_rng(seed_of(test.name.text))
     bindings = Bindings()
     inst = Instantiator(graph, registry, bindings, provenance=(f"test {test.name.text}",))

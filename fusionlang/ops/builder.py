@@ -24,10 +24,9 @@ class GraphBuilder:
     then ``build()`` verifies it. Output types are inferred as nodes are added."""
 
     def __init__(self, name: str = "graph", registry: OpRegistry | None = None):
-        self.graph = Graph(name)
+        # the graph records a rule file's registry (None: the built-in one stays implied)
+        self.graph = Graph(name, registry)
         self.registry = registry or REGISTRY
-        if registry is not None:
-            self.graph.registry = registry
 
     def input(self, name: str, shape, dtype="float32") -> str:
         return self.graph.add_input(name, TensorType(tuple(shape), dtype))

@@ -13,7 +13,7 @@ from fusionlang.ops.registry import REGISTRY, OpRegistry
 
 def registry_of(graph: Graph, registry: OpRegistry | None = None) -> OpRegistry:
     """The registry to interpret ``graph`` with: explicit, else the graph's, else built-ins."""
-    return registry or getattr(graph, "registry", None) or REGISTRY
+    return registry or graph.registry or REGISTRY
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

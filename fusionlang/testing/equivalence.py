@@ -137,14 +137,13 @@ def check_equivalence(graph: Graph, rules="apollo", strategy: str | None = None,
 def union(graphs: list[Graph], name: str = "batch") -> tuple[Graph, list[dict[str, str]]]:
     """One graph holding ``graphs`` side by side (names prefixed ``g<k>_``), and per
     graph the map from its value names to the union's."""
-    out = Graph(name)
+    # the first registry given holds the ops of the others (all come from one rule set)
+    out = Graph(name, next((g.registry for g in graphs if g.registry is not None), None))
     renames = []
-    registry = None
     for k, graph in enumerate(graphs):
         prefix = f"g{k}_"
         rename = {v: prefix + v for v in graph.types}
         renames.append(rename)
-        registry = registry or getattr(graph, "registry", None)
         for value in graph.inputs:
             out.add_input(rename[value], graph.types[value])
         for value, array in graph.constants.items():
@@ -154,8 +153,6 @@ def union(graphs: list[Graph], name: str = "batch") -> tuple[Graph, list[dict[st
                        [rename[v] for v in node.outputs], dict(node.attrs), node.provenance)
             out.add_node(new, [graph.types[v] for v in node.outputs])
         out.outputs.extend(rename[v] for v in graph.outputs)
-    if registry is not None:
-        out.registry = registry
     return out, renames
 
 
@@ -207,7 +204,6 @@ def _cut(graph: Graph, value: str) -> Graph:
     """``graph`` with ``value`` made a graph input (its producer and whatever only fed it
     go away)."""
     out = graph.copy()
-    out.registry = getattr(graph, "registry", None) or getattr(out, "registry", None)
     producer = next(n for n in out.nodes if value in n.outputs)
     out.nodes = [n for n in out.nodes if n is not producer]
     for other in producer.outputs:
@@ -231,7 +227,6 @@ def _bypass(graph: Graph, node: Node) -> Graph:
     if out_value in graph.outputs and (source in graph.inputs or source in graph.outputs):
         return graph
     out = graph.copy()
-    out.registry = getattr(graph, "registry", None)
     out.nodes = [n for n in out.nodes if n.name != node.name]
     for n in out.nodes:
         n.inputs = [source if v == out_value else v for v in n.inputs]
@@ -242,7 +237,6 @@ def _bypass(graph: Graph, node: Node) -> Graph:
 
 def _drop_output(graph: Graph, value: str) -> Graph:
     out = graph.copy()
-    out.registry = getattr(graph, "registry", None)
     out.outputs = [v for v in out.outputs if v != value]
     return _tidy(out)
 

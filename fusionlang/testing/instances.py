@@ -299,7 +299,6 @@ def rewrite_instance(draw: Draw, rule, ruleset) -> Instance:
         root_value = pb.builder.op("identity", root_value, name="consumer")
     graph.outputs.append(root_value)
     feeds = _fill_values(draw, graph, pb.leaves, pb.domains, numbers)
-    graph.registry = ruleset.registry
     return Instance(graph, root.name, pb.leaves, feeds)
 
 
@@ -328,7 +327,6 @@ def decompose_instance(draw: Draw, case, ruleset) -> Instance:
     graph.outputs.extend([out] if isinstance(out, str) else list(out))
     domains = {leaf.value: d for k, leaf in enumerate(leaves) if (d := proposal.domains.get(k)) is not None}
     feeds = _fill_values(draw, graph, leaves, domains, [])
-    graph.registry = registry
     return Instance(graph, node.name, leaves, feeds)
 
 
@@ -389,8 +387,7 @@ def check_rewrite_instance(instance: Instance, rule, ruleset) -> Outcome:
         failure = Matcher(graph, ruleset).explain(rule, root)
         raise Reject(f"no match: {getattr(failure, 'message', failure)}")
     expected, scale = _left_side(instance, registry)
-    after = graph.copy()
-    after.registry = registry
+    after = graph.copy()  # keeps the rule set's registry, which the instance was built with
     node = next(n for n in after.nodes if n.name == instance.root)
     match = Matcher(after, ruleset).match(rule, node)
     if not applicable(after, match):
@@ -408,7 +405,6 @@ def check_decompose_instance(instance: Instance, case, ruleset) -> Outcome:
     registry = ruleset.registry
     expected, scale = _left_side(instance, registry)
     after = instance.graph.copy()
-    after.registry = registry
     index = GraphIndex(after)
     node = index.by_name[instance.root]
     try:

@@ -86,6 +86,15 @@ def test_copy_is_structural():
     assert h.fresh_name("a") not in set(g.types) | {n.name for n in g.nodes}
 
 
+def test_the_op_registry_is_a_declared_field_that_copies_keep():
+    assert Graph("plain").registry is None  # None: the built-in op registry
+    registry = object()  # ir does not know what a registry is; it only carries one
+    g = Graph("with_defs", registry=registry)
+    assert g.copy().registry is registry
+    g.registry = None
+    assert g.copy().registry is None
+
+
 def test_zero_d_constants_stay_zero_d():
     g = Graph()
     g.add_constant("s", np.float32(2.5))
