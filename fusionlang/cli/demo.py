@@ -16,7 +16,9 @@ from importlib import resources
 
 import numpy as np
 
-from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, Stages, compare, console, print_json, read_feeds, wants_json
+from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, Stages, compare, console, print_json, wants_json
+from fusionlang.cli.feeds import read_feeds
+from fusionlang.cli.paths import check_writable_file, write_text
 
 HELP = "fuse, compile and run the embedded transformer block, checked against the reference"
 
@@ -52,6 +54,8 @@ def run(args) -> int:
 
     target = default_target() if args.target == "auto" else args.target
     model = resources.files("fusionlang").joinpath("data", "demo_block.onnx")
+    if args.report:
+        check_writable_file(args.report)  # before the work, not after it
     with Stages(args) as stages:
         with stages.step("import model"):
             graph = from_onnx(model.read_bytes())
@@ -67,10 +71,11 @@ def run(args) -> int:
         with stages.step("run reference interpreter"):
             reference_seconds, expected = _best_of(min(args.repeat, 3), lambda: reference_run(graph, feeds))
         if args.report:
-            from fusionlang.report import write_report
+            from fusionlang.report import render_report
 
             with stages.step("report"):
-                write_report(plan, args.report, compiled=compiled, title="fusionlang demo: transformer block")
+                write_text(args.report, render_report(plan, compiled=compiled,
+                                                      title="fusionlang demo: transformer block"))
     problems = compare(outputs, expected, args.rtol, args.atol)
     max_error = max((float(np.max(np.abs(outputs[k].astype(np.float64) - expected[k].astype(np.float64))))
                      for k in expected if outputs[k].shape == expected[k].shape and expected[k].size), default=0.0)

@@ -8,9 +8,9 @@ the HTML report, with each group's loop nests when ``--loops`` compiles the plan
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, wants_json
+from fusionlang.cli.paths import check_writable_file, write_text
 
 HELP = "partition a model into fused groups and print a summary"
 
@@ -34,6 +34,9 @@ def run(args) -> int:
         args.json = True  # the plan on stdout is this command's --json output
     out = console(args)
     to_stdout = wants_json(args)
+    for path in (args.json_file, args.report):
+        if path and path != "-":
+            check_writable_file(path)  # before the work, not after it
     with Stages(args) as stages:
         _, _, plan = fuse_model(args, stages)
         compiled = None
@@ -41,12 +44,12 @@ def run(args) -> int:
             with stages.step("loop fusion + codegen (c)"):
                 compiled = compile_plan(plan, "c")
         if args.json_file and args.json_file != "-":
-            Path(args.json_file).write_text(plan.to_json(indent=2))
+            write_text(args.json_file, plan.to_json(indent=2))
         if args.report:
-            from fusionlang.report import write_report
+            from fusionlang.report import render_report
 
             with stages.step("report"):
-                write_report(plan, args.report, compiled=compiled, layout=args.layout)
+                write_text(args.report, render_report(plan, compiled=compiled, layout=args.layout))
     if to_stdout:
         sys.stdout.write(plan.to_json(indent=2) + "\n")
         return EXIT_OK

@@ -9,7 +9,10 @@ import time
 import numpy as np
 
 from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console, load_graph,
-                                   parse_shapes, read_feeds, wants_json, write_outputs)
+                                   parse_shapes, wants_json)
+from fusionlang.cli.feeds import read_feeds
+from fusionlang.cli.outputs import write_outputs
+from fusionlang.cli.paths import check_output_directory
 
 HELP = "run a model (compiled, or with the reference interpreter)"
 
@@ -28,6 +31,8 @@ def configure(p) -> None:
 def run(args) -> int:
     out = console(args)
     expected = None
+    if args.output_dir:
+        check_output_directory(args.output_dir)  # before the work, not after it
     with Stages(args) as stages:
         with stages.step("import model"):
             graph = load_graph(args.model, parse_shapes(args.input_shape))
@@ -56,8 +61,10 @@ def run(args) -> int:
         elapsed = time.perf_counter() - started
     report = {"model": args.model, "target": args.target, "seconds": elapsed,
               "outputs": {k: list(v.shape) for k, v in outputs.items()}}
+    files = write_outputs(outputs, args.output_dir) if args.output_dir else {}
     if args.output_dir:
-        report["written"] = [str(p) for p in write_outputs(outputs, args.output_dir)]
+        report["files"] = {name: str(path) for name, path in files.items()}
+        report["written"] = list(report["files"].values())
     problems = compare(outputs, expected, args.rtol, args.atol) if expected is not None else []
     report["check"] = "skipped" if expected is None else ("ok" if not problems else problems)
     report["timings"] = stages.timings
@@ -66,8 +73,9 @@ def run(args) -> int:
     else:
         for name, value in outputs.items():
             out.print(f"{name}: {value.dtype}{list(value.shape)}  mean {float(np.mean(value)):.6g}")
-        for path in report.get("written", []):
-            out.print(f"wrote {path}")
+        for name, path in files.items():
+            # a file named otherwise than its output says whose it is
+            out.print(f"wrote {path}" if path.name == f"{name}.npy" else f"wrote {path}  (output {name!r})")
         if expected is not None:
             out.print("check against the reference interpreter: " + ("ok" if not problems else "MISMATCH"))
         out.print(f"{args.target}: {elapsed:.3f} s")

@@ -104,7 +104,7 @@ def test_off_a_terminal_no_progress_and_no_color(model):
 
 def test_errors_are_one_plain_line_off_a_terminal(capsys):
     assert main(["fuse", "missing.onnx"]) == 2
-    assert capsys.readouterr() == ("", "fusionlang: error: missing.onnx: no such file\n")
+    assert capsys.readouterr() == ("", "fusionlang: error: cannot read model 'missing.onnx': no such file or directory\n")
 
 
 def test_progress_and_color_on_a_terminal(model):
@@ -114,7 +114,7 @@ def test_progress_and_color_on_a_terminal(model):
         assert re.search(rf"✓ (\x1b\[0m)?{re.escape(stage)}", shown), stage
     assert "plan for 'near_miss'" in shown
     status, shown = run_on_terminal("fuse", "missing.onnx")
-    assert status == 2 and "\x1b[1;31merror:\x1b[0m missing.onnx: no such file" in shown
+    assert status == 2 and "\x1b[1;31merror:\x1b[0m cannot read model 'missing.onnx'" in shown
 
 
 @pytest.mark.parametrize("flag", ["--quiet", "--json", "--no-color"])

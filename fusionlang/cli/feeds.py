@@ -1,0 +1,92 @@
+"""The inputs a command runs a model on: ``--input NAME=FILE.npy`` arrays, and seeded
+noise (``--random-inputs SEED``) for the inputs no file gives.
+
+A file is read only when it is a regular file holding one ``.npy`` array (no pickles,
+no ``.npz`` archives) whose header agrees with its length, so a corrupt or hostile
+header cannot make NumPy allocate what the file does not hold.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from fusionlang.cli.paths import path_error, readable_file
+from fusionlang.errors import InputError
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def read_feeds(graph, items: list[str] | None, random_seed: int | None) -> dict[str, np.ndarray]:
+    """name -> array for every graph input: from ``items`` (NAME=FILE.npy), the rest
+    seeded noise when ``random_seed`` is given (InputError when it is not)."""
+    feeds = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--input {item!r}: expected NAME=FILE.npy")
+        try:
+            feeds[name] = read_array(path)
+        except InputError as exc:
+            raise InputError(f"--input {name}: {exc}") from None
+    missing = [n for n in graph.inputs if n not in feeds]
+    if missing and random_seed is None:
+        shapes = ", ".join(f"{n} {graph.types[n]}" for n in missing)
+        raise InputError(f"missing inputs: {shapes} (pass --input NAME=FILE.npy, or --random-inputs SEED)")
+    rng = np.random.default_rng(random_seed)
+    for name in missing:
+        feeds[name] = random_array(rng, graph.types[name])
+    return feeds
+
+
+def random_array(rng: np.random.Generator, ttype) -> np.ndarray:
+    """Seeded values of ``ttype``: normal floats, random booleans, small integers."""
+    if ttype.is_float:
+        return rng.standard_normal(ttype.shape).astype(ttype.dtype)
+    if ttype.dtype == "bool":
+        return rng.integers(0, 2, ttype.shape).astype(bool)
+    return rng.integers(0, 4, ttype.shape).astype(ttype.dtype)
+
+
+def read_array(path: str) -> np.ndarray:
+    """The one array of the ``.npy`` file ``path``; InputError naming the path otherwise."""
+    readable_file(path)
+    try:
+        with open(path, "rb") as f:
+            _check_header(f, os.fstat(f.fileno()).st_size, path)
+            f.seek(0)
+            array = np.load(f, allow_pickle=False)
+    except InputError:
+        raise
+    except OSError as exc:
+        raise path_error("read", path, exc.strerror.lower() if exc.strerror else str(exc)) from None
+    except (ValueError, EOFError) as exc:
+        raise path_error("read", path, f"not a valid .npy file ({_first_line(exc)})") from None
+    return array
+
+
+def _check_header(f, size: int, path: str) -> None:
+    """Refuse a file that is not .npy, or whose header declares more data than it holds."""
+    if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+        raise path_error("read", path, "not a .npy file (an .npz archive, a pickle or other data)")
+    f.seek(0)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    else:  # version 3.0 differs from 2.0 only in the header's text encoding
+        raise path_error("read", path, f".npy format version {version[0]}.{version[1]} is not supported")
+    if dtype.hasobject:
+        raise path_error("read", path, "it holds Python objects (pickled data), which are never loaded")
+    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    held = size - f.tell()
+    if declared > held:
+        raise path_error("read", path, f"its header declares shape {list(shape)} ({declared} bytes) "
+                                       f"but the file holds {max(held, 0)} bytes of data")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
