@@ -18,6 +18,8 @@ import re
 import sys
 
 from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flags, use_color
+from fusionlang.cli.flags import OneLineParser
+from fusionlang.cli.text import safe
 from fusionlang.errors import FuseError
 
 #: exit status when stdout is closed early (128 + SIGPIPE, as shells report it)
@@ -28,7 +30,7 @@ COMMANDS = ("demo", "fuse", "run", "explain", "lint", "check")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fusionlang", description="Operator fusion with the policy written as data.")
+    parser = OneLineParser(prog="fusionlang", description="Operator fusion with the policy written as data.")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     parser.add_argument("--no-color", action="store_true", help="plain output")
     parser.add_argument("--json", action="store_true",
@@ -46,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0), or a bad flag already printed as one line (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_BAD_INPUT
@@ -65,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug in fusionlang, not in the user's input
         if os.environ.get("FUSIONLANG_DEBUG"):
             raise
-        print(f"fusionlang: internal error: {type(exc).__name__}: {exc} "
-              "(please report it; FUSIONLANG_DEBUG=1 shows a traceback)", file=sys.stderr)
+        print(safe(f"fusionlang: internal error: {type(exc).__name__}: {exc} "
+                   "(please report it; FUSIONLANG_DEBUG=1 shows a traceback)", newlines=False), file=sys.stderr)
         return EXIT_INTERNAL
 
 
@@ -75,8 +80,12 @@ def format_error(exc: FuseError, color: bool = False) -> str:
     if getattr(exc, "diagnostics", None):
         from fusionlang.lang import render
 
-        return "\n".join(render(d, color=color) for d in exc.diagnostics)
+        plain = "\n".join(render(d) for d in exc.diagnostics)
+        if safe(plain) != plain:  # a source line or name holds control characters: no color
+            return safe(plain)
+        return "\n".join(render(d, color=color) for d in exc.diagnostics) if color else plain
     text = str(exc)
     if re.match(r"^\S+:\d+:\d+: ", text):
-        return text
+        return safe(text)
+    text = safe(text, newlines=False)  # one line, whatever the message holds
     return f"fusionlang: \x1b[1;31merror:\x1b[0m {text}" if color else f"fusionlang: error: {text}"

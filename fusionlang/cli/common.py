@@ -21,9 +21,13 @@ import time
 import numpy as np
 
 from fusionlang.cli.paths import readable_file
+from fusionlang.cli.text import safe_console
 from fusionlang.errors import InputError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+#: the largest dimension --input-shape takes (a signed 64-bit index)
+MAX_DIM = 2**63 - 1
 
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -54,14 +58,13 @@ def use_color(args, stream=None) -> bool:
 
 
 def console(args, stderr: bool = False):
-    """A rich console for human-readable output; silent under --quiet and --json."""
-    from rich.console import Console
-
+    """A rich console for human-readable output; silent under --quiet and --json. What it
+    prints is made safe (:mod:`fusionlang.cli.text`): names never drive the terminal."""
     # model and rule names are data: never interpret them as rich markup
     color = use_color(args, sys.stderr if stderr else sys.stdout)
     # color_system=None: no escape sequences at all (no_color alone still prints bold and dim)
-    return Console(stderr=stderr, quiet=is_quiet(args) or wants_json(args), markup=False, soft_wrap=True,
-                   color_system="auto" if color else None, highlight=False)
+    return safe_console(stderr=stderr, quiet=is_quiet(args) or wants_json(args), markup=False, soft_wrap=True,
+                        color_system="auto" if color else None, highlight=False)
 
 
 def print_json(data) -> None:
@@ -183,9 +186,12 @@ def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
     shapes = {}
     for item in items:
         name, sep, dims = item.rpartition("=")
-        if not sep or not name or not re.fullmatch(r"\d+(x\d+)*", dims):
+        if not sep or not name or not re.fullmatch(r"[0-9]+(x[0-9]+)*", dims):
             raise InputError(f"--input-shape {item!r}: expected NAME=DIMxDIM..., e.g. x=1x3x224x224")
-        shapes[name] = tuple(int(d) for d in dims.split("x"))
+        shape = tuple(int(d) if len(d) <= 18 else MAX_DIM + 1 for d in dims.split("x"))
+        if max(shape) > MAX_DIM:  # 19 digits and more: past any index type (and int()'s digit limit)
+            raise InputError(f"--input-shape {item!r}: a dimension is larger than {MAX_DIM}")
+        shapes[name] = shape
     return shapes
 
 

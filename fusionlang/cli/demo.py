@@ -10,15 +10,16 @@ error, and the groups.
 
 from __future__ import annotations
 
-import sys
 import time
 from importlib import resources
 
 import numpy as np
 
 from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, Stages, compare, console, print_json, wants_json
+from fusionlang.cli import flags
 from fusionlang.cli.feeds import read_feeds
 from fusionlang.cli.paths import check_writable_file, write_text
+from fusionlang.cli.text import print_line, safe
 
 HELP = "fuse, compile and run the embedded transformer block, checked against the reference"
 
@@ -29,12 +30,12 @@ def configure(p) -> None:
                    help="partitioner (default: the rule set's own strategy)")
     p.add_argument("--target", choices=["auto", "c", "cuda"], default="auto",
                    help="auto: cuda when CuPy sees a device, else c")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random input")
-    p.add_argument("--repeat", type=int, default=5, metavar="N",
+    p.add_argument("--seed", type=flags.seed, default=0, help=f"seed of the random input (0 to {flags.MAX_SEED})")
+    p.add_argument("--repeat", type=flags.repeat, default=5, metavar="N",
                    help="time the fused program as the best of N runs (the interpreter: of min(N, 3))")
     p.add_argument("--report", metavar="FILE.html", help="also write the HTML report, with loop nests")
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--rtol", type=flags.tolerance, default=1e-3, help="relative tolerance (>= 0)")
+    p.add_argument("--atol", type=flags.tolerance, default=1e-4, help="absolute tolerance (>= 0)")
 
 
 def _best_of(n: int, fn) -> tuple[float, object]:
@@ -114,7 +115,7 @@ def run(args) -> int:
         _print_summary(console(args), plan, result)
     if problems:
         for problem in problems:
-            print(f"fusionlang: mismatch: {problem}", file=sys.stderr)
+            print_line(f"fusionlang: mismatch: {problem}")
         return EXIT_MISMATCH
     return EXIT_OK
 
@@ -143,7 +144,7 @@ def _print_summary(out, plan, r: dict) -> None:
     from rich.text import Text
 
     title = Text("fusionlang demo", style="bold")
-    title.append(f"  transformer block · rules {r['rules']} · strategy {r['strategy']} · target {r['target']}",
+    title.append(safe(f"  transformer block · rules {r['rules']} · strategy {r['strategy']} · target {r['target']}"),
                  style="dim")
     out.print(title)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
@@ -182,7 +183,9 @@ def _print_summary(out, plan, r: dict) -> None:
     for g in r["groups"]:
         category = g["category"] + ("" if g["kind"] == "kernel" else f" ({g['kind']})")
         formed = _locations(g["rules"]) + (" stitched" if g["id"] in stitched else "")
-        rows.append([f"g{g['id']}", category, str(len(g["ops"])), formed, " → ".join(g["ops"])])
+        # category and rule file names come from the user's rule files: cells are made safe
+        rows.append([safe(cell, newlines=False) for cell in
+                     (f"g{g['id']}", category, str(len(g["ops"])), formed, " → ".join(g["ops"]))])
     headers = ["group", "category", "ops", "formed by", "op types"]
     fixed = [max(len(h), *(len(row[k]) for row in rows)) for k, h in enumerate(headers[:-1])]
     # the op types get what is left of the line (columns are 2 apart); ellipsis beyond

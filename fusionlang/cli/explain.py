@@ -15,6 +15,7 @@ import dataclasses
 import re
 
 from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, print_json, wants_json
+from fusionlang.cli.text import safe
 
 HELP = "explain why a node was (not) fused with its neighbours"
 
@@ -41,7 +42,8 @@ def run(args) -> int:
     from rich.text import Text
 
     for k, line in enumerate(explanation.lines()):
-        text = Text(line, style="bold" if k == 0 else "")
+        # made safe before rich sees it: Text() would drop some control characters unseen
+        text = Text(safe(line), style="bold" if k == 0 else "")
         text.highlight_regex(_LOCATION, "cyan")
         if line.strip() == "not fused with:":
             text.stylize("yellow")

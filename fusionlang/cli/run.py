@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import numpy as np
 
 from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console, load_graph,
                                    parse_shapes, wants_json)
+from fusionlang.cli import flags
 from fusionlang.cli.feeds import read_feeds
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
+from fusionlang.cli.text import print_line
 
 HELP = "run a model (compiled, or with the reference interpreter)"
 
@@ -21,11 +22,12 @@ def configure(p) -> None:
     add_model_arguments(p)
     p.add_argument("--target", choices=["c", "cuda", "reference"], default="c")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
-    p.add_argument("--random-inputs", type=int, metavar="SEED", help="fill missing inputs with seeded noise")
+    p.add_argument("--random-inputs", type=flags.seed, metavar="SEED",
+                   help=f"fill missing inputs with seeded noise (SEED: 0 to {flags.MAX_SEED})")
     p.add_argument("--output-dir", metavar="DIR", help="write each output as DIR/<name>.npy")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter (exit 1 on mismatch)")
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--rtol", type=flags.tolerance, default=1e-3, help="relative tolerance of --check (>= 0)")
+    p.add_argument("--atol", type=flags.tolerance, default=1e-4, help="absolute tolerance of --check (>= 0)")
 
 
 def run(args) -> int:
@@ -80,5 +82,5 @@ def run(args) -> int:
             out.print("check against the reference interpreter: " + ("ok" if not problems else "MISMATCH"))
         out.print(f"{args.target}: {elapsed:.3f} s")
     for problem in problems:
-        print(f"fusionlang: mismatch: {problem}", file=sys.stderr)
+        print_line(f"fusionlang: mismatch: {problem}")
     return EXIT_MISMATCH if problems else EXIT_OK

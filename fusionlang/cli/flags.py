@@ -1,0 +1,71 @@
+"""Numeric flags, checked where argparse reads them, and argparse's own errors as one line.
+
+Each checker is an argparse ``type=``: a bad value is refused before any work with
+``fusionlang: error: argument --rtol: ...`` and exit 2, never passed on to NumPy (a
+negative seed raised ValueError deep inside it: exit 3; a NaN tolerance made ``--check``
+fail every output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from fusionlang.cli.text import safe
+
+#: NumPy's seeds, as SeedSequence entropy, are unsigned 32-bit words
+MAX_SEED = 2**32 - 1
+
+#: timing repeats a user may ask for (each runs the whole program)
+MAX_REPEAT = 1_000_000
+
+
+def _shown(text: str) -> str:
+    """The value as the message quotes it: repr, cut after 40 characters."""
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
+
+
+def _integer(text: str, what: str) -> int:
+    # int() of a 5,000-digit string raises past Python's digit limit: refuse long text first
+    stripped = text.strip()
+    if len(stripped) > 30 or not stripped.lstrip("+-").isdigit():
+        raise argparse.ArgumentTypeError(f"{what} must be an integer, got {_shown(text)}")
+    return int(stripped)
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer from 0 to 2**32 - 1."""
+    value = _integer(text, "the seed")
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"the seed must be from 0 to {MAX_SEED}, got {_shown(text)}")
+    return value
+
+
+def tolerance(text: str) -> float:
+    """A comparison tolerance: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the tolerance must be a number, got {_shown(text)}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"the tolerance must be a finite number >= 0, got {_shown(text)}")
+    return value
+
+
+def repeat(text: str) -> int:
+    """How many times to run: an integer from 1 to MAX_REPEAT."""
+    value = _integer(text, "the repeat count")
+    if not 1 <= value <= MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"the repeat count must be from 1 to {MAX_REPEAT}, got {_shown(text)}")
+    return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line in the CLI's error style, naming the
+    command's --help instead of printing the usage block."""
+
+    def error(self, message: str):
+        # an unrecognized argument is echoed as given: escape what a terminal would obey
+        print(f"fusionlang: error: {safe(message)} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
