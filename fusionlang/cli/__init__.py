@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     except FuseError as exc:
         print(format_error(exc, color=use_color(args, sys.stderr)), file=sys.stderr)
         return exc.exit_code
+    except MemoryError as exc:
+        # the last resort: commands check tensor sizes before allocating (cli/memory.py)
+        print(safe(f"fusionlang: error: out of memory: {str(exc) or 'an allocation failed'}", newlines=False),
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

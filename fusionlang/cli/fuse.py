@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, wants_json
+from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.paths import check_writable_file, write_text
 
 HELP = "partition a model into fused groups and print a summary"
@@ -41,6 +42,7 @@ def run(args) -> int:
         _, _, plan = fuse_model(args, stages)
         compiled = None
         if args.loops:
+            check_tensor_sizes(plan.graph)  # compiling lays out (allocates) every tensor
             with stages.step("loop fusion + codegen (c)"):
                 compiled = compile_plan(plan, "c")
         if args.json_file and args.json_file != "-":

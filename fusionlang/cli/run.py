@@ -11,6 +11,7 @@ from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arg
                                    parse_shapes, wants_json)
 from fusionlang.cli import flags
 from fusionlang.cli.feeds import read_feeds
+from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
 from fusionlang.cli.text import print_line
@@ -38,6 +39,8 @@ def run(args) -> int:
     with Stages(args) as stages:
         with stages.step("import model"):
             graph = load_graph(args.model, parse_shapes(args.input_shape))
+        # before random inputs, the reference or a compile allocate them
+        check_tensor_sizes(graph, random_inputs=args.random_inputs is not None)
         feeds = read_feeds(graph, args.input, args.random_inputs)
         started = time.perf_counter()
         if args.target == "reference":
@@ -51,6 +54,7 @@ def run(args) -> int:
 
             with stages.step("rewrite + partition"):
                 plan = fuse(graph, args.rules, args.strategy)
+            check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
             with stages.step(f"loop fusion + codegen ({args.target})"):
                 compiled = compile_plan(plan, args.target)
             with stages.step(f"run ({args.target})"):
