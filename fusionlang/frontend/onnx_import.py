@@ -398,6 +398,11 @@ class _Importer:
         writes_onnx_output = any(names)
         name = self._node_name(ctx.label) if writes_onnx_output else self.fresh(f"{ctx.label}/{op}")
         opdef = REGISTRY.get(op)
+        # "" marks an omitted optional input; a required one omitted would reach inference as None
+        for k, value in enumerate(inputs[:opdef.min_inputs]):
+            if not value:
+                label = opdef.inputs[k] if k < len(opdef.inputs) else f"#{k}"
+                raise ctx.fail(f"{op} needs its input {k} ({label}), which the model leaves out")
         in_types = [self.graph.types[v] if v else None for v in inputs]
         in_values = [self.graph.constants.get(v) for v in inputs]
         types = REGISTRY.infer(op, name, attrs, in_types, in_values)

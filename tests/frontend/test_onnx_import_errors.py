@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -197,4 +199,15 @@ def test_malformed_conv_attributes_raise_fuse_errors(attribute):
     model = relu_model()
     model.graph.node[0].attribute.append(attribute)
     with pytest.raises(FuseError, match="node 'conv'"):
+        from_onnx(model)
+
+
+@pytest.mark.parametrize("op_type, inputs, message", [
+    ("Add", ["x"], "add needs its input 1 (b), which the model leaves out"),
+    ("Add", ["x", ""], "add needs its input 1 (b), which the model leaves out"),
+    ("MatMul", ["", "x"], "matmul needs its input 0 (a), which the model leaves out"),
+])
+def test_a_required_input_left_out(op_type, inputs, message):
+    model = make_model([helper.make_node(op_type, inputs, ["y"], name="n")], {"x": [2, 2]}, {"y": None}, 17)
+    with pytest.raises(ModelError, match=rf"^node 'n' \({op_type}\): {re.escape(message)}$"):
         from_onnx(model)
