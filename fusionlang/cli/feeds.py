@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from fusionlang.cli.paths import path_error, readable_file
+from fusionlang.cli.paths import path_error, readable_file, reason
 from fusionlang.errors import InputError
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -60,7 +60,7 @@ def read_array(path: str) -> np.ndarray:
     except InputError:
         raise
     except OSError as exc:
-        raise path_error("read", path, exc.strerror.lower() if exc.strerror else str(exc)) from None
+        raise path_error("read", path, reason(exc)) from None
     except (ValueError, EOFError) as exc:
         raise path_error("read", path, f"not a valid .npy file ({_first_line(exc)})") from None
     return array

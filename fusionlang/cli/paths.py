@@ -26,9 +26,12 @@ def path_error(action: str, path, reason: str) -> InputError:
     return InputError(f"cannot {action} {os.fspath(path)!r}: {reason}")
 
 
-def os_reason(exc: OSError) -> str:
-    """What the operating system said, without the errno and the path it repeats."""
-    return exc.strerror.lower() if exc.strerror else str(exc)
+def reason(exc: Exception) -> str:
+    """What the operating system said, without the errno and the path it repeats (a
+    ValueError from os: a NUL byte in the path)."""
+    if isinstance(exc, OSError):
+        return exc.strerror.lower() if exc.strerror else str(exc)
+    return "the path contains a NUL byte" if "null" in str(exc).lower() else str(exc)
 
 
 def readable_file(path, what: str = "") -> str:
@@ -38,7 +41,7 @@ def readable_file(path, what: str = "") -> str:
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise path_error(action, path, _reason(exc)) from None
+        raise path_error(action, path, reason(exc)) from None
     if stat.S_ISDIR(mode):
         raise path_error(action, path, "it is a directory")
     if not stat.S_ISREG(mode):
@@ -47,7 +50,7 @@ def readable_file(path, what: str = "") -> str:
         with open(path, "rb"):
             pass
     except OSError as exc:
-        raise path_error(action, path, os_reason(exc)) from None
+        raise path_error(action, path, reason(exc)) from None
     return os.fspath(path)
 
 
@@ -65,7 +68,7 @@ def check_writable_file(path) -> Path:
         if not folder.is_dir():
             raise path_error("write", path, f"{str(folder)!r} is not a directory")
     except (OSError, ValueError) as exc:  # a name too long, a NUL byte
-        raise path_error("write", path, _reason(exc)) from None
+        raise path_error("write", path, reason(exc)) from None
     return target
 
 
@@ -75,7 +78,7 @@ def writing(path):
     try:
         yield Path(path)
     except OSError as exc:
-        raise path_error("write", path, os_reason(exc)) from None
+        raise path_error("write", path, reason(exc)) from None
 
 
 def write_text(path, text: str) -> Path:
@@ -97,7 +100,7 @@ def check_output_directory(path) -> None:
         if ancestor is not None and not ancestor.is_dir():
             raise path_error("write to", path, f"{str(ancestor)!r} is not a directory")
     except (OSError, ValueError) as exc:
-        raise path_error("write to", path, _reason(exc)) from None
+        raise path_error("write to", path, reason(exc)) from None
 
 
 def output_directory(path) -> Path:
@@ -109,15 +112,8 @@ def output_directory(path) -> Path:
     except FileExistsError:
         raise path_error("write to", path, "not a directory") from None
     except (OSError, ValueError) as exc:
-        raise path_error("write to", path, _reason(exc)) from None
+        raise path_error("write to", path, reason(exc)) from None
     if not folder.is_dir():
         raise path_error("write to", path, "not a directory")
     return folder
 
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "no such file or directory"
-    if isinstance(exc, OSError):
-        return os_reason(exc)
-    return "the path contains a NUL byte" if "null" in str(exc).lower() else str(exc)

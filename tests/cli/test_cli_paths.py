@@ -133,3 +133,21 @@ def test_run_output_dir_is_created(capsys, place, tmp_path):
     directory = tmp_path / "a" / "b"
     assert main(["run", str(place / "m.onnx"), "--random-inputs", "0", "--output-dir", str(directory)]) == 0
     assert np.load(directory / "y.npy").shape == (1, 4, 4, 4)
+
+
+def test_a_file_that_cannot_be_opened(capsys, place, monkeypatch):
+    # what an unreadable file does for a user who is not root (root reads whatever the mode)
+    model, good = place / "m.onnx", place / "good.npy"
+    locked = set()
+
+    def opener(path, *args, **kwargs):
+        if str(path) in locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr("fusionlang.cli.paths.open", opener, raising=False)
+    locked.add(str(model))
+    fails(capsys, ["fuse", model], f"cannot read model {str(model)!r}: permission denied")
+    locked.clear()
+    locked.add(str(good))
+    fails(capsys, ["run", model, "--input", f"x={good}"], f"--input x: cannot read {str(good)!r}: permission denied")
