@@ -8,6 +8,7 @@ from fusionlang.api import compile, fuse, load_rules
 from fusionlang.engine.lowering import lower_compound_groups
 from fusionlang.engine.partition import partition
 from fusionlang.engine.rewrite import apply_rules
+from fusionlang.errors import UnsupportedOpError
 from fusionlang.ops import GraphBuilder
 from fusionlang.reference import run as reference_run
 
@@ -57,3 +58,12 @@ def test_a_def_op_next_to_a_compound_op_compiles_under_tvm(rules):
     got = compiled.run(feeds)
     want = reference_run(graph, feeds)
     np.testing.assert_allclose(got[graph.outputs[0]], want[graph.outputs[0]], rtol=1e-5, atol=1e-6)
+
+
+def test_without_its_registry_a_def_op_is_an_unknown_op(rules):
+    # what every copy that dropped the registry used to give: the registry is what knows swish
+    graph = swish_softmax(rules)
+    graph.registry = None
+    with pytest.raises(UnsupportedOpError, match=r"^node 'swish_0': unknown op 'swish'$") as error:
+        reference_run(graph, {"x": np.zeros((4, 8), np.float32)})
+    assert error.value.exit_code == 2
