@@ -1,9 +1,10 @@
 """The `fusionlang` command line: one module per command (configure + run).
 
-Every failure caused by input (a model, a rule file, a flag) is a FuseError: it is
-printed as one line (or a rendered diagnostic with caret) and the exit status is 2. A
-check that runs and finds a mismatch exits 1. Nothing prints a Python traceback unless
-FUSIONLANG_DEBUG=1 is set.
+Every failure caused by input (a model, a rule file, a flag, a path) is a FuseError: it
+is printed as one line (or a rendered diagnostic with caret) and the exit status is 2; so
+is a flag argparse refuses, and a MemoryError no size check foresaw. A check that runs and
+finds a mismatch exits 1. Nothing prints a Python traceback unless FUSIONLANG_DEBUG=1 is
+set, and names from a model or rule file are printed escaped (:mod:`fusionlang.cli.text`).
 
 Every command takes ``--quiet``, ``--no-color`` and ``--json`` (see
 :mod:`fusionlang.cli.common`), before or after the command name.
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0), or a bad flag already printed as one line (2)
-        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_BAD_INPUT
