@@ -13,6 +13,7 @@ Every command takes ``--quiet``, ``--no-color`` and ``--json`` (see
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import re
@@ -81,15 +82,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _fields_on_one_line(diag):
+    """``diag`` with control characters (newlines too) in its file name, message and hint
+    escaped, so each keeps its one line of the rendering (a renamed file's source line is
+    then not shown: the escaped name names no file)."""
+    span = dataclasses.replace(diag.span, file=safe(diag.span.file, newlines=False))
+    return dataclasses.replace(diag, span=span, message=safe(diag.message, newlines=False),
+                               hint=safe(diag.hint, newlines=False))
+
+
 def format_error(exc: FuseError, color: bool = False) -> str:
     """The message a FuseError prints: rendered diagnostics, or one line."""
     if getattr(exc, "diagnostics", None):
         from fusionlang.lang import render
 
-        plain = "\n".join(render(d) for d in exc.diagnostics)
+        diagnostics = [_fields_on_one_line(d) for d in exc.diagnostics]
+        plain = "\n".join(render(d) for d in diagnostics)
         if safe(plain) != plain:  # a source line or name holds control characters: no color
             return safe(plain)
-        return "\n".join(render(d, color=color) for d in exc.diagnostics) if color else plain
+        return "\n".join(render(d, color=color) for d in diagnostics) if color else plain
     text = str(exc)
     if re.match(r"^\S+:\d+:\d+: ", text):
         return safe(text)

@@ -92,3 +92,13 @@ def test_demo_escapes_a_rule_file_name(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert not RAW.search(out + err)
     assert "rules \\x1b[31mrules\\r" in out and f"wrote {safe(str(report))}" in out
+
+
+def test_a_diagnostic_keeps_each_field_on_its_line(capsys, model, tmp_path):
+    missing = tmp_path / f"two\nlines{RED}.fuse"
+    assert main(["fuse", model, "--rules", str(missing)]) == 2
+    out, err = capsys.readouterr()
+    shown = safe(str(missing), newlines=False)
+    assert out == "" and not RAW.search(err)
+    assert err.splitlines()[0] == f"{shown}:1:1: error: no rule file or rule set named {str(missing)!r}"
+    assert len(err.splitlines()) == 2 and err.splitlines()[1].startswith("     = hint: standard rule sets: ")
