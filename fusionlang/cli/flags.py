@@ -67,5 +67,5 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         # an unrecognized argument is echoed as given: escape what a terminal would obey
-        print(f"fusionlang: error: {safe(message)} (see {self.prog} --help)", file=sys.stderr)
+        print(f"fusionlang: error: {safe(message, newlines=False)} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)

@@ -72,6 +72,7 @@ def test_the_edges_of_the_ranges_are_accepted(capsys, model):
     (["nosuch"], "argument COMMAND: invalid choice: 'nosuch' (choose from 'demo', 'fuse', 'run', 'explain', 'lint', "
                  "'check') (see fusionlang --help)"),
     (["run", "m.onnx", "\x1b[31mred\r"], "unrecognized arguments: \\x1b[31mred\\r (see fusionlang --help)"),
+    (["run", "m.onnx", "--two\nlines"], "unrecognized arguments: --two\\nlines (see fusionlang --help)"),
 ])
 def test_argparse_errors_are_one_line(capsys, argv, message):
     assert one_line_error(capsys, argv) == f"fusionlang: error: {message}"
