@@ -76,7 +76,7 @@ def _check_header(f, size: int, path: str) -> None:
         shape, _, dtype = np.lib.format.read_array_header_1_0(f)
     elif version == (2, 0):
         shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    else:  # version 3.0 differs from 2.0 only in the header's text encoding
+    else:  # 3.0 only allows UTF-8 field names of structured dtypes, which no graph input has
         raise path_error("read", path, f".npy format version {version[0]}.{version[1]} is not supported")
     if dtype.hasobject:
         raise path_error("read", path, "it holds Python objects (pickled data), which are never loaded")

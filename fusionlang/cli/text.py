@@ -35,8 +35,9 @@ def safe(text: str, *, newlines: bool = True) -> str:
 
 
 def print_line(text: str, stream=None) -> None:
-    """Print ``text`` (made safe) on ``stream`` (stderr by default)."""
-    print(safe(text), file=stream or sys.stderr)
+    """Print ``text`` made safe, as one line (newlines escaped too), on ``stream``
+    (stderr by default)."""
+    print(safe(text, newlines=False), file=stream or sys.stderr)
 
 
 def safe_console(**options):

@@ -102,3 +102,13 @@ def test_a_diagnostic_keeps_each_field_on_its_line(capsys, model, tmp_path):
     assert out == "" and not RAW.search(err)
     assert err.splitlines()[0] == f"{shown}:1:1: error: no rule file or rule set named {str(missing)!r}"
     assert len(err.splitlines()) == 2 and err.splitlines()[1].startswith("     = hint: standard rule sets: ")
+
+
+def test_a_mismatch_line_is_escaped(capsys, model, monkeypatch):
+    import fusionlang.cli.run
+
+    # a real mismatch needs a wrong compiler; the line printed for one is what is checked
+    monkeypatch.setattr(fusionlang.cli.run, "compare", lambda outputs, *a: [f"{EVIL}y\nz: max abs error 1"])
+    assert main(["run", model, "--random-inputs", "0", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"fusionlang: mismatch: {SHOWN}y\\nz: max abs error 1\n"
