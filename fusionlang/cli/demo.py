@@ -15,8 +15,8 @@ from importlib import resources
 
 import numpy as np
 
-from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, Stages, compare, console, print_json, wants_json
 from fusionlang.cli import flags
+from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, Stages, compare, console, print_json, wants_json
 from fusionlang.cli.feeds import read_feeds
 from fusionlang.cli.paths import check_writable_file, write_text
 from fusionlang.cli.text import print_line, safe

@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 
+from fusionlang.cli import flags
 from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console, load_graph,
                                    parse_shapes, wants_json)
-from fusionlang.cli import flags
 from fusionlang.cli.feeds import read_feeds
 from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
