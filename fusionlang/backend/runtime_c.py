@@ -14,9 +14,10 @@ import numpy as np
 
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
-from fusionlang.backend.emit_c import C_PRELUDE, emit_function
+from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
+from fusionlang.backend.template import emit_template
 
 
 class CRuntime:
@@ -30,14 +31,19 @@ class CRuntime:
         calls = []
         for group in cg.plan.groups:
             lowered = cg.lowered.get(group.id)
-            if lowered is None:
+            planned = cg.templates.get(group.id)
+            if planned is not None:
+                name, source = emit_template(planned, f"group {group.id}")
+                fn, strategy = CFunction(name, source, list(planned.params), 1), "gemm template"
+            elif lowered is not None:
+                fn = emit_function(lowered, f"group {group.id}", openmp=cg.openmp)
+                strategy = lowered.scheduled.tree.strategy
+            else:
                 continue
-            fn = emit_function(lowered, f"group {group.id}", openmp=cg.openmp)
             functions.setdefault(fn.name, fn.source)
             args = [self._slot_of(a) for a in fn.params]
             calls.append((fn, args))
-            cg.kernels.append(KernelInfo(group.id, fn.name, fn.nests, fn.source, list(group.nodes),
-                                         lowered.scheduled.tree.strategy,
+            cg.kernels.append(KernelInfo(group.id, fn.name, fn.nests, fn.source, list(group.nodes), strategy,
                                          [a.value for a in fn.params]))
         self.functions = functions
         #: (function, slot of each parameter) in launch order
