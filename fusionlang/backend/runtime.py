@@ -147,7 +147,8 @@ class CompiledGraph:
             plan, "c" if target == "c" else "cuda", fuse=fuse,
             templates=self.templates if target == "c" and templates else None)
         fused_away = sum(1 for lg in self.lowered.values() for a in lg.prog.arrays if a.role == "temp")
-        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize)
+        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
+                                                scratch={gid: t.scratch for gid, t in self.templates.items()})
         if target == "c":
             from fusionlang.backend.runtime_c import CRuntime
 

@@ -32,8 +32,10 @@ from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
                                               gemm_kernel, pack_constant, packed_size, vector_types)
 from fusionlang.backend.machine import Machine, host
+from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
-from fusionlang.engine.plan import FusionPlan, Group
+from fusionlang.backend.schedule import schedule_program
+from fusionlang.engine.plan import FusionPlan, Group, boundary
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ops.access import as_expr, i_sym
 from fusionlang.ops.checking import op_call
@@ -64,6 +66,11 @@ class TemplateGroup:
     coords: dict[sp.Symbol, sp.Expr]
     final: PolyStmt
     epilogue: list[PolyStmt]
+    #: loop nests run before and after the template call (see :func:`plan_template`)
+    before: LoweredGroup | None = None
+    after: LoweredGroup | None = None
+    #: values the parts pass to each other through memory: each needs a buffer
+    scratch: tuple[str, ...] = ()
 
 
 # ----- planning --------------------------------------------------------------------------
@@ -71,22 +78,38 @@ class TemplateGroup:
 
 def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Machine | None = None
                   ) -> TemplateGroup | None:
-    """The group as a template call, or None when it does not fit (see the module docstring)."""
+    """The group as a template call, or None when its complex op cannot be one.
+
+    First choice: the whole group as one template call, the rest of the group its epilogue.
+    Otherwise (a prologue inside the group, a concat or a reduction after the conv) the
+    group runs in up to three parts: a loop nest for what the complex op reads, the
+    template, a loop nest for the rest; values passed between the parts go through
+    ``scratch`` buffers. Each is still far faster than the complex op as a loop nest.
+    """
     graph = plan.graph
-    nodes = plan.nodes_of(group)
-    complex_nodes = [n for n in nodes if n.op in COMPLEX_OPS]
+    complex_nodes = [n for n in plan.nodes_of(group) if n.op in COMPLEX_OPS]
     if group.kind != "kernel" or len(complex_nodes) != 1:
         return None
     node = complex_nodes[0]
-    if not _operands_from_outside(graph, node, group, constants):
-        return None
     shapes = _problem(graph, node)
     if shapes is None:
         return None
-    problem, coords, a_value, b_value = shapes
+    problem = shapes[0]
     if problem.m * problem.n * problem.k * int(np.prod(problem.outer, dtype=np.int64)) < MIN_MACS:
         return None
-    prog = build_program(graph, group.nodes, constants=constants)
+    machine = machine or host()
+    if _operands_from_outside(graph, node, group, constants):
+        fused = _plan_part(graph, group, group.nodes, node, shapes, constants, machine)
+        if fused is not None:
+            return fused
+    return _plan_split(plan, group, node, shapes, constants, machine)
+
+
+def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes, constants: dict,
+               machine: Machine) -> TemplateGroup | None:
+    """``names`` (the complex node and what follows it) as one template call, or None."""
+    problem, coords, a_value, b_value = shapes
+    prog = build_program(graph, names, constants=constants)
     stmts = _split(prog, node)
     if stmts is None:
         return None
@@ -94,13 +117,51 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     c_array = _accumulator_target(prog, final, epilogue)
     if c_array is None or any(a.dtype != "float32" for a in prog.arrays):
         return None
-    machine = machine or host()
     blocking = blocking_for(machine, problem)
     a_param, packed_a = _operand_param(prog, a_value, constants, problem, blocking, "a")
     b_param, packed_b = _operand_param(prog, b_value, constants, problem, blocking, "b")
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
                          coords, final, epilogue)
+
+
+def _plan_split(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine
+                ) -> TemplateGroup | None:
+    graph = plan.graph
+    before = _ancestors_within(plan, group, node)
+    first = [n for n in group.nodes if n in before]
+    rest = [n for n in group.nodes if n not in before and n != node.name]
+    # the template takes what follows it as its epilogue if it can, else only the op
+    core = _plan_part(graph, group, [node.name] + rest, node, shapes, constants, machine) if rest else None
+    if core is not None:
+        rest = []
+    else:
+        core = _plan_part(graph, group, [node.name], node, shapes, constants, machine)
+    if core is None:
+        return None
+    core.before = _loop_nest(graph, first, constants) if first else None
+    core.after = _loop_nest(graph, rest, constants) if rest else None
+    parts = [p for p in (first, [n for n in group.nodes if n not in first and n not in rest], rest) if p]
+    crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
+    core.scratch = tuple(sorted(crossing - set(group.outputs)))
+    return core
+
+
+def _ancestors_within(plan: FusionPlan, group: Group, node: Node) -> set[str]:
+    members = set(group.nodes)
+    producer = {out: n for n in plan.nodes_of(group) for out in n.outputs}
+    found: set[str] = set()
+    stack = [v for v in node.present_inputs()]
+    while stack:
+        p = producer.get(stack.pop())
+        if p is not None and p.name in members and p.name not in found:
+            found.add(p.name)
+            stack.extend(p.present_inputs())
+    return found
+
+
+def _loop_nest(graph: Graph, names: list[str], constants: dict) -> LoweredGroup:
+    return lower(schedule_program(build_program(graph, names, constants=constants), "c"))
 
 
 def _operands_from_outside(graph: Graph, node: Node, group: Group, constants: dict) -> bool:

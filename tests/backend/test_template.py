@@ -141,19 +141,54 @@ def test_a_group_that_exports_the_conv_output_and_its_activation_stores_both():
     assert len(compiled.kernels) <= len(plan.groups)
 
 
-def test_a_prologue_inside_the_group_keeps_the_loop_nest_and_stays_correct():
+def _one_group(graph):
+    """The graph fused as one group, as a partitioner that takes everything would."""
+    from fusionlang.engine.plan import single_group_plan
+
+    return single_group_plan(graph)
+
+
+def test_a_prologue_runs_as_a_loop_nest_before_the_template():
     rng = np.random.default_rng(1)
     b = GraphBuilder("prologue")
     x = b.input("x", (1, 4, 5, 5))
     pre = b.relu(b.mul(x, b.constant(rng.standard_normal((1, 4, 1, 1)).astype(np.float32))))
-    y = b.conv(pre, b.constant(rng.standard_normal((3, 4, 3, 3)).astype(np.float32)))
+    y = b.tanh(b.conv(pre, b.constant(rng.standard_normal((3, 4, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
     b.output(y)
     graph = b.build()
-    plan = fusionlang.fuse(graph, "apollo")
-    group = next(g for g in plan.groups if any(n.op == "conv" for n in plan.nodes_of(g)))
-    if any(n.op == "relu" for n in plan.nodes_of(group)):
-        assert template.plan_template(plan, group, dict(plan.graph.constants)) is None
-    _check(graph, {"x": rng.standard_normal((1, 4, 5, 5)).astype(np.float32)}, expect_template=False)
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert planned.before is not None and planned.after is None
+    assert pre in planned.scratch  # the prologue's result goes through memory
+    feeds = {"x": rng.standard_normal((1, 4, 5, 5)).astype(np.float32)}
+    compiled = fusionlang.compile(plan, "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"] and compiled.kernels[0].nests >= 2
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("after", ["concat", "reduce", "transpose"])
+def test_what_the_epilogue_cannot_take_runs_as_a_loop_nest_after_the_template(after):
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("after")
+    x = b.input("x", (2, 3, 6, 6))
+    other = b.input("o", (2, 2, 6, 6))
+    c = b.relu(b.conv(x, b.constant(rng.standard_normal((5, 3, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    if after == "concat":
+        y = b.sigmoid(b.concat(other, c, axis=1))
+    elif after == "reduce":
+        y = b.reduce_sum(c, axes=[2, 3], keepdims=1)
+    else:
+        y = b.transpose(c, perm=[0, 2, 3, 1])
+    b.output(y)
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert planned is not None
+    feeds = {"x": rng.standard_normal((2, 3, 6, 6)).astype(np.float32),
+             "o": rng.standard_normal((2, 2, 6, 6)).astype(np.float32)}
+    compiled = fusionlang.compile(plan, "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"]
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
 
 
 def test_templates_can_be_switched_off_and_give_the_same_numbers():
@@ -185,3 +220,23 @@ def test_float64_and_small_problems_stay_loop_nests(monkeypatch):
     b.output(y)
     plan = fusionlang.fuse(b.build(), "apollo")
     assert all(template.plan_template(plan, g, dict(plan.graph.constants)) is None for g in plan.groups)
+
+
+def test_random_graphs_with_templates_everywhere_stay_equivalent(monkeypatch):
+    from fusionlang.backend import runtime
+    from fusionlang.lang import load_rules
+    from fusionlang.testing import COMPOUND_FAMILIES, check_equivalence_many, sample_graphs
+
+    planned = []
+
+    def counting(*args, **kwargs):
+        found = template.plan_template(*args, **kwargs)
+        planned.append(found is not None)
+        return found
+
+    monkeypatch.setattr(runtime, "plan_template", counting)
+    graphs = sample_graphs(60, seed=11, min_nodes=3, max_nodes=10, families=COMPOUND_FAMILIES)
+    verdicts = check_equivalence_many(graphs, load_rules("apollo"), "apollo", batch=30)
+    mismatches = [v for v in verdicts if v.stage == "compare"]
+    assert not mismatches, "\n\n".join(v.report() for v in mismatches[:3])
+    assert sum(planned) >= 5, f"the random graphs should reach the template ({sum(planned)} of {len(planned)})"
