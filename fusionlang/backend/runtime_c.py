@@ -69,7 +69,7 @@ class CRuntime:
                 return [], None, ""
             fn = emit_function(lowered, label, openmp=cg.openmp)
             return [fn], fn, lowered.scheduled.tree.strategy
-        name, source = emit_template(planned, label)
+        name, source = emit_template(planned, label, openmp=cg.openmp)
         main = CFunction(name, source, list(planned.params), 1)
         parts = [main]
         if planned.before is not None:

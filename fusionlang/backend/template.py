@@ -339,9 +339,9 @@ def _params(prog: PolyProgram, final: PolyStmt, epilogue: list[PolyStmt], operan
 # ----- printing --------------------------------------------------------------------------
 
 
-def emit_template(tg: TemplateGroup, label: str) -> tuple[str, str]:
+def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tuple[str, str]:
     """(function name, C source) of the group's kernel: the GEMM with its epilogue, and a
-    wrapper taking the group's parameters in order."""
+    wrapper taking the group's parameters in order. ``openmp``: threads share its tiles."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
     body = _epilogue_body(tg, names)
@@ -349,7 +349,7 @@ def emit_template(tg: TemplateGroup, label: str) -> tuple[str, str]:
                        and a is not tg.c_param)
     epilogue = Epilogue(body, epi_params)
     inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
-                        packed_a=tg.packed_a, packed_b=tg.packed_b)
+                        packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
     inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
     args = [names[id(tg.a_param)], names[id(tg.b_param)], names[id(tg.c_param)]]
     args += [names[id(a)] for a in tg.params if a is not tg.a_param and a is not tg.b_param and a is not tg.c_param]

@@ -150,9 +150,9 @@ def test_blocking_follows_the_machine():
     big = blocking_for(machine_for("avx512", l1d=48 * 1024, l2=2 << 20, l3=32 << 20))
     small = blocking_for(machine_for("avx2", l1d=32 * 1024, l2=256 * 1024, l3=8 << 20))
     assert (big.vl, big.mr, big.nr) == (16, 14, 32) and (small.vl, small.mr, small.nr) == (8, 6, 16)
-    # the B sliver fits half of L1, the A block half of L2
+    # the B sliver fits L1, the A block half of L2
     for bl, m in ((big, machine_for("avx512", 48 * 1024, 2 << 20, 32 << 20)), (small, machine_for("avx2", 32 * 1024, 256 * 1024, 8 << 20))):
-        assert bl.kc * bl.nr * 4 <= m.l1d // 2 and bl.mc * bl.kc * 4 <= m.l2 // 2
+        assert bl.kc * bl.nr * 4 <= m.l1d and bl.mc * bl.kc * 4 <= m.l2 // 2
         assert bl.mc % bl.mr == 0 and bl.nc % bl.nr == 0
     clamped = blocking_for(host(), GemmProblem(3, 5, 7, Operand(7, 1), Operand(5, 1), Operand(5, 1)))
     assert clamped.kc == 7 and clamped.mc == clamped.mr and clamped.nc == clamped.nr

@@ -240,3 +240,17 @@ def test_random_graphs_with_templates_everywhere_stay_equivalent(monkeypatch):
     mismatches = [v for v in verdicts if v.stage == "compare"]
     assert not mismatches, "\n\n".join(v.report() for v in mismatches[:3])
     assert sum(planned) >= 5, f"the random graphs should reach the template ({sum(planned)} of {len(planned)})"
+
+
+def test_openmp_threads_share_the_tiles_and_give_the_same_numbers():
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("threads")
+    x = b.input("x", (1, 16, 20, 20))
+    y = b.relu(b.conv(x, b.constant(rng.standard_normal((40, 16, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    b.output(y)
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    feeds = {"x": rng.standard_normal((1, 16, 20, 20)).astype(np.float32)}
+    threaded = fusionlang.compile(plan, "c", openmp=True)
+    assert "#pragma omp parallel for" in threaded.kernels[0].source
+    np.testing.assert_allclose(threaded.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
