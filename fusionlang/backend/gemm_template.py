@@ -201,7 +201,7 @@ def pack_constant(flat: np.ndarray, problem: GemmProblem, blocking: Blocking, wh
 
 
 @dataclass
-class _Lines:
+class Lines:
     lines: list[str] = field(default_factory=list)
     depth: int = 0
 
@@ -236,7 +236,7 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     writes its own columns of C); packing stays on one thread."""
     if packed_b and isinstance(problem.b, Im2Col):
         raise ValueError("an im2col operand cannot be passed packed")
-    out = _Lines()
+    out = Lines()
     out(f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
         f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
     _micro_kernel(out, name, problem, blocking)
@@ -247,12 +247,12 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
             _pack_im2col(out, name, problem.b, blocking)
         else:
             _pack_b(out, name, problem.b, blocking)
-    _epilogue_fn(out, name, problem, blocking, epilogue)
+    epilogue_function(out, name, problem, epilogue)
     _driver(out, name, problem, blocking, epilogue, packed_a, packed_b, threads)
     return out.text()
 
 
-def _micro_kernel(out: _Lines, name: str, problem: GemmProblem, bl: Blocking) -> None:
+def _micro_kernel(out: Lines, name: str, problem: GemmProblem, bl: Blocking) -> None:
     vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
     ldc = problem.c.rows
     out.open(f"static inline void {name}_micro(long kc, const float *restrict a, const float *restrict b, "
@@ -291,7 +291,7 @@ def _micro_kernel(out: _Lines, name: str, problem: GemmProblem, bl: Blocking) ->
     out.close()
 
 
-def _pack_a(out: _Lines, name: str, a: Operand, bl: Blocking) -> None:
+def _pack_a(out: Lines, name: str, a: Operand, bl: Blocking) -> None:
     # dst: MR-tall slivers, each kc steps of MR values (column p of the sliver is contiguous)
     out.open(f"static void {name}_pack_a(const float *restrict src, long m, long kc, float *restrict dst)")
     out.open(f"for (long i0 = 0; i0 < m; i0 += {bl.mr}, dst += {bl.mr} * kc)")
@@ -305,7 +305,7 @@ def _pack_a(out: _Lines, name: str, a: Operand, bl: Blocking) -> None:
     out.close()
 
 
-def _pack_b(out: _Lines, name: str, b: Operand, bl: Blocking) -> None:
+def _pack_b(out: Lines, name: str, b: Operand, bl: Blocking) -> None:
     # dst: NR-wide slivers, each kc rows of NR values
     out.open(f"static void {name}_pack_b(const float *restrict src, long kc, long n, float *restrict dst)")
     out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
@@ -321,7 +321,7 @@ def _pack_b(out: _Lines, name: str, b: Operand, bl: Blocking) -> None:
     out.close()
 
 
-def _pack_im2col(out: _Lines, name: str, b: Im2Col, bl: Blocking) -> None:
+def _pack_im2col(out: Lines, name: str, b: Im2Col, bl: Blocking) -> None:
     # B rows pc..pc+kc of the implicit patch matrix, columns n0.. of the output plane.
     # A sliver's columns run along output rows; within one output row the taps of one
     # (channel, ky, kx) are one strided run of an input row (contiguous at stride 1),
@@ -368,7 +368,9 @@ def _outer_params(problem: GemmProblem) -> str:
     return "".join(f", long o{d}" for d in range(len(problem.outer)))
 
 
-def _epilogue_fn(out: _Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None) -> None:
+def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None) -> None:
+    """``name_epilogue(c, i0, mm, j0, nn, o..., params)``: the epilogue over an mm x nn tile
+    of C at row i0, column j0 (``c`` points at its first element)."""
     if epilogue is None:
         return
     extra = "".join(", " + p for p in epilogue.params)
@@ -387,11 +389,11 @@ def _epilogue_fn(out: _Lines, name: str, problem: GemmProblem, bl: Blocking, epi
     out.close()
 
 
-def _driver(out: _Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
+def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
             packed_a: bool, packed_b: bool, threads: bool) -> None:
     m, n, k = problem.m, problem.n, problem.k
     extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
-    extra_args = "".join(", " + _param_name(p) for p in epilogue.params) if epilogue else ""
+    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
     if not packed_a:
@@ -479,9 +481,10 @@ def _outer_offset(view, packed: bool, problem: GemmProblem, bl: Blocking, which:
     return " + ".join(terms)
 
 
-def _param_name(decl: str) -> str:
+def param_name(decl: str) -> str:
     return decl.replace("*", " ").split()[-1]
 
 
-__all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Operand", "blocking_for", "gemm_kernel",
+__all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Operand", "blocking_for", "epilogue_function",
+           "gemm_kernel", "param_name",
            "pack_constant", "packed_size", "vector_types"]

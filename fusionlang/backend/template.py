@@ -31,6 +31,7 @@ import sympy as sp
 from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
                                               gemm_kernel, pack_constant, packed_size, vector_types)
+from fusionlang.backend.depthwise_template import depthwise_kernel, is_depthwise
 from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
@@ -118,7 +119,9 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     if c_array is None or any(a.dtype != "float32" for a in prog.arrays):
         return None
     blocking = blocking_for(machine, problem)
-    a_param, packed_a = _operand_param(prog, a_value, constants, problem, blocking, "a")
+    # the depthwise kernel reads its weights as they are
+    a_constants = {} if is_depthwise(problem) else constants
+    a_param, packed_a = _operand_param(prog, a_value, a_constants, problem, blocking, "a")
     b_param, packed_b = _operand_param(prog, b_value, constants, problem, blocking, "b")
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
@@ -348,15 +351,19 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
     epi_params = tuple(d for a, d in zip(tg.params, decls) if a is not tg.a_param and a is not tg.b_param
                        and a is not tg.c_param)
     epilogue = Epilogue(body, epi_params)
-    inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
-                        packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
+    if is_depthwise(tg.problem):
+        inner = depthwise_kernel("@NAME@_gemm", tg.problem, epilogue, threads=openmp)
+    else:
+        inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
+                            packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
     inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
     args = [names[id(tg.a_param)], names[id(tg.b_param)], names[id(tg.c_param)]]
     args += [names[id(a)] for a in tg.params if a is not tg.a_param and a is not tg.b_param and a is not tg.c_param]
     text = (vector_types(tg.blocking.vl) + inner
             + f"void @NAME@({', '.join(decls)}) {{\n    @NAME@_gemm({', '.join(args)});\n}}\n")
     name = f"fl_t_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    comment = f"/* {label}: {tg.final.node.op} as the GEMM template, {len(tg.epilogue)} epilogue statement(s) */\n"
+    kind = "depthwise" if is_depthwise(tg.problem) else "GEMM"
+    comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
     return name, comment + text.replace("@NAME@", name)
 
 
