@@ -127,9 +127,12 @@ class Blocking:
         return self.vl * self.nv
 
 
-#: (MR, NV) per instruction set: MR * NV accumulators + NV B vectors + 1 broadcast fit the
-#: vector registers (AVX-512 and NEON 32, AVX2 and the fallback 16)
-_MICRO_TILE = {"avx512": (14, 2), "avx2": (6, 2), "neon": (8, 3), "generic": (4, 2)}
+#: micro-tiles (MR, NV) per instruction set, the default first: MR * NV accumulators + NV
+#: B vectors + 1 broadcast fit the vector registers (AVX-512 and NEON 32, AVX2 and the
+#: fallback 16). The others serve shapes the default pads badly (32 output channels fill
+#: 32 of 42 rows of 14-row tiles, all 32 of 8-row ones).
+MICRO_TILES = {"avx512": ((14, 2), (12, 2), (8, 3), (6, 4)), "avx2": ((6, 2), (4, 3)),
+               "neon": ((8, 3), (6, 4)), "generic": ((4, 2),)}
 
 
 def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocking:
@@ -137,9 +140,11 @@ def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocki
     meets streams from L2: 256 x 32 floats on AVX-512 with 32 KiB of L1 ran 96 GFLOP/s at
     1024^3 where half of that ran 83 to 94), an
     MC x KC block of A half of L2, a KC x NC panel of B a quarter of L3; each is clamped
-    to the problem so small GEMMs do not pack padding."""
-    mr, nv = _MICRO_TILE[machine.isa]
+    to the problem so small GEMMs do not pack padding. The micro-tile is the one of the
+    machine's that wastes the least of the problem's M x N on padding (the default unless
+    another saves more than 2%)."""
     vl = machine.vector_floats
+    mr, nv = _micro_tile(machine, vl, problem)
     nr = vl * nv
     kc = _clamp(machine.l1d // (nr * 4), 64, 512)
     mc = _clamp(machine.l2 // 2 // (kc * 4), mr, 1024) // mr * mr
@@ -149,6 +154,22 @@ def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocki
         mc = min(mc, _round_up(problem.m, mr))
         nc = min(nc, _round_up(problem.n, nr))
     return Blocking(vl, mr, nv, kc, mc, nc)
+
+
+def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple[int, int]:
+    tiles = MICRO_TILES[machine.isa]
+    if problem is None:
+        return tiles[0]
+
+    def padded(tile):
+        mr, nv = tile
+        return _round_up(problem.m, mr) * _round_up(problem.n, vl * nv)
+
+    best = tiles[0]
+    for tile in tiles[1:]:  # another tile only where it saves more than 2% of the work
+        if padded(tile) < 0.98 * padded(best):
+            best = tile
+    return best
 
 
 def _clamp(x: int, lo: int, hi: int) -> int:

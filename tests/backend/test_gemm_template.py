@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusionlang.backend.ccompile import build_library, load_library
-from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
-                                              gemm_kernel, pack_constant, vector_types)
+from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, Operand,
+                                              blocking_for, gemm_kernel, pack_constant, vector_types)
 from fusionlang.backend.machine import _parse_size, host, machine_for
 
 ISAS = ["avx512", "avx2", "generic"] if host().isa == "avx512" else [host().isa, "generic"]
@@ -37,10 +37,10 @@ def _ptr(a: np.ndarray):
 @st.composite
 def blockings(draw):
     isa = draw(st.sampled_from(ISAS))
-    base = blocking_for(machine_for(isa))
+    vl = machine_for(isa).vector_floats
+    mr, nv = draw(st.sampled_from(MICRO_TILES[isa]))
     kc = draw(st.integers(1, 9))
-    return Blocking(base.vl, base.mr, base.nv, kc, base.mr * draw(st.integers(1, 2)),
-                    base.nr * draw(st.integers(1, 2)))
+    return Blocking(vl, mr, nv, kc, mr * draw(st.integers(1, 2)), vl * nv * draw(st.integers(1, 2)))
 
 
 @settings(max_examples=25)
@@ -156,6 +156,12 @@ def test_blocking_follows_the_machine():
         assert bl.mc % bl.mr == 0 and bl.nc % bl.nr == 0
     clamped = blocking_for(host(), GemmProblem(3, 5, 7, Operand(7, 1), Operand(5, 1), Operand(5, 1)))
     assert clamped.kc == 7 and clamped.mc == clamped.mr and clamped.nc == clamped.nr
+    # 32 rows: an 8-row tile pads nothing where the default 14-row one pads 10
+    avx512 = machine_for("avx512")
+    rows32 = blocking_for(avx512, GemmProblem(32, 784, 64, Operand(64, 1), Operand(784, 1), Operand(784, 1)))
+    assert (rows32.mr, rows32.nr) == (8, 48)
+    square = blocking_for(avx512, GemmProblem(1024, 1024, 64, Operand(64, 1), Operand(1024, 1), Operand(1024, 1)))
+    assert (square.mr, square.nr) == (14, 32)
 
 
 def test_cache_sizes_parse_like_sysfs_prints_them():
