@@ -36,14 +36,15 @@ from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
 from fusionlang.backend.schedule import schedule_program
+from fusionlang.engine.cost import CONTRACTIONS
 from fusionlang.engine.plan import FusionPlan, Group, boundary
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ops.access import as_expr, i_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.window import window_of
 
-#: the ops the template computes, and the input positions of their two GEMM operands
-COMPLEX_OPS = ("matmul", "gemm", "conv")
+#: the ops the templates compute (the cost model prices them at the templates' rate)
+COMPLEX_OPS = CONTRACTIONS
 #: a GEMM smaller than this many multiply-adds stays a loop nest (packing would dominate)
 MIN_MACS = 4096
 
