@@ -20,6 +20,7 @@ from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import schedule_program
+from fusionlang.backend.template import plan_template
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import CodegenError, FuseError
 from fusionlang.ops.checking import op_call
@@ -96,8 +97,12 @@ def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
     return aliases
 
 
-def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True):
-    """(lowered kernel groups by id, constants incl. folded groups, view aliases)."""
+def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templates: dict | None = None):
+    """(lowered kernel groups by id, constants incl. folded groups, view aliases).
+
+    ``templates``: when a dict is given, groups whose complex op runs as the CPU GEMM
+    template (:func:`.template.plan_template`) are planned into it, by group id, and not
+    lowered to loop nests."""
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
     lowered: dict[int, LoweredGroup] = {}
@@ -110,6 +115,11 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True):
             if found is not None:
                 aliases.update(found)
                 continue
+        if templates is not None:
+            planned = plan_template(plan, group, constants)
+            if planned is not None:
+                templates[group.id] = planned
+                continue
         lg = lower_group(plan, group, target, fuse=fuse, constants=constants)
         if lg.prog.stmts:
             lowered[group.id] = lg
@@ -120,7 +130,7 @@ class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
     def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-                 fuse: bool = True):
+                 fuse: bool = True, templates: bool = True):
         if target not in TARGETS:
             raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
         start = time.perf_counter()
@@ -131,9 +141,14 @@ class CompiledGraph:
         self.openmp = openmp
         self.sanitize = sanitize
         self.kernels: list[KernelInfo] = []
-        self.lowered, self.constants, self.aliases = lower_plan(plan, "c" if target == "c" else "cuda", fuse=fuse)
+        #: group id -> TemplateGroup: complex ops run as the CPU GEMM template (C target)
+        self.templates: dict = {}
+        self.lowered, self.constants, self.aliases = lower_plan(
+            plan, "c" if target == "c" else "cuda", fuse=fuse,
+            templates=self.templates if target == "c" and templates else None)
         fused_away = sum(1 for lg in self.lowered.values() for a in lg.prog.arrays if a.role == "temp")
-        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize)
+        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
+                                                scratch={gid: t.scratch for gid, t in self.templates.items()})
         if target == "c":
             from fusionlang.backend.runtime_c import CRuntime
 
@@ -150,6 +165,7 @@ class CompiledGraph:
         # contexts, sympy trees), and the graph from before rewriting with them, so a
         # compiled graph holds little beyond its constants and buffers
         self.lowered = {}
+        self.templates = {}
         self.plan = dataclasses.replace(plan, original=None)
         self.stats: dict[str, Any] = {
             "target": target,
@@ -185,10 +201,11 @@ class CompiledGraph:
 
 
 def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-            fuse: bool = True) -> CompiledGraph:
-    """Compile a fusion plan for ``target`` ("c" or "cuda")."""
+            fuse: bool = True, templates: bool = True) -> CompiledGraph:
+    """Compile a fusion plan for ``target`` ("c" or "cuda"). ``templates=False`` keeps
+    conv and matmul groups as plain loop nests on the C target (see :mod:`.template`)."""
     try:
-        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse)
+        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, templates=templates)
     except FuseError:
         raise
     except RecursionError as exc:

@@ -14,9 +14,10 @@ import numpy as np
 
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
-from fusionlang.backend.emit_c import C_PRELUDE, emit_function
+from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
+from fusionlang.backend.template import emit_template
 
 
 class CRuntime:
@@ -29,16 +30,15 @@ class CRuntime:
         functions: dict[str, str] = {}
         calls = []
         for group in cg.plan.groups:
-            lowered = cg.lowered.get(group.id)
-            if lowered is None:
+            parts, main, strategy = self._functions(group)
+            if not parts:
                 continue
-            fn = emit_function(lowered, f"group {group.id}", openmp=cg.openmp)
-            functions.setdefault(fn.name, fn.source)
-            args = [self._slot_of(a) for a in fn.params]
-            calls.append((fn, args))
-            cg.kernels.append(KernelInfo(group.id, fn.name, fn.nests, fn.source, list(group.nodes),
-                                         lowered.scheduled.tree.strategy,
-                                         [a.value for a in fn.params]))
+            for fn in parts:
+                functions.setdefault(fn.name, fn.source)
+                calls.append((fn, [self._slot_of(a) for a in fn.params]))
+            cg.kernels.append(KernelInfo(group.id, main.name, sum(fn.nests for fn in parts),
+                                         "\n".join(fn.source for fn in parts), list(group.nodes), strategy,
+                                         [a.value for a in main.params]))
         self.functions = functions
         #: (function, slot of each parameter) in launch order
         self.calls = calls
@@ -55,6 +55,28 @@ class CRuntime:
         self.entry.restype = None
         self.table = (ctypes.c_void_p * max(1, len(self.slots)))()
         self._allocate()
+
+    def _functions(self, group) -> tuple[list[CFunction], CFunction | None, str]:
+        """(the C functions one group runs, in order; the one that names it; its strategy):
+        one loop-nest kernel, or the template call with the loop nests of the parts before
+        and after it."""
+        cg = self.cg
+        label = f"group {group.id}"
+        planned = cg.templates.get(group.id)
+        if planned is None:
+            lowered = cg.lowered.get(group.id)
+            if lowered is None:
+                return [], None, ""
+            fn = emit_function(lowered, label, openmp=cg.openmp)
+            return [fn], fn, lowered.scheduled.tree.strategy
+        name, source = emit_template(planned, label, openmp=cg.openmp)
+        main = CFunction(name, source, list(planned.params), 1)
+        parts = [main]
+        if planned.before is not None:
+            parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=cg.openmp))
+        if planned.after is not None:
+            parts.append(emit_function(planned.after, f"{label}, after its template", openmp=cg.openmp))
+        return parts, main, "gemm template"
 
     # ----- slots ----------------------------------------------------------------------
     def _slot_of(self, array) -> int:
