@@ -37,8 +37,10 @@ _TERMINAL_WORDS = {
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     grammar = resources.files("fusionlang.lang").joinpath("fuse.lark").read_text(encoding="utf-8")
-    # cache=True keeps the built LALR tables in the temp dir: building them costs ~0.1 s
-    return Lark(grammar, parser="lalr", maybe_placeholders=True, cache=True)
+    # Built once per process (~0.1 s), never cached on disk: lark's cache=True unpickles
+    # a file with a predictable name in the shared temp directory, and a file planted
+    # there would run code at the next parse.
+    return Lark(grammar, parser="lalr", maybe_placeholders=True, cache=False)
 
 
 def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:
