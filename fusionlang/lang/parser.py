@@ -17,6 +17,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, Span, remember_source
+from fusionlang.lang.limits import MAX_NESTING
 
 _ITEM_START = re.compile(r"^(import|categories|class|def|decompose|rewrite|fuse|strategy|test)\b", re.M)
 
@@ -32,13 +33,6 @@ _TERMINAL_WORDS = {
     "MUL_OP": "'*' or '/'",
     "$END": "end of file",
 }
-
-
-#: how deeply expressions may nest (parse-tree levels below an item). The transformer
-#: and every later stage (checker, guard evaluation, sympy formulas, instantiation, the
-#: printer) recurse over expressions, so bounding the depth here, where the tree is
-#: still walked iteratively, keeps all of them clear of Python's recursion limit.
-MAX_NESTING = 100
 
 
 @lru_cache(maxsize=1)
@@ -71,8 +65,8 @@ def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:
 
 
 def _report_too_deep(tree: Tree, path: str, diags: Diagnostics) -> bool:
-    """Report each item whose expressions nest deeper than MAX_NESTING; the walk keeps
-    its own stack, so any depth is measured safely."""
+    """Report each item whose expressions nest deeper than MAX_NESTING. The walk keeps
+    its own stack, so any depth is measured safely, before any recursive stage runs."""
     found = False
     for item in tree.children:
         too_deep = _first_too_deep(item)

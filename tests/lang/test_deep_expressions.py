@@ -11,7 +11,8 @@ from fusionlang.engine.rewrite import apply_rules
 from fusionlang.errors import RuleError
 from fusionlang.lang import lint, load_rules, parse_text
 from fusionlang.lang.diagnostics import Diagnostics
-from fusionlang.lang.parser import MAX_NESTING, parse_module
+from fusionlang.lang.limits import MAX_NESTING
+from fusionlang.lang.parser import parse_module
 from fusionlang.lang.printer import format_ruleset
 from fusionlang.ops import GraphBuilder
 
