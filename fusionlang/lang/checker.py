@@ -20,10 +20,12 @@ from fusionlang.ir.graph import Graph
 from fusionlang.ir.types import TensorType
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, suggest
+from fusionlang.lang.expansion import case_size, expansion_sizes, largest_callees
 from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name, describe_arity
 from fusionlang.lang.formula import FormulaError, attr_of_default, define_elementwise, to_sympy
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
+from fusionlang.lang.limits import MAX_EXPANSION_NODES
 from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
                                       term_of)
@@ -236,13 +238,28 @@ class _Checker:
             outs = inst.body(body)
             return [inst.materialize(v, in_types[0].dtype) for v in outs]
 
+        #: result types by (input types, attributes): without it, inferring a def whose
+        #: body uses another def twice inferred that one twice, and so on down a chain
+        inferred: dict[tuple, list] = {}
+
         def infer(call):
+            in_types = [call.input(k) for k in range(len(params))]
+            try:
+                key = (tuple(in_types), tuple(sorted(call.attrs.items())))
+                hash(key)
+            except TypeError:
+                key = None
+            if key is not None and key in inferred:
+                return list(inferred[key])
             graph = Graph(f"def {d.name.text}")
             try:
-                outs = instantiate(graph, [call.input(k) for k in range(len(params))], call.attrs)
+                outs = instantiate(graph, in_types, call.attrs)
             except InstantiateError as exc:
                 raise call.fail(exc.message) from None
-            return [graph.types[o] for o in outs]
+            types = [graph.types[o] for o in outs]
+            if key is not None:
+                inferred[key] = types
+            return list(types)
 
         def reference(arrays, attr_values):
             from fusionlang.ops.interpreter import run
@@ -543,6 +560,25 @@ class _Checker:
             path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
             self.diags.error(self.decompositions[ops[0]][0].span, f"decompositions can loop: {path}",
                              "a decomposition body must not build the op it opens, directly or through others")
+        self._check_expansion(dgraph)
+
+    def _check_expansion(self, call_graph) -> None:
+        """Report each compound op whose full expansion passes MAX_EXPANSION_NODES, where
+        the limit is first passed (not every op above it in a chain)."""
+        sizes = expansion_sizes(self.decompositions, call_graph)
+        for op, cases in self.decompositions.items():
+            if sizes.get(op, 0) <= MAX_EXPANSION_NODES:
+                continue
+            for case in cases:
+                callees = largest_callees(case.body, sizes)
+                if case_size(case.body, sizes) <= MAX_EXPANSION_NODES or \
+                        any(size > MAX_EXPANSION_NODES for _, _, size in callees):
+                    continue
+                what = f"def {op!r}" if case.from_def else f"decomposition of {op!r}"
+                uses = ", ".join(f"{callee!r} x{n} ({size} nodes each)" for callee, n, size in callees)
+                self.diags.error(case.span, f"{what} expands to more than {MAX_EXPANSION_NODES} nodes",
+                                 (f"it builds {uses}; " if uses else "") +
+                                 "opening it would take too long: build less, or nest fewer compound ops")
 
     # ----- fuse table -----------------------------------------------------------------
     def check_fuse(self) -> None:

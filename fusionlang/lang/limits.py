@@ -20,3 +20,7 @@ MAX_LIST_ELEMENTS = 10_000
 
 #: steps (expression nodes visited plus list elements built) one evaluation may take
 MAX_EVAL_STEPS = 200_000
+
+#: nodes the full expansion of one compound op (its decomposition, and those of the
+#: compound ops it builds, in turn) may build
+MAX_EXPANSION_NODES = 100_000
