@@ -6,6 +6,9 @@ and ``%`` only when the dividend is provably non-negative, helper functions othe
 Float bodies use sympy's C99 printer with float32 type aliases (``expf``, ``erff``...),
 plus our functions (``Sigmoid``), NaN-propagating max/min like NumPy, and literals we
 print ourselves (``%.9g`` round-trips float32 exactly; inf and nan by bit pattern or macro).
+Integer division and modulo never trap: C's ``/`` and ``%`` on integers go through helpers
+(``fl_idiv``, ``fl_ifdiv``, ``fl_imod``) that give 0 for a zero divisor and wrap INT_MIN / -1
+to INT_MIN, as NumPy and the reference do.
 """
 
 from __future__ import annotations
@@ -136,6 +139,10 @@ def helpers(flavor: Flavor) -> str:
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 {q} {i} fl_imin({i} a, {i} b) {{ return a < b ? a : b; }}
+{q} {i} fl_ineg({i} a) {{ return ({i})(0ULL - (unsigned long long)a); }}
+{q} {i} fl_idiv({i} a, {i} b) {{ return b == 0 ? 0 : b == -1 ? fl_ineg(a) : a / b; }}
+{q} {i} fl_ifdiv({i} a, {i} b) {{ if (b == 0) return 0; if (b == -1) return fl_ineg(a); {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
+{q} {i} fl_imod({i} a, {i} b) {{ if (b == 0 || b == -1) return 0; {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 {q} {i} fl_imax({i} a, {i} b) {{ return a > b ? a : b; }}
 {q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
 {q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
@@ -285,15 +292,22 @@ class IndexPrinter:
         return out
 
 
+def _is_reciprocal(e) -> bool:
+    return isinstance(e, sp.Pow) and isinstance(e.exp, sp.Integer) and int(e.exp) < 0
+
+
 class ValuePrinter(C99CodePrinter):
     """Float bodies: sympy's C99 printer with float32 aliases and our own literals."""
 
-    def __init__(self, dtype: str, flavor: Flavor, symbol: Callable[[sp.Symbol], str]):
+    def __init__(self, dtype: str, flavor: Flavor, symbol: Callable[[sp.Symbol], str],
+                 integer: Callable[[sp.Symbol], bool] | None = None):
         settings = {"type_aliases": {real: float32}} if dtype == "float32" else {}
         super().__init__(settings)
         self.fdtype = "float32" if dtype == "float32" else "float64"
         self.flavor = flavor
         self.symbol_fn = symbol
+        #: does a symbol print as a C integer (a load of an integer array, a loop index)?
+        self.integer_symbol = integer or (lambda s: False)
         self.index = IndexPrinter(symbol)
 
     def doprint(self, expr, assign_to=None):
@@ -369,7 +383,60 @@ class ValuePrinter(C99CodePrinter):
     def _print_Min(self, expr):
         return self._minmax(expr, "min")
 
+    # ----- integer arithmetic: C's / and % trap on a zero divisor and on INT_MIN / -1 ----------
+    def c_integer(self, e) -> bool:
+        """Is ``e`` printed as a C integer expression? Numbers print as float literals, and
+        functions return floats, so only integer loads and loop indices combined by +, -, *
+        (and the integer helpers below) stay integers."""
+        if isinstance(e, sp.Symbol):
+            return self.integer_symbol(e)
+        if isinstance(e, sp.Add):
+            return all(self.c_integer(a) for a in e.args)
+        if isinstance(e, sp.Mul):
+            coeff, rest = e.as_coeff_Mul()
+            return coeff in (1, -1) and all(self.c_integer(f) and not _is_reciprocal(f) for f in sp.Mul.make_args(rest))
+        if isinstance(e, sp.Pow):
+            return isinstance(e.exp, sp.Integer) and 0 < int(e.exp) <= 8 and self.c_integer(e.base)
+        if isinstance(e, sp.Piecewise):
+            return any(c is sp.true or c == sp.true for _, c in e.args) and all(self.c_integer(v) for v, _ in e.args)
+        if isinstance(e, sp.floor):
+            return self.integer_quotient(e.args[0]) is not None
+        if isinstance(e, sp.Mod):
+            return self.c_integer(e.args[0]) and self.c_integer(e.args[1])
+        if isinstance(e, sp.sign):
+            return self.c_integer(e.args[0])
+        return False
+
+    def integer_quotient(self, e):
+        """(numerator, denominator) of ``e`` when C would divide integers, else None."""
+        if not isinstance(e, sp.Mul):
+            return None
+        num, den = [], []
+        for f in sp.Mul.make_args(e):
+            (den if _is_reciprocal(f) else num).append(f)
+        if not den:
+            return None
+        den = [sp.Pow(f.base, -f.exp) for f in den]
+        numerator, denominator = sp.Mul(*num), sp.Mul(*den)
+        if self.c_integer(numerator) and self.c_integer(denominator):
+            return numerator, denominator
+        return None
+
+    def _print_Mul(self, expr):
+        quotient = self.integer_quotient(expr)
+        if quotient is not None:  # truncating, like C, but 0 for a zero divisor
+            return f"fl_idiv({self._print(quotient[0])}, {self._print(quotient[1])})"
+        return super()._print_Mul(expr)
+
+    def _print_floor(self, expr):
+        quotient = self.integer_quotient(expr.args[0])
+        if quotient is not None:
+            return f"fl_ifdiv({self._print(quotient[0])}, {self._print(quotient[1])})"
+        return self._print_Function(expr)
+
     def _print_Mod(self, expr):
+        if self.c_integer(expr):
+            return f"fl_imod({self._print(expr.args[0])}, {self._print(expr.args[1])})"
         fn = "fl_fmodf" if self._single else "fl_fmodd"
         return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
 

@@ -140,7 +140,10 @@ class _Printer:
                 return f"(({self.flavor.int_type})({symbol(s)}))"
             return self.shifted.get(s, s.name)
 
-        vp = ValuePrinter(dtype, self.flavor, symbol)
+        def integer(s: sp.Symbol) -> bool:
+            return a.loads[s].array.dtype not in ("float32", "float64") if s in a.loads else True
+
+        vp = ValuePrinter(dtype, self.flavor, symbol, integer)
         value = vp.doprint(a.value)
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype

@@ -235,11 +235,21 @@ register(
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind not in "iu":
         return np.divide(a, b)
-    # integer division truncates toward zero (C and ONNX), unlike numpy's floor division
-    with np.errstate(divide="ignore"):
-        q = np.floor_divide(a, b)
-        r = a - q * b
-    return q + ((r != 0) & ((a < 0) != (b < 0)))
+    return truncated_divide(a, b)
+
+
+def truncated_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (C and ONNX), unlike numpy's floor division,
+    and never undefined: a divisor of 0 gives 0 (numpy's result), and the one overflow,
+    INT_MIN / -1, wraps to INT_MIN. Generated code computes the same (``fl_idiv``)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    zero = b == 0
+    divisor = np.where(zero, np.ones_like(b), b)
+    with np.errstate(over="ignore"):
+        q = np.floor_divide(a, divisor)
+        r = a - q * divisor
+    q = q + ((r != 0) & ((a < 0) != (divisor < 0)))
+    return np.where(zero, np.zeros_like(q), q)
 
 
 _BINARY = {
