@@ -25,12 +25,12 @@ from fusionlang.backend.runtime import TARGETS, CompiledGraph, KernelInfo, compi
 from fusionlang.backend.runtime_cuda import cuda_available
 
 
-def cuda_sources(plan) -> dict[str, str]:
+def cuda_sources(plan, *, check_indices: bool = True) -> dict[str, str]:
     """Compilable CUDA translation units of ``plan`` (name -> source); needs no GPU."""
     from fusionlang.backend.runtime_cuda import build_program
 
     lowered, _, _ = lower_plan(plan, "cuda")
-    return build_program(plan, lowered).sources()
+    return build_program(plan, lowered, check_indices).sources()
 
 
 def default_target() -> str:

@@ -24,7 +24,7 @@ from sympy.printing.c import C99CodePrinter
 
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import Sigmoid
+from fusionlang.ops.scalar import CheckedIndex, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,32 @@ static inline float fl_tanhf(float a) {
 """
 
 
+#: a loaded index, checked (see ops.scalar.CheckedIndex and backend.failures): one unsigned
+#: compare on the normalized index; a bad one fills the error record (the first one, on the
+#: GPU) and reads element 0, which is always there, so nothing reads outside the data
+CHECKED_INDEX = {
+    "c": """static inline int64_t fl_index(int64_t i, int64_t n, int64_t site, int64_t* fl_err) {
+  int64_t j = i < 0 ? i + n : i;
+  if (__builtin_expect((uint64_t)j >= (uint64_t)n, 0)) { fl_err[0] = 1; fl_err[1] = site; fl_err[2] = i; j = 0; }
+  return j;
+}
+""",
+    "cuda": """static __device__ __forceinline__ long long fl_index(long long i, long long n, long long site, long long* fl_err) {
+  long long j = i < 0 ? i + n : i;
+  if ((unsigned long long)j >= (unsigned long long)n) {
+    if (atomicCAS((unsigned long long*)fl_err, 0ULL, 1ULL) == 0ULL) { fl_err[1] = site; fl_err[2] = i; }
+    j = 0;
+  }
+  return j;
+}
+""",
+}
+
+
 def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
-    extra = FAST_MATH_C if flavor.name == "c" else ""
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name]
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
@@ -144,6 +166,7 @@ def helpers(flavor: Flavor) -> str:
 {q} {i} fl_ifdiv({i} a, {i} b) {{ if (b == 0) return 0; if (b == -1) return fl_ineg(a); {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_imod({i} a, {i} b) {{ if (b == 0 || b == -1) return 0; {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 {q} {i} fl_imax({i} a, {i} b) {{ return a > b ? a : b; }}
+{q} {i} fl_iwrap({i} a, {i} n) {{ return a < 0 ? a + n : a; }}
 {q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
 {q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 {q} double fl_maxd(double a, double b) {{ return (a > b || a != a) ? a : b; }}
@@ -205,10 +228,15 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
 
 
 class IndexPrinter:
-    """Integer expressions over loop variables with exact floor/mod semantics."""
+    """Integer expressions over loop variables with exact floor/mod semantics.
 
-    def __init__(self, symbol: Callable[[sp.Symbol], str] | None = None):
+    A loaded index (:class:`CheckedIndex`) goes to ``checked(expr, printed index)``, which
+    prints its check; without one it is only normalized (``fl_iwrap``), unchecked."""
+
+    def __init__(self, symbol: Callable[[sp.Symbol], str] | None = None,
+                 checked: Callable[[CheckedIndex, str], str] | None = None):
         self.symbol = symbol
+        self.checked = checked
 
     def __call__(self, e) -> str:
         return self.p(as_expr(e))
@@ -262,6 +290,11 @@ class IndexPrinter:
             return out
         if isinstance(e, sp.Piecewise):
             return self.piecewise(e)
+        if isinstance(e, CheckedIndex):
+            value = self.p(e.args[0])
+            if self.checked is not None:
+                return self.checked(e, value)
+            return f"fl_iwrap({value}, {self.p(e.args[1])})"
         rel = {sp.Eq: "==", sp.Ne: "!=", sp.Lt: "<", sp.Le: "<=", sp.Gt: ">", sp.Ge: ">="}
         for kind, op in rel.items():
             if isinstance(e, kind):
@@ -492,5 +525,5 @@ class ValuePrinter(C99CodePrinter):
         raise CodegenError(f"cannot print {type(expr).__name__} in generated code")
 
 
-__all__ = ["C", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal", "helpers",
+__all__ = ["C", "CHECKED_INDEX", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal", "helpers",
            "sanitize"]

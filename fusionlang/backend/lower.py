@@ -236,9 +236,9 @@ class _Lowerer:
         for a in stmt.reads:
             ph = placeholders[a]
             index = tuple(as_expr(e).xreplace(sub).xreplace(by_v) for e in a.index)
-            guard = tuple((as_expr(g).xreplace(sub), n) for g, n in a.guard)
-            cond = as_expr(a.cond).xreplace(sub) if a.cond is not None else None
-            loads[ph] = Load(a.array, index, guard, cond, a.pad)
+            guard = tuple((as_expr(g).xreplace(sub).xreplace(by_v), n) for g, n in a.guard)
+            cond = as_expr(a.cond).xreplace(sub).xreplace(by_v) if a.cond is not None else None
+            loads[ph] = Load(a.array, index, guard, cond, a.pad, a.origin)
             value = value.xreplace({a.vsym: ph})
         value = value.xreplace({d: sub[d] for d in stmt.dims})
         index = tuple(as_expr(e).xreplace(sub) for e in stmt.write.index)

@@ -98,6 +98,8 @@ class Access:
     guard: tuple[tuple[sp.Expr, int], ...] = ()
     cond: sp.Basic | None = None
     pad: float | None = None
+    #: (node name, op) of the read, for errors generated code reports (a bad gather index)
+    origin: tuple[str, str] | None = None
 
     @property
     def guarded(self) -> bool:
@@ -473,12 +475,13 @@ class _Builder:
         if array is None:
             value, index = self.through_copies(value, index)
             if value in self.inlined:
-                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad, value=value)
+                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad, (node.name, node.op),
+                                   value=value)
             array = self.value_array(value)
         if len(index) != len(array.shape):
             raise CodegenError(f"node {node.name!r} ({node.op}): read index rank {len(index)} does not match "
                                f"{len(array.shape)}-d input")
-        return Access(array, index, v_sym(k), guard, read.cond, read.pad)
+        return Access(array, index, v_sym(k), guard, read.cond, read.pad, (node.name, node.op))
 
     def build(self) -> None:
         specs = {node.name: self.specs_of(node) for node in self.nodes}

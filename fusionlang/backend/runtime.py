@@ -120,7 +120,7 @@ class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
     def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-                 fuse: bool = True):
+                 fuse: bool = True, check_indices: bool = True):
         if target not in TARGETS:
             raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
         start = time.perf_counter()
@@ -130,6 +130,8 @@ class CompiledGraph:
         self.target = target
         self.openmp = openmp
         self.sanitize = sanitize
+        #: loaded indices (gather) are checked against their axis; a bad one is an InputError
+        self.check_indices = check_indices
         self.kernels: list[KernelInfo] = []
         self.lowered, self.constants, self.aliases = lower_plan(plan, "c" if target == "c" else "cuda", fuse=fuse)
         fused_away = sum(1 for lg in self.lowered.values() for a in lg.prog.arrays if a.role == "temp")
@@ -185,10 +187,15 @@ class CompiledGraph:
 
 
 def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-            fuse: bool = True) -> CompiledGraph:
-    """Compile a fusion plan for ``target`` ("c" or "cuda")."""
+            fuse: bool = True, check_indices: bool = True) -> CompiledGraph:
+    """Compile a fusion plan for ``target`` ("c" or "cuda").
+
+    ``check_indices=False`` drops the check of gathered indices: an index outside its axis
+    then reads memory it should not (for indices known to be in range; the check is one
+    compare per gathered index). With it, a bad index makes ``run`` raise InputError naming
+    the node and the index. Out of memory in a kernel raises ResourceError."""
     try:
-        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse)
+        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, check_indices=check_indices)
     except FuseError:
         raise
     except RecursionError as exc:

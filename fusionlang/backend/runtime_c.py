@@ -15,6 +15,7 @@ import numpy as np
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
 from fusionlang.backend.emit_c import C_PRELUDE, emit_function
+from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 
@@ -32,7 +33,7 @@ class CRuntime:
             lowered = cg.lowered.get(group.id)
             if lowered is None:
                 continue
-            fn = emit_function(lowered, f"group {group.id}", openmp=cg.openmp)
+            fn = emit_function(lowered, f"group {group.id}", openmp=cg.openmp, check_indices=cg.check_indices)
             functions.setdefault(fn.name, fn.source)
             args = [self._slot_of(a) for a in fn.params]
             calls.append((fn, args))
@@ -51,8 +52,9 @@ class CRuntime:
         self.library_path = build_library(units, openmp=cg.openmp, sanitize=cg.sanitize)
         self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
-        self.entry.argtypes = [ctypes.c_void_p]
-        self.entry.restype = None
+        self.entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.entry.restype = ctypes.c_int
+        self.errors = np.zeros(RECORD, np.int64)
         self.table = (ctypes.c_void_p * max(1, len(self.slots)))()
         self._allocate()
 
@@ -71,8 +73,10 @@ class CRuntime:
         return self.slots[key]
 
     def _driver(self, calls) -> str:
+        """``int fl_run(void** slots, int64_t* err)``: the kernels in order; it stops after a
+        fallible kernel that filled the error record, noting which call that was."""
         protos, body = {}, []
-        for fn, args in calls:
+        for k, (fn, args) in enumerate(calls):
             params = []
             casts = []
             for a, slot in zip(fn.params, args):
@@ -80,10 +84,15 @@ class CRuntime:
                 const = "const " if a.role == "input" else ""
                 params.append(f"{const}{t}*")
                 casts.append(f"({const}{t}*)s[{slot}]")
+            if fn.fallible:
+                params.append("int64_t*")
+                casts.append("err")
             protos[fn.name] = f"void {fn.name}({', '.join(params) if params else 'void'});"
             body.append(f"  {fn.name}({', '.join(casts)});")
+            if fn.fallible:
+                body.append(f"  if (err[0]) {{ err[3] = {k}; return 1; }}")
         return ("#include <stdint.h>\n#include <stddef.h>\n" + "\n".join(protos.values())
-                + "\nvoid fl_run(void** s) {\n" + "\n".join(body) + "\n}\n")
+                + "\nint fl_run(void** s, int64_t* err) {\n" + "\n".join(body) + "\n  return 0;\n}\n")
 
     def _allocate(self) -> None:
         cg = self.cg
@@ -133,7 +142,10 @@ class CRuntime:
         for (kind, key), slot in self.slots.items():
             if kind == "value" and cg.buffers.buffers[key].kind == "input":
                 self.table[slot] = feeds[key].ctypes.data
-        self.entry(ctypes.cast(self.table, ctypes.c_void_p))
+        self.errors[:] = 0
+        if self.entry(ctypes.cast(self.table, ctypes.c_void_p), self.errors.ctypes.data):
+            fn, _ = self.calls[int(self.errors[3])]
+            raise failure(self.errors, fn.sites, fn.name)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.execute(feeds)
