@@ -17,12 +17,11 @@ import ctypes
 import hashlib
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from fusionlang.backend.ccompile import cache_dir, link_libraries
+from fusionlang.backend.ccompile import cache_dir, cached_build, link_libraries
 from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
@@ -126,20 +125,17 @@ def _launcher(name: str, types: list[str]) -> str:
 def _build(source: str) -> Path:
     cxx = os.environ.get("CXX", "c++")
     key = hashlib.sha256((cxx + source).encode()).hexdigest()[:24]
-    lib = cache_dir() / f"libemu{key}.so"
-    if lib.exists():
-        return lib
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        src = Path(tmp) / "emu.cpp"
+
+    def build(out: Path, tmp: Path) -> None:
+        src = tmp / "emu.cpp"
         src.write_text(source)
-        out = Path(tmp) / lib.name
         proc = subprocess.run([cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-w", str(src), "-o",
                                str(out), *link_libraries()], capture_output=True, text=True)
         if proc.returncode != 0:
             log = proc.stderr.strip().splitlines()
             raise CodegenError("C++ compiler failed on the emulated CUDA: " + " | ".join(log[:12]))
-        os.replace(out, lib)
-    return lib
+
+    return cached_build(cache_dir() / f"libemu{key}.so", build)
 
 
 class EmuRuntime:
