@@ -141,7 +141,8 @@ CHECKED_INDEX = {
   return j;
 }
 """,
-    "cuda": """static __device__ __forceinline__ long long fl_index(long long i, long long n, long long site, long long* fl_err) {
+    "cuda": """static __device__ __forceinline__ long long fl_index(long long i, long long n, long long site,
+                                                          long long* fl_err) {
   long long j = i < 0 ? i + n : i;
   if ((unsigned long long)j >= (unsigned long long)n) {
     if (atomicCAS((unsigned long long*)fl_err, 0ULL, 1ULL) == 0ULL) { fl_err[1] = site; fl_err[2] = i; }
@@ -163,8 +164,16 @@ def helpers(flavor: Flavor) -> str:
 {q} {i} fl_imin({i} a, {i} b) {{ return a < b ? a : b; }}
 {q} {i} fl_ineg({i} a) {{ return ({i})(0ULL - (unsigned long long)a); }}
 {q} {i} fl_idiv({i} a, {i} b) {{ return b == 0 ? 0 : b == -1 ? fl_ineg(a) : a / b; }}
-{q} {i} fl_ifdiv({i} a, {i} b) {{ if (b == 0) return 0; if (b == -1) return fl_ineg(a); {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
-{q} {i} fl_imod({i} a, {i} b) {{ if (b == 0 || b == -1) return 0; {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
+{q} {i} fl_ifdiv({i} a, {i} b) {{
+  if (b == 0 || b == -1) return b ? fl_ineg(a) : 0;
+  {i} q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}}
+{q} {i} fl_imod({i} a, {i} b) {{
+  if (b == 0 || b == -1) return 0;
+  {i} r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}}
 {q} {i} fl_imax({i} a, {i} b) {{ return a > b ? a : b; }}
 {q} {i} fl_iwrap({i} a, {i} n) {{ return a < 0 ? a + n : a; }}
 {q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
@@ -212,7 +221,10 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
             return sp.Float(expr.evalf(30), 30)
         return expr
     if expr.is_number and not isinstance(expr, (sp.Piecewise,)) and not expr.is_Relational:
-        value = expr.evalf(30)
+        try:
+            value = expr.evalf(30)
+        except (ArithmeticError, ValueError):  # 0.0 ** -1: left for C to divide, IEEE style
+            value = sp.nan
         if value.is_real and value.is_finite:
             return sp.Float(value, 30)
     args = [_fold_numbers(a) for a in expr.args]
@@ -393,6 +405,12 @@ class ValuePrinter(C99CodePrinter):
             return f"{sqrt}({self._print(base)})"
         if exp == sp.Rational(-1, 2):
             return f"({one} / {sqrt}({self._print(base)}))"
+        if isinstance(exp, sp.Float) and float(exp) == 0.5:
+            # pow(x, 0.5) is sqrt(x) but at -inf (+inf, not NaN); GCC's vectorizer rewrites
+            # powf(x, 0.5f) as sqrtf(x) and loses that, so print it ourselves
+            x = self._print(base)
+            inf = float_literal(math.inf, self.fdtype, self.flavor)
+            return f"({x} == -{inf} ? {inf} : {sqrt}({x}))"
         if isinstance(exp, sp.Integer) and abs(int(exp)) <= 8:
             n = abs(int(exp))
             if n == 0:
@@ -516,7 +534,15 @@ class ValuePrinter(C99CodePrinter):
     def _print_sign(self, expr):
         z = float_literal(0.0, self.fdtype, self.flavor)
         a = self._print(expr.args[0])
-        return f"(({a} > {z}) - ({a} < {z}))"
+        if self.c_integer(expr.args[0]):
+            return f"(({a} > {z}) - ({a} < {z}))"
+        # NaN stays NaN (and -0 becomes +0), as in NumPy and ONNX
+        one = float_literal(1.0, self.fdtype, self.flavor)
+        return f"({a} > {z} ? {one} : ({a} < {z} ? -{one} : {a} + {z}))"
+
+    def _print_ComplexInfinity(self, expr):
+        raise CodegenError("a formula divides by a literal zero (sympy's zoo); IEEE division keeps the sign, "
+                           "write the zero as a tensor instead")
 
     def _print_not_supported(self, expr):
         raise CodegenError(f"cannot print {type(expr).__name__} in generated code")
@@ -525,5 +551,5 @@ class ValuePrinter(C99CodePrinter):
         raise CodegenError(f"cannot print {type(expr).__name__} in generated code")
 
 
-__all__ = ["C", "CHECKED_INDEX", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal", "helpers",
-           "sanitize"]
+__all__ = ["C", "CHECKED_INDEX", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal",
+           "helpers", "sanitize"]
