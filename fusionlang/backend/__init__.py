@@ -15,6 +15,8 @@ Where things are decided:
 * ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy, ``cuda_emu`` on the CPU)
 * ``feedback``  check_group: Apollo's upward feedback to the partitioner (verdicts
                 remembered by group structure)
+* ``failures``  what generated code reports when a run cannot go on (a bad index, out
+                of memory) and the FuseError it becomes
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ register(
         reference=_reference,
         access=_access,
         doc="out[..., j..., ...] = data[..., indices[j...], ...] along `axis`; negative indices "
-            "count from the end (ONNX Gather).",
+            "count from the end (ONNX Gather). An index outside [-n, n) is an error, in compiled code "
+            "too (unless compiled with check_indices=False).",
     )
 )

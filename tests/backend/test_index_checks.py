@@ -87,8 +87,9 @@ def test_emulated_cuda_reports_a_bad_index_too():
     compiled = fusionlang.compile(per_node_plan(graph, lambda n: "kernel"), target="cuda-emu")
     good = feeds_with([0, -1, 4, -5])
     np.testing.assert_array_equal(compiled.run(good)["relu_1"], reference.run(graph, good)["relu_1"])
-    with pytest.raises(InputError, match=r"^node 'gather_0' \(gather\): index -7 is out of range for axis 0 of size 5$"):
+    with pytest.raises(InputError) as err:
         compiled.run(feeds_with([0, -7, 1, 1]))
+    assert str(err.value) == "node 'gather_0' (gather): index -7 is out of range for axis 0 of size 5"
 
 
 @pytest.mark.skipif(nvrtc_available() is not None, reason="NVRTC is not available")
