@@ -11,6 +11,7 @@ import sympy as sp
 
 import fusionlang
 from fusionlang import reference
+from fusionlang.backend import cuda_sources, nvrtc_available, nvrtc_compile
 from fusionlang.backend.ccompile import build_library, load_library
 from fusionlang.backend.cexpr import C, ValuePrinter, helpers
 from fusionlang.engine.plan import per_node_plan
@@ -85,3 +86,15 @@ def reference_quotient(a, b):
     from fusionlang.ops.elementwise import truncated_divide
 
     return truncated_divide(a, b)
+
+
+@pytest.mark.skipif(nvrtc_available() is not None, reason="NVRTC is not available")
+def test_cuda_integer_division_goes_through_the_helpers():
+    gb = GraphBuilder("idiv")
+    x, y = gb.input("x", (8,), "int64"), gb.input("y", (8,), "int64")
+    gb.output(gb.div(x, y))
+    sources = cuda_sources(per_node_plan(gb.build(), lambda n: "kernel"))
+    kernels = [text.split("fl_imod", 1)[1] for text in sources.values()]  # past the helpers
+    assert any("fl_idiv(" in k for k in kernels) and not any("] / p" in k or "]/p" in k for k in kernels)
+    for text in sources.values():
+        nvrtc_compile(text)
