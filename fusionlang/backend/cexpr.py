@@ -133,12 +133,21 @@ static inline float fl_tanhf(float a) {
 
 #: a loaded index, checked (see ops.scalar.CheckedIndex and backend.failures): one unsigned
 #: compare on the normalized index; a bad one fills the error record (the first one, on the
-#: GPU) and reads element 0, which is always there, so nothing reads outside the data
+#: GPU) and reads element 0, which is always there, so nothing reads outside the data. In a
+#: C SIMD loop, fl_index_lane or-reduces a flag and min-reduces the bad value instead
+#: (emit_c fills the record after the loop), which vectorizes where a store would not.
 CHECKED_INDEX = {
     "c": """static inline int64_t fl_index(int64_t i, int64_t n, int64_t site, int64_t* fl_err) {
   int64_t j = i < 0 ? i + n : i;
   if (__builtin_expect((uint64_t)j >= (uint64_t)n, 0)) { fl_err[0] = 1; fl_err[1] = site; fl_err[2] = i; j = 0; }
   return j;
+}
+static inline int64_t fl_index_lane(int64_t i, int64_t n, int64_t* bad, int64_t* value) {
+  int64_t j = i < 0 ? i + n : i;
+  int64_t b = (uint64_t)j >= (uint64_t)n, v = b ? i : INT64_MAX;
+  *bad |= b;
+  *value = v < *value ? v : *value;
+  return b ? 0 : j;
 }
 """,
     "cuda": """static __device__ __forceinline__ long long fl_index(long long i, long long n, long long site,

@@ -24,6 +24,12 @@ row from memory in its first pass and re-reads it from L1 in the others; while t
 compute, no demand miss drives the hardware prefetcher, so memory idles and the next row's
 first pass waits for it. After the first pass the rows it will read some iterations ahead
 are prefetched (:meth:`_Printer.prefetch`), so the memory works during the compute passes.
+
+A kernel that can fail takes the error record ``fl_err`` last (see :mod:`.failures`): one
+that checks loaded indices (``fl_index``; in a SIMD loop ``fl_index_lane``, which reduces
+a flag and the bad value beside the loop's other reductions, so the loop still vectorizes)
+or allocates heap locals (``fl_alloc``, checked; out of memory leaves through ``fl_out``,
+which frees what is held). Nothing in a kernel exits or aborts.
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from fusionlang.backend.ccompile import vector_math_declarations
-from fusionlang.backend.failures import ALLOC, IndexSite
+from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
 from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers, sanitize
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
+from fusionlang.ops.access import as_expr
+from fusionlang.ops.scalar import CheckedIndex
 
 #: local buffers above this many bytes live on the heap instead of the stack
 STACK_LIMIT = 256 * 1024
@@ -105,6 +113,8 @@ class _Printer:
         self.sites: list[IndexSite] = []
         self.first_site = first_site
         self.site_of: dict[tuple, int] = {}
+        #: site -> (flag, value) of the SIMD loop being printed that checks it (see lane_checks)
+        self.lane_flags: dict[int, tuple[str, str]] = {}
         #: heap locals (C type, name): declared NULL at the top, freed on every way out
         self.heap: list[tuple[str, str]] = []
         self.names: dict[int, str] = {}
@@ -140,16 +150,53 @@ class _Printer:
         """Does the function take the error record (see backend.failures)?"""
         return bool(self.sites or self.heap)
 
+    def site(self, ld: Load, e) -> int:
+        """The site number of checked index ``e`` of load ``ld`` (the same load printed again,
+        in split streams, is the same site)."""
+        key = (id(ld), e)
+        if key not in self.site_of:
+            node, op = ld.origin or ("?", "?")
+            self.site_of[key] = self.first_site + len(self.sites)
+            self.sites.append(IndexSite(node, op, int(e.args[2]), int(e.args[1])))
+        return self.site_of[key]
+
     def checked_index(self, ld: Load):
         """The IndexPrinter hook printing ``ld``'s loaded indices, checked."""
         def check(e, value: str) -> str:
-            key = (id(ld), e)  # the same load printed again (split streams) is the same site
-            if key not in self.site_of:
-                node, op = ld.origin or ("?", "?")
-                self.site_of[key] = self.first_site + len(self.sites)
-                self.sites.append(IndexSite(node, op, int(e.args[2]), int(e.args[1])))
-            return f"fl_index({value}, {int(e.args[1])}, {self.site_of[key]}, fl_err)"
+            site = self.site(ld, e)
+            if site in self.lane_flags:
+                flag, bad = self.lane_flags[site]
+                return f"fl_index_lane({value}, {int(e.args[1])}, &{flag}, &{bad})"
+            return f"fl_index({value}, {int(e.args[1])}, {site}, fl_err)"
         return check if self.check_indices else None
+
+    def lane_checks(self, f: For, ind: str) -> tuple[str, list[str]]:
+        """In a SIMD loop, each checked index or-reduces a flag and min-reduces the bad
+        value instead of storing to the error record (a conditional store the vectorizer
+        refuses); the record is filled after the loop. Returns the reduction clauses and
+        the lines to print after the loop."""
+        if not self.check_indices:
+            return "", []
+        clauses, after = [], []
+        for site in self.checked_sites(f.body):
+            flag, bad = f"fl_bad{site}", f"fl_badv{site}"
+            self.lane_flags[site] = (flag, bad)
+            self.lines.append(f"{ind}int64_t {flag} = 0, {bad} = INT64_MAX;")
+            clauses.append(f" reduction(|:{flag}) reduction(min:{bad})")
+            after.append(f"{ind}if ({flag}) {{ fl_err[0] = {INDEX}; fl_err[1] = {site}; fl_err[2] = {bad}; }}")
+        return "".join(clauses), after
+
+    def checked_sites(self, body: list) -> list[int]:
+        """Sites of the checked indices loaded in ``body``."""
+        sites = []
+        for a in assigns(body):
+            for ld in a.loads.values():
+                exprs = list(ld.index) + [g for g, _ in ld.guard] + ([ld.cond] if ld.cond is not None else [])
+                for e in exprs:
+                    for checked in sorted(as_expr(e).atoms(CheckedIndex), key=str):
+                        if self.site(ld, checked) not in sites:
+                            sites.append(self.site(ld, checked))
+        return sites
 
     def load(self, ld: Load, dtype: str, symbol) -> str:
         ip = IndexPrinter(symbol, self.checked_index(ld))
@@ -256,6 +303,8 @@ class _Printer:
             self.lines.append(f"{ind}int {flag} = {acc} != {acc};")
             pragma += f" reduction(|:{flag})"
         self.flags.update(flags)
+        checks, after = self.lane_checks(f, ind) if pragma.startswith("#pragma omp simd") else ("", [])
+        pragma += checks
         if pragma:
             self.lines.append(f"{ind}{pragma}")
         v = f.var.name
@@ -268,6 +317,8 @@ class _Printer:
             nan = float_literal(float("nan"), self.g.storage[aid].array.dtype, self.flavor)
             self.lines.append(f"{ind}if ({flag}) {self.names[aid]} = {nan};")
             del self.flags[aid]
+        self.lines.extend(after)
+        self.lane_flags.clear()
 
     def declare(self, storages, ind: str) -> list[str]:
         """Print the declarations of ``storages``; returns the lines that free them at the
@@ -285,6 +336,8 @@ class _Printer:
         floats into scalars, long enough for every stream to get a fair share."""
         if not pragma.startswith("#pragma omp simd reduction") or not all(isinstance(n, Assign) for n in f.body):
             return 1
+        if self.check_indices and self.checked_sites(f.body):
+            return 1  # (its checks reduce flags of their own; not worth splitting as well)
         span = _constant_span(f)
         if span is None:
             return 1

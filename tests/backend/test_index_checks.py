@@ -98,3 +98,23 @@ def test_checked_cuda_compiles_with_nvrtc():
     assert any("fl_index(" in text.split("fl_iwrap")[-1] for text in sources.values())
     for text in sources.values():
         nvrtc_compile(text)
+
+
+def test_checks_inside_simd_loops_reduce_flags_and_report_a_bad_index():
+    # a gather along the last axis loads a new index every innermost iteration: its check
+    # or-reduces a flag (a store to the error record there would stop the loop vectorizing)
+    b = GraphBuilder("columns")
+    x = b.input("x", (3, 40), "float32")
+    ids = b.input("ids", (64,), "int64")
+    b.output(b.exp(b.gather(x, ids, axis=1)))
+    graph = b.build()
+    compiled = fusionlang.compile(PLANS["fused"](graph), target="c")
+    assert "reduction(|:fl_bad" in compiled.sources and "fl_index_lane(" in compiled.sources
+    ids_ok = (np.arange(64) % 80 - 40).astype(np.int64)
+    feeds = {"x": np.linspace(-1, 1, 120, dtype=np.float32).reshape(3, 40), "ids": ids_ok}
+    np.testing.assert_allclose(compiled.run(feeds)["exp_1"], reference.run(graph, feeds)["exp_1"], rtol=1e-6)
+    bad = ids_ok.copy()
+    bad[[5, 50]] = [40, -41]
+    with pytest.raises(InputError, match=r"^node 'gather_0' \(gather\): index (40|-41) is out of range for axis 1 "
+                                         r"of size 40$"):
+        compiled.run({**feeds, "ids": bad})
