@@ -14,7 +14,9 @@ ones do not, and which one does depends on the order, so neither answer is the r
 Means divide each term first and take every value. Ops of more than two tensors (batch
 norm) are tamed too: a product of three large factors overflows or not by the order it
 is multiplied in, which sympy's canonical order does not keep. Sums compare to a tolerance
-scaled by their largest term (cancellation).
+scaled by their largest term (cancellation). The scale and bias of a normalization are
+finite: its deviation x - mean is 0, or a rounding error away from 0, by the order of the
+float sum, and times an infinite scale that is NaN or +-inf.
 """
 
 from __future__ import annotations
@@ -137,11 +139,13 @@ def feeds_from(graph, values: list, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     pool = np.array(values, np.float32)
     tame = np.where(np.isfinite(pool) & (pool != 0), np.copysign(np.clip(np.abs(pool), *TAME), pool), pool)
+    finite = np.where(np.isfinite(tame), tame, np.float32(1.0))
     feeds = {}
     for node in graph.nodes:
         chosen = tame if tamed(graph, node) else pool
-        for name in node.inputs:
-            feeds[name] = rng.choice(chosen, graph.types[name].shape)
+        for k, name in enumerate(node.inputs):
+            parameter = k > 0 and REGISTRY.get(node.op).compound
+            feeds[name] = rng.choice(finite if parameter else chosen, graph.types[name].shape)
     return feeds
 
 
@@ -180,7 +184,7 @@ def tolerance(graph, node, inputs) -> float:
     """Absolute tolerance on a finite result: a sum's rounding scales with its largest term
     (and a normalization divides it by as little as sqrt(epsilon)); so does that of a
     formula of several tensors (onnxruntime folds batch norm into x * a + b)."""
-    if not tamed(graph, node):
+    if not (accumulates(graph, node) or tamed(graph, node)):
         return ATOL
     finite = [np.abs(a[np.isfinite(a)]) for a in inputs]
     largest = max((float(f.max()) for f in finite if f.size), default=0.0)
