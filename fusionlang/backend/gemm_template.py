@@ -410,17 +410,43 @@ def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epi
     out.close()
 
 
+def _a_block(bl: Blocking) -> int:
+    return _round_up(_round_up(bl.mc, bl.mr) * bl.kc, 16)  # whole 64-byte lines
+
+
+def _b_panel(bl: Blocking) -> int:
+    return _round_up(_round_up(bl.nc, bl.nr) * bl.kc, 16)
+
+
+def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, packed_b: bool = False) -> int:
+    """Floats of packing buffers the kernel allocates on each call."""
+    return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl))
+
+
+def _allocator(out: Lines, name: str) -> None:
+    # 64-byte aligned packing buffers (aligned_alloc wants whole lines); compiled with
+    # -DFL_ALLOC_LIMIT=N a request above N bytes fails, which is how tests make it fail
+    out.open(f"static inline float *{name}_alloc(size_t n)")
+    out("#ifdef FL_ALLOC_LIMIT")
+    out("if (n > (size_t)(FL_ALLOC_LIMIT)) return NULL;")
+    out("#endif")
+    out("return (float *)aligned_alloc(64, n);")
+    out.close()
+
+
 def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
             packed_a: bool, packed_b: bool, threads: bool) -> None:
     m, n, k = problem.m, problem.n, problem.k
     extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
     extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
+    if not (packed_a and packed_b):
+        _allocator(out, name)
     out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
     if not packed_a:
-        out(f"float *ap = aligned_alloc(64, sizeof(float) * {_round_up(bl.mc, bl.mr) * bl.kc});")
+        out(f"float *ap = {name}_alloc({4 * _a_block(bl)});")
     if not packed_b:
-        out(f"float *bp = aligned_alloc(64, sizeof(float) * {_round_up(bl.nc, bl.nr) * bl.kc});")
+        out(f"float *bp = {name}_alloc({4 * _b_panel(bl)});")
     checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b)) if not skip]
     if checks:
         out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
@@ -507,5 +533,5 @@ def param_name(decl: str) -> str:
 
 
 __all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Operand", "blocking_for", "epilogue_function",
-           "gemm_kernel", "param_name",
+           "gemm_kernel", "packing_floats", "param_name",
            "pack_constant", "packed_size", "vector_types"]

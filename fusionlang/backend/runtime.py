@@ -130,7 +130,7 @@ class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
     def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-                 fuse: bool = True, templates: bool = True):
+                 fuse: bool = True, check_indices: bool = True, templates: bool = True):
         if target not in TARGETS:
             raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
         start = time.perf_counter()
@@ -140,6 +140,8 @@ class CompiledGraph:
         self.target = target
         self.openmp = openmp
         self.sanitize = sanitize
+        #: loaded indices (gather) are checked against their axis; a bad one is an InputError
+        self.check_indices = check_indices
         self.kernels: list[KernelInfo] = []
         #: group id -> TemplateGroup: complex ops run as the CPU GEMM template (C target)
         self.templates: dict = {}
@@ -201,11 +203,18 @@ class CompiledGraph:
 
 
 def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-            fuse: bool = True, templates: bool = True) -> CompiledGraph:
-    """Compile a fusion plan for ``target`` ("c" or "cuda"). ``templates=False`` keeps
-    conv and matmul groups as plain loop nests on the C target (see :mod:`.template`)."""
+            fuse: bool = True, check_indices: bool = True, templates: bool = True) -> CompiledGraph:
+    """Compile a fusion plan for ``target`` ("c" or "cuda").
+
+    ``check_indices=False`` drops the check of gathered indices: an index outside its axis
+    then reads memory it should not (for indices known to be in range; the check is one
+    compare per gathered index). With it, a bad index makes ``run`` raise InputError naming
+    the node and the index. Out of memory in a kernel raises ResourceError.
+    ``templates=False`` keeps conv and matmul groups as plain loop nests on the C target
+    (see :mod:`.template`)."""
     try:
-        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, templates=templates)
+        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, check_indices=check_indices,
+                             templates=templates)
     except FuseError:
         raise
     except RecursionError as exc:

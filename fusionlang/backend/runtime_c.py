@@ -15,6 +15,7 @@ import numpy as np
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
 from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
+from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.backend.template import emit_template
@@ -51,8 +52,9 @@ class CRuntime:
         self.library_path = build_library(units, openmp=cg.openmp, sanitize=cg.sanitize)
         self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
-        self.entry.argtypes = [ctypes.c_void_p]
-        self.entry.restype = None
+        self.entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.entry.restype = ctypes.c_int
+        self.errors = np.zeros(RECORD, np.int64)
         self.table = (ctypes.c_void_p * max(1, len(self.slots)))()
         self._allocate()
 
@@ -67,15 +69,17 @@ class CRuntime:
             lowered = cg.lowered.get(group.id)
             if lowered is None:
                 return [], None, ""
-            fn = emit_function(lowered, label, openmp=cg.openmp)
+            fn = emit_function(lowered, label, openmp=cg.openmp, check_indices=cg.check_indices)
             return [fn], fn, lowered.scheduled.tree.strategy
-        name, source = emit_template(planned, label, openmp=cg.openmp)
-        main = CFunction(name, source, list(planned.params), 1)
+        name, source, fallible = emit_template(planned, label, openmp=cg.openmp)
+        main = CFunction(name, source, list(planned.params), 1, fallible=fallible)
         parts = [main]
         if planned.before is not None:
-            parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=cg.openmp))
+            parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=cg.openmp,
+                                          check_indices=cg.check_indices))
         if planned.after is not None:
-            parts.append(emit_function(planned.after, f"{label}, after its template", openmp=cg.openmp))
+            parts.append(emit_function(planned.after, f"{label}, after its template", openmp=cg.openmp,
+                                       check_indices=cg.check_indices))
         return parts, main, "gemm template"
 
     # ----- slots ----------------------------------------------------------------------
@@ -93,8 +97,10 @@ class CRuntime:
         return self.slots[key]
 
     def _driver(self, calls) -> str:
+        """``int fl_run(void** slots, int64_t* err)``: the kernels in order; it stops after a
+        fallible kernel that filled the error record, noting which call that was."""
         protos, body = {}, []
-        for fn, args in calls:
+        for k, (fn, args) in enumerate(calls):
             params = []
             casts = []
             for a, slot in zip(fn.params, args):
@@ -102,10 +108,15 @@ class CRuntime:
                 const = "const " if a.role == "input" else ""
                 params.append(f"{const}{t}*")
                 casts.append(f"({const}{t}*)s[{slot}]")
+            if fn.fallible:
+                params.append("int64_t*")
+                casts.append("err")
             protos[fn.name] = f"void {fn.name}({', '.join(params) if params else 'void'});"
             body.append(f"  {fn.name}({', '.join(casts)});")
+            if fn.fallible:
+                body.append(f"  if (err[0]) {{ err[3] = {k}; return 1; }}")
         return ("#include <stdint.h>\n#include <stddef.h>\n" + "\n".join(protos.values())
-                + "\nvoid fl_run(void** s) {\n" + "\n".join(body) + "\n}\n")
+                + "\nint fl_run(void** s, int64_t* err) {\n" + "\n".join(body) + "\n  return 0;\n}\n")
 
     def _allocate(self) -> None:
         cg = self.cg
@@ -155,7 +166,10 @@ class CRuntime:
         for (kind, key), slot in self.slots.items():
             if kind == "value" and cg.buffers.buffers[key].kind == "input":
                 self.table[slot] = feeds[key].ctypes.data
-        self.entry(ctypes.cast(self.table, ctypes.c_void_p))
+        self.errors[:] = 0
+        if self.entry(ctypes.cast(self.table, ctypes.c_void_p), self.errors.ctypes.data):
+            fn, _ = self.calls[int(self.errors[3])]
+            raise failure(self.errors, fn.sites, fn.name)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.execute(feeds)

@@ -29,8 +29,9 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
+from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
-                                              gemm_kernel, pack_constant, packed_size, vector_types)
+                                              gemm_kernel, pack_constant, packing_floats, vector_types)
 from fusionlang.backend.depthwise_template import depthwise_kernel, is_depthwise
 from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.lower import LoweredGroup, lower
@@ -347,16 +348,20 @@ def _params(prog: PolyProgram, final: PolyStmt, epilogue: list[PolyStmt], operan
 # ----- printing --------------------------------------------------------------------------
 
 
-def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tuple[str, str]:
-    """(function name, C source) of the group's kernel: the GEMM with its epilogue, and a
-    wrapper taking the group's parameters in order. ``openmp``: threads share its tiles."""
+def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tuple[str, str, bool]:
+    """(function name, C source, whether it takes the error record) of the group's kernel:
+    the GEMM with its epilogue, and a wrapper taking the group's parameters in order. The
+    GEMM allocates its packing buffers: when that fails, the wrapper fills the error record
+    (backend.failures) and the run stops with a ResourceError. ``openmp``: threads share
+    its tiles."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
     body = _epilogue_body(tg, names)
     epi_params = tuple(d for a, d in zip(tg.params, decls) if a is not tg.a_param and a is not tg.b_param
                        and a is not tg.c_param)
     epilogue = Epilogue(body, epi_params)
-    if is_depthwise(tg.problem):
+    depthwise = is_depthwise(tg.problem)
+    if depthwise:
         inner = depthwise_kernel("@NAME@_gemm", tg.problem, epilogue, threads=openmp)
     else:
         inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
@@ -364,12 +369,18 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
     inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
     args = [names[id(tg.a_param)], names[id(tg.b_param)], names[id(tg.c_param)]]
     args += [names[id(a)] for a in tg.params if a is not tg.a_param and a is not tg.b_param and a is not tg.c_param]
-    text = (vector_types(tg.blocking.vl) + inner
-            + f"void @NAME@({', '.join(decls)}) {{\n    @NAME@_gemm({', '.join(args)});\n}}\n")
+    call = f"@NAME@_gemm({', '.join(args)})"
+    if depthwise:  # allocates nothing
+        wrapper = f"void @NAME@({', '.join(decls)}) {{\n    {call};\n}}\n"
+    else:
+        nbytes = 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)
+        wrapper = (f"void @NAME@({', '.join(decls + ['int64_t *restrict fl_err'])}) {{\n"
+                   f"    if ({call}) {{ fl_err[0] = {ALLOC}; fl_err[2] = {nbytes}; }}\n}}\n")
+    text = vector_types(tg.blocking.vl) + inner + wrapper
     name = f"fl_t_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    kind = "depthwise" if is_depthwise(tg.problem) else "GEMM"
+    kind = "depthwise" if depthwise else "GEMM"
     comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
-    return name, comment + text.replace("@NAME@", name)
+    return name, comment + text.replace("@NAME@", name), not depthwise
 
 
 def _epilogue_body(tg: TemplateGroup, names: dict[int, str]) -> str:
@@ -410,10 +421,4 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     return sp.expand(offset)
 
 
-def scratch_floats(tg: TemplateGroup) -> int:
-    """Floats of packing space the kernel needs (A block and B panel)."""
-    bl = tg.blocking
-    return (bl.mc // bl.mr + 1) * bl.mr * bl.kc + (bl.nc // bl.nr + 1) * bl.nr * bl.kc
-
-
-__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "plan_template", "scratch_floats"]
+__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "plan_template"]

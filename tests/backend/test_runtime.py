@@ -35,7 +35,7 @@ def test_compiled_graph_exposes_kernels_sources_buffers_stats():
     assert k.group == 0 and k.nests == 1 and k.name in compiled.sources and k.source in compiled.sources
     assert compiled.stats["kernels"] == 4 and compiled.stats["compile_seconds"] > 0
     assert compiled.buffers.arena_bytes > 0
-    assert "void fl_run" in compiled.sources
+    assert "int fl_run" in compiled.sources
 
 
 def test_buffers_with_disjoint_lifetimes_share_storage():

@@ -254,3 +254,23 @@ def test_openmp_threads_share_the_tiles_and_give_the_same_numbers():
     threaded = fusionlang.compile(plan, "c", openmp=True)
     assert "#pragma omp parallel for" in threaded.kernels[0].source
     np.testing.assert_allclose(threaded.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_packing_buffers_that_cannot_be_allocated_are_a_one_line_resource_error(monkeypatch):
+    from fusionlang.errors import ResourceError
+
+    monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=4096")
+    rng = np.random.default_rng(6)
+    b = GraphBuilder("oom")
+    x = b.input("x", (64, 96))
+    y = b.relu(b.matmul(x, b.input("w", (96, 80))))
+    b.output(y)
+    compiled = fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c")
+    feeds = {"x": rng.standard_normal((64, 96)).astype(np.float32), "w": rng.standard_normal((96, 80)).astype(np.float32)}
+    kernel = compiled.kernels[0]
+    assert kernel.strategy == "gemm template"
+    with pytest.raises(ResourceError, match=rf"^out of memory allocating \d+ bytes in kernel {kernel.name}$"):
+        compiled.run(feeds)
+    monkeypatch.delenv("FUSIONLANG_COPT")
+    np.testing.assert_allclose(fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c").run(feeds)[y],
+                               np.maximum(feeds["x"] @ feeds["w"], 0), rtol=1e-4, atol=1e-4)
