@@ -130,7 +130,7 @@ class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
     def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-                 fuse: bool = True, check_indices: bool = True, templates: bool = True):
+                 fuse: bool = True, check_indices: bool = True, templates: bool = True, threads: int | None = None):
         if target not in TARGETS:
             raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
         start = time.perf_counter()
@@ -138,7 +138,11 @@ class CompiledGraph:
         self.plan = plan
         self.graph = plan.graph
         self.target = target
-        self.openmp = openmp
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise CodegenError(f"threads={threads!r}: expected a positive number of threads")
+        #: OpenMP threads a C run uses: None for every core (with openmp), 1 for one thread
+        self.threads = threads
+        self.openmp = openmp or (threads is not None and threads > 1)
         self.sanitize = sanitize
         #: loaded indices (gather) are checked against their axis; a bad one is an InputError
         self.check_indices = check_indices
@@ -203,7 +207,8 @@ class CompiledGraph:
 
 
 def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-            fuse: bool = True, check_indices: bool = True, templates: bool = True) -> CompiledGraph:
+            fuse: bool = True, check_indices: bool = True, templates: bool = True,
+            threads: int | None = None) -> CompiledGraph:
     """Compile a fusion plan for ``target`` ("c" or "cuda").
 
     ``check_indices=False`` drops the check of gathered indices: an index outside its axis
@@ -211,10 +216,12 @@ def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, saniti
     compare per gathered index). With it, a bad index makes ``run`` raise InputError naming
     the node and the index. Out of memory in a kernel raises ResourceError.
     ``templates=False`` keeps conv and matmul groups as plain loop nests on the C target
-    (see :mod:`.template`)."""
+    (see :mod:`.template`). ``threads=N`` runs the C target's parallel loops and GEMM tiles
+    on N OpenMP threads (``openmp=True`` alone: every core); the default is one thread.
+    Results do not depend on the thread count: no sum is split across threads."""
     try:
         return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, check_indices=check_indices,
-                             templates=templates)
+                             templates=templates, threads=threads)
     except FuseError:
         raise
     except RecursionError as exc:

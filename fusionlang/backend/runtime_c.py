@@ -9,6 +9,7 @@ so AddressSanitizer's redzones surround each one.
 from __future__ import annotations
 
 import ctypes
+from functools import cached_property
 
 import numpy as np
 
@@ -115,7 +116,11 @@ class CRuntime:
             body.append(f"  {fn.name}({', '.join(casts)});")
             if fn.fallible:
                 body.append(f"  if (err[0]) {{ err[3] = {k}; return 1; }}")
-        return ("#include <stdint.h>\n#include <stddef.h>\n" + "\n".join(protos.values())
+        head = "#include <stdint.h>\n#include <stddef.h>\n"
+        if self.cg.openmp and self.cg.threads is not None:
+            head += "#include <omp.h>\n"
+            body.insert(0, f"  omp_set_num_threads({self.cg.threads});")
+        return (head + "\n".join(protos.values())
                 + "\nint fl_run(void** s, int64_t* err) {\n" + "\n".join(body) + "\n  return 0;\n}\n")
 
     def _allocate(self) -> None:
@@ -172,8 +177,37 @@ class CRuntime:
             raise failure(self.errors, fn.sites, fn.name)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        self.execute(feeds)
-        return gather_outputs(self.cg, feeds, lambda name, b, t: self._array(name).copy())
+        """Run, with each output the kernels can write straight into a fresh array the
+        caller receives (copying a 16 MiB output out of the arena cost 1.7 to 2 ms)."""
+        direct = {name: np.empty(self.cg.graph.types[name].shape, self.cg.graph.types[name].dtype)
+                  for name in self.direct_outputs}
+        for name, array in direct.items():
+            self.table[self.slots[("value", name)]] = array.ctypes.data
+        try:
+            self.execute(feeds)
+        finally:  # execute() alone (benchmarks) keeps using the arena, never the caller's arrays
+            for name in direct:
+                self.table[self.slots[("value", name)]] = self._address(name)
+        return gather_outputs(self.cg, feeds, lambda name, b, t: direct[name] if name in direct
+                              else self._array(name).copy())
+
+    @cached_property
+    def direct_outputs(self) -> tuple[str, ...]:
+        """Graph outputs with an arena buffer of their own that no other output re-labels:
+        the kernels may write them into the caller's arrays. Outputs that are views of
+        another value, listed twice, fed inputs or constants are copied as before."""
+        cg = self.cg
+        if self.arena is None:
+            return ()
+        outputs = cg.graph.outputs
+        roots = [cg.buffers.root(n) if n in cg.buffers.buffers else n for n in outputs]
+        found = []
+        for name, root in zip(outputs, roots):
+            buffer = cg.buffers.buffers.get(name)
+            if buffer is not None and buffer.kind == "arena" and root == name and roots.count(root) == 1 \
+                    and ("value", name) in self.slots:
+                found.append(name)
+        return tuple(found)
 
 
 __all__ = ["CRuntime"]
