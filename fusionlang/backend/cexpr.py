@@ -21,7 +21,7 @@ from sympy.printing.c import C99CodePrinter
 
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import Sigmoid
+from fusionlang.ops.scalar import Fmod, IsInf, IsNan, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -397,6 +397,11 @@ class ValuePrinter(C99CodePrinter):
     def _print_Function(self, expr):
         if isinstance(expr, Sigmoid):
             return f"fl_sigmoid{'f' if self._single else 'd'}({self._print(expr.args[0])})"
+        if isinstance(expr, (IsNan, IsInf)):  # C99 and CUDA macros, exact without -ffast-math
+            return f"({'isnan' if isinstance(expr, IsNan) else 'isinf'}({self._print(expr.args[0])}) != 0)"
+        if isinstance(expr, Fmod):
+            a, b = (self._print(arg) for arg in expr.args)
+            return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"
         return super()._print_Function(expr)
 
     def _fast(self, expr, name):

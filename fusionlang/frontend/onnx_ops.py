@@ -75,6 +75,14 @@ SIMPLE: dict[str, tuple[str, dict[str, str]]] = {
     "GlobalMaxPool": ("global_max_pool", {}),
     "LRN": ("lrn", {"size": "size", "alpha": "alpha", "beta": "beta", "bias": "bias"}),
     "InstanceNormalization": ("instance_norm", {"epsilon": "epsilon"}),
+    "IsNaN": ("is_nan", {}),
+    "IsInf": ("is_inf", {"detect_positive": "detect_positive", "detect_negative": "detect_negative"}),
+    "GatherElements": ("gather_elements", {"axis": "axis"}),
+    "GatherND": ("gather_nd", {"batch_dims": "batch_dims"}),
+    "Mod": ("mod", {"fmod": "fmod"}),
+    "Shrink": ("shrink", {"lambd": "lambd", "bias": "bias"}),
+    "Mish": ("mish", {}),
+    "Trilu": ("trilu", {"upper": "upper"}),
 }
 
 
@@ -626,3 +634,36 @@ def _hard_swish(ctx: NodeContext) -> None:
     gate = ctx.emit1("hard_sigmoid", [x], {"alpha": 1 / 6, "beta": 0.5})
     ctx.emit_output("mul", [x, gate])
 
+
+
+# ----- ops with a constant input that fusionlang keeps as an attribute ------------------
+@converts("CumSum")
+def _cumsum(ctx: NodeContext) -> None:
+    axis = int(ctx.scalar(1, "axis"))
+    ctx.emit_output("cumsum", [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
+                                                "reverse": ctx.attr("reverse", 0)})
+
+
+@converts("Range")
+def _range(ctx: NodeContext) -> None:
+    # the output's length depends on the values: known only when they are (folded here)
+    start, limit, delta = (ctx.const(k, name) for k, name in enumerate(("start", "limit", "delta")))
+    if any(v.size != 1 for v in (start, limit, delta)):
+        raise ctx.fail("start, limit and delta must be scalars")
+    if delta.item() == 0:
+        raise ctx.fail("delta is 0: the range never ends")
+    dtype = start.dtype
+    count = max(int(math.ceil((limit.item() - start.item()) / delta.item())), 0)
+    # start + k * delta in the inputs' type, as the ONNX reference computes it
+    ctx.set_constant(0, (start.reshape(()) + np.arange(count, dtype=dtype) * delta.reshape(())).astype(dtype))
+
+
+# ----- arg reductions: where the extreme value is ----------------------------------------
+@converts("ArgMax", "ArgMin")
+def _arg_extreme(ctx: NodeContext) -> None:
+    axis, keepdims = ctx.attr("axis", 0), ctx.attr("keepdims", 1)
+    x = ctx.input(0)
+    extreme = ctx.emit1("reduce_max" if ctx.op_type == "ArgMax" else "reduce_min", [x],
+                        {"axes": (axis,), "keepdims": 1})
+    ctx.emit_output("index_of", [x, extreme], {"axis": axis, "keepdims": keepdims,
+                                                "last": ctx.attr("select_last_index", 0)})
