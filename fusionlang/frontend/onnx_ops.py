@@ -654,8 +654,13 @@ def _range(ctx: NodeContext) -> None:
         raise ctx.fail("delta is 0: the range never ends")
     dtype = start.dtype
     count = max(int(math.ceil((limit.item() - start.item()) / delta.item())), 0)
-    # start + k * delta in the inputs' type, as the ONNX reference computes it
-    ctx.set_constant(0, (start.reshape(()) + np.arange(count, dtype=dtype) * delta.reshape(())).astype(dtype))
+    # start + k * delta in the inputs' type, as the ONNX reference computes it; float16
+    # in the stash type (float32) where opset 27 asks for it
+    work = dtype
+    if dtype == np.float16 and (ctx.opset >= 27 or "stash_type" in ctx.attrs):
+        work = onnx_dtype(ctx.attr("stash_type", 1), f"node {ctx.label!r} stash_type")
+    start, delta = start.reshape(()).astype(work), delta.reshape(()).astype(work)
+    ctx.set_constant(0, (start + np.arange(count, dtype=work) * delta).astype(dtype))
 
 
 # ----- arg reductions: where the extreme value is ----------------------------------------
