@@ -397,8 +397,12 @@ class ValuePrinter(C99CodePrinter):
     def _print_Function(self, expr):
         if isinstance(expr, Sigmoid):
             return f"fl_sigmoid{'f' if self._single else 'd'}({self._print(expr.args[0])})"
-        if isinstance(expr, (IsNan, IsInf)):  # C99 and CUDA macros, exact without -ffast-math
-            return f"({'isnan' if isinstance(expr, IsNan) else 'isinf'}({self._print(expr.args[0])}) != 0)"
+        if isinstance(expr, IsNan):  # only NaN differs from itself (no -ffast-math); C++ lacks a global isnan
+            x = self._print(expr.args[0])
+            return f"(({x}) != ({x}))"
+        if isinstance(expr, IsInf):
+            inf = float_literal(float("inf"), self.fdtype, self.flavor)
+            return f"({'fabsf' if self._single else 'fabs'}({self._print(expr.args[0])}) == {inf})"
         if isinstance(expr, Fmod):
             a, b = (self._print(arg) for arg in expr.args)
             return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"

@@ -79,7 +79,7 @@ SIMPLE: dict[str, tuple[str, dict[str, str]]] = {
     "IsInf": ("is_inf", {"detect_positive": "detect_positive", "detect_negative": "detect_negative"}),
     "GatherElements": ("gather_elements", {"axis": "axis"}),
     "GatherND": ("gather_nd", {"batch_dims": "batch_dims"}),
-    "Mod": ("mod", {"fmod": "fmod"}),
+    "Mod": ("remainder", {"fmod": "fmod"}),
     "Shrink": ("shrink", {"lambd": "lambd", "bias": "bias"}),
     "Mish": ("mish", {}),
     "Trilu": ("trilu", {"upper": "upper"}),

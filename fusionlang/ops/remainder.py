@@ -31,14 +31,14 @@ def _numpy(xs, a):
 def _dtype(call: OpCall, types: list[TensorType]) -> str:
     dtype = same_dtype(call, types)
     if dtype == "bool":
-        raise call.fail("mod needs numeric inputs, got bool")
+        raise call.fail("remainder needs numeric inputs, got bool")
     if call.attrs["fmod"] not in (0, 1):
         raise call.fail(f"fmod={call.attrs['fmod']} should be 0 or 1")
     return dtype
 
 
 elementwise(
-    "mod",
+    "remainder",
     _formula,
     _numpy,
     inputs=("a", "b"),

@@ -91,3 +91,35 @@ def test_attention_mask_and_token_type_pattern():
     scores[0, 1, :] = -np.inf  # a fully masked row: softmax gives NaN, the guard zeroes it
     scores[1, 2, 1] = -np.inf
     compiled_matches_onnxruntime(model, {"scores": scores, "types": np.array([[0, 4, -1], [3, 3, -5]])})
+
+
+def test_every_new_op_runs_as_cuda_emulated():
+    """The CUDA flavor of each new op's loop (NaN and inf tests, fmod, index reads, running
+    sums, arg reductions), run by the CPU emulation of CUDA's execution model."""
+    nodes = [helper.make_node("Mod", ["ia", "ib"], ["imod"]),
+             helper.make_node("Mod", ["x", "fb"], ["fmod"], fmod=1),
+             helper.make_node("IsNaN", ["s"], ["nan"]),
+             helper.make_node("IsInf", ["s"], ["inf"], detect_negative=0),
+             helper.make_node("Trilu", ["x", "k"], ["upper"]),
+             helper.make_node("ArgMin", ["x"], ["low"], axis=1, select_last_index=1),
+             helper.make_node("GatherElements", ["x", "ge"], ["ge_out"], axis=0),
+             helper.make_node("GatherND", ["x", "nd"], ["nd_out"]),
+             helper.make_node("CumSum", ["x", "axis"], ["sums"], reverse=1),
+             helper.make_node("Shrink", ["x"], ["shrunk"], lambd=0.5, bias=0.1),
+             helper.make_node("Mish", ["x"], ["mish"])]
+    bools = TensorProto.BOOL
+    model = make_model(nodes, {"x": [3, 4], "s": [3, 4], "ia": ([3, 4], I64), "k": ([], I64)},
+                       {"imod": ([3, 4], I64), "fmod": None, "nan": ([3, 4], bools), "inf": ([3, 4], bools),
+                        "upper": None, "low": ([3, 1], I64), "ge_out": None, "nd_out": None, "sums": None,
+                        "shrunk": None, "mish": None}, 18,
+                       {"ib": np.array([-4, -3, 5, 7]), "fb": np.array([0.7, -0.3, 1.5, -2.0], np.float32),
+                        "ge": np.array([[2, -1, 0, 1]]), "nd": np.array([[0, 3], [-1, -4]]),
+                        "axis": np.array(1)})
+    x = random_array([3, 4]) * 3
+    specials = np.array([[np.nan, np.inf, -np.inf, 0.0], [1.0, np.nan, -1.0, np.inf], [-np.inf, 2.0, 3.0, -0.0]],
+                        np.float32)
+    feeds = {"x": x, "s": specials, "ia": np.arange(-6, 6).reshape(3, 4) * 5, "k": np.array(1)}
+    got = backend.prepare(model, target="cuda-emu").run(feeds)
+    for g, w in zip(got, run_onnxruntime(model, feeds)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -110,7 +110,7 @@ _ONNX_OPS = {
     "lrn": "LRN", "gemm": "Gemm", "conv": "Conv", "conv_transpose": "ConvTranspose", "max_pool": "MaxPool",
     "average_pool": "AveragePool", "batch_norm": "BatchNormalization", "instance_norm": "InstanceNormalization",
     "layer_norm": "LayerNormalization", "is_nan": "IsNaN", "is_inf": "IsInf", "gather_elements": "GatherElements",
-    "gather_nd": "GatherND", "mod": "Mod", "shrink": "Shrink", "mish": "Mish", "trilu": "Trilu",
+    "gather_nd": "GatherND", "remainder": "Mod", "shrink": "Shrink", "mish": "Mish", "trilu": "Trilu",
 }
 _WINDOW_KEYS = ("kernel_shape", "strides", "pads", "dilations", "group", "ceil_mode", "count_include_pad",
                 "output_padding", "storage_order")
@@ -441,10 +441,10 @@ def _index_cases() -> list[Case]:
         Case("gather_nd", [normal(4, 3, 2), const(np.array([[0, 1], [-1, 2], [3, -3]]))]),
         Case("gather_nd", [normal(2, 3, 4), const(np.array([[[2], [0]], [[1], [-1]]]))], {"batch_dims": 1}),
         Case("gather_nd", [normal(2, 3, 4), const(np.array([[1, 3], [0, -1]]))], {"batch_dims": 1}),
-        Case("mod", [ints(3, 4, low=-20, high=20), const(np.array([-7, -3, 3, 5]))]),
-        Case("mod", [ints(3, 4, low=-20, high=20, dtype="int32"), const(np.array([-7, -3, 3, 5], np.int32))],
+        Case("remainder", [ints(3, 4, low=-20, high=20), const(np.array([-7, -3, 3, 5]))]),
+        Case("remainder", [ints(3, 4, low=-20, high=20, dtype="int32"), const(np.array([-7, -3, 3, 5], np.int32))],
              {"fmod": 1}),
-        Case("mod", [normal(3, 4), const(np.array([-0.7, -0.3, 0.3, 0.5], np.float32))], {"fmod": 1}),
+        Case("remainder", [normal(3, 4), const(np.array([-0.7, -0.3, 0.3, 0.5], np.float32))], {"fmod": 1}),
         Case("shrink", [normal(3, 5)]),
         Case("shrink", [normal(3, 5)], {"lambd": 0.3, "bias": 0.2}),
         Case("mish", [normal(3, 5)]),

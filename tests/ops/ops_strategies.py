@@ -550,8 +550,8 @@ def _activation(op):
     return draw()
 
 
-@strategy("mod")
-def _mod(op):
+@strategy("remainder")
+def _remainder(op):
     @st.composite
     def draw(d):
         in_shapes = d(mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4)).input_shapes
