@@ -2,9 +2,10 @@
 noise (``--random-inputs SEED``) for the inputs no file gives.
 
 Seeded integers stay in what the model accepts (token ids below the embedding size,
-masks of 0 and 1: :mod:`fusionlang.cli.input_ranges`). A file is read only when it is a regular file holding one ``.npy`` array (no pickles,
-no ``.npz`` archives) whose header agrees with its length, so a corrupt or hostile
-header cannot make NumPy allocate what the file does not hold.
+masks of 0 and 1: :mod:`fusionlang.cli.input_ranges`). A file is read only when it is a
+regular file holding one ``.npy`` array (no pickles, no ``.npz`` archives) whose header
+agrees with its length, so a corrupt or hostile header cannot make NumPy allocate what
+the file does not hold.
 """
 
 from __future__ import annotations

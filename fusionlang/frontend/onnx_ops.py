@@ -635,13 +635,16 @@ def _hard_swish(ctx: NodeContext) -> None:
     ctx.emit_output("mul", [x, gate])
 
 
-
 # ----- ops with a constant input that fusionlang keeps as an attribute ------------------
 @converts("CumSum")
 def _cumsum(ctx: NodeContext) -> None:
     axis = int(ctx.scalar(1, "axis"))
     ctx.emit_output("cumsum", [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
                                                 "reverse": ctx.attr("reverse", 0)})
+
+
+#: the most elements a Range folded at import may have (1 GiB of int64)
+MAX_FOLDED_RANGE = 2**27
 
 
 @converts("Range")
@@ -654,6 +657,8 @@ def _range(ctx: NodeContext) -> None:
         raise ctx.fail("delta is 0: the range never ends")
     dtype = start.dtype
     count = max(int(math.ceil((limit.item() - start.item()) / delta.item())), 0)
+    if count > MAX_FOLDED_RANGE:  # a hostile model must not make import allocate without bound
+        raise ctx.fail(f"Range of {count} elements is too large to fold at import (at most {MAX_FOLDED_RANGE})")
     # start + k * delta in the inputs' type, as the ONNX reference computes it; float16
     # in the stash type (float32) where opset 27 asks for it
     work = dtype

@@ -41,13 +41,15 @@ def test_range_of_constants_is_folded_at_import():
     compiled_matches_onnxruntime(model, {"offset": np.arange(10, 16)})
 
 
-@pytest.mark.parametrize("inputs, message", [
-    ({"start": ([], I64)}, "node 'range' (Range): input 0 (start) must be a constant, but 'start' is computed at "
-                           "run time"),
-    ({}, "node 'range' (Range): delta is 0: the range never ends"),
+@pytest.mark.parametrize("inputs, limit, delta, message", [
+    ({"start": ([], I64)}, 6, 1, "node 'range' (Range): input 0 (start) must be a constant, but 'start' is computed "
+                                 "at run time"),
+    ({}, 6, 0, "node 'range' (Range): delta is 0: the range never ends"),
+    ({}, 10**15, 1, "node 'range' (Range): Range of 1000000000000000 elements is too large to fold at import "
+                    "(at most 134217728)"),
 ])
-def test_range_refusals_name_the_node(inputs, message):
-    consts = {"start": np.array(0), "limit": np.array(6), "delta": np.array(0 if not inputs else 1)}
+def test_range_refusals_name_the_node(inputs, limit, delta, message):
+    consts = {"start": np.array(0), "limit": np.array(limit), "delta": np.array(delta)}
     for name in inputs:
         del consts[name]
     model = make_model([helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="range")], inputs,

@@ -560,8 +560,8 @@ def _remainder(op):
         nonzero = lambda a: np.where(a == 0, 3, a).astype(a.dtype)  # noqa: E731
         if d(st.booleans()):
             dtype = d(st.sampled_from(["int32", "int64"]))
-            return [small_ints(rng, in_shapes[0], -20, 21, dtype), nonzero(small_ints(rng, in_shapes[1], -6, 7, dtype))], \
-                {"fmod": fmod}
+            divisor = nonzero(small_ints(rng, in_shapes[1], -6, 7, dtype))
+            return [small_ints(rng, in_shapes[0], -20, 21, dtype), divisor], {"fmod": fmod}
         return [normal(rng, in_shapes[0]) * 5, nonzero(normal(rng, in_shapes[1]))], {"fmod": fmod}
 
     return draw()
