@@ -1,8 +1,9 @@
 """A fixed sample of ONNX's node conformance cases (``onnx.backend.test``), run in CI.
 
 The full node suite takes too long for CI; this sample covers every op form the importer
-gained a converter for, each case compiled to C (a fallback to the reference interpreter
-fails the case). Listed cases must pass; the full suite is run with a ``-k`` filter.
+gained a converter for, and function expansions (Attention, RMSNormalization, NLLLoss)
+built from them, each case compiled to C (a fallback to the reference interpreter fails
+the case). Listed cases must pass; the full suite is run with a ``-k`` filter.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "Shrink": ("test_shrink_hard", "test_shrink_soft"),
     "Mish": ("test_mish",),
     "HardSwish": ("test_hardswish",),
+    # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)
+    "expanded": ("test_attention_4d_causal_expanded", "test_attention_3d_gqa_attn_mask_expanded",
+                 "test_rms_normalization_3d_axis1_epsilon_expanded",
+                 "test_nllloss_NCd1_mean_weight_negative_ii_expanded", "test_flexattention_causal_mask_expanded_ver26"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
