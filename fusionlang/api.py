@@ -51,7 +51,9 @@ def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: 
 
 def compile(plan: FusionPlan, target: str = "c", **options):  # noqa: A001 - the documented name
     """Generate and build code for every group of ``plan``; returns a CompiledGraph
-    whose ``run(feeds)`` returns {output name: array}."""
+    whose ``run(feeds)`` returns {output name: array}. Options: see
+    ``fusionlang.backend.compile`` (``check_indices=False`` drops the range check of
+    gathered indices)."""
     from fusionlang.backend import compile as _compile
 
     return _compile(plan, target=target, **options)

@@ -53,3 +53,7 @@ class CodegenError(FuseError):
 
 class InputError(FuseError):
     """Feeds given to a compiled or interpreted graph do not match its inputs."""
+
+
+class ResourceError(FuseError):
+    """A run needed more of a machine resource (memory) than it could get."""

@@ -15,6 +15,8 @@ Where things are decided:
 * ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy, ``cuda_emu`` on the CPU)
 * ``feedback``  check_group: Apollo's upward feedback to the partitioner (verdicts
                 remembered by group structure)
+* ``failures``  what generated code reports when a run cannot go on (a bad index, out
+                of memory) and the FuseError it becomes
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ from fusionlang.backend.runtime import TARGETS, CompiledGraph, KernelInfo, compi
 from fusionlang.backend.runtime_cuda import cuda_available
 
 
-def cuda_sources(plan) -> dict[str, str]:
+def cuda_sources(plan, *, check_indices: bool = True) -> dict[str, str]:
     """Compilable CUDA translation units of ``plan`` (name -> source); needs no GPU."""
     from fusionlang.backend.runtime_cuda import build_program
 
     lowered, _, _ = lower_plan(plan, "cuda")
-    return build_program(plan, lowered).sources()
+    return build_program(plan, lowered, check_indices).sources()
 
 
 def default_target() -> str:

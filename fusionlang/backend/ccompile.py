@@ -6,6 +6,10 @@ bottleneck has the same shapes) compiles once; objects compile in parallel. A gr
 objects and its driver are then linked into one shared library, also cached.
 
 Cache: ``$FUSIONLANG_CACHE_DIR`` or ``~/.cache/fusionlang``. Compiler: ``$CC`` or ``cc``.
+Every cached file has the SHA-256 of its bytes beside it (``NAME.sha256``) and is used only
+when the two agree: a truncated, overwritten or half-written entry is built again, never
+loaded. Builds happen in a private temporary directory and enter the cache by atomic
+renames, so concurrent runs on one cache each see a whole file or none.
 """
 
 from __future__ import annotations
@@ -145,20 +149,50 @@ def _run(cmd: list[str], what: str) -> None:
         raise CodegenError(f"C compiler failed on {what}: " + " | ".join(log[:12]))
 
 
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _hash_file(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def verified(path: Path) -> bool:
+    """Is ``path`` a cache entry whose bytes match the hash kept beside it?"""
+    try:
+        return _hash_file(path).read_text().strip() == _digest(path)
+    except OSError:
+        return False
+
+
+def cached_build(path: Path, build) -> Path:
+    """``path`` when the cache holds it intact, else built again by ``build(out, tmp)``
+    (write ``out``; ``tmp`` is a private scratch directory) and published: the file, then
+    its hash, each by an atomic rename. A reader between the two renames sees a mismatch
+    and builds once more; it never loads a file that is not whole."""
+    if verified(path):
+        return path
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        out = Path(tmp) / path.name
+        build(out, Path(tmp))
+        digest = _hash_file(out)
+        digest.write_text(_digest(out) + "\n")
+        os.replace(out, path)
+        os.replace(digest, _hash_file(path))
+    return path
+
+
 def compile_object(source: str, flag_list: list[str]) -> Path:
     """Object file of one translation unit (cached)."""
     cc = compiler()
     key = _key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), source)
-    obj = cache_dir() / f"{key}.o"
-    if obj.exists():
-        return obj
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        src = Path(tmp) / f"{key}.c"
+
+    def build(out: Path, tmp: Path) -> None:
+        src = tmp / f"{key}.c"
         src.write_text(source)
-        out = Path(tmp) / f"{key}.o"
         _run([cc, *flag_list, "-c", str(src), "-o", str(out)], f"kernel {key}")
-        os.replace(out, obj)
-    return obj
+
+    return cached_build(cache_dir() / f"{key}.o", build)
 
 
 def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = False,
@@ -176,31 +210,25 @@ def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = 
         objects = [compile_object(s, flag_list) for s in sources]
     cc = compiler()
     key = _key(_compiler_id(cc), " ".join(flag_list), *[o.name for o in objects])
-    lib = cache_dir() / f"lib{key}.so"
-    if lib.exists():
-        return lib
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        out = Path(tmp) / lib.name
+
+    def build(out: Path, tmp: Path) -> None:
         link = [cc, "-shared", *flag_list, *[str(o) for o in objects], "-o", str(out), *link_libraries()]
         _run(link, "the kernel library")
-        os.replace(out, lib)
-    return lib
+
+    return cached_build(cache_dir() / f"lib{key}.so", build)
 
 
 def _single_unit(text: str, flag_list: list[str]) -> Path:
     # a few kernels: one compiler run for the whole library is cheaper than one per object
     cc = compiler()
     key = _key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), "single", text)
-    lib = cache_dir() / f"lib{key}.so"
-    if lib.exists():
-        return lib
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        src = Path(tmp) / f"{key}.c"
+
+    def build(out: Path, tmp: Path) -> None:
+        src = tmp / f"{key}.c"
         src.write_text(text)
-        out = Path(tmp) / lib.name
         _run([cc, "-shared", *flag_list, str(src), "-o", str(out), *link_libraries()], "the kernel library")
-        os.replace(out, lib)
-    return lib
+
+    return cached_build(cache_dir() / f"lib{key}.so", build)
 
 
 def load_library(path: Path) -> ctypes.CDLL:
@@ -225,4 +253,5 @@ def clear_cache() -> None:
     shutil.rmtree(cache_dir(), ignore_errors=True)
 
 
-__all__ = ["asan_runtime", "build_library", "cache_dir", "clear_cache", "compile_object", "flags", "load_library"]
+__all__ = ["asan_runtime", "build_library", "cache_dir", "cached_build", "clear_cache", "compile_object", "flags",
+           "load_library", "verified"]

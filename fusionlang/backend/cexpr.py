@@ -6,6 +6,9 @@ and ``%`` only when the dividend is provably non-negative, helper functions othe
 Float bodies use sympy's C99 printer with float32 type aliases (``expf``, ``erff``...),
 plus our functions (``Sigmoid``), NaN-propagating max/min like NumPy, and literals we
 print ourselves (``%.9g`` round-trips float32 exactly; inf and nan by bit pattern or macro).
+Integer division and modulo never trap: C's ``/`` and ``%`` on integers go through helpers
+(``fl_idiv``, ``fl_ifdiv``, ``fl_imod``) that give 0 for a zero divisor and wrap INT_MIN / -1
+to INT_MIN, as NumPy and the reference do.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sympy.printing.c import C99CodePrinter
 
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import Fmod, IsInf, IsNan, Sigmoid
+from fusionlang.ops.scalar import CheckedIndex, Fmod, IsInf, IsNan, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -128,15 +131,60 @@ static inline float fl_tanhf(float a) {
 """
 
 
+#: a loaded index, checked (see ops.scalar.CheckedIndex and backend.failures): one unsigned
+#: compare on the normalized index; a bad one fills the error record (the first one, on the
+#: GPU) and reads element 0, which is always there, so nothing reads outside the data. In a
+#: C SIMD loop, fl_index_lane or-reduces a flag and min-reduces the bad value instead
+#: (emit_c fills the record after the loop), which vectorizes where a store would not.
+CHECKED_INDEX = {
+    "c": """static inline int64_t fl_index(int64_t i, int64_t n, int64_t site, int64_t* fl_err) {
+  int64_t j = i < 0 ? i + n : i;
+  if (__builtin_expect((uint64_t)j >= (uint64_t)n, 0)) { fl_err[0] = 1; fl_err[1] = site; fl_err[2] = i; j = 0; }
+  return j;
+}
+static inline int64_t fl_index_lane(int64_t i, int64_t n, int64_t* bad, int64_t* value) {
+  int64_t j = i < 0 ? i + n : i;
+  int64_t b = (uint64_t)j >= (uint64_t)n, v = b ? i : INT64_MAX;
+  *bad |= b;
+  *value = v < *value ? v : *value;
+  return b ? 0 : j;
+}
+""",
+    "cuda": """static __device__ __forceinline__ long long fl_index(long long i, long long n, long long site,
+                                                          long long* fl_err) {
+  long long j = i < 0 ? i + n : i;
+  if ((unsigned long long)j >= (unsigned long long)n) {
+    if (atomicCAS((unsigned long long*)fl_err, 0ULL, 1ULL) == 0ULL) { fl_err[1] = site; fl_err[2] = i; }
+    j = 0;
+  }
+  return j;
+}
+""",
+}
+
+
 def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
-    extra = FAST_MATH_C if flavor.name == "c" else ""
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name]
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 {q} {i} fl_imin({i} a, {i} b) {{ return a < b ? a : b; }}
+{q} {i} fl_ineg({i} a) {{ return ({i})(0ULL - (unsigned long long)a); }}
+{q} {i} fl_idiv({i} a, {i} b) {{ return b == 0 ? 0 : b == -1 ? fl_ineg(a) : a / b; }}
+{q} {i} fl_ifdiv({i} a, {i} b) {{
+  if (b == 0 || b == -1) return b ? fl_ineg(a) : 0;
+  {i} q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}}
+{q} {i} fl_imod({i} a, {i} b) {{
+  if (b == 0 || b == -1) return 0;
+  {i} r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}}
 {q} {i} fl_imax({i} a, {i} b) {{ return a > b ? a : b; }}
+{q} {i} fl_iwrap({i} a, {i} n) {{ return a < 0 ? a + n : a; }}
 {q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
 {q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 {q} double fl_maxd(double a, double b) {{ return (a > b || a != a) ? a : b; }}
@@ -182,7 +230,10 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
             return sp.Float(expr.evalf(30), 30)
         return expr
     if expr.is_number and not isinstance(expr, (sp.Piecewise,)) and not expr.is_Relational:
-        value = expr.evalf(30)
+        try:
+            value = expr.evalf(30)
+        except (ArithmeticError, ValueError):  # 0.0 ** -1: left for C to divide, IEEE style
+            value = sp.nan
         if value.is_real and value.is_finite:
             return sp.Float(value, 30)
     args = [_fold_numbers(a) for a in expr.args]
@@ -198,10 +249,15 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
 
 
 class IndexPrinter:
-    """Integer expressions over loop variables with exact floor/mod semantics."""
+    """Integer expressions over loop variables with exact floor/mod semantics.
 
-    def __init__(self, symbol: Callable[[sp.Symbol], str] | None = None):
+    A loaded index (:class:`CheckedIndex`) goes to ``checked(expr, printed index)``, which
+    prints its check; without one it is only normalized (``fl_iwrap``), unchecked."""
+
+    def __init__(self, symbol: Callable[[sp.Symbol], str] | None = None,
+                 checked: Callable[[CheckedIndex, str], str] | None = None):
         self.symbol = symbol
+        self.checked = checked
 
     def __call__(self, e) -> str:
         return self.p(as_expr(e))
@@ -255,6 +311,11 @@ class IndexPrinter:
             return out
         if isinstance(e, sp.Piecewise):
             return self.piecewise(e)
+        if isinstance(e, CheckedIndex):
+            value = self.p(e.args[0])
+            if self.checked is not None:
+                return self.checked(e, value)
+            return f"fl_iwrap({value}, {self.p(e.args[1])})"
         rel = {sp.Eq: "==", sp.Ne: "!=", sp.Lt: "<", sp.Le: "<=", sp.Gt: ">", sp.Ge: ">="}
         for kind, op in rel.items():
             if isinstance(e, kind):
@@ -285,15 +346,22 @@ class IndexPrinter:
         return out
 
 
+def _is_reciprocal(e) -> bool:
+    return isinstance(e, sp.Pow) and isinstance(e.exp, sp.Integer) and int(e.exp) < 0
+
+
 class ValuePrinter(C99CodePrinter):
     """Float bodies: sympy's C99 printer with float32 aliases and our own literals."""
 
-    def __init__(self, dtype: str, flavor: Flavor, symbol: Callable[[sp.Symbol], str]):
+    def __init__(self, dtype: str, flavor: Flavor, symbol: Callable[[sp.Symbol], str],
+                 integer: Callable[[sp.Symbol], bool] | None = None):
         settings = {"type_aliases": {real: float32}} if dtype == "float32" else {}
         super().__init__(settings)
         self.fdtype = "float32" if dtype == "float32" else "float64"
         self.flavor = flavor
         self.symbol_fn = symbol
+        #: does a symbol print as a C integer (a load of an integer array, a loop index)?
+        self.integer_symbol = integer or (lambda s: False)
         self.index = IndexPrinter(symbol)
 
     def doprint(self, expr, assign_to=None):
@@ -346,6 +414,12 @@ class ValuePrinter(C99CodePrinter):
             return f"{sqrt}({self._print(base)})"
         if exp == sp.Rational(-1, 2):
             return f"({one} / {sqrt}({self._print(base)}))"
+        if isinstance(exp, sp.Float) and float(exp) == 0.5:
+            # pow(x, 0.5) is sqrt(x) but at -inf (+inf, not NaN); GCC's vectorizer rewrites
+            # powf(x, 0.5f) as sqrtf(x) and loses that, so print it ourselves
+            x = self._print(base)
+            inf = float_literal(math.inf, self.fdtype, self.flavor)
+            return f"({x} == -{inf} ? {inf} : {sqrt}({x}))"
         if isinstance(exp, sp.Integer) and abs(int(exp)) <= 8:
             n = abs(int(exp))
             if n == 0:
@@ -369,7 +443,60 @@ class ValuePrinter(C99CodePrinter):
     def _print_Min(self, expr):
         return self._minmax(expr, "min")
 
+    # ----- integer arithmetic: C's / and % trap on a zero divisor and on INT_MIN / -1 ----------
+    def c_integer(self, e) -> bool:
+        """Is ``e`` printed as a C integer expression? Numbers print as float literals, and
+        functions return floats, so only integer loads and loop indices combined by +, -, *
+        (and the integer helpers below) stay integers."""
+        if isinstance(e, sp.Symbol):
+            return self.integer_symbol(e)
+        if isinstance(e, sp.Add):
+            return all(self.c_integer(a) for a in e.args)
+        if isinstance(e, sp.Mul):
+            coeff, rest = e.as_coeff_Mul()
+            return coeff in (1, -1) and all(self.c_integer(f) and not _is_reciprocal(f) for f in sp.Mul.make_args(rest))
+        if isinstance(e, sp.Pow):
+            return isinstance(e.exp, sp.Integer) and 0 < int(e.exp) <= 8 and self.c_integer(e.base)
+        if isinstance(e, sp.Piecewise):
+            return any(c is sp.true or c == sp.true for _, c in e.args) and all(self.c_integer(v) for v, _ in e.args)
+        if isinstance(e, sp.floor):
+            return self.integer_quotient(e.args[0]) is not None
+        if isinstance(e, sp.Mod):
+            return self.c_integer(e.args[0]) and self.c_integer(e.args[1])
+        if isinstance(e, sp.sign):
+            return self.c_integer(e.args[0])
+        return False
+
+    def integer_quotient(self, e):
+        """(numerator, denominator) of ``e`` when C would divide integers, else None."""
+        if not isinstance(e, sp.Mul):
+            return None
+        num, den = [], []
+        for f in sp.Mul.make_args(e):
+            (den if _is_reciprocal(f) else num).append(f)
+        if not den:
+            return None
+        den = [sp.Pow(f.base, -f.exp) for f in den]
+        numerator, denominator = sp.Mul(*num), sp.Mul(*den)
+        if self.c_integer(numerator) and self.c_integer(denominator):
+            return numerator, denominator
+        return None
+
+    def _print_Mul(self, expr):
+        quotient = self.integer_quotient(expr)
+        if quotient is not None:  # truncating, like C, but 0 for a zero divisor
+            return f"fl_idiv({self._print(quotient[0])}, {self._print(quotient[1])})"
+        return super()._print_Mul(expr)
+
+    def _print_floor(self, expr):
+        quotient = self.integer_quotient(expr.args[0])
+        if quotient is not None:
+            return f"fl_ifdiv({self._print(quotient[0])}, {self._print(quotient[1])})"
+        return self._print_Function(expr)
+
     def _print_Mod(self, expr):
+        if self.c_integer(expr):
+            return f"fl_imod({self._print(expr.args[0])}, {self._print(expr.args[1])})"
         fn = "fl_fmodf" if self._single else "fl_fmodd"
         return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
 
@@ -425,7 +552,15 @@ class ValuePrinter(C99CodePrinter):
     def _print_sign(self, expr):
         z = float_literal(0.0, self.fdtype, self.flavor)
         a = self._print(expr.args[0])
-        return f"(({a} > {z}) - ({a} < {z}))"
+        if self.c_integer(expr.args[0]):
+            return f"(({a} > {z}) - ({a} < {z}))"
+        # NaN stays NaN (and -0 becomes +0), as in NumPy and ONNX
+        one = float_literal(1.0, self.fdtype, self.flavor)
+        return f"({a} > {z} ? {one} : ({a} < {z} ? -{one} : {a} + {z}))"
+
+    def _print_ComplexInfinity(self, expr):
+        raise CodegenError("a formula divides by a literal zero (sympy's zoo); IEEE division keeps the sign, "
+                           "write the zero as a tensor instead")
 
     def _print_not_supported(self, expr):
         raise CodegenError(f"cannot print {type(expr).__name__} in generated code")
@@ -434,5 +569,5 @@ class ValuePrinter(C99CodePrinter):
         raise CodegenError(f"cannot print {type(expr).__name__} in generated code")
 
 
-__all__ = ["C", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal", "helpers",
-           "sanitize"]
+__all__ = ["C", "CHECKED_INDEX", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal",
+           "helpers", "sanitize"]

@@ -17,12 +17,12 @@ import ctypes
 import hashlib
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from fusionlang.backend.ccompile import cache_dir, link_libraries
+from fusionlang.backend.ccompile import cache_dir, cached_build, link_libraries
+from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.backend.runtime_cuda import build_program, kernel_infos
@@ -109,11 +109,15 @@ static inline double __shfl_xor_sync(unsigned, double v, int o) {
 }
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 static inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
+  __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+}
 """
 
 
 def _launcher(name: str, types: list[str]) -> str:
-    casts = ", ".join(f"({t})a[{k}]" for k, t in enumerate(types + ["unsigned char*"]))
+    casts = ", ".join(f"({t})a[{k}]" for k, t in enumerate(types + ["unsigned char*", "long long*"]))
     return (f'extern "C" int fl_emu_{name}(unsigned grid, unsigned block, void** a) {{\n'
             f"  return fl_emu::launch(grid, block, [&] {{ {name}({casts}); }});\n}}\n")
 
@@ -121,26 +125,23 @@ def _launcher(name: str, types: list[str]) -> str:
 def _build(source: str) -> Path:
     cxx = os.environ.get("CXX", "c++")
     key = hashlib.sha256((cxx + source).encode()).hexdigest()[:24]
-    lib = cache_dir() / f"libemu{key}.so"
-    if lib.exists():
-        return lib
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        src = Path(tmp) / "emu.cpp"
+
+    def build(out: Path, tmp: Path) -> None:
+        src = tmp / "emu.cpp"
         src.write_text(source)
-        out = Path(tmp) / lib.name
         proc = subprocess.run([cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-w", str(src), "-o",
                                str(out), *link_libraries()], capture_output=True, text=True)
         if proc.returncode != 0:
             log = proc.stderr.strip().splitlines()
             raise CodegenError("C++ compiler failed on the emulated CUDA: " + " | ".join(log[:12]))
-        os.replace(out, lib)
-    return lib
+
+    return cached_build(cache_dir() / f"libemu{key}.so", build)
 
 
 class EmuRuntime:
     def __init__(self, cg):
         self.cg = cg
-        self.program = build_program(cg.plan, cg.lowered)
+        self.program = build_program(cg.plan, cg.lowered, cg.check_indices)
         cg.kernels.extend(kernel_infos(cg, self.program))
         self.source = self.program.source
         launchers = {}
@@ -152,6 +153,7 @@ class EmuRuntime:
         self.arena = np.zeros(buffers.arena_bytes + ALIGN, np.uint8)
         self.base = (-self.arena.ctypes.data) % ALIGN
         self.scratch = np.zeros(max(self.program.scratch_bytes, 16), np.uint8)
+        self.errors = np.zeros(RECORD, np.int64)
         self.keep = []
         self.calls = []
         for la in self.program.launches:
@@ -177,11 +179,14 @@ class EmuRuntime:
         return self.arena.ctypes.data + self.base + b.offset
 
     def execute(self, feeds) -> None:
+        self.errors[:] = 0
         for la, fn, arrays in self.calls:
-            table = (ctypes.c_void_p * (len(arrays) + 1))(*[self._address(a, feeds) for a in arrays],
-                                                            self.scratch.ctypes.data)
+            table = (ctypes.c_void_p * (len(arrays) + 2))(*[self._address(a, feeds) for a in arrays],
+                                                            self.scratch.ctypes.data, self.errors.ctypes.data)
             if fn(la.grid, min(la.block, EMU_BLOCK), ctypes.cast(table, ctypes.c_void_p)) != 0:
                 raise CodegenError(f"emulated kernel {la.kernel}: a barrier was not reached by every thread")
+            if self.errors[0]:
+                raise failure(self.errors, self.program.sites, la.kernel)
 
     def run(self, feeds) -> dict:
         self.execute(feeds)

@@ -24,19 +24,28 @@ row from memory in its first pass and re-reads it from L1 in the others; while t
 compute, no demand miss drives the hardware prefetcher, so memory idles and the next row's
 first pass waits for it. After the first pass the rows it will read some iterations ahead
 are prefetched (:meth:`_Printer.prefetch`), so the memory works during the compute passes.
+
+A kernel that can fail takes the error record ``fl_err`` last (see :mod:`.failures`): one
+that checks loaded indices (``fl_index``; in a SIMD loop ``fl_index_lane``, which reduces
+a flag and the bad value beside the loop's other reductions, so the loop still vectorizes)
+or allocates heap locals (``fl_alloc``, checked; out of memory leaves through ``fl_out``,
+which frees what is held). Nothing in a kernel exits or aborts.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 
 from fusionlang.backend.ccompile import vector_math_declarations
+from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
 from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers, sanitize
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
+from fusionlang.ops.access import as_expr
+from fusionlang.ops.scalar import CheckedIndex
 
 #: local buffers above this many bytes live on the heap instead of the stack
 STACK_LIMIT = 256 * 1024
@@ -66,12 +75,26 @@ class CFunction:
     #: value names (or aux arrays) of the parameters, in order
     params: list
     nests: int
+    #: its checked indices, by site number; with heap locals, whether it takes ``fl_err``
+    sites: list = field(default_factory=list)
+    fallible: bool = False
+
+
+#: heap locals are allocated through this; compiled with -DFL_ALLOC_LIMIT=N, any request above
+#: N bytes fails, which is how tests make an allocation fail on purpose
+ALLOC_C = """static inline void* fl_alloc(size_t n) {
+#ifdef FL_ALLOC_LIMIT
+  if (n > (size_t)(FL_ALLOC_LIMIT)) return NULL;
+#endif
+  return malloc(n);
+}
+"""
 
 
 def _prelude(flavor: Flavor) -> str:
     # SIMD variants of libm functions (libmvec) let loops calling expf/erff vectorize
     return ("#include <stdint.h>\n#include <stdlib.h>\n#include <math.h>\n" + vector_math_declarations() + "\n"
-            + helpers(flavor))
+            + helpers(flavor) + ALLOC_C)
 
 
 
@@ -80,10 +103,20 @@ C_PRELUDE = _prelude(C)
 
 
 class _Printer:
-    def __init__(self, group: LoweredGroup, flavor: Flavor, openmp: bool):
+    def __init__(self, group: LoweredGroup, flavor: Flavor, openmp: bool, check_indices: bool = True,
+                 first_site: int = 0):
         self.g = group
         self.flavor = flavor
         self.openmp = openmp
+        self.check_indices = check_indices
+        #: checked indices printed so far (site numbers start at ``first_site``)
+        self.sites: list[IndexSite] = []
+        self.first_site = first_site
+        self.site_of: dict[tuple, int] = {}
+        #: site -> (flag, value) of the SIMD loop being printed that checks it (see lane_checks)
+        self.lane_flags: dict[int, tuple[str, str]] = {}
+        #: heap locals (C type, name): declared NULL at the top, freed on every way out
+        self.heap: list[tuple[str, str]] = []
         self.names: dict[int, str] = {}
         for k, a in enumerate(group.params):
             self.names[a.id] = f"p{k}"
@@ -112,8 +145,61 @@ class _Printer:
             return name
         return f"{name}[{index_printer(st.offset(index))}]"
 
+    @property
+    def fallible(self) -> bool:
+        """Does the function take the error record (see backend.failures)?"""
+        return bool(self.sites or self.heap)
+
+    def site(self, ld: Load, e) -> int:
+        """The site number of checked index ``e`` of load ``ld`` (the same load printed again,
+        in split streams, is the same site)."""
+        key = (id(ld), e)
+        if key not in self.site_of:
+            node, op = ld.origin or ("?", "?")
+            self.site_of[key] = self.first_site + len(self.sites)
+            self.sites.append(IndexSite(node, op, int(e.args[2]), int(e.args[1])))
+        return self.site_of[key]
+
+    def checked_index(self, ld: Load):
+        """The IndexPrinter hook printing ``ld``'s loaded indices, checked."""
+        def check(e, value: str) -> str:
+            site = self.site(ld, e)
+            if site in self.lane_flags:
+                flag, bad = self.lane_flags[site]
+                return f"fl_index_lane({value}, {int(e.args[1])}, &{flag}, &{bad})"
+            return f"fl_index({value}, {int(e.args[1])}, {site}, fl_err)"
+        return check if self.check_indices else None
+
+    def lane_checks(self, f: For, ind: str) -> tuple[str, list[str]]:
+        """In a SIMD loop, each checked index or-reduces a flag and min-reduces the bad
+        value instead of storing to the error record (a conditional store the vectorizer
+        refuses); the record is filled after the loop. Returns the reduction clauses and
+        the lines to print after the loop."""
+        if not self.check_indices:
+            return "", []
+        clauses, after = [], []
+        for site in self.checked_sites(f.body):
+            flag, bad = f"fl_bad{site}", f"fl_badv{site}"
+            self.lane_flags[site] = (flag, bad)
+            self.lines.append(f"{ind}int64_t {flag} = 0, {bad} = INT64_MAX;")
+            clauses.append(f" reduction(|:{flag}) reduction(min:{bad})")
+            after.append(f"{ind}if ({flag}) {{ fl_err[0] = {INDEX}; fl_err[1] = {site}; fl_err[2] = {bad}; }}")
+        return "".join(clauses), after
+
+    def checked_sites(self, body: list) -> list[int]:
+        """Sites of the checked indices loaded in ``body``."""
+        sites = []
+        for a in assigns(body):
+            for ld in a.loads.values():
+                exprs = list(ld.index) + [g for g, _ in ld.guard] + ([ld.cond] if ld.cond is not None else [])
+                for e in exprs:
+                    for checked in sorted(as_expr(e).atoms(CheckedIndex), key=str):
+                        if self.site(ld, checked) not in sites:
+                            sites.append(self.site(ld, checked))
+        return sites
+
     def load(self, ld: Load, dtype: str, symbol) -> str:
-        ip = IndexPrinter(symbol)
+        ip = IndexPrinter(symbol, self.checked_index(ld))
         ref = self.ref(ld.array, ld.index, ip)
         checks = [f"({ip(e)} >= 0 && {ip(e)} < {n})" for e, n in ld.guard]
         if ld.cond is not None:
@@ -140,7 +226,10 @@ class _Printer:
                 return f"(({self.flavor.int_type})({symbol(s)}))"
             return self.shifted.get(s, s.name)
 
-        vp = ValuePrinter(dtype, self.flavor, symbol)
+        def integer(s: sp.Symbol) -> bool:
+            return a.loads[s].array.dtype not in ("float32", "float64") if s in a.loads else True
+
+        vp = ValuePrinter(dtype, self.flavor, symbol, integer)
         value = vp.doprint(a.value)
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype
@@ -170,7 +259,12 @@ class _Printer:
             return [f"{ind}{t} {name};"], []
         nbytes = st.size * _itemsize(st.array.dtype)
         if nbytes > STACK_LIMIT:
-            return ([f"{ind}{t}* restrict {name} = ({t}*)malloc({nbytes});"], [f"{ind}free({name});"])
+            # checked: out of memory fills the error record and leaves through fl_out,
+            # which frees what is held (every heap pointer is NULL when not held)
+            self.heap.append((t, name))
+            return ([f"{ind}{name} = ({t}*)fl_alloc({nbytes});",
+                     f"{ind}if (!{name}) {{ fl_err[0] = {ALLOC}; fl_err[2] = {nbytes}; goto fl_out; }}"],
+                    [f"{ind}free({name}); {name} = NULL;"])
         # explicitly aligned: vector loads/stores want it, and GCC 12 at -march=native
         # (AVX-512) otherwise places small arrays in the red zone misaligned
         return [f"{ind}{t} {name}[{st.size}] __attribute__((aligned(64)));"], []
@@ -209,6 +303,8 @@ class _Printer:
             self.lines.append(f"{ind}int {flag} = {acc} != {acc};")
             pragma += f" reduction(|:{flag})"
         self.flags.update(flags)
+        checks, after = self.lane_checks(f, ind) if pragma.startswith("#pragma omp simd") else ("", [])
+        pragma += checks
         if pragma:
             self.lines.append(f"{ind}{pragma}")
         v = f.var.name
@@ -221,6 +317,8 @@ class _Printer:
             nan = float_literal(float("nan"), self.g.storage[aid].array.dtype, self.flavor)
             self.lines.append(f"{ind}if ({flag}) {self.names[aid]} = {nan};")
             del self.flags[aid]
+        self.lines.extend(after)
+        self.lane_flags.clear()
 
     def declare(self, storages, ind: str) -> list[str]:
         """Print the declarations of ``storages``; returns the lines that free them at the
@@ -238,6 +336,8 @@ class _Printer:
         floats into scalars, long enough for every stream to get a fair share."""
         if not pragma.startswith("#pragma omp simd reduction") or not all(isinstance(n, Assign) for n in f.body):
             return 1
+        if self.check_indices and self.checked_sites(f.body):
+            return 1  # (its checks reduce flags of their own; not worth splitting as well)
         span = _constant_span(f)
         if span is None:
             return 1
@@ -359,8 +459,10 @@ class _Printer:
         if loop is None:
             return ""
         innermost = not any(isinstance(n, For) for n in walk(f.body))
+        if _has_heap_local_inside(self, f):
+            return ""  # its allocation may leave by goto, which no OpenMP construct allows
         if self.openmp and not self.parallel_done and loop.level == "outer" and loop.coincident:
-            if not self._scalars_written_outside(f) and not _has_heap_local_inside(self, f):
+            if not self._scalars_written_outside(f):
                 self.parallel_done = True
                 return "#pragma omp parallel for schedule(static)"
         if not innermost:
@@ -378,18 +480,27 @@ class _Printer:
         return ""
 
     def function(self, name: str, comment: str) -> str:
+        self.lines = []
+        frees = self.declare(self.top, "  ")
+        self.body(self.g.body, 1)
+        self.lines.extend(frees)
+        body = self.lines
         params = []
         for a in self.g.params:
             t = ctype(a.dtype, self.flavor)
             const = "const " if a.role == "input" else ""
             params.append(f"{const}{t}* restrict {self.names[a.id]}")
+        if self.fallible:
+            params.append("int64_t* restrict fl_err")
         head = f"void {name}({', '.join(params) if params else 'void'})"
-        self.lines = [f"/* {comment} */", head + " {"]
-        frees = self.declare(self.top, "  ")
-        self.body(self.g.body, 1)
-        self.lines.extend(frees)
-        self.lines.append("}")
-        return "\n".join(self.lines) + "\n"
+        lines = [f"/* {comment} */", head + " {"]
+        lines += [f"  {t}* restrict {n} = NULL;" for t, n in self.heap]
+        lines += body
+        if self.heap:
+            lines.append("fl_out:")
+            lines += [f"  free({n});" for _, n in self.heap]
+        lines.append("}")
+        return "\n".join(lines) + "\n"
 
 
 def _has_heap_local_inside(printer: _Printer, f: For) -> bool:
@@ -440,12 +551,15 @@ def group_comment(group: LoweredGroup, label: str) -> str:
     return f"{sanitize(label, 60)}: {nodes}{more}; {group.nests} loop nest(s), {group.scheduled.tree.strategy}"
 
 
-def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = False) -> CFunction:
-    """The C function of one lowered group, named by a hash of its text (dedupes repeats)."""
-    text = _Printer(group, C, openmp).function("@NAME@", "@COMMENT@")
+def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = False,
+                  check_indices: bool = True) -> CFunction:
+    """The C function of one lowered group, named by a hash of its text (dedupes repeats).
+    ``check_indices``: check every loaded index (gather) against its axis."""
+    printer = _Printer(group, C, openmp, check_indices)
+    text = printer.function("@NAME@", "@COMMENT@")
     name = f"fl_k_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     source = text.replace("@NAME@", name, 1).replace("@COMMENT@", group_comment(group, label), 1)
-    return CFunction(name, source, list(group.params), group.nests)
+    return CFunction(name, source, list(group.params), group.nests, printer.sites, printer.fallible)
 
 
 __all__ = ["CFunction", "C_PRELUDE", "emit_function", "group_comment"]

@@ -93,9 +93,11 @@ class CudaGroup:
     #: device functions per unit, for horizontal packing: (function name, grid, mode)
     units: list[tuple[str, int, str]] = field(default_factory=list)
     nests: int = 1
-    #: C types of the parameters ("const float*"), scratch pointer not included
+    #: C types of the parameters ("const float*"), scratch and error pointers not included
     param_types: list[str] = field(default_factory=list)
     name: str = ""
+    #: checked indices, numbered across the program from the first one's number
+    sites: list = field(default_factory=list)
 
 
 @dataclass
@@ -170,8 +172,8 @@ def _work(nodes: list, scale: int = 1) -> int:
 class _CudaPrinter(_Printer):
     """Thread-level code is the C printer's (sequential); block level is ours."""
 
-    def __init__(self, group: LoweredGroup):
-        super().__init__(group, CUDA, openmp=False)
+    def __init__(self, group: LoweredGroup, check_indices: bool = True, first_site: int = 0):
+        super().__init__(group, CUDA, openmp=False, check_indices=check_indices, first_site=first_site)
         self.shared_decls: list[str] = []
         self.scratch = 0
         #: kernel-scope array id -> offset in the scratch area (shared between units)
@@ -198,6 +200,7 @@ class _CudaPrinter(_Printer):
             const = "const " if a.role == "input" else ""
             params.append(f"{const}{t}* __restrict__ {self.names[a.id]}")
         params.append("unsigned char* __restrict__ fl_scratch")
+        params.append("long long* __restrict__ fl_err")
         return params
 
     # ----- placement of block-level arrays ----------------------------------------------
@@ -424,10 +427,12 @@ class _CudaPrinter(_Printer):
             self.lines.append(f"{ind}const {it} {f.var.name} = {first} + {q} * {f.step};")
 
 
-def emit_group(group: LoweredGroup, label: str = "group") -> CudaGroup:
-    """CUDA source (device units + global wrappers) and launches of one lowered group."""
+def emit_group(group: LoweredGroup, label: str = "group", *, check_indices: bool = True,
+               first_site: int = 0) -> CudaGroup:
+    """CUDA source (device units + global wrappers) and launches of one lowered group; its
+    checked indices are numbered from ``first_site`` (see backend.failures)."""
     units = split_units(group)
-    printer = _CudaPrinter(group)
+    printer = _CudaPrinter(group, check_indices, first_site)
     # kernel-scope arrays several units touch (a global sum read by the next kernel)
     users: dict[int, int] = {}
     for u in units:
@@ -462,13 +467,14 @@ def emit_group(group: LoweredGroup, label: str = "group") -> CudaGroup:
         unit_names.append((uname, grid, mode))
     source = f"/* {group_comment(group, label)} */\n" + body + "\n".join(wrappers) + "\n"
     types = [("const " if a.role == "input" else "") + ctype(a.dtype, CUDA) + "*" for a in group.params]
-    return CudaGroup(-1, source, kernels, list(group.params), unit_names, group.nests, types, base)
+    return CudaGroup(-1, source, kernels, list(group.params), unit_names, group.nests, types, base, printer.sites)
 
 
 def horizontal_kernel(name: str, members: list[CudaGroup]) -> tuple[str, int]:
     """One kernel running several independent single-unit groups side by side (layer III):
     the grid is split between them, block ranges in member order. Each member's
-    parameters become ``h<k>_<j>``; all share the scratch pointer (members use none)."""
+    parameters become ``h<k>_<j>``; all share the scratch pointer (members use none) and
+    the error record."""
     params, lines, first = [], [], 0
     for k, g in enumerate(members):
         (uname, grid, _), = g.units
@@ -476,11 +482,11 @@ def horizontal_kernel(name: str, members: list[CudaGroup]) -> tuple[str, int]:
         for j, t in enumerate(g.param_types):
             params.append(f"{t} __restrict__ h{k}_{j}")
             names.append(f"h{k}_{j}")
-        names.append("fl_scratch")
+        names += ["fl_scratch", "fl_err"]
         lines.append(f"  if (b >= {first} && b < {first + grid}) {{ {uname}({', '.join(names)}, b - {first}, "
                      f"{grid}); return; }}")
         first += grid
-    params.append("unsigned char* __restrict__ fl_scratch")
+    params += ["unsigned char* __restrict__ fl_scratch", "long long* __restrict__ fl_err"]
     head = f'extern "C" __global__ void __launch_bounds__({BLOCK}) {name}({", ".join(params)}) {{'
     return "\n".join([head, "  long long b = blockIdx.x;"] + lines + ["}"]) + "\n", first
 

@@ -54,6 +54,8 @@ class Load:
     guard: tuple[tuple[sp.Expr, int], ...] = ()
     cond: sp.Basic | None = None
     pad: float | None = None
+    #: (node name, op) the read belongs to (see poly.Access.origin)
+    origin: tuple[str, str] | None = None
 
 
 @dataclass(eq=False)

@@ -20,7 +20,7 @@ import sympy as sp
 
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, walk
 from fusionlang.backend.poly import (Access, Array, PolyProgram, PolyStmt, _union_map, access_map_text, domain_of,
-                                     isl_expr, original_order)
+                                     isl_expr, original_order, substituted)
 from fusionlang.backend.schedule import Scheduled
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import ACC, as_expr
@@ -236,11 +236,12 @@ class _Lowerer:
         for a in stmt.reads:
             ph = placeholders[a]
             index = tuple(as_expr(e).xreplace(sub).xreplace(by_v) for e in a.index)
-            guard = tuple((as_expr(g).xreplace(sub), n) for g, n in a.guard)
-            cond = as_expr(a.cond).xreplace(sub) if a.cond is not None else None
-            loads[ph] = Load(a.array, index, guard, cond, a.pad)
-            value = value.xreplace({a.vsym: ph})
-        value = value.xreplace({d: sub[d] for d in stmt.dims})
+            guard = tuple((as_expr(g).xreplace(sub).xreplace(by_v), n) for g, n in a.guard)
+            cond = as_expr(a.cond).xreplace(sub).xreplace(by_v) if a.cond is not None else None
+            loads[ph] = Load(a.array, index, guard, cond, a.pad, a.origin)
+            value = substituted(value, {a.vsym: ph})
+        # (not simplified: a literal 0 from a folded constant must stay, inf * 0 is NaN)
+        value = substituted(value, {d: sub[d] for d in stmt.dims})
         index = tuple(as_expr(e).xreplace(sub) for e in stmt.write.index)
         return Assign(stmt, stmt.write.array, index, value, loads, stmt.reduce if stmt.kind == "update" else None)
 

@@ -76,11 +76,14 @@ def _stored_root(value: str, aliases: dict[str, str], buffers: dict[str, Buffer]
     return root
 
 
-def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, share: bool = True) -> BufferPlan:
+def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, share: bool = True,
+                 scratch: dict[int, tuple[str, ...]] | None = None) -> BufferPlan:
     """Place every group-boundary value.
 
     ``constants``: value -> array known at compile time (graph constants, folded groups).
     ``aliases``: value -> value whose storage it re-labels (view groups).
+    ``scratch``: group id -> values inside that group that still go through memory (a
+    group run in parts, see :mod:`.template`); each lives while its group runs.
     """
     graph = plan.graph
     buffers: dict[str, Buffer] = {}
@@ -100,6 +103,11 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
             else:
                 buffers[value] = Buffer(value, graph.types[value].nbytes, "arena", first=position[g.id],
                                         last=position[g.id])
+    for gid, values in (scratch or {}).items():
+        for value in values:
+            if value not in buffers:
+                buffers[value] = Buffer(value, graph.types[value].nbytes, "arena", first=position[gid],
+                                        last=position[gid])
     # lifetimes: the last group reading a value (or its aliases)
     for g in plan.groups:
         for value in g.inputs:

@@ -98,6 +98,8 @@ class Access:
     guard: tuple[tuple[sp.Expr, int], ...] = ()
     cond: sp.Basic | None = None
     pad: float | None = None
+    #: (node name, op) of the read, for errors generated code reports (a bad gather index)
+    origin: tuple[str, str] | None = None
 
     @property
     def guarded(self) -> bool:
@@ -380,17 +382,25 @@ def _composed(read, point: dict, vsym: sp.Symbol):
                                cond=as_expr(read.cond).xreplace(point) if read.cond is not None else None)
 
 
-def _substituted(expr: sp.Expr, mapping: dict) -> sp.Expr:
-    """``expr.xreplace(mapping)`` without evaluating what is rebuilt: sympy takes
-    milliseconds to re-simplify ``Max(0, g*(x - m) + b)`` each time a chain is inlined, and
-    the printers fold what is constant anyway."""
+def substituted(expr: sp.Expr, mapping: dict) -> sp.Expr:
+    """``expr.xreplace(mapping)`` without evaluating the arithmetic that is rebuilt: sympy
+    takes milliseconds to re-simplify ``Max(0, g*(x - m) + b)`` each time a chain is
+    inlined, the printers fold what is constant anyway, and sympy's algebra is not IEEE's
+    (it makes ``x * 0`` 0 and ``x / 0`` zoo, where inf * 0 is NaN). Comparisons and logic
+    of numbers are decided (exact either way; an undecided ``Ne(0, 0)`` confuses
+    Piecewise), except comparisons with NaN, which sympy refuses."""
     if expr in mapping:
         return mapping[expr]
     if not expr.args:
         return expr
-    args = [_substituted(a, mapping) for a in expr.args]
+    args = [substituted(a, mapping) for a in expr.args]
     if all(a is b for a, b in zip(args, expr.args)):
         return expr
+    if isinstance(expr, sp.logic.boolalg.Boolean):
+        try:
+            return expr.func(*args)
+        except TypeError:  # Lt(nan, 1): left to the printed code, which compares as IEEE does
+            pass
     try:
         return expr.func(*args, evaluate=False)
     except TypeError:  # (a few sympy classes take no evaluate flag)
@@ -473,12 +483,13 @@ class _Builder:
         if array is None:
             value, index = self.through_copies(value, index)
             if value in self.inlined:
-                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad, value=value)
+                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad, (node.name, node.op),
+                                   value=value)
             array = self.value_array(value)
         if len(index) != len(array.shape):
             raise CodegenError(f"node {node.name!r} ({node.op}): read index rank {len(index)} does not match "
                                f"{len(array.shape)}-d input")
-        return Access(array, index, v_sym(k), guard, read.cond, read.pad)
+        return Access(array, index, v_sym(k), guard, read.cond, read.pad, (node.name, node.op))
 
     def build(self) -> None:
         specs = {node.name: self.specs_of(node) for node in self.nodes}
@@ -544,7 +555,7 @@ class _Builder:
             if isinstance(a, _Recomputed):
                 inner_loads, inner = self.recompute(a, fresh)
                 loads.extend(inner_loads)
-                expr = _substituted(expr, {a.vsym: inner})
+                expr = substituted(expr, {a.vsym: inner})
             else:
                 loads.append(a)
         return loads, expr
@@ -580,7 +591,8 @@ class _Builder:
                 continue
             v = np.asarray(value).reshape(-1)[0]
             literal = sp.Float(float(v)) if np.asarray(value).dtype.kind == "f" else sp.Integer(int(v))
-            expr = expr.xreplace({a.vsym: literal})
+            # not simplified: sympy's x * 0 = 0 and x / 0 = zoo are not IEEE (inf * 0 is NaN)
+            expr = substituted(expr, {a.vsym: literal})
         return kept, expr
 
     def loads(self, node: Node, spec: Stmt, expr: sp.Expr, aux_arrays: dict, fresh) -> tuple[list[Access], sp.Expr]:
@@ -745,4 +757,4 @@ def compute_dependences(prog: PolyProgram) -> None:
 
 
 __all__ = ["Access", "Array", "NotAffine", "PolyProgram", "PolyStmt", "build_program", "inline_producers",
-           "isl_constraint", "isl_expr"]
+           "isl_constraint", "isl_expr", "substituted"]

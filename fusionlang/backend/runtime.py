@@ -20,6 +20,7 @@ from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import schedule_program
+from fusionlang.backend.template import plan_template
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import CodegenError, FuseError
 from fusionlang.ops.checking import op_call
@@ -96,8 +97,12 @@ def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
     return aliases
 
 
-def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True):
-    """(lowered kernel groups by id, constants incl. folded groups, view aliases)."""
+def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templates: dict | None = None):
+    """(lowered kernel groups by id, constants incl. folded groups, view aliases).
+
+    ``templates``: when a dict is given, groups whose complex op runs as the CPU GEMM
+    template (:func:`.template.plan_template`) are planned into it, by group id, and not
+    lowered to loop nests."""
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
     lowered: dict[int, LoweredGroup] = {}
@@ -110,6 +115,11 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True):
             if found is not None:
                 aliases.update(found)
                 continue
+        if templates is not None:
+            planned = plan_template(plan, group, constants)
+            if planned is not None:
+                templates[group.id] = planned
+                continue
         lg = lower_group(plan, group, target, fuse=fuse, constants=constants)
         if lg.prog.stmts:
             lowered[group.id] = lg
@@ -120,7 +130,7 @@ class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
     def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-                 fuse: bool = True):
+                 fuse: bool = True, check_indices: bool = True, templates: bool = True, threads: int | None = None):
         if target not in TARGETS:
             raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
         start = time.perf_counter()
@@ -128,12 +138,23 @@ class CompiledGraph:
         self.plan = plan
         self.graph = plan.graph
         self.target = target
-        self.openmp = openmp
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise CodegenError(f"threads={threads!r}: expected a positive number of threads")
+        #: OpenMP threads a C run uses: None for every core (with openmp), 1 for one thread
+        self.threads = threads
+        self.openmp = openmp or (threads is not None and threads > 1)
         self.sanitize = sanitize
+        #: loaded indices (gather) are checked against their axis; a bad one is an InputError
+        self.check_indices = check_indices
         self.kernels: list[KernelInfo] = []
-        self.lowered, self.constants, self.aliases = lower_plan(plan, "c" if target == "c" else "cuda", fuse=fuse)
+        #: group id -> TemplateGroup: complex ops run as the CPU GEMM template (C target)
+        self.templates: dict = {}
+        self.lowered, self.constants, self.aliases = lower_plan(
+            plan, "c" if target == "c" else "cuda", fuse=fuse,
+            templates=self.templates if target == "c" and templates else None)
         fused_away = sum(1 for lg in self.lowered.values() for a in lg.prog.arrays if a.role == "temp")
-        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize)
+        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
+                                                scratch={gid: t.scratch for gid, t in self.templates.items()})
         if target == "c":
             from fusionlang.backend.runtime_c import CRuntime
 
@@ -150,6 +171,7 @@ class CompiledGraph:
         # contexts, sympy trees), and the graph from before rewriting with them, so a
         # compiled graph holds little beyond its constants and buffers
         self.lowered = {}
+        self.templates = {}
         self.plan = dataclasses.replace(plan, original=None)
         self.stats: dict[str, Any] = {
             "target": target,
@@ -185,10 +207,21 @@ class CompiledGraph:
 
 
 def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
-            fuse: bool = True) -> CompiledGraph:
-    """Compile a fusion plan for ``target`` ("c" or "cuda")."""
+            fuse: bool = True, check_indices: bool = True, templates: bool = True,
+            threads: int | None = None) -> CompiledGraph:
+    """Compile a fusion plan for ``target`` ("c" or "cuda").
+
+    ``check_indices=False`` drops the check of gathered indices: an index outside its axis
+    then reads memory it should not (for indices known to be in range; the check is one
+    compare per gathered index). With it, a bad index makes ``run`` raise InputError naming
+    the node and the index. Out of memory in a kernel raises ResourceError.
+    ``templates=False`` keeps conv and matmul groups as plain loop nests on the C target
+    (see :mod:`.template`). ``threads=N`` runs the C target's parallel loops and GEMM tiles
+    on N OpenMP threads (``openmp=True`` alone: every core); the default is one thread.
+    Results do not depend on the thread count: no sum is split across threads."""
     try:
-        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse)
+        return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, check_indices=check_indices,
+                             templates=templates, threads=threads)
     except FuseError:
         raise
     except RecursionError as exc:

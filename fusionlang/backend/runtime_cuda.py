@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fusionlang.backend.emit_cuda import CUDA_PRELUDE, CudaGroup, emit_group, horizontal_kernel
+from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.errors import CodegenError
@@ -57,15 +58,22 @@ class CudaProgram:
         return out
 
     @property
+    def sites(self) -> list:
+        """Every checked index of the program, by site number."""
+        return [site for g in self.groups.values() for site in g.sites]
+
+    @property
     def scratch_bytes(self) -> int:
         return max((k.scratch_bytes for g in self.groups.values() for k in g.kernels), default=0)
 
 
-def build_program(plan, lowered: dict) -> CudaProgram:
+def build_program(plan, lowered: dict, check_indices: bool = True) -> CudaProgram:
     groups: dict[int, CudaGroup] = {}
+    sites = 0
     for group in plan.groups:
         if group.id in lowered:
-            cg = emit_group(lowered[group.id], f"group {group.id}")
+            cg = emit_group(lowered[group.id], f"group {group.id}", check_indices=check_indices, first_site=sites)
+            sites += len(cg.sites)
             cg.group = group.id
             groups[group.id] = cg
     prog = CudaProgram(groups)
@@ -133,9 +141,10 @@ class CudaRuntime:
 
         self.cp = cupy
         self.cg = cg
-        self.program = build_program(cg.plan, cg.lowered)
+        self.program = build_program(cg.plan, cg.lowered, cg.check_indices)
         cg.kernels.extend(kernel_infos(cg, self.program))
         self.source = self.program.source
+        self.errors = cupy.zeros(RECORD, dtype=cupy.int64)
         self.module = cupy.RawModule(code=self.source, options=("-std=c++17",))
         buffers = cg.buffers
         self.arena = cupy.zeros(buffers.arena_bytes + ALIGN, dtype=cupy.uint8)
@@ -154,7 +163,7 @@ class CudaRuntime:
             args = []
             for gid in la.groups:
                 args.extend(self._arg(a) for a in self.program.groups[gid].params)
-            args.append(self.scratch)
+            args += [self.scratch, self.errors]
             self.launches.append((fn, la.grid, la.block, tuple(args)))
         cg.stats_extra = {"launches": len(self.launches)}
 
@@ -174,9 +183,13 @@ class CudaRuntime:
         for name, b in self.cg.buffers.buffers.items():
             if b.kind == "input":
                 self.device[name].set(feeds[name])
+        self.errors.fill(0)
         for fn, grid, block, args in self.launches:
             fn((grid,), (block,), args)
         self.cp.cuda.get_current_stream().synchronize()
+        record = self.errors.get()
+        if record[0]:
+            raise failure(record, self.program.sites, "(CUDA)")
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.execute(feeds)

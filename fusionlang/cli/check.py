@@ -51,6 +51,8 @@ def run(args) -> int:
     rulesets = [load_rules(path) for path in args.files]
     seen: set[tuple[str, str, str]] = set()
     names = set(args.rule) if args.rule else None
+    if names is not None:
+        _require_known_rules(args.rule, rulesets, kinds)
 
     def select(kind: str, name: str, where: str) -> bool:
         key = (kind, name, where)
@@ -80,6 +82,21 @@ def run(args) -> int:
         print(f"{len(args.files)} file(s), {sum(len(r.checks) for r in reports)} rule(s): "
               + ", ".join(f"{total[s]} {s}" for s in STATUSES))
     return EXIT_MISMATCH if failed else EXIT_OK
+
+
+def _require_known_rules(wanted, rulesets, kinds) -> None:
+    """Every --rule name must name a rule of the given kinds: checking nothing and
+    exiting 0 would read as success."""
+    from fusionlang.lang.diagnostics import suggest
+    from fusionlang.testing.checker import rule_names
+
+    known: set[str] = set()
+    for ruleset in rulesets:
+        known |= rule_names(ruleset, kinds)
+    for name in wanted:
+        if name not in known:
+            hint = suggest(name, sorted(known))
+            raise InputError(f"--rule: unknown rule {name!r}; nothing was checked" + (f" ({hint})" if hint else ""))
 
 
 def _check(ruleset, args, kinds, select, show):

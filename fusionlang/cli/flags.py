@@ -61,6 +61,18 @@ def repeat(text: str) -> int:
     return value
 
 
+#: the most threads a run may ask for
+MAX_THREADS = 1024
+
+
+def threads(text: str) -> int:
+    """A thread count: an integer from 1 to MAX_THREADS."""
+    value = _integer(text, "the thread count")
+    if not 1 <= value <= MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"the thread count must be from 1 to {MAX_THREADS}, got {_shown(text)}")
+    return value
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line in the CLI's error style, naming the
     command's --help instead of printing the usage block."""

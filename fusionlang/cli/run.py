@@ -30,6 +30,10 @@ def configure(p) -> None:
     p.add_argument("--rtol", type=flags.tolerance, default=1e-3, help="relative tolerance of --check (>= 0)")
     p.add_argument("--atol", type=flags.tolerance, default=1e-4,
                    help="tolerance of --check relative to each output's largest |value| (>= 0)")
+    p.add_argument("--threads", type=flags.threads, default=1, metavar="N",
+                   help="run the compiled C on N threads (default 1; results do not depend on N)")
+    p.add_argument("--unchecked-indices", action="store_true",
+                   help="drop the range check of gathered indices (only for indices known to be in range)")
 
 
 def run(args) -> int:
@@ -57,7 +61,8 @@ def run(args) -> int:
                 plan = fuse(graph, args.rules, args.strategy)
             check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
             with stages.step(f"loop fusion + codegen ({args.target})"):
-                compiled = compile_plan(plan, args.target)
+                options = {"threads": args.threads} if args.target == "c" else {}
+                compiled = compile_plan(plan, args.target, check_indices=not args.unchecked_indices, **options)
             with stages.step(f"run ({args.target})"):
                 outputs = compiled.run(feeds)
             if args.check:

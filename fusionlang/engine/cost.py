@@ -20,23 +20,36 @@ from fusionlang.ops.interpreter import registry_of
 from fusionlang.ops.registry import OpRegistry
 
 
+#: the contractions a backend runs as compute templates (tiled, packed, register-blocked)
+#: rather than as loop nests; a device may price their flops at the templates' own rate
+CONTRACTIONS = ("matmul", "gemm", "conv")
+
+
 @dataclass(frozen=True)
 class Device:
     name: str
     bandwidth: float  # bytes / s of global memory
-    flops: float  # fp32 flop / s
+    flops: float  # fp32 flop / s of generated loop nests
     launch: float  # seconds per kernel launch
+    #: fp32 flop / s of CONTRACTIONS run as templates (None: the same as ``flops``)
+    contraction_flops: float | None = None
 
-    def seconds(self, nbytes: float, flops: float, launches: int) -> float:
-        return launches * self.launch + max(nbytes / self.bandwidth, flops / self.flops)
+    def seconds(self, nbytes: float, flops: float, launches: int, contraction_flops: float = 0.0) -> float:
+        """Launches plus the larger of memory time and compute time; ``flops`` includes
+        ``contraction_flops``, the part priced at the templates' rate."""
+        rate = self.contraction_flops or self.flops
+        compute = (flops - contraction_flops) / self.flops + contraction_flops / rate
+        return launches * self.launch + max(nbytes / self.bandwidth, compute)
 
 
 DEVICES = {
     "h100": Device("h100", 3.35e12, 67e12, 1e-6),
     "h200": Device("h200", 4.8e12, 67e12, 1e-6),
     "a100": Device("a100", 2.0e12, 19.5e12, 1e-6),
-    # a small CPU (2 cores, AVX2): what CI runs the C twin on
-    "cpu": Device("cpu", 20e9, 100e9, 2e-7),
+    # one core of the small CPU CI runs the C twin on (2 cores, AVX-512): loop nests reach
+    # about 30 GFLOP/s (layer_norm with rows in cache, bench/cpu_runtime.py), the GEMM
+    # template about 85 (conv layers of resnet50; sgemm 1024^3: 97, bench/gemm.py)
+    "cpu": Device("cpu", 20e9, 30e9, 2e-7, contraction_flops=85e9),
 }
 
 
@@ -130,7 +143,8 @@ class CostModel:
         bytes_read = sum(self.graph.types[v].nbytes for v in read)
         bytes_written = sum(self.graph.types[v].nbytes for v in written)
         flops = sum(self.node_flops(n) for n in nodes)
-        seconds = self.device.seconds(bytes_read + bytes_written, flops, 1)
+        contraction = sum(self.node_flops(n) for n in nodes if n.op in CONTRACTIONS)
+        seconds = self.device.seconds(bytes_read + bytes_written, flops, 1, contraction)
         return GroupCost(bytes_read, bytes_written, flops, 1, seconds)
 
     def unfused(self) -> GroupCost:

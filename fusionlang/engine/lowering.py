@@ -12,7 +12,7 @@ from __future__ import annotations
 from fusionlang.engine.passes import _case_for, open_node
 from fusionlang.engine.plan import FusionPlan, make_groups
 from fusionlang.engine.rewrite_index import GraphIndex
-from fusionlang.engine.rewrite_trace import Recorder
+from fusionlang.engine.rewrite_trace import Recorder, decomposition_node_budget
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 from fusionlang.ops.interpreter import registry_of
@@ -32,7 +32,7 @@ def open_compound_ops(graph: Graph, names: list[str], rulesets) -> dict[str, lis
     opened node, the primitive nodes that replace it."""
     index = GraphIndex(graph)
     by_name = {n.name: n for n in graph.nodes}
-    recorder = Recorder(budget=0)
+    recorder = Recorder(budget=0, node_budget=decomposition_node_budget(graph))
     replaced: dict[str, list[str]] = {}
     for name in names:
         stack, primitive = [by_name[name]], []

@@ -68,6 +68,7 @@ def open_node(index: GraphIndex, ruleset: RuleSet, node: Node, case: DecomposeRu
         where = exc.span or case.span
         raise RewriteError(f"{where}: decomposition of {case.op!r} fails at node {node.name!r}: {exc.message}") \
             from None
+    recorder.built(len(inst.created), case.span, f"the decomposition of {case.op!r} at node {node.name!r}")
     return splice(index, node, values, inst.created, ruleset.registry,
                   what=f"{case.where}: decomposition of {case.op!r}", new_constants=inst.new_constants)
 

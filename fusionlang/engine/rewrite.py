@@ -23,7 +23,7 @@ from fusionlang.engine.match import Match, Matcher
 from fusionlang.engine.passes import common_subexpressions, dead_code, decompose_pass, fold_pass
 from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_surgery import splice
-from fusionlang.engine.rewrite_trace import Recorder, TraceEntry
+from fusionlang.engine.rewrite_trace import Recorder, TraceEntry, decomposition_node_budget
 
 
 @dataclass
@@ -55,7 +55,7 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
         ruleset = load_rules(ruleset)
     work = graph.copy()
     work.registry = ruleset.registry  # the rewritten graph may hold the rule set's own `def` ops
-    recorder = Recorder(max(budget, 2 * len(graph.nodes)))
+    recorder = Recorder(max(budget, 2 * len(graph.nodes)), node_budget=decomposition_node_budget(graph))
     try:
         _run(work, ruleset, recorder, decompose=decompose, simplify=simplify, fold=fold)
     except RewriteError as exc:

@@ -13,6 +13,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 from fusionlang.errors import RewriteError
+from fusionlang.lang.limits import MAX_EXPANSION_NODES
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,23 @@ class TraceEntry:
         return f"{self.step:>5} {self.pass_name:<9} {self.rule} ({self.where}) at {self.node}"
 
 
+def decomposition_node_budget(graph) -> int:
+    """Nodes decompositions may build in one run on ``graph``: the expansion limit of one
+    op, or 100 per node of the graph for big graphs (real decompositions build far fewer)."""
+    return max(MAX_EXPANSION_NODES, 100 * len(graph.nodes))
+
+
 class Recorder:
     #: how many of the latest firings a budget error summarizes
     WINDOW = 200
 
-    def __init__(self, budget: int):
+    def __init__(self, budget: int, node_budget: int | None = None):
         self.budget = budget
         self.spent = 0
+        #: nodes decompositions may build in this run (None: no limit); the checker
+        #: bounds each op's expansion, this bounds the run
+        self.node_budget = node_budget
+        self.nodes_built = 0
         self.fired: Counter[str] = Counter()
         self.trace: list[TraceEntry] = []
         self._recent: deque[str] = deque(maxlen=self.WINDOW)
@@ -52,3 +63,11 @@ class Recorder:
         self.fired[rule] += 1
         self._recent.append(rule)
         self.trace.append(TraceEntry(len(self.trace) + 1, pass_name, rule, where, node))
+
+    def built(self, nodes: int, where: str, what: str) -> None:
+        """Count ``nodes`` a decomposition built; past the node budget, a RewriteError
+        at ``where`` (the decomposition that passed it)."""
+        self.nodes_built += nodes
+        if self.node_budget is not None and self.nodes_built > self.node_budget:
+            raise RewriteError(f"{where}: decomposing stopped: {what} passes the budget of {self.node_budget} "
+                               "nodes that decompositions may build in one run")

@@ -144,6 +144,10 @@ class NodeContext:
             raise self.fail(f"input {k} is required")
         return self._imp.type_of(name, self)
 
+    def is_const(self, k: int) -> bool:
+        """Whether input k is given and known at import time (after folding)."""
+        return self.has_input(k) and self._imp.constant_value(self.proto.input[k]) is not None
+
     def const(self, k: int, what: str) -> np.ndarray:
         """The value of input k, which must be known at import time (after folding)."""
         if not self.has_input(k):

@@ -82,7 +82,6 @@ SIMPLE: dict[str, tuple[str, dict[str, str]]] = {
     "Mod": ("remainder", {"fmod": "fmod"}),
     "Shrink": ("shrink", {"lambd": "lambd", "bias": "bias"}),
     "Mish": ("mish", {}),
-    "Trilu": ("trilu", {"upper": "upper"}),
 }
 
 
@@ -414,14 +413,24 @@ def _composite_reduce(ctx: NodeContext) -> None:
 
 @converts("ReduceLogSumExp")
 def _reduce_log_sum_exp(ctx: NodeContext) -> None:
-    # log(sum(exp(x - m))) + m with m the max: exp never overflows
+    # log(sum(exp(x - m))) + m with m the max where it is finite, else 0: exp never
+    # overflows, and a row holding +inf (m = inf) gives inf and one of only -inf gives -inf,
+    # as onnxruntime does, where x - m would be inf - inf = NaN
     x = ctx.input(0)
     attrs = _reduce_attrs(ctx, 18)
-    peak = ctx.emit1("reduce_max", [x], {**attrs, "keepdims": 1})
-    total = ctx.emit1("reduce_sum", [ctx.emit1("exp", [ctx.emit1("sub", [x, peak])])], attrs)
+    shift = _finite_or_zero(ctx, ctx.emit1("reduce_max", [x], {**attrs, "keepdims": 1}))
+    total = ctx.emit1("reduce_sum", [ctx.emit1("exp", [ctx.emit1("sub", [x, shift])])], attrs)
     if not attrs["keepdims"]:
-        peak = ctx.emit1("reduce_max", [x], attrs)
-    ctx.emit_output("add", [ctx.emit1("log", [total]), peak])
+        shift = _finite_or_zero(ctx, ctx.emit1("reduce_max", [x], attrs))
+    ctx.emit_output("add", [ctx.emit1("log", [total]), shift])
+
+
+def _finite_or_zero(ctx: NodeContext, value: str) -> str:
+    """``value`` where it is finite, 0 where it is +-inf or NaN (v - v is 0 just where v is
+    finite)."""
+    zero = ctx.constant(0, ctx.type(0).dtype)  # (value has the dtype of the node's input)
+    finite = ctx.emit1("equal", [ctx.emit1("sub", [value, value]), zero])
+    return ctx.emit1("where", [finite, value, zero])
 
 
 # ----- softmax ------------------------------------------------------------------------
@@ -636,6 +645,16 @@ def _hard_swish(ctx: NodeContext) -> None:
 
 
 # ----- ops with a constant input that fusionlang keeps as an attribute ------------------
+@converts("Trilu")
+def _trilu(ctx: NodeContext) -> None:
+    upper = ctx.attr("upper", 1)
+    if ctx.has_input(1) and not ctx.is_const(1):
+        ctx.emit_output("trilu", [ctx.input(0), ctx.input(1)], {"upper": upper})  # k known at run time only
+        return
+    k = int(ctx.scalar(1, "k")) if ctx.has_input(1) else 0
+    ctx.emit_output("trilu", [ctx.input(0)], {"upper": upper, "k": k})
+
+
 @converts("CumSum")
 def _cumsum(ctx: NodeContext) -> None:
     axis = int(ctx.scalar(1, "axis"))

@@ -20,10 +20,13 @@ from fusionlang.ir.graph import Graph
 from fusionlang.ir.types import TensorType
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, suggest
+from fusionlang.lang.expansion import case_size, expansion_sizes, largest_callees
 from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name, describe_arity
 from fusionlang.lang.formula import FormulaError, attr_of_default, define_elementwise, to_sympy
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
+from fusionlang.lang.limits import MAX_EXPANSION_NODES
+from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
                                       term_of)
 from fusionlang.lang.ruleset import (ClassRule, DecomposeRule, DefRule, FuseEntry, RewriteRule, RuleSet, Strategy,
@@ -75,11 +78,15 @@ class _Checker:
         self.diags = diags
         self.registry = base.child()
         self.lattice: list[str] = []
+        #: the lattice as a set, for lookups
+        self.lattice_names: frozenset[str] = frozenset()
         self.defs: dict[str, DefRule] = {}
         self.class_rules: list[ClassRule] = []
         self.decompositions: dict[str, list[DecomposeRule]] = {}
         self.rewrites: list[RewriteRule] = []
         self.fuse_entries: list[FuseEntry] = []
+        #: position of each accepted fuse entry (by id), for warnings in file order
+        self._fuse_order: dict[int, int] = {}
         self.strategies: dict[str, Strategy] = {}
         self.tests: list[TestBlock] = []
 
@@ -107,13 +114,14 @@ class _Checker:
             if first is None:
                 first = item
                 self.lattice = list(dict.fromkeys(names))
+                self.lattice_names = frozenset(self.lattice)
             elif names != [n.text for n in first.names]:
                 self.diags.error(item.span, f"categories conflict with the lattice declared at {first.span} "
                                             f"({' < '.join(n.text for n in first.names)})",
                                  "a rule set has one lattice; files it imports must declare the same one or none")
 
     def _category(self, name: A.Name) -> bool:
-        if name.text in self.lattice:
+        if name.text in self.lattice_names:
             return True
         if self.lattice:
             hint = suggest(name.text, self.lattice) or f"categories: {' < '.join(self.lattice)}"
@@ -230,13 +238,28 @@ class _Checker:
             outs = inst.body(body)
             return [inst.materialize(v, in_types[0].dtype) for v in outs]
 
+        #: result types by (input types, attributes): without it, inferring a def whose
+        #: body uses another def twice inferred that one twice, and so on down a chain
+        inferred: dict[tuple, list] = {}
+
         def infer(call):
+            in_types = [call.input(k) for k in range(len(params))]
+            try:
+                key = (tuple(in_types), tuple(sorted(call.attrs.items())))
+                hash(key)
+            except TypeError:
+                key = None
+            if key is not None and key in inferred:
+                return list(inferred[key])
             graph = Graph(f"def {d.name.text}")
             try:
-                outs = instantiate(graph, [call.input(k) for k in range(len(params))], call.attrs)
+                outs = instantiate(graph, in_types, call.attrs)
             except InstantiateError as exc:
                 raise call.fail(exc.message) from None
-            return [graph.types[o] for o in outs]
+            types = [graph.types[o] for o in outs]
+            if key is not None:
+                inferred[key] = types
+            return list(types)
 
         def reference(arrays, attr_values):
             from fusionlang.ops.interpreter import run
@@ -280,7 +303,7 @@ class _Checker:
                                      f"{len(stmt.names)} names need an op with {len(stmt.names)} outputs")
                 ec.tensors.update(n.text for n in stmt.names)
             elif ec.is_static(stmt.value):
-                ec.static(stmt.value)
+                ec.static_types[stmt.names[0].text] = ec.static(stmt.value)
                 ec.statics.add(stmt.names[0].text)
             else:
                 ec.tensor(stmt.value)
@@ -300,7 +323,7 @@ class _Checker:
             for flag in c.flags:
                 if flag.text in CLASS_FLAGS:
                     commutative = True
-                elif flag.text in self.lattice:
+                elif flag.text in self.lattice_names:
                     self.diags.error(flag.span, f"a class takes one category; {flag.text!r} is a second one")
                     ok = False
                 else:
@@ -494,10 +517,14 @@ class _Checker:
             graph.add_node(rule.name)
             constant_vars = frozenset(_const_vars(rule.guard))
             terms[rule.name] = ops_of(term_of(rule.replacement, is_op, constant_vars))
+        index = PatternIndex()
+        for s in self.rewrites:
+            index.add(s, s.compiled)
         for r in self.rewrites:
-            for s in self.rewrites:
-                if any(may_match(s.compiled, t, is_comm) for t in terms[r.name]):
-                    graph.add_edge(r.name, s.name)
+            targets = {s.name: s for t in terms[r.name] for s in index.candidates(t, is_comm)
+                       if may_match(s.compiled, t, is_comm)}
+            for s in sorted(targets.values(), key=lambda rule: rule.order):
+                graph.add_edge(r.name, s.name)
         by_name = {r.name: r for r in self.rewrites}
         for component in nx.strongly_connected_components(graph):
             names = sorted(component, key=lambda n: by_name[n].order)
@@ -533,10 +560,32 @@ class _Checker:
             path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
             self.diags.error(self.decompositions[ops[0]][0].span, f"decompositions can loop: {path}",
                              "a decomposition body must not build the op it opens, directly or through others")
+        self._check_expansion(dgraph)
+
+    def _check_expansion(self, call_graph) -> None:
+        """Report each compound op whose full expansion passes MAX_EXPANSION_NODES, where
+        the limit is first passed (not every op above it in a chain)."""
+        sizes = expansion_sizes(self.decompositions, call_graph)
+        for op, cases in self.decompositions.items():
+            if sizes.get(op, 0) <= MAX_EXPANSION_NODES:
+                continue
+            for case in cases:
+                callees = largest_callees(case.body, sizes)
+                if case_size(case.body, sizes) <= MAX_EXPANSION_NODES or \
+                        any(size > MAX_EXPANSION_NODES for _, _, size in callees):
+                    continue
+                what = f"def {op!r}" if case.from_def else f"decomposition of {op!r}"
+                uses = ", ".join(f"{callee!r} x{n} ({size} nodes each)" for callee, n, size in callees)
+                self.diags.error(case.span, f"{what} expands to more than {MAX_EXPANSION_NODES} nodes",
+                                 (f"it builds {uses}; " if uses else "") +
+                                 "opening it would take too long: build less, or nest fewer compound ops")
 
     # ----- fuse table -----------------------------------------------------------------
     def check_fuse(self) -> None:
-        earlier: list[FuseEntry] = []
+        # per kind of entry (flags and options): each (producer, consumer) pair -> the
+        # earlier entries covering it, so an entry is checked against the pairs it
+        # covers, not against every earlier entry (that was quadratic in entries)
+        covering: dict[tuple, dict[tuple, list[FuseEntry]]] = {}
         for f in _items(self.modules, A.FuseDecl):
             ok = all([self._category(n) for n in f.producers + f.consumers + (f.result,)])
             flags, options = set(), {}
@@ -553,7 +602,7 @@ class _Checker:
                         ok = False
                     flags.add(key)
                 else:
-                    if key in _CATEGORY_OPTIONS and opt.value not in self.lattice:
+                    if key in _CATEGORY_OPTIONS and opt.value not in self.lattice_names:
                         self.diags.error(opt.span, f"option {key!r} names unknown category {opt.value!r}",
                                          suggest(str(opt.value), self.lattice))
                         ok = False
@@ -562,24 +611,25 @@ class _Checker:
                 continue
             entry = FuseEntry(frozenset(n.text for n in f.producers), frozenset(n.text for n in f.consumers),
                               f.result.text, frozenset(flags), MappingProxyType(options), f.span)
-            same_kind = [e for e in earlier if e.flags == entry.flags and dict(e.options) == options]
+            same_kind = covering.setdefault((entry.flags, frozenset(options.items())), {})
             pairs = set(itertools.product(entry.producers, entry.consumers))
-            covered = set()
-            for e in same_kind:
-                covered |= set(itertools.product(e.producers, e.consumers))
-            if pairs <= covered:
-                deciders = sorted({str(e.span) for e in same_kind
-                                   if set(itertools.product(e.producers, e.consumers)) & pairs})
+            if all(pair in same_kind for pair in pairs):
+                deciders = sorted({str(e.span) for pair in pairs for e in same_kind[pair]})
                 self.diags.error(f.span, "fuse entry is shadowed: every pair it covers is decided by earlier "
                                          f"entries ({', '.join(deciders)})", "remove it or move it first")
                 continue
-            for e in same_kind:
-                overlap = pairs & set(itertools.product(e.producers, e.consumers))
-                if overlap and e.result != entry.result:
+            overlaps: dict[int, tuple[FuseEntry, list]] = {}
+            for pair in pairs:
+                for e in same_kind.get(pair, ()):
+                    overlaps.setdefault(id(e), (e, []))[1].append(pair)
+            for e, overlap in sorted(overlaps.values(), key=lambda item: self._fuse_order[id(item[0])]):
+                if e.result != entry.result:
                     p, c = sorted(overlap)[0]
                     self.diags.warning(f.span, f"pair {p} -> {c} is decided by the earlier entry at {e.span} "
                                                f"(result {e.result}, not {entry.result})")
-            earlier.append(entry)
+            for pair in pairs:
+                same_kind.setdefault(pair, []).append(entry)
+            self._fuse_order[id(entry)] = len(self.fuse_entries)
             self.fuse_entries.append(entry)
 
     # ----- strategies -----------------------------------------------------------------
@@ -650,7 +700,7 @@ class _Checker:
                             self.diags.error(n.span, f"unknown value {n.text!r}", suggest(n.text, values))
                 elif isinstance(stmt, A.TExpect):
                     expects += 1
-                    ExprChecker(self.diags, self.registry, tensors=values, symbols=symbols).static(stmt.expr)
+                    ExprChecker(self.diags, self.registry, tensors=values, symbols=symbols).guard(stmt.expr)
             if not outputs:
                 self.diags.error(t.name.span, f"test {t.name.text!r} has no 'output'")
             if not expects:

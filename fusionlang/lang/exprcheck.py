@@ -7,11 +7,34 @@ from __future__ import annotations
 import re
 
 from fusionlang.lang import ast as A
+from fusionlang.ir.graph import Graph
 from fusionlang.lang.diagnostics import Diagnostics, suggest
+from fusionlang.lang.guards import Bindings, Context, GuardError, evaluate
+from fusionlang.lang.statictypes import (ANY, BOOL, INT, LIST, META_ARGUMENTS, RETURNS, binop_type, compare_error,
+                                         describe, fits, is_number, type_of_value)
 from fusionlang.lang.vocab import EXPECT_FUNCTIONS, EXPECT_NAMES, META, PREDICATES, Signature
 from fusionlang.ops.registry import OpRegistry
 
 _STATIC_WHEN_STATIC = ("min", "max", "abs")
+
+#: functions whose value depends on their arguments only (a call of one on constants
+#: is constant)
+_PURE_FUNCTIONS = frozenset({"len", "range", "reversed", "compose", "perm", "prod", "min", "max", "abs"})
+#: constants need no graph and no bindings
+_CONSTANT_CONTEXT = Context(Graph("constants"), Bindings())
+#: the value of an expression that is not constant
+_UNKNOWN = object()
+
+
+def _is_constant(e) -> bool:
+    """True when ``e`` is made of literals and pure functions only (no variables)."""
+    for sub in A.walk(e):
+        if isinstance(sub, A.Call):
+            if sub.func.text not in _PURE_FUNCTIONS or sub.attrs is not None:
+                return False
+        elif not isinstance(sub, (A.Num, A.Str, A.ListE, A.Neg, A.Not, A.BinOp, A.Compare, A.BoolOp, A.Index)):
+            return False
+    return True
 
 
 def arity_text(n: int) -> str:
@@ -65,6 +88,8 @@ class ExprChecker:
         self.class_context = class_context
         #: test expectations: bare names that are symbols (rules, ops, categories)
         self.symbols = symbols
+        #: types of static variables bound by static lets (others are ``any``)
+        self.static_types: dict[str, str] = {}
 
     # ----- helpers --------------------------------------------------------------------
     def _is_tensor_var(self, name: str) -> bool:
@@ -159,66 +184,119 @@ class ExprChecker:
                              f"bind them: a, b = {opdef.name}(...)")
 
     # ----- static position ------------------------------------------------------------
-    def static(self, e) -> None:
-        if isinstance(e, (A.Num, A.Str)):
-            return
+    def static(self, e) -> str:
+        """Check ``e`` in a static position; its type (statictypes), ``any`` if unknown."""
+        return self._typed(e)[0]
+
+    def guard(self, e) -> None:
+        """Check a guard: a static expression that must be true or false."""
+        t = self.static(e)
+        if not fits(t, BOOL):
+            self.diags.error(getattr(e, "span", None), f"a guard must be true or false; this is {describe(t)}")
+
+    def _typed(self, e) -> tuple[str, object]:
+        """(type, value): the value when ``e`` is constant (evaluated here, within the
+        limits of guards.py, so an oversized or failing constant is reported at lint
+        time), else _UNKNOWN."""
+        if _is_constant(e):
+            try:
+                value = evaluate(e, _CONSTANT_CONTEXT)
+            except GuardError as exc:
+                self.diags.error(exc.span or getattr(e, "span", None), exc.message)
+                return ANY, _UNKNOWN
+            return type_of_value(value), value
+        return self._typed_open(e), _UNKNOWN
+
+    def _typed_open(self, e) -> str:
         if isinstance(e, A.ListE):
             for item in e.items:
                 self.static(item)
-            return
+            return LIST
         if isinstance(e, A.Var):
-            if e.name in self.statics:
-                return
-            if self._is_tensor_var(e.name):
-                self.diags.error(e.span, f"tensor {e.name!r} is used as a static value",
-                                 f"use rank({e.name}), shape({e.name}), dim({e.name}, i) or value({e.name})")
-                return
-            if self.symbols is not None and e.name in EXPECT_NAMES:
-                return
-            if self.class_context and e.name in PREDICATES and PREDICATES[e.name].subject_default:
-                return
-            self._unknown_var(e)
-            return
-        if isinstance(e, (A.Neg, A.Not)):
-            self.static(e.operand)
-            return
-        if isinstance(e, (A.BinOp, A.Compare)):
-            if self.symbols is not None and isinstance(e, A.Compare) and self._symbol_compare(e):
-                return
-            self.static(e.left)
-            self.static(e.right)
-            return
+            return self._static_var(e)
+        if isinstance(e, A.Neg):
+            t = self.static(e.operand)
+            if not is_number(t):
+                self.diags.error(e.span, f"unary '-' needs a number, not {describe(t)}")
+                return ANY
+            return t
+        if isinstance(e, A.Not):
+            self._operand_of(e.operand, "not")
+            return BOOL
+        if isinstance(e, A.BinOp):
+            return self._static_binop(e)
+        if isinstance(e, A.Compare):
+            if self.symbols is not None and self._symbol_compare(e):
+                return BOOL
+            why = compare_error(e.op, self.static(e.left), self.static(e.right))
+            if why:
+                self.diags.error(e.span, why)
+            return BOOL
         if isinstance(e, A.BoolOp):
             for item in e.items:
-                self.static(item)
-            return
+                self._operand_of(item, e.op)
+            return BOOL
         if isinstance(e, A.Index):
-            self.static(e.base)
-            self.static(e.index)
-            return
+            if not fits(self.static(e.base), LIST):
+                self.diags.error(e.base.span if hasattr(e.base, "span") else e.span, "only a list can be indexed")
+            if not fits(self.static(e.index), INT):
+                self.diags.error(getattr(e.index, "span", e.span), "a list index must be an integer")
+            return ANY
         if isinstance(e, A.Call):
-            name = e.func.text
-            if e.attrs is not None and (name in META or name in PREDICATES):
-                self.diags.error(e.span, f"{name}() takes no attributes")
-            if name in PREDICATES:
-                self._vocab_call(e, PREDICATES[name])
-                return
-            if name in META:
-                self._vocab_call(e, META[name])
-                return
-            if self.symbols is not None and name in EXPECT_FUNCTIONS:
-                self._vocab_call(e, EXPECT_FUNCTIONS[name])
-                return
-            if name in self.registry:
-                self.diags.error(e.func.span, f"op {name!r} cannot compute a static value",
-                                 "ops build tensors; static positions take numbers, lists, attribute variables "
-                                 "and functions such as rank(x)")
-                return
-            self._unknown_function(e, ops=False)
-            return
+            return self._static_call(e)
         self.diags.error(getattr(e, "span", None), "this form has no static value")
+        return ANY
 
-    guard = static
+    def _static_var(self, e: A.Var) -> str:
+        if e.name in self.statics:
+            return self.static_types.get(e.name, ANY)
+        if self._is_tensor_var(e.name):
+            self.diags.error(e.span, f"tensor {e.name!r} is used as a static value",
+                             f"use rank({e.name}), shape({e.name}), dim({e.name}, i) or value({e.name})")
+            return ANY
+        if self.symbols is not None and e.name in EXPECT_NAMES:
+            return BOOL if e.name == "equivalent" else INT
+        if self.class_context and e.name in PREDICATES and PREDICATES[e.name].subject_default:
+            return BOOL
+        self._unknown_var(e)
+        return ANY
+
+    def _operand_of(self, e, op: str) -> None:
+        t = self.static(e)
+        if not fits(t, BOOL):
+            self.diags.error(getattr(e, "span", None), f"{op!r} needs true or false, not {describe(t)}")
+
+    def _static_binop(self, e: A.BinOp) -> str:
+        (a, _), (b, right) = self._typed(e.left), self._typed(e.right)
+        if e.op in ("/", "//", "%") and right == 0 and not isinstance(right, bool):
+            self.diags.error(e.span, f"division by zero: {e.op!r} by a literal 0",
+                             "the guard or attribute could never be evaluated")
+            return ANY
+        result, why = binop_type(e.op, a, b)
+        if why:
+            self.diags.error(e.span, why)
+        return result
+
+    def _static_call(self, e: A.Call) -> str:
+        name = e.func.text
+        if e.attrs is not None and (name in META or name in PREDICATES):
+            self.diags.error(e.span, f"{name}() takes no attributes")
+        if name in PREDICATES:
+            self._vocab_call(e, PREDICATES[name])
+            return BOOL
+        if name in META:
+            self._vocab_call(e, META[name])
+            return RETURNS[META[name].returns]
+        if self.symbols is not None and name in EXPECT_FUNCTIONS:
+            self._vocab_call(e, EXPECT_FUNCTIONS[name])
+            return RETURNS[EXPECT_FUNCTIONS[name].returns]
+        if name in self.registry:
+            self.diags.error(e.func.span, f"op {name!r} cannot compute a static value",
+                             "ops build tensors; static positions take numbers, lists, attribute variables "
+                             "and functions such as rank(x)")
+            return ANY
+        self._unknown_function(e, ops=False)
+        return ANY
 
     def _vocab_call(self, e: A.Call, sig: Signature) -> None:
         name = e.func.text
@@ -228,6 +306,7 @@ class ExprChecker:
         if not e.args and sig.subject_default and not self.class_context:
             self.diags.error(e.span, f"{name}() needs an argument here",
                              "without arguments it applies to the node a class guard classifies")
+        wanted = META_ARGUMENTS.get(name, ()) if name in META else ()
         for k, arg in enumerate(e.args):
             kind = sig.kind_of(k)
             if kind == "tensor":
@@ -240,7 +319,13 @@ class ExprChecker:
             elif kind == "name":
                 self._symbol_arg(name, arg)
             else:
-                self.static(arg)
+                t = self.static(arg)
+                want = wanted[k] if k < len(wanted) else None
+                if want is not None and not fits(t, want):
+                    self.diags.error(getattr(arg, "span", e.span),
+                                     f"{name}() expects {describe(want)} here, not {describe(t)}")
+                elif name in ("min", "max") and len(e.args) > 1 and not is_number(t):
+                    self.diags.error(getattr(arg, "span", e.span), f"{name}() compares numbers, not {describe(t)}")
 
     def _unknown_function(self, e: A.Call, *, ops: bool) -> None:
         names = list(META) + list(PREDICATES) + (self.registry.names() if ops else [])

@@ -11,7 +11,6 @@ the facts behind it; ``why_not`` and test diagnostics print that text.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +18,7 @@ import numpy as np
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Span
+from fusionlang.lang.limits import MAX_EVAL_STEPS, MAX_INT_BITS, MAX_LIST_ELEMENTS
 
 
 class GuardError(Exception):
@@ -53,6 +53,9 @@ class Context:
         self.subject = subject
         self._consumers = consumers
         self._producers = producers
+        #: steps the current evaluation may still take (reset by each outermost evaluate)
+        self.steps_left = MAX_EVAL_STEPS
+        self._evaluating = 0
 
     @property
     def consumers(self) -> dict[str, list[Node]]:
@@ -103,12 +106,52 @@ def _text(expr) -> str:
 
 
 def evaluate(expr, ctx: Context):
-    """The static value of ``expr``; raises GuardError when it has none here."""
+    """The static value of ``expr``; raises GuardError when it has none here, or when
+    computing it would pass a limit of lang/limits.py (integer bits, list elements,
+    steps): a rule file cannot make evaluation hang or exhaust memory."""
+    if ctx._evaluating == 0:
+        ctx.steps_left = MAX_EVAL_STEPS
+    ctx._evaluating += 1
     try:
-        return _evaluate(expr, ctx)
+        value = _evaluate(expr, ctx)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError, IndexError, KeyError) as exc:
         # values of unexpected kinds (a product of strings, ...): the expression has no value
         raise GuardError(f"cannot evaluate {_text(expr)}: {exc}", getattr(expr, "span", None)) from None
+    finally:
+        ctx._evaluating -= 1
+    ctx.steps_left -= 1 + (len(value) if isinstance(value, tuple) else 0)
+    if ctx.steps_left < 0:
+        raise GuardError(f"evaluation takes more than {MAX_EVAL_STEPS} steps", getattr(expr, "span", None))
+    return value
+
+
+def bounded(value, expr):
+    """``value`` if it is within the limits on static values; else a GuardError at ``expr``."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise GuardError(f"{_text(expr)} is too large: integers have at most {MAX_INT_BITS} bits",
+                         getattr(expr, "span", None))
+    if isinstance(value, tuple):
+        _check_elements(leaf_count(value), expr)
+    return value
+
+
+def leaf_count(value, cap: int = MAX_LIST_ELEMENTS) -> int:
+    """Elements of ``value``, nested lists counted by their leaves; stops past ``cap``
+    (a list repeated by reference can hold far more leaves than objects)."""
+    count, stack = 0, [value]
+    while stack and count <= cap:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(item)
+        else:
+            count += 1
+    return count
+
+
+def _check_elements(count: int, expr) -> None:
+    if count > MAX_LIST_ELEMENTS:
+        raise GuardError(f"{_text(expr)} is too long: lists have at most {MAX_LIST_ELEMENTS} elements",
+                         getattr(expr, "span", None))
 
 
 def _evaluate(expr, ctx: Context):
@@ -117,7 +160,7 @@ def _evaluate(expr, ctx: Context):
     if isinstance(expr, A.Str):
         return expr.value
     if isinstance(expr, A.ListE):
-        return tuple(evaluate(e, ctx) for e in expr.items)
+        return bounded(tuple(evaluate(e, ctx) for e in expr.items), expr)
     if isinstance(expr, A.Var):
         if expr.name in ctx.bindings.statics:
             return ctx.bindings.statics[expr.name]
@@ -165,15 +208,39 @@ def _truth(value, expr) -> bool:
 
 
 def _binop(expr: A.BinOp, a, b):
+    """``a op b`` within the limits on static values (checked before a list or a power
+    is built, so an oversized one never takes memory or time)."""
     op = expr.op
     if isinstance(a, tuple) or isinstance(b, tuple):
         if op == "+" and isinstance(a, tuple) and isinstance(b, tuple):
+            _check_elements(leaf_count(a) + leaf_count(b), expr)
             return a + b
         if op == "*" and isinstance(a, tuple) and isinstance(b, int) and not isinstance(b, bool):
+            if b > 0:
+                _check_elements(leaf_count(a) * b, expr)
             return a * max(b, 0)
-        raise GuardError(f"cannot apply {op!r} to {a!r} and {b!r}", expr.span)
+        raise GuardError(f"cannot apply {op!r} to {_show_short(a)} and {_show_short(b)}", expr.span)
     _require_number(a, expr.left)
     _require_number(b, expr.right)
+    if op == "**":
+        _check_power(expr, a, b)
+    return bounded(_arithmetic(expr, a, b), expr)
+
+
+def _check_power(expr: A.BinOp, a, b) -> None:
+    """Refuse an integer power whose result would pass MAX_INT_BITS, before computing it."""
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1 and \
+            (b > MAX_INT_BITS or (abs(a).bit_length() - 1) * b > MAX_INT_BITS):
+        raise GuardError(f"{_text(expr)} is too large: integers have at most {MAX_INT_BITS} bits", expr.span)
+
+
+def _show_short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _arithmetic(expr: A.BinOp, a, b):
+    op = expr.op
     try:
         if op == "+":
             return a + b
@@ -261,6 +328,7 @@ def _call(expr: A.Call, ctx: Context):
         return len(_list_arg(values[0], args[0]))
     if name == "range":
         lo, hi = (_int_arg(values[0], args[0]), _int_arg(values[1], args[1]))
+        _check_elements(hi - lo, expr)
         return tuple(range(lo, hi))
     if name == "reversed":
         return tuple(reversed(_list_arg(values[0], args[0])))
@@ -274,7 +342,11 @@ def _call(expr: A.Call, ctx: Context):
         p, rank = _list_arg(values[0], args[0]), _int_arg(values[1], args[1])
         return p if p else tuple(reversed(range(rank)))
     if name == "prod":
-        return math.prod(_list_arg(values[0], args[0]))
+        product = 1
+        for item in _list_arg(values[0], args[0]):
+            _require_number(item, args[0])
+            product = bounded(product * item, expr)
+        return product
     if name in ("min", "max"):
         items = values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values)
         if not items:

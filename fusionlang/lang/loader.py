@@ -11,6 +11,7 @@ and modification time (both are immutable, so sharing them is safe).
 from __future__ import annotations
 
 import os
+import stat
 from importlib import resources
 
 from fusionlang.errors import RuleError
@@ -20,6 +21,9 @@ from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span
 from fusionlang.lang.parser import parse_module
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.ops.registry import REGISTRY, OpRegistry
+
+#: a rule file larger than this is refused unread (also stops endless /proc-like files)
+MAX_RULE_FILE_BYTES = 16 * 1024 * 1024
 
 _MODULES: dict[tuple, A.Module] = {}
 _RULESETS: dict[tuple, RuleSet] = {}
@@ -75,10 +79,12 @@ def resolve(name_or_path: str) -> str | None:
 
 
 def _resolve_import(target: str, importer_dir: str | None) -> str | None:
+    """The first existing path ``target`` names (of any kind: reading decides whether
+    it is a readable rule file, and says why not)."""
     bases = ([importer_dir] if importer_dir else [os.getcwd()]) + [rules_dir(), os.path.join(rules_dir(), "std")]
     for base in bases:
         path = os.path.join(base, target)
-        if os.path.isfile(path):
+        if os.path.lexists(path):
             return os.path.realpath(path)
     return None
 
@@ -88,13 +94,45 @@ def _file_key(real: str) -> tuple:
     return (real, st.st_mtime_ns, st.st_size)
 
 
-def _parse_file(real: str, diags: Diagnostics) -> A.Module | None:
-    key = _file_key(real)
-    cached = _MODULES.get(key)
-    if cached is not None:
-        return cached
-    with open(real, encoding="utf-8") as fh:
-        text = fh.read()
+class UnreadableRuleFile(Exception):
+    """A rule file cannot be read; the message never quotes its content."""
+
+
+def read_rule_file(real: str) -> str:
+    """The text of the rule file ``real``. Only regular files are opened (a FIFO or a
+    device could block or never end), at most MAX_RULE_FILE_BYTES are read, and the
+    text must be UTF-8; anything else raises UnreadableRuleFile."""
+    try:
+        mode = os.stat(real).st_mode
+        if stat.S_ISDIR(mode):
+            raise UnreadableRuleFile("it is a directory")
+        if not stat.S_ISREG(mode):
+            raise UnreadableRuleFile("it is not a regular file")
+        with open(real, "rb") as fh:
+            data = fh.read(MAX_RULE_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UnreadableRuleFile(exc.strerror or type(exc).__name__) from None
+    if len(data) > MAX_RULE_FILE_BYTES:
+        raise UnreadableRuleFile(f"it is larger than {MAX_RULE_FILE_BYTES // (1024 * 1024)} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableRuleFile(f"it is not UTF-8 text (byte {exc.start})") from None
+
+
+def _parse_file(real: str, diags: Diagnostics, span: Span) -> A.Module | None:
+    """The parsed module of ``real``, or None with diagnostics (a file that cannot be
+    read is reported at ``span``: the import naming it, or the file itself)."""
+    try:
+        key = _file_key(real)
+        cached = _MODULES.get(key)
+        if cached is not None:
+            return cached
+        text = read_rule_file(real)
+    except (OSError, UnreadableRuleFile) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        diags.error(span, f"cannot read {display_path(real)!r}: {reason}")
+        return None
     module = parse_module(text, display_path(real), diags)
     if module is not None:
         _MODULES[key] = module
@@ -125,6 +163,11 @@ class _Collector:
         self.modules.append(module)
 
     def add_import(self, item: A.Import, importer_dir: str | None) -> None:
+        if not item.path.endswith(".fuse"):
+            # refused before any look-up: an import must never read other files
+            self.diags.error(item.span, f"import {item.path!r} does not name a .fuse file",
+                             "imports name rule files, e.g. import \"std/ops.fuse\"")
+            return
         real = _resolve_import(item.path, importer_dir)
         if real is None:
             where = [importer_dir or os.getcwd(), display_path(rules_dir()), "std/"]
@@ -138,7 +181,7 @@ class _Collector:
             return
         if real in self.done:
             return
-        module = _parse_file(real, self.diags)
+        module = _parse_file(real, self.diags, item.span)
         if module is None:
             self.done.add(real)
             return
@@ -167,7 +210,7 @@ def load_rules(name_or_path, registry: OpRegistry | None = None) -> RuleSet:
     base = registry or REGISTRY
     diags = Diagnostics()
     collector = _Collector(diags)
-    module = _parse_file(real, diags)
+    module = _parse_file(real, diags, Span(display_path(real), 1, 1))
     if module is not None:
         collector.add_module(module, real)
     cache_key = (tuple(collector.keys), id(base), len(base.names()))
@@ -212,12 +255,7 @@ def lint(paths, registry: OpRegistry | None = None) -> list[Diagnostic]:
             diags.error(Span(path, 1, 1), f"cannot read {path!r}: no such file", "")
             out.extend(diags.sorted())
             continue
-        try:
-            module = _parse_file(real, diags)
-        except (OSError, UnicodeDecodeError) as exc:
-            diags.error(Span(path, 1, 1), f"cannot read {path!r}: {exc}")
-            out.extend(diags.sorted())
-            continue
+        module = _parse_file(real, diags, Span(path, 1, 1))
         collector = _Collector(diags)
         if module is not None:
             collector.add_module(module, real)

@@ -12,11 +12,12 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-from lark import Lark, Token, Transformer
+from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, Span, remember_source
+from fusionlang.lang.limits import MAX_NESTING
 
 _ITEM_START = re.compile(r"^(import|categories|class|def|decompose|rewrite|fuse|strategy|test)\b", re.M)
 
@@ -37,8 +38,10 @@ _TERMINAL_WORDS = {
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     grammar = resources.files("fusionlang.lang").joinpath("fuse.lark").read_text(encoding="utf-8")
-    # cache=True keeps the built LALR tables in the temp dir: building them costs ~0.1 s
-    return Lark(grammar, parser="lalr", maybe_placeholders=True, cache=True)
+    # Built once per process (~0.1 s), never cached on disk: lark's cache=True unpickles
+    # a file with a predictable name in the shared temp directory, and a file planted
+    # there would run code at the next parse.
+    return Lark(grammar, parser="lalr", maybe_placeholders=True, cache=False)
 
 
 def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:
@@ -49,6 +52,8 @@ def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:
     except UnexpectedInput:
         _report_all_syntax_errors(text, path, diags)
         return None
+    if _report_too_deep(tree, path, diags):
+        return None
     try:
         items = _ToAst(path).transform(tree)
     except VisitError as exc:
@@ -57,6 +62,46 @@ def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:
             return None
         raise
     return A.Module(path, tuple(items))
+
+
+def _report_too_deep(tree: Tree, path: str, diags: Diagnostics) -> bool:
+    """Report each item whose expressions nest deeper than MAX_NESTING. The walk keeps
+    its own stack, so any depth is measured safely, before any recursive stage runs."""
+    found = False
+    for item in tree.children:
+        too_deep = _first_too_deep(item)
+        if too_deep is not None:
+            line, col = _first_token_pos(too_deep)
+            diags.error(Span(path, line, col, line, col + 1), f"expression too deep: it nests more than "
+                        f"{MAX_NESTING} levels", "split it with let statements or helper defs")
+            found = True
+    return found
+
+
+def _first_too_deep(item) -> Tree | None:
+    """The outermost subtree of ``item`` that sits deeper than MAX_NESTING, or None."""
+    stack = [(item, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, Tree):
+            continue
+        if depth > MAX_NESTING:
+            return node
+        # leftmost first, so the error points where the reader meets the nesting
+        stack.extend((child, depth + 1) for child in reversed(node.children))
+    return None
+
+
+def _first_token_pos(node) -> tuple[int, int]:
+    """Line and column of the first token under ``node`` (found without recursion)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Token):
+            return current.line, current.column
+        if isinstance(current, Tree):
+            stack.extend(reversed(current.children))
+    return 1, 1
 
 
 def _report_all_syntax_errors(text: str, path: str, diags: Diagnostics) -> None:

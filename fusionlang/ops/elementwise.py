@@ -9,7 +9,7 @@ import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
-from fusionlang.ops.common import elementwise, fold_left, same_dtype
+from fusionlang.ops.common import accumulator, elementwise, fold_left, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.scalar import Sigmoid, np_erf, np_sigmoid
 
@@ -235,11 +235,21 @@ register(
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind not in "iu":
         return np.divide(a, b)
-    # integer division truncates toward zero (C and ONNX), unlike numpy's floor division
-    with np.errstate(divide="ignore"):
-        q = np.floor_divide(a, b)
-        r = a - q * b
-    return q + ((r != 0) & ((a < 0) != (b < 0)))
+    return truncated_divide(a, b)
+
+
+def truncated_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (C and ONNX), unlike numpy's floor division,
+    and never undefined: a divisor of 0 gives 0 (numpy's result), and the one overflow,
+    INT_MIN / -1, wraps to INT_MIN. Generated code computes the same (``fl_idiv``)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    zero = b == 0
+    divisor = np.where(zero, np.ones_like(b), b)
+    with np.errstate(over="ignore"):
+        q = np.floor_divide(a, divisor)
+        r = a - q * divisor
+    q = q + ((r != 0) & ((a < 0) != (divisor < 0)))
+    return np.where(zero, np.zeros_like(q), q)
 
 
 _BINARY = {
@@ -265,7 +275,11 @@ def _pow_numpy(xs, a):
         # ONNX computes integer powers through double (negative exponents truncate to 0)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return np.trunc(np.power(base.astype(np.float64), exponent.astype(np.float64)))
-    return np.power(base, exponent.astype(base.dtype))
+    exponent = exponent.astype(base.dtype)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        out = np.power(base, exponent)
+    # NumPy computes x ** 0.5 as sqrt(x), NaN at -inf; IEEE pow (C, ONNX Runtime) gives +inf
+    return np.where(np.isneginf(base) & (exponent == 0.5), base.dtype.type(np.inf), out)
 
 
 def _pow_dtype(call: OpCall, types: list[TensorType]) -> str:
@@ -368,6 +382,15 @@ for _name, _sym, _fn in (("max", sp.Max, np.maximum), ("min", sp.Min, np.minimum
         dtype_rule=_numeric,
         doc=f"Elementwise {_name} of one or more broadcast inputs.",
     )
+
+
+def _mean(xs):
+    # each input divided, then added, wider: the mean of values near the largest float is
+    # finite when it is representable, as in the generated code, which divides first too
+    wide = accumulator(xs[0].dtype)
+    return fold_left(np.add, [x.astype(wide) / len(xs) for x in xs]).astype(xs[0].dtype)
+
+
 elementwise(
     "sum",
     lambda v, a: sp.Add(*v),
@@ -380,7 +403,7 @@ elementwise(
 elementwise(
     "mean",
     lambda v, a: sp.Add(*v) / len(v),
-    lambda xs, a: fold_left(np.add, xs) / xs[0].dtype.type(len(xs)),
+    lambda xs, a: _mean(xs),
     variadic=True,
     min_inputs=1,
     float_only=True,

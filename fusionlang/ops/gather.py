@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+from fusionlang.ops.scalar import CheckedIndex
 
 INDEX_DTYPES = ("int64", "int32")
 
@@ -42,12 +42,13 @@ def _access(call: OpCall) -> list[Stmt]:
     data, indices = call.input(0), call.input(1)
     q = indices.rank
     index_read = Read(1, tuple(i_sym(axis + k) for k in range(q)))
-    # v0 is the loaded index; Mod folds a negative index onto its place from the end
+    # v0 is the loaded index: checked against [-n, n) and a negative one counted from the end
     n = data.shape[axis]
-    picked = sp.Mod(v_sym(0), n) if n else v_sym(0)  # an empty axis admits no index at all
+    picked = CheckedIndex(v_sym(0), n, axis)
     before = tuple(i_sym(k) for k in range(axis))
     after = tuple(i_sym(axis + q + k) for k in range(data.rank - axis - 1))
-    data_read = Read(0, before + (picked,) + after)
+    # an empty axis admits no index at all: the (failing) read must not touch memory either
+    data_read = Read(0, before + (picked,) + after, pad=0.0 if n == 0 else None)
     return [Stmt(0, call.out_types[0].shape, (index_read, data_read), v_sym(1))]
 
 
@@ -60,6 +61,7 @@ register(
         reference=_reference,
         access=_access,
         doc="out[..., j..., ...] = data[..., indices[j...], ...] along `axis`; negative indices "
-            "count from the end (ONNX Gather).",
+            "count from the end (ONNX Gather). An index outside [-n, n) is an error, in compiled code "
+            "too (unless compiled with check_indices=False).",
     )
 )

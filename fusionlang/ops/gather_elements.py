@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.gather import INDEX_DTYPES
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+from fusionlang.ops.scalar import CheckedIndex
 
 
 def checked_indices(indices: np.ndarray, n: int, axis: int) -> np.ndarray:
@@ -18,12 +18,6 @@ def checked_indices(indices: np.ndarray, n: int, axis: int) -> np.ndarray:
     if np.any(bad):
         raise IndexError(f"index {int(indices[bad].flat[0])} is out of range for axis {axis} of size {n}")
     return np.where(indices < 0, indices + n, indices)
-
-
-def wrapped(index: sp.Expr, n: int) -> sp.Expr:
-    """A loaded index as a place on an axis of size n: Mod folds a negative index onto its
-    place from the end, and keeps any index inside the axis (the reference refuses those)."""
-    return sp.Mod(index, n) if n else index
 
 
 def _axis(call: OpCall) -> int:
@@ -59,8 +53,12 @@ def _access(call: OpCall) -> list[Stmt]:
     out = call.out_types[0]
     index_read = Read(1, out_indices(out.rank))
     at = list(out_indices(out.rank))
-    at[axis] = wrapped(v_sym(0), data.shape[axis])
-    return [Stmt(0, out.shape, (index_read, Read(0, tuple(at))), v_sym(1))]
+    # v0, the loaded index, checked against [-n, n) in generated code too, as Gather's
+    n = data.shape[axis]
+    at[axis] = CheckedIndex(v_sym(0), n, axis)
+    # an empty axis admits no index at all: the (failing) read must not touch memory either
+    data_read = Read(0, tuple(at), pad=0.0 if n == 0 else None)
+    return [Stmt(0, out.shape, (index_read, data_read), v_sym(1))]
 
 
 register(
@@ -72,8 +70,9 @@ register(
         reference=_reference,
         access=_access,
         doc="out[i...] = data[i...] with the `axis` coordinate replaced by indices[i...]; negative "
-            "indices count from the end (ONNX GatherElements).",
+            "indices count from the end (ONNX GatherElements). An index outside [-n, n) is an error, in "
+            "compiled code too (unless compiled with check_indices=False).",
     )
 )
 
-__all__ = ["checked_indices", "wrapped"]
+__all__ = ["checked_indices"]

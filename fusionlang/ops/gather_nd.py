@@ -9,8 +9,9 @@ import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, v_sym
-from fusionlang.ops.gather_elements import checked_indices, wrapped
+from fusionlang.ops.gather_elements import checked_indices
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+from fusionlang.ops.scalar import CheckedIndex
 
 
 def _depth(call: OpCall) -> tuple[int, int]:
@@ -57,9 +58,11 @@ def _access(call: OpCall) -> list[Stmt]:
     q = indices.rank
     lead = tuple(i_sym(k) for k in range(q - 1))  # the output axes of the index tuples
     reads = tuple(Read(1, lead + (sp.Integer(k),)) for k in range(m))  # v0..v{m-1}: one tuple's entries
-    picked = tuple(wrapped(v_sym(k), data.shape[b + k]) for k in range(m))
+    # each loaded entry checked against [-n, n) of its axis in generated code too, as Gather's
+    picked = tuple(CheckedIndex(v_sym(k), data.shape[b + k], b + k) for k in range(m))
     rest = tuple(i_sym(q - 1 + k) for k in range(data.rank - b - m))
-    data_read = Read(0, lead[:b] + picked + rest)
+    empty = any(data.shape[b + k] == 0 for k in range(m))  # no index is legal: the read must not touch memory
+    data_read = Read(0, lead[:b] + picked + rest, pad=0.0 if empty else None)
     return [Stmt(0, call.out_types[0].shape, reads + (data_read,), v_sym(m))]
 
 
@@ -72,6 +75,7 @@ register(
         reference=_reference,
         access=_access,
         doc="out[b..., i..., j...] = data[b..., indices[b..., i..., :], j...]: each index tuple picks a slice; "
-            "negative indices count from the end (ONNX GatherND).",
+            "negative indices count from the end (ONNX GatherND). An index outside [-n, n) is an error, in compiled "
+            "code too (unless compiled with check_indices=False).",
     )
 )

@@ -41,11 +41,21 @@ def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
 
 def normalize(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarray:
     """(x - mean) / sqrt(var + epsilon) over ``axes``, with the biased variance (two-pass),
-    computed in double and returned in x's dtype."""
-    wide = x.astype(accumulator(x.dtype))
-    centered = wide - wide.mean(axis=axes, keepdims=True)
-    var = np.mean(centered * centered, axis=axes, keepdims=True)
-    return (centered / np.sqrt(var + epsilon)).astype(x.dtype)
+    computed in double and returned in x's dtype.
+
+    Near the largest float the answer is defined by x's dtype: x - mean and its square are
+    held in it, as the generated code (the opened norms) holds them. A square past the
+    largest float is inf there, so the variance is inf and the normalized value 0 (NaN
+    where x - mean itself overflowed): the same answer the compiled code gives, not a
+    double-precision one no float32 program computes. (ONNX Runtime, which takes the
+    variance as E[x^2] - E[x]^2, gives 0 or NaN on such rows as well.)"""
+    wide = accumulator(x.dtype)
+    x64 = x.astype(wide)
+    with np.errstate(over="ignore", invalid="ignore"):
+        centered = (x64 - x64.mean(axis=axes, keepdims=True)).astype(x.dtype).astype(wide)
+        squares = (centered * centered).astype(x.dtype).astype(wide)
+        var = np.mean(squares, axis=axes, keepdims=True)
+        return (centered / np.sqrt(var + epsilon)).astype(x.dtype)
 
 
 # ----- batch_norm (inference) ------------------------------------------------------
@@ -180,7 +190,9 @@ register(
         reference=_layer_norm_reference,
         compound=True,
         doc="Layer normalization over the trailing axes from `axis`; scale and bias broadcast "
-            "to those axes. Output 0 (the normalized tensor) only.",
+            "to those axes. Output 0 (the normalized tensor) only. Deviations whose square "
+            "overflows x's dtype give a normalized 0 (NaN where the deviation overflows), as "
+            "the compiled code computes.",
     )
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from math import prod
 
 import numpy as np
+import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
@@ -52,13 +53,28 @@ def _access(kind: str):
                 index.append(i_sym(out_pos))
                 out_pos += 1
         count = prod(extents)
-        finalize = ACC / count if kind == "mean" else None
+        body, finalize = v_sym(0), None
+        if kind == "mean":
+            body, finalize = _scaled_mean(count)
         reduction = "sum" if kind == "mean" else kind
         out = call.out_types[0]
-        return [Stmt(0, out.shape, (Read(0, tuple(index)),), v_sym(0), reduce=reduction,
+        return [Stmt(0, out.shape, (Read(0, tuple(index)),), body, reduce=reduction,
                      reduce_extents=tuple(extents), finalize=finalize)]
 
     return access
+
+
+def _scaled_mean(count: int):
+    """(body, finalize) of a mean of ``count`` terms.
+
+    Each term is scaled by 2**-k, with 2**k >= count, before it is added: a float sum of
+    values near the largest float then stays finite when their mean does (dividing the sum
+    afterwards overflowed to inf), and the scaling is exact, so the sum is the sum of the
+    terms, only smaller; finalize multiplies by 2**k / count. The mean of nothing is NaN."""
+    if count == 0:
+        return v_sym(0), sp.nan
+    k = (count - 1).bit_length()
+    return v_sym(0) * sp.Rational(1, 2**k), ACC * sp.Float(2**k / count, 30)
 
 
 def _reference(fn):
@@ -89,7 +105,14 @@ def _summing(fn):
     return reduce
 
 
-for _kind, _fn in (("sum", _summing(np.sum)), ("mean", _summing(np.mean)), ("max", _max), ("min", _min),
+def _mean(x, axis, keepdims):
+    # the mean of an empty set of values is NaN (NumPy's answer, without its warning)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.sum(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype))
+        return total / np.prod([x.shape[a] for a in axis])
+
+
+for _kind, _fn in (("sum", _summing(np.sum)), ("mean", _mean), ("max", _max), ("min", _min),
                    ("prod", _summing(np.prod))):
     register(
         OpDef(

@@ -25,6 +25,22 @@ class Sigmoid(sp.Function):
         return s * (1 - s)
 
 
+class CheckedIndex(sp.Function):
+    """``CheckedIndex(i, n, axis)``: a loaded index ``i`` into an axis of size ``n``, legal
+    in [-n, n) (a negative one counts from the end, as in ONNX), as its place in [0, n).
+    Any other value is an error: generated code checks it (unless asked not to) and
+    reports the op, the axis and the value; the reference refuses it before it gets here.
+    ``axis`` only names the axis in that message."""
+
+    nargs = 3
+
+    def _eval_is_integer(self):
+        return True
+
+    def _eval_is_nonnegative(self):
+        return True
+
+
 class IsNan(sp.Function):
     """1 where x is NaN, else 0 (a function: sympy would fold ``x != x`` to false)."""
 
@@ -213,6 +229,9 @@ class _Evaluator:
         for kind, fn in _RELATIONAL.items():
             if isinstance(e, kind):
                 return fn(self.run(args[0]), self.run(args[1]))
+        if isinstance(e, CheckedIndex):
+            i, n = self.run(args[0]), self.run(args[1])
+            return np.where(np.asarray(i) < 0, np.asarray(i) + n, i)
         if isinstance(e, Fmod):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.fmod(self.run(args[0]), self.run(args[1]))

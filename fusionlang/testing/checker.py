@@ -377,6 +377,26 @@ def check_test_blocks(ruleset: RuleSet) -> list[RuleCheck]:
 # ----- everything ------------------------------------------------------------------------------------
 
 
+def rule_names(ruleset: RuleSet, kinds: Iterable[str] = KINDS) -> set[str]:
+    """The names check_rules can check in ``ruleset`` (what ``select`` is asked about)
+    for rules of ``kinds``."""
+    kinds = set(kinds)
+    names: set[str] = set()
+    if "rewrite" in kinds:
+        names.update(rule.name for rule in ruleset.rewrites)
+    if "decompose" in kinds:
+        names.update(ruleset.decompositions)
+    if "def" in kinds:
+        names.update(name for name, rule in ruleset.defs.items() if rule.is_formula)
+    if "fuse" in kinds:
+        names.update(fuse_entry_name(entry, ruleset) for entry in ruleset.fuse_entries)
+    if "strategy" in kinds:
+        names.update(ruleset.strategies)
+    if "test" in kinds:
+        names.update(t.name for t in ruleset.tests)
+    return names
+
+
 def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterable[str] = KINDS,
                 select: Callable[[str, str, str], bool] | None = None,
                 progress: Callable[[RuleCheck], None] | None = None) -> CheckReport:
@@ -434,4 +454,4 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
 
 
 __all__ = ["CheckReport", "KINDS", "RuleCheck", "STATUSES", "check_decomposition", "check_def", "check_fuse_entry",
-           "check_rewrite", "check_rules", "check_strategy", "check_test_blocks", "run_property"]
+           "check_rewrite", "check_rules", "check_strategy", "check_test_blocks", "rule_names", "run_property"]

@@ -6,8 +6,11 @@ and prints terminals from a vocabulary of real op, category, variable and functi
 and numbers, so most programs parse and reach the checker (unknown ops, wrong arities,
 ill-typed bodies, cyclic rewrites). :func:`mutated_sources` edits real rule files token
 by token (delete, duplicate, swap, insert a token of the grammar), which makes
-near-valid programs the parser's recovery must handle. Either way the front end may
-only ever raise a ``FuseError`` with diagnostics.
+near-valid programs the parser's recovery must handle. :func:`hostile_sources` makes
+programs that ask for too much: expressions nested around and far past the nesting
+limit, static values past the integer, list and step limits, chains of defs whose
+expansion explodes, imports of things that are not rule files, ill-typed guards.
+Whatever the text, the front end may only ever raise a ``FuseError`` with diagnostics.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 
 import lark
 from hypothesis import strategies as st
+
+from fusionlang.lang.limits import MAX_NESTING
 
 GRAMMAR = Path(__file__).resolve().parents[1] / "lang" / "fuse.lark"
 
@@ -138,4 +143,70 @@ def mutated_sources(draw, sources, *, max_edits: int = 4) -> str:
     return "".join(tokens)
 
 
-__all__ = ["GRAMMAR", "fuse_sources", "mutated_sources"]
+#: ways to nest an expression ``n`` deep around a tensor ``x``
+_NESTINGS = {
+    "sum": lambda n: " + ".join(["x"] * (n + 1)),
+    "calls": lambda n: "neg(" * n + "x" + ")" * n,
+    "minus": lambda n: "-" * n + "x",
+    "parens": lambda n: "(" * n + "x" + ")" * n,
+    "power": lambda n: " ** ".join(["x"] * (n + 1)),
+    "lists": lambda n: "len(" + "[" * n + "1" + "]" * n + ") + x",
+    "nots": lambda n: "select(" + "not " * n + "rank(x) > 1, x, x)",
+}
+
+#: where a nested expression goes: the template's {} receives it
+_PLACES = (
+    "rewrite r: mul(x, y) => {}\n",
+    "rewrite r: mul(x, y) where {} > 0 => add(x, y)\n",
+    "rewrite r: mul(x, y) => reshape(x) {{shape=[{}]}}\n",
+    "def f(x) = {}\nrewrite r: mul(x, y) => f(x)\n",
+    "decompose gelu(x) {{ return {} }}\n",
+    "test t {{ input x: float32[4]\n y = {}\n output y\n expect nodes > 0 }}\n",
+)
+
+#: static values past a limit: constant, or depending on the graph through rank(x)
+_HUGE_VALUES = (
+    "10 ** 10 ** 10 ** {k}", "2 ** (1000 * {k})", "len([1] * (100000000000 * {k}))",
+    "len(range(0, 10 ** 12 * {k}))", "len([[[{k}] * 1000] * 1000] * 1000)", "prod([2 ** 900] * (2 * {k}))",
+    "len(range(0, 9000 * {k}) + range(0, 9000))", "{k} // 0", "{k} % (1 - 1)", '{k} + "a"', "[{k}] - 1",
+)
+
+#: import targets that are not readable rule files
+_IMPORTS = ("/etc/passwd", "/etc/shadow", "/proc/self/mem", "/dev/zero", "/dev/stdin", ".", "..", "/",
+            "missing.fuse", "/proc/self/mem.fuse", "std", "std/", "x.fuse/", "", "\\0", "/tmp")
+
+
+@st.composite
+def hostile_sources(draw) -> str:
+    """A program that asks for too much (see the module docstring); each is small to
+    write and, unbounded, would exhaust the stack, the memory or the clock."""
+    kind = draw(st.sampled_from(["nesting", "huge", "defs", "import", "many"]))
+    if kind == "nesting":
+        # far past the limit too: hypothesis raises the recursion limit while it runs
+        depth = draw(st.integers(MAX_NESTING - 3, MAX_NESTING + 3) | st.integers(1, 50 * MAX_NESTING))
+        nested = _NESTINGS[draw(st.sampled_from(sorted(_NESTINGS)))](depth)
+        return draw(st.sampled_from(_PLACES)).format(nested)
+    if kind == "huge":
+        value = draw(st.sampled_from(_HUGE_VALUES)).format(k=draw(st.sampled_from(["1", "rank(x)", "2"])))
+        place = draw(st.sampled_from([
+            "rewrite r: add(x, y) where {} > 1 => mul(x, y)\n",
+            "rewrite r: add(x, y) => reshape(x) {{shape=[{}]}}\n",
+            "decompose gelu(x) {{ n = {}\n return x }}\n"]))
+        return place.format(value)
+    if kind == "defs":
+        length, fan_out = draw(st.integers(1, 45)), draw(st.integers(1, 3))
+        lines = ["def f0(x) { return neg(x) }"]
+        for k in range(1, length + 1):
+            calls = "".join(f" a{j} = f{k - 1}({'x' if j == 0 else f'a{j - 1}'})\n" for j in range(fan_out))
+            lines.append(f"def f{k}(x) {{\n{calls} return a{fan_out - 1}\n}}")
+        use = draw(st.sampled_from(["rewrite r: add(x, y) => f{n}(x)",
+                                    "test t {{ input x: float32[4]\n y = f{n}(x)\n output y\n expect nodes > 0 }}",
+                                    "decompose gelu(x) {{ return f{n}(x) }}", ""]))
+        return "\n".join(lines) + "\n" + use.format(n=length) + "\n"
+    if kind == "import":
+        return f'import "{draw(st.sampled_from(_IMPORTS))}"\nrewrite r: add(x, y) => mul(x, y)\n'
+    n = draw(st.integers(100, 400))
+    return "".join(f"rewrite r{k}: add(x, mul(y, {k})) => add(x, neg(y))\n" for k in range(n))
+
+
+__all__ = ["GRAMMAR", "fuse_sources", "hostile_sources", "mutated_sources"]

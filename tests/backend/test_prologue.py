@@ -156,9 +156,21 @@ def test_check_group_accepts_the_block(name):
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
 def test_blocks_compile_to_one_kernel_each_and_match_the_reference(target):
     plan = all_blocks(TINY if target == "cuda-emu" else None)
-    compiled = backend.compile(plan, target)
+    # the loop-nest path (on the C target conv and matmul groups otherwise run as the GEMM
+    # template, which takes prologues as a nest of their own: tests/backend/test_template.py)
+    compiled = backend.compile(plan, target, templates=False)
     assert compiled.stats["kernels"] == len(BLOCKS)
     assert all(k.nests == 1 for k in compiled.kernels)
+    assert_matches_reference(compiled, plan)
+
+
+def test_blocks_match_the_reference_through_the_gemm_template(monkeypatch):
+    from fusionlang.backend import template
+
+    monkeypatch.setattr(template, "MIN_MACS", 0)
+    plan = all_blocks()
+    compiled = backend.compile(plan, "c")
+    assert "gemm template" in [k.strategy for k in compiled.kernels]
     assert_matches_reference(compiled, plan)
 
 

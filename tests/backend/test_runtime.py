@@ -35,7 +35,7 @@ def test_compiled_graph_exposes_kernels_sources_buffers_stats():
     assert k.group == 0 and k.nests == 1 and k.name in compiled.sources and k.source in compiled.sources
     assert compiled.stats["kernels"] == 4 and compiled.stats["compile_seconds"] > 0
     assert compiled.buffers.arena_bytes > 0
-    assert "void fl_run" in compiled.sources
+    assert "int fl_run" in compiled.sources
 
 
 def test_buffers_with_disjoint_lifetimes_share_storage():
@@ -212,3 +212,44 @@ def test_small_stack_buffers_in_leaf_kernels_stay_aligned():
     feeds = random_feeds(graph)
     got = backend.compile(per_node_plan(graph)).run(feeds)[graph.outputs[0]]
     np.testing.assert_allclose(got, reference.run(graph, feeds)[graph.outputs[0]], rtol=1e-5, atol=1e-5)
+
+
+def test_run_writes_outputs_straight_into_the_arrays_it_returns():
+    b = GraphBuilder("direct")
+    x = b.input("x", (8, 16))
+    h = b.tanh(b.exp(x))
+    y = b.relu(b.add(h, np.float32(1.0)))
+    view = b.reshape(y, shape=(16, 8))
+    b.output(y, h, view)  # h is also read by a later kernel; view re-labels y's storage
+    graph = b.build()
+    compiled = backend.compile(views_plan(graph), "c")
+    runtime = compiled._runtime
+    assert h in runtime.direct_outputs and y not in runtime.direct_outputs  # y has a view as an output
+    feeds = random_feeds(graph)
+    first = compiled.run(feeds)
+    want = reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(first[name], want[name], rtol=1e-6)
+        assert not np.shares_memory(first[name], runtime.arena)
+    kept = {k: v.copy() for k, v in first.items()}
+    compiled.execute({"x": np.zeros((8, 16), np.float32)})  # the arena again, never the caller's arrays
+    second = compiled.run({"x": np.ones((8, 16), np.float32)})
+    for name in kept:
+        np.testing.assert_array_equal(first[name], kept[name])
+        assert not np.shares_memory(first[name], second[name])
+
+
+def test_a_thread_count_builds_with_openmp_and_gives_the_one_thread_numbers():
+    b = GraphBuilder("threads")
+    x = b.input("x", (64, 48))
+    b.output(softmax(b, b.tanh(x)))
+    graph = b.build()
+    feeds = random_feeds(graph)
+    one = backend.compile(single_group_plan(graph))
+    two = backend.compile(single_group_plan(graph), threads=2)
+    assert not one.openmp and two.openmp and "omp_set_num_threads(2);" in two.sources
+    out = graph.outputs[0]
+    np.testing.assert_array_equal(two.run(feeds)[out], one.run(feeds)[out])
+    for bad in (0, -1, 1.5):
+        with pytest.raises(CodegenError, match=r"expected a positive number of threads"):
+            backend.compile(single_group_plan(graph), threads=bad)

@@ -6,7 +6,7 @@ import pytest
 from cli_helpers import conv_bn_pool_model
 
 from fusionlang.cli import main
-from fusionlang.cli.flags import MAX_REPEAT, MAX_SEED
+from fusionlang.cli.flags import MAX_REPEAT, MAX_SEED, MAX_THREADS
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,21 @@ def one_line_error(capsys, argv) -> str:
 def test_run_seed(capsys, model, value, reason):
     assert one_line_error(capsys, ["run", model, "--random-inputs", value]) == (
         f"fusionlang: error: argument --random-inputs: {reason} (see fusionlang run --help)")
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("0", f"the thread count must be from 1 to {MAX_THREADS}, got '0'"),
+    ("-2", f"the thread count must be from 1 to {MAX_THREADS}, got '-2'"),
+    ("all", "the thread count must be an integer, got 'all'"),
+])
+def test_run_threads(capsys, model, value, reason):
+    assert one_line_error(capsys, ["run", model, "--random-inputs", "0", "--threads", value]) == (
+        f"fusionlang: error: argument --threads: {reason} (see fusionlang run --help)")
+
+
+def test_run_on_two_threads_checks_against_the_reference(capsys, model):
+    assert main(["run", model, "--random-inputs", "0", "--threads", "2", "--check"]) == 0
+    assert "ok" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("flag", ["--rtol", "--atol"])

@@ -72,3 +72,22 @@ def test_roofline_takes_the_slower_of_memory_and_compute():
 def test_unknown_device_is_a_clear_error():
     with pytest.raises(FuseError, match=r"unknown device 'tpu' \(known: h100, h200, a100, cpu\)"):
         CostModel(chain(1), device_name="tpu")
+
+
+def test_the_cpu_prices_contractions_at_the_templates_rate_and_the_rest_at_the_loop_nests():
+    cpu = DEVICES["cpu"]
+    assert cpu.contraction_flops > cpu.flops
+    assert cpu.seconds(0, 1e9, 0, contraction_flops=1e9) == pytest.approx(1e9 / cpu.contraction_flops)
+    assert cpu.seconds(0, 1e9, 0) == pytest.approx(1e9 / cpu.flops)
+    b = GraphBuilder("mm")
+    x = b.input("x", (64, 64))
+    y = b.relu(b.matmul(x, b.constant(np.ones((64, 64), np.float32))))
+    b.output(y)
+    g = b.build()
+    model = CostModel(g, device_name="cpu")
+    mm, relu = (model.node_flops(n) for n in g.nodes)
+    cost = model.group_cost([n.name for n in g.nodes])
+    assert cost.seconds == pytest.approx(
+        max(cost.bytes / cpu.bandwidth, mm / cpu.contraction_flops + relu / cpu.flops) + cpu.launch)
+    # a GPU prices every flop alike
+    assert DEVICES["h100"].seconds(0, 2e9, 0, contraction_flops=1e9) == DEVICES["h100"].seconds(0, 2e9, 0)

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import fusionlang.onnx_backend as backend
-from fusionlang.errors import ModelError
+from fusionlang.errors import InputError, ModelError
 from fusionlang.frontend import from_onnx
 from onnx_cases import F32, I64, make_model, random_array, run_onnxruntime
 
@@ -125,3 +125,22 @@ def test_every_new_op_runs_as_cuda_emulated():
     for g, w in zip(got, run_onnxruntime(model, feeds)):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op_type, attrs, indices, message", [
+    ("GatherElements", {"axis": 1}, [[0, 1, 5], [0, 0, 1]], "index 5 is out of range for axis 1 of size 5"),
+    ("GatherElements", {"axis": 1}, [[0, 1, 2], [-6, 0, 1]], "index -6 is out of range for axis 1 of size 5"),
+    ("GatherND", {}, [[0, 4], [2, 0]], "index 2 is out of range for axis 0 of size 2"),
+    ("GatherND", {"batch_dims": 1}, [[-6], [1]], "index -6 is out of range for axis 1 of size 5"),
+])
+def test_compiled_index_reads_are_checked(op_type, attrs, indices, message):
+    model = make_model([helper.make_node(op_type, ["x", "i"], ["y"], name="pick", **attrs)],
+                       {"x": [2, 5], "i": ([2, len(indices[0])], I64)}, {"y": None}, 17)
+    rep = backend.prepare(model, target="c")
+    op = {"GatherElements": "gather_elements", "GatherND": "gather_nd"}[op_type]
+    expected = f"node 'pick' ({op}): {message}"
+    with pytest.raises(InputError, match="^" + re.escape(expected) + "$"):
+        rep.run({"x": random_array([2, 5]), "i": np.array(indices)})
+    good = np.zeros((2, len(indices[0])), np.int64)
+    np.testing.assert_array_equal(rep.run({"x": random_array([2, 5]), "i": good})[0],
+                                  run_onnxruntime(model, {"x": random_array([2, 5]), "i": good})[0])

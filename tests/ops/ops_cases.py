@@ -110,7 +110,7 @@ _ONNX_OPS = {
     "lrn": "LRN", "gemm": "Gemm", "conv": "Conv", "conv_transpose": "ConvTranspose", "max_pool": "MaxPool",
     "average_pool": "AveragePool", "batch_norm": "BatchNormalization", "instance_norm": "InstanceNormalization",
     "layer_norm": "LayerNormalization", "is_nan": "IsNaN", "is_inf": "IsInf", "gather_elements": "GatherElements",
-    "gather_nd": "GatherND", "remainder": "Mod", "shrink": "Shrink", "mish": "Mish", "trilu": "Trilu",
+    "gather_nd": "GatherND", "remainder": "Mod", "shrink": "Shrink", "mish": "Mish",
 }
 _WINDOW_KEYS = ("kernel_shape", "strides", "pads", "dilations", "group", "ceil_mode", "count_include_pad",
                 "output_padding", "storage_order")
@@ -213,6 +213,8 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "cumsum": lambda a, arrays, x: OnnxForm("CumSum", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
                                             [_i64(a["axis"])]),
     "index_of": _arg_extreme,
+    "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
+                                           [] if len(arrays) > 1 else [_i64(a["k"])]),
 }
 
 
@@ -450,7 +452,8 @@ def _index_cases() -> list[Case]:
         Case("mish", [normal(3, 5)]),
         Case("trilu", [normal(2, 4, 5)]),
         Case("trilu", [normal(4, 5), const(np.array(-1))], {"upper": 0}),
-        Case("trilu", [ints(5, 3), const(np.array(2))]),
+        Case("trilu", [ints(5, 3)], {"k": 2}),
+        Case("trilu", [normal(3, 4, 4)], {"k": -2, "upper": 0}),
         Case("cumsum", [normal(3, 4)], {"axis": 1}),
         Case("cumsum", [ints(3, 4)], {"axis": -2, "exclusive": 1}),
         Case("cumsum", [normal(3, 4)], {"axis": 0, "reverse": 1}),

@@ -95,3 +95,24 @@ def test_standard_library_file_as_a_script(tmp_path):
                            "--kinds", "rewrite,fuse"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "simplify.fuse:87: rewrite add_zero: proved" in proc.stdout
+
+
+def test_unknown_rule_name_exits_2_having_checked_nothing(tmp_path, capsys):
+    path = _write(tmp_path, "good.fuse", GOOD)
+    assert main(["check", path, "--rule", "drop_doble_neg"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == ("fusionlang: error: --rule: unknown rule 'drop_doble_neg'; nothing was checked "
+                                    "(did you mean 'drop_double_neg'?)")
+    assert captured.out == ""
+    assert main(["check", path, "--rule", "drop_double_neg", "--rule", "nosuch"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "fusionlang: error: --rule: unknown rule 'nosuch'; nothing was checked"
+    assert captured.out == ""
+
+
+def test_rule_name_of_a_kind_not_checked_is_unknown(tmp_path, capsys):
+    path = _write(tmp_path, "good.fuse", GOOD)
+    assert main(["check", path, "--kinds", "fuse", "--rule", "drop_double_neg"]) == 2
+    assert "unknown rule 'drop_double_neg'" in capsys.readouterr().err
+    assert main(["check", path, "--kinds", "rewrite", "--rule", "drop_double_neg", "--examples", "5"]) == 0
+    assert "rewrite drop_double_neg: proved" in capsys.readouterr().out

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from fusionlang.errors import FuseError, RuleError
 from fusionlang.lang import parse_text, render
 from fusionlang.lang.loader import resolve, standard_names
-from fusionlang.testing import check_rules, fuse_sources, mutated_sources
+from fusionlang.testing import check_rules, fuse_sources, hostile_sources, mutated_sources
 
 STDLIB = [Path(resolve(n)).read_text() for n in standard_names()]
 #: examples per fuzz test: 10x the profile's (a parse takes milliseconds)
@@ -89,3 +89,29 @@ def test_the_generator_speaks_the_grammar():
             syntax += any(d.message.startswith("unexpected ") for d in exc.diagnostics)
     assert loaded >= 5, loaded
     assert syntax <= len(samples) // 10, syntax
+
+
+def _small_graph():
+    from fusionlang.ops import GraphBuilder
+
+    b = GraphBuilder()
+    x, y = b.input("x", (4,)), b.input("y", (4,))
+    b.output(b.mul(b.add(x, y, name="a"), y, name="m"))
+    return b.build()
+
+
+@settings(max_examples=max(20, EXAMPLES // 4), deadline=None, suppress_health_check=list(HealthCheck))
+@given(hostile_sources())
+def test_hostile_programs_load_or_diagnose_and_rewrite_within_bounds(text):
+    """Deep, huge and exploding programs: loading raises only a RuleError with located
+    diagnostics (never RecursionError, MemoryError or a hang), and a rule set that loads
+    rewrites a graph or stops with a FuseError."""
+    from fusionlang.engine.rewrite import apply_rules
+
+    rules = load_or_diagnose(text)
+    if rules is None:
+        return
+    try:
+        apply_rules(_small_graph(), rules)
+    except FuseError:
+        pass

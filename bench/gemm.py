@@ -1,0 +1,131 @@
+"""GEMM micro-benchmark: the CPU GEMM template against the core's FMA peak and NumPy.
+
+Three things are measured in one process, interleaved, several rounds:
+
+* ``peak``: a probe kernel of independent vector FMAs (12 accumulators, no loads), compiled
+  with the same flags as generated code: the single-core FP32 FMA rate of this machine;
+* ``template``: C = A . B at 1024^3 (float32, row-major) through
+  :func:`fusionlang.backend.gemm_template.gemm_kernel`, packing included;
+* ``numpy``: ``numpy.matmul`` on the same arrays with one BLAS thread (the environment
+  variables below are set before NumPy loads; run this script in a fresh process).
+
+Reported: GFLOP/s from process CPU time (median of rounds, wall time beside), the template
+as a fraction of the peak and of NumPy. Writes bench/results/gemm.json.
+
+    python bench/gemm.py [--size 1024] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+    os.environ[_var] = "1"  # one BLAS thread: the template runs on one core
+
+import argparse  # noqa: E402
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import _checkout  # noqa: E402,F401  (first of ours: this checkout's fusionlang)
+from fusionlang.backend.ccompile import build_library, load_library  # noqa: E402
+from fusionlang.backend.gemm_template import GemmProblem, Operand, blocking_for, gemm_kernel, vector_types  # noqa: E402
+from fusionlang.backend.machine import host  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: independent FMA chains on full vectors: enough to cover the FMA latency on every ISA
+PEAK_PROBE = """
+#include <stdint.h>
+typedef float fl_pv __attribute__((vector_size({bytes})));
+double fl_peak(int64_t iterations, float seed) {{
+    fl_pv a[12], b = (fl_pv){{0}} + seed, c = (fl_pv){{0}} + 1e-7f;
+    for (int i = 0; i < 12; i++) a[i] = (fl_pv){{0}} + (float)i;
+    for (int64_t r = 0; r < iterations; r++) {{
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = a[i] * b + c;
+    }}
+    double s = 0;
+    for (int i = 0; i < 12; i++) s += a[i][0];
+    return s;
+}}
+"""
+
+
+def peak_probe(vector_floats: int):
+    lib = load_library(build_library([PEAK_PROBE.format(bytes=4 * vector_floats)]))
+    fn = lib.fl_peak
+    fn.argtypes = [ctypes.c_int64, ctypes.c_float]
+    fn.restype = ctypes.c_double
+    iterations = 20_000_000
+    flops = iterations * 12 * vector_floats * 2
+    return (lambda: fn(iterations, 0.9999999)), flops
+
+
+def template_gemm(n: int):
+    problem = GemmProblem(n, n, n, Operand(n, 1), Operand(n, 1), Operand(n, 1))
+    blocking = blocking_for(host(), problem)
+    src = "#include <stdlib.h>\n" + vector_types(blocking.vl) + gemm_kernel("fl_bench_gemm", problem, blocking)
+    fn = load_library(build_library([src])).fl_bench_gemm
+    fn.restype = ctypes.c_int
+    return fn, blocking
+
+
+def measure(fn, rounds_out: dict, key: str) -> None:
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn()
+    rounds_out.setdefault(key, []).append((time.process_time() - cpu, time.perf_counter() - wall))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    n = args.size
+    machine = host()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    c = np.zeros((n, n), np.float32)
+    gemm, blocking = template_gemm(n)
+    peak, peak_flops = peak_probe(machine.vector_floats)
+    ptrs = [x.ctypes.data_as(ctypes.c_void_p) for x in (a, b, c)]
+    fns = {"peak": peak, "template": lambda: gemm(*ptrs), "numpy": lambda: np.matmul(a, b)}
+    for fn in fns.values():  # warm up: page faults, lazy binding, BLAS initialisation
+        fn()
+    samples: dict = {}
+    for _ in range(args.rounds):
+        for key, fn in fns.items():
+            measure(fn, samples, key)
+    err = float(np.abs(c.astype(np.float64) - a.astype(np.float64) @ b).max())
+    flops = {"peak": peak_flops, "template": 2 * n ** 3, "numpy": 2 * n ** 3}
+    result = {"machine": platform.processor() or platform.machine(), "isa": machine.isa,
+              "blocking": blocking.__dict__, "size": n, "rounds": args.rounds, "max_abs_error": err,
+              "date": time.strftime("%Y-%m-%d"), "blas_threads": os.environ["OPENBLAS_NUM_THREADS"]}
+    for key, rows in samples.items():
+        cpu = statistics.median(r[0] for r in rows)
+        wall = statistics.median(r[1] for r in rows)
+        result[key] = {"cpu_s": cpu, "wall_s": wall, "gflops_cpu": flops[key] / cpu / 1e9,
+                       "gflops_wall": flops[key] / wall / 1e9}
+    result["template_over_peak"] = result["template"]["gflops_cpu"] / result["peak"]["gflops_cpu"]
+    result["template_over_numpy"] = result["template"]["gflops_cpu"] / result["numpy"]["gflops_cpu"]
+    print(f"sgemm {n}^3 on {result['machine']} ({machine.isa}, micro-tile {blocking.mr}x{blocking.nr}, "
+          f"kc={blocking.kc} mc={blocking.mc} nc={blocking.nc}), median of {args.rounds} rounds")
+    print(f"{'':10} {'GFLOP/s cpu':>12} {'GFLOP/s wall':>13}")
+    for key in ("peak", "template", "numpy"):
+        print(f"{key:10} {result[key]['gflops_cpu']:12.1f} {result[key]['gflops_wall']:13.1f}")
+    print(f"template / FMA peak = {result['template_over_peak']:.2f}, template / numpy (1 thread) = "
+          f"{result['template_over_numpy']:.2f}, max |error| {err:.2e}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "gemm.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""Depthwise convolution (one input and one output channel per group) as a direct kernel.
+
+As a GEMM it would be a 1 x (OH*OW) x (KH*KW) product per channel: a register tile of MR
+rows would hold one useful row, and packing would cost more than the arithmetic. The
+direct kernel instead keeps one output row of a channel in an L1 buffer and adds each tap's
+weight times a shifted input row into it; the row loop is a plain vector loop (contiguous
+at stride 1). The valid part of each shifted row is computed once per tap, so padding costs
+no test per element. The finished row goes through the same epilogue as the GEMM
+template's tiles (:func:`.gemm_template.epilogue_function`), with row 0 and the row's first
+column as its coordinates.
+
+The problem is described like the GEMM's: ``problem.a`` the weights (one row of KH*KW
+taps per channel, channel = outer index 1), ``problem.b`` the input as :class:`Im2Col` with
+one channel, ``problem.c`` the output; outer indices (image, channel).
+"""
+
+from __future__ import annotations
+
+from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Lines, epilogue_function, param_name
+
+#: the plane method's two stack buffers (padded input, wide output) stay under this
+PLANE_BYTES = 128 * 1024
+
+
+def is_depthwise(problem: GemmProblem) -> bool:
+    return isinstance(problem.b, Im2Col) and problem.b.channels == 1 and problem.m == 1 and len(problem.outer) == 2
+
+
+def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *,
+                     threads: bool = False) -> str:
+    """C source of ``int name(const float *W, const float *X, float *Y, <epilogue params>)``
+    (always returns 0: it allocates nothing)."""
+    if not is_depthwise(problem):
+        raise ValueError("not a depthwise convolution")
+    x = problem.b
+    kh, kw = x.kernel
+    sh, sw = x.stride
+    dh, dw = x.dilation
+    ph, pw = x.pads
+    out = Lines()
+    out(f"/* depthwise template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
+        f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw} */")
+    epilogue_function(out, name, problem, epilogue)
+    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
+    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    out.open(f"int {name}(const float *restrict W, const float *restrict X, float *restrict Y{extra})")
+    if threads:
+        out("#pragma omp parallel for collapse(2) schedule(static)")
+    out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
+    out.open(f"for (long o1 = 0; o1 < {problem.outer[1]}; o1++)")
+    out(f"const float *w = W + {_offset(problem.a)};")
+    out(f"const float *plane = X + {_offset(x)};")
+    out(f"float *y = Y + {_offset(problem.c)};")
+    if sh == 1 and sw == 1 and _plane_floats(x) * 4 <= PLANE_BYTES:
+        _plane_body(out, name, x, kh, kw, dh, dw, ph, pw, epilogue, extra_args)
+    else:
+        _row_body(out, name, x, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args)
+    out.close()
+    out.close()
+    out("return 0;")
+    out.close()
+    return out.text()
+
+
+def _plane_floats(x: Im2Col) -> int:
+    kh, kw = x.kernel
+    width = x.out_w + (kw - 1) * x.dilation[1]
+    height = x.out_h + (kh - 1) * x.dilation[0]
+    return height * width + x.out_h * width
+
+
+def _plane_body(out: Lines, name, x: Im2Col, kh, kw, dh, dw, ph, pw, epilogue, extra_args) -> None:
+    # stride 1: the channel's input is copied once into a zero-padded plane as wide as the
+    # output plus the kernel's reach; then each tap is ONE long vector loop over the whole
+    # (wide) output plane at a constant shift. The extra columns of each wide row are junk
+    # and are never stored.
+    width = x.out_w + (kw - 1) * dw
+    height = x.out_h + (kh - 1) * dh
+    out(f"float pad[{height * width}] __attribute__((aligned(64)));")
+    out(f"float acc[{x.out_h * width}] __attribute__((aligned(64)));")
+    out.open(f"for (long r = 0; r < {height}; r++)")
+    out(f"const long iy = r - {ph};")
+    out(f"float *prow = pad + r * {width}L;")
+    out.open(f"if (iy < 0 || iy >= {x.in_h})")
+    out(f"for (long c = 0; c < {width}; c++) prow[c] = 0.0f;")
+    out("continue;")
+    out.close()
+    out(f"for (long c = 0; c < {width}; c++) {{ const long ix = c - {pw}; "
+        f"prow[c] = (ix >= 0 && ix < {x.in_w}) ? plane[iy * {x.in_w}L + ix] : 0.0f; }}")
+    out.close()
+    span = (x.out_h - 1) * width + x.out_w
+    out(f"for (long t = 0; t < {x.out_h * width}; t++) acc[t] = 0.0f;")
+    out.open(f"for (long ky = 0; ky < {kh}; ky++)")
+    out.open(f"for (long kx = 0; kx < {kw}; kx++)")
+    out(f"const float tap = w[ky * {kw} + kx];")
+    out(f"const float *src = pad + ky * {dh * width}L + kx * {dw}L;")
+    out("#pragma omp simd")
+    out(f"for (long t = 0; t < {span}; t++) acc[t] += tap * src[t];")
+    out.close()
+    out.close()
+    out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
+    out(f"float *dst = y + oh * {x.out_w}L;")
+    out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = acc[oh * {width}L + ow];")
+    if epilogue is not None:
+        out(f"{name}_epilogue(dst, 0, 1, oh * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
+    out.close()
+
+
+def _row_body(out: Lines, name, x: Im2Col, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args) -> None:
+    # any stride: one output row at a time, each tap a strided run of one input row
+    out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
+    out(f"float row[{x.out_w}] __attribute__((aligned(64)));")
+    out(f"for (long ow = 0; ow < {x.out_w}; ow++) row[ow] = 0.0f;")
+    out.open(f"for (long ky = 0; ky < {kh}; ky++)")
+    out(f"const long iy = oh * {sh} + ky * {dh} - {ph};")
+    out(f"if (iy < 0 || iy >= {x.in_h}) continue;")
+    out(f"const float *in = plane + iy * {x.in_w}L;")
+    out.open(f"for (long kx = 0; kx < {kw}; kx++)")
+    out(f"const float tap = w[ky * {kw} + kx];")
+    out(f"const long x0 = kx * {dw} - {pw};")
+    # ow in [lo, hi) keeps 0 <= ow * sw + x0 < in_w
+    out(f"long lo = x0 >= 0 ? 0 : (-x0 + {sw - 1}) / {sw};")
+    out(f"long hi = x0 >= {x.in_w} ? 0 : ({x.in_w - 1} - x0) / {sw} + 1;")
+    out(f"if (hi > {x.out_w}) hi = {x.out_w};")
+    out("#pragma omp simd")
+    out(f"for (long ow = lo; ow < hi; ow++) row[ow] += tap * in[ow * {sw} + x0];")
+    out.close()
+    out.close()
+    out(f"float *dst = y + oh * {x.out_w}L;")
+    out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = row[ow];")
+    if epilogue is not None:
+        out(f"{name}_epilogue(dst, 0, 1, oh * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
+    out.close()
+
+
+def _offset(view) -> str:
+    terms = [f"{view.offset}L"] + [f"o{d} * {s}L" for d, s in enumerate(view.outer_strides) if s]
+    return " + ".join(terms)
+
+
+__all__ = ["depthwise_kernel", "is_depthwise"]

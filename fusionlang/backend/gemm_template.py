@@ -1,0 +1,537 @@
+"""The CPU GEMM template: packed panels, an MR x NR register-blocked micro-kernel, a fused
+epilogue applied to each finished tile.
+
+The structure is Goto's, as BLIS, MLAS and Inductor's CPU GEMM template share it::
+
+    for each outer index (batch, group):
+      for jc in N by NC:                  B panel (KC x NC) packed once, lives in L3
+        for pc in K by KC:
+          pack B[pc:pc+KC, jc:jc+NC] into NR-wide slivers
+          for ic in M by MC:              A block (MC x KC) packed, lives in L2
+            pack A[ic:ic+MC, pc:pc+KC] into MR-tall slivers
+            for jr in NC by NR:           one B sliver (KC x NR) stays in L1
+              for ir in MC by MR:
+                micro-kernel: C[MR x NR] (+)= A sliver . B sliver
+                last pc: the epilogue runs on the tile while it is in L1
+
+The micro-kernel keeps MR x NV vector accumulators in registers (NR = NV vector widths)
+and does MR x NV vector FMAs per step of K: on AVX-512 14 x 2 zmm accumulators, 2 B
+vectors and one broadcast A value fill 31 of the 32 registers. Packing zero-pads the
+edges, so the micro-kernel always runs whole; only the store of an edge tile goes
+element by element (no scalar cliff in the compute).
+
+Operands are strided views, so transposed inputs cost nothing beyond packing. B may be
+the implicit im2col matrix of a convolution (:class:`Im2Col`): the patch is gathered
+while packing and never materialized. A constant operand can be packed once, at compile
+time (:func:`pack_constant`), and passed in packed form.
+
+Everything printed here is generated from shapes and our own epilogue code; no text from a
+model or a rule file reaches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fusionlang.backend.machine import Machine
+
+
+# ----- the problem -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A matrix view of a flat float array: element (outer..., r, c) at
+    ``offset + sum(outer * outer_strides) + r * rows + c * cols``."""
+
+    rows: int
+    cols: int
+    offset: int = 0
+    outer_strides: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Im2Col:
+    """B[k, n] of a 2-D convolution as a GEMM, for one image and group: k runs over
+    (channel, kh, kw) of the group's input channels, n over (oh, ow); a tap outside the
+    image reads 0. ``offset``/``outer_strides`` locate channel 0 of the image and group."""
+
+    channels: int
+    in_h: int
+    in_w: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    pads: tuple[int, int]  # top, left
+    out_h: int
+    out_w: int
+    offset: int = 0
+    outer_strides: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """C[outer..., m, n] = sum_k A[outer..., m, k] * B[outer..., k, n]."""
+
+    m: int
+    n: int
+    k: int
+    a: Operand
+    b: Operand | Im2Col
+    c: Operand
+    outer: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        for name, view in (("a", self.a), ("b", self.b), ("c", self.c)):
+            if len(view.outer_strides) != len(self.outer):
+                raise ValueError(f"operand {name}: {len(view.outer_strides)} outer strides for {len(self.outer)} outer dims")
+        if isinstance(self.b, Im2Col):
+            kh, kw = self.b.kernel
+            if self.b.channels * kh * kw != self.k or self.b.out_h * self.b.out_w != self.n:
+                raise ValueError("im2col operand does not match the GEMM's k and n")
+        if self.c.cols != 1:
+            raise ValueError("C must be row-contiguous (column stride 1): its tiles are stored as vectors")
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k * int(np.prod(self.outer, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """C statements run on every element of a finished tile, in a SIMD loop over its
+    columns: ``v`` is the accumulated value (float, read and written back to C); ``i`` and
+    ``j`` are the element's row and column in the GEMM and ``o0, o1, ...`` its outer
+    indices. ``params`` are extra kernel parameters the statements read (bias, residual)."""
+
+    body: str
+    params: tuple[str, ...] = ()
+
+
+# ----- blocking ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Blocking:
+    vl: int  # floats per vector
+    mr: int  # rows of the micro-tile (broadcast A values)
+    nv: int  # vectors per micro-tile row
+    kc: int
+    mc: int
+    nc: int
+
+    @property
+    def nr(self) -> int:
+        return self.vl * self.nv
+
+
+#: micro-tiles (MR, NV) per instruction set, the default first: MR * NV accumulators + NV
+#: B vectors + 1 broadcast fit the vector registers (AVX-512 and NEON 32, AVX2 and the
+#: fallback 16). The others serve shapes the default pads badly (32 output channels fill
+#: 32 of 42 rows of 14-row tiles, all 32 of 8-row ones).
+MICRO_TILES = {"avx512": ((14, 2), (12, 2), (8, 3), (6, 4)), "avx2": ((6, 2), (4, 3)),
+               "neon": ((8, 3), (6, 4)), "generic": ((4, 2),)}
+
+
+def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocking:
+    """Cache blocking from the machine: a KC x NR sliver of B fills L1 (the A sliver it
+    meets streams from L2: 256 x 32 floats on AVX-512 with 32 KiB of L1 ran 96 GFLOP/s at
+    1024^3 where half of that ran 83 to 94), an
+    MC x KC block of A half of L2, a KC x NC panel of B a quarter of L3; each is clamped
+    to the problem so small GEMMs do not pack padding. The micro-tile is the one of the
+    machine's that wastes the least of the problem's M x N on padding (the default unless
+    another saves more than 2%)."""
+    vl = machine.vector_floats
+    mr, nv = _micro_tile(machine, vl, problem)
+    nr = vl * nv
+    kc = _clamp(machine.l1d // (nr * 4), 64, 512)
+    mc = _clamp(machine.l2 // 2 // (kc * 4), mr, 1024) // mr * mr
+    nc = _clamp(machine.l3 // 4 // (kc * 4), nr, 8192) // nr * nr
+    if problem is not None:
+        kc = max(1, min(kc, problem.k))
+        mc = min(mc, _round_up(problem.m, mr))
+        nc = min(nc, _round_up(problem.n, nr))
+    return Blocking(vl, mr, nv, kc, mc, nc)
+
+
+def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple[int, int]:
+    tiles = MICRO_TILES[machine.isa]
+    if problem is None:
+        return tiles[0]
+
+    def padded(tile):
+        mr, nv = tile
+        return _round_up(problem.m, mr) * _round_up(problem.n, vl * nv)
+
+    best = tiles[0]
+    for tile in tiles[1:]:  # another tile only where it saves more than 2% of the work
+        if padded(tile) < 0.98 * padded(best):
+            best = tile
+    return best
+
+
+def _clamp(x: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, x))
+
+
+def _round_up(x: int, step: int) -> int:
+    return -(-x // step) * step
+
+
+# ----- constant operands packed at compile time ----------------------------------------
+
+
+def packed_size(problem: GemmProblem, blocking: Blocking, which: str) -> int:
+    """Floats of the packed form of operand ``which`` ("a" or "b") for one outer index."""
+    if which == "a":
+        return _round_up(problem.m, blocking.mr) * problem.k
+    return _round_up(problem.n, blocking.nr) * problem.k
+
+
+def pack_constant(flat: np.ndarray, problem: GemmProblem, blocking: Blocking, which: str) -> np.ndarray:
+    """The packed form of a constant operand, laid out as the kernel reads it with
+    ``packed_a``/``packed_b``: per outer index (the operand's nonzero outer strides only),
+    per KC block, every MR (or NR) sliver of the whole M (or N) side, zero-padded."""
+    view = problem.a if which == "a" else problem.b
+    if isinstance(view, Im2Col):
+        raise ValueError("an im2col operand is gathered while packing; it has no constant packed form")
+    flat = np.asarray(flat, dtype=np.float32).reshape(-1)
+    side, step = (problem.m, blocking.mr) if which == "a" else (problem.n, blocking.nr)
+    padded = _round_up(side, step)
+    outer_shape = [n if s else 1 for n, s in zip(problem.outer, view.outer_strides)]
+    blocks = []
+    for outer in np.ndindex(*outer_shape):
+        base = view.offset + sum(o * s for o, s in zip(outer, view.outer_strides))
+        s_idx, k_idx = np.arange(side)[:, None], np.arange(problem.k)[None, :]
+        if which == "a":  # A[s, k]
+            idx = base + s_idx * view.rows + k_idx * view.cols
+        else:  # B[k, s], gathered transposed
+            idx = base + k_idx * view.rows + s_idx * view.cols
+        full = np.zeros((padded, problem.k), np.float32)
+        full[:side] = flat[idx]
+        for pc in range(0, problem.k, blocking.kc):
+            kc = min(blocking.kc, problem.k - pc)
+            sliver = full[:, pc:pc + kc].reshape(padded // step, step, kc).transpose(0, 2, 1)
+            blocks.append(sliver.reshape(-1))
+    return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+
+
+# ----- printing ------------------------------------------------------------------------
+
+
+@dataclass
+class Lines:
+    lines: list[str] = field(default_factory=list)
+    depth: int = 0
+
+    def __call__(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def open(self, text: str) -> None:
+        self(text + " {")
+        self.depth += 1
+
+    def close(self, text: str = "}") -> None:
+        self.depth -= 1
+        self(text)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def vector_types(vl: int) -> str:
+    """The vector types the template prints: an aligned one for packed panels, an
+    element-aligned one for C."""
+    return (f"typedef float fl_vf{vl} __attribute__((vector_size({vl * 4})));\n"
+            f"typedef float fl_vfu{vl} __attribute__((vector_size({vl * 4}), aligned(4), may_alias));\n")
+
+
+def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: Epilogue | None = None,
+                *, packed_a: bool = False, packed_b: bool = False, threads: bool = False) -> str:
+    """C source of ``int name(const float *A, const float *B, float *C, <epilogue params>)``:
+    C = A . B over the problem's outer indices, then the epilogue on every element. Returns
+    0, or 1 when its packing buffers cannot be allocated (nothing is written then).
+    ``threads``: OpenMP threads share the NR-wide slivers of each packed panel (each
+    writes its own columns of C); packing stays on one thread."""
+    if packed_b and isinstance(problem.b, Im2Col):
+        raise ValueError("an im2col operand cannot be passed packed")
+    out = Lines()
+    out(f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
+        f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
+    _micro_kernel(out, name, problem, blocking)
+    if not packed_a:
+        _pack_a(out, name, problem.a, blocking)
+    if not packed_b:
+        if isinstance(problem.b, Im2Col):
+            _pack_im2col(out, name, problem.b, blocking)
+        else:
+            _pack_b(out, name, problem.b, blocking)
+    epilogue_function(out, name, problem, epilogue)
+    _driver(out, name, problem, blocking, epilogue, packed_a, packed_b, threads)
+    return out.text()
+
+
+def _micro_kernel(out: Lines, name: str, problem: GemmProblem, bl: Blocking) -> None:
+    vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
+    ldc = problem.c.rows
+    out.open(f"static inline void {name}_micro(long kc, const float *restrict a, const float *restrict b, "
+             f"float *restrict c, int mm, int nn, int accumulate)")
+    accs = [[f"c{i}_{v}" for v in range(bl.nv)] for i in range(bl.mr)]
+    out(f"{vf} " + ", ".join(f"{acc} = {{0}}" for row in accs for acc in row) + ";")
+    out.open("for (long p = 0; p < kc; p++)")
+    for v in range(bl.nv):
+        # element-aligned loads: a packed constant from NumPy need not be 64-byte aligned,
+        # and an unaligned-type load of aligned data costs the same
+        out(f"const {vf} b{v} = *(const {vfu} *)(b + {v * bl.vl});")
+    for i in range(bl.mr):
+        out(f"const float a{i} = a[{i}];")
+        for v in range(bl.nv):
+            out(f"{accs[i][v]} += a{i} * b{v};")
+    out(f"a += {bl.mr}; b += {bl.nr};")
+    out.close()
+    out.open(f"if (mm == {bl.mr} && nn == {bl.nr})")
+    for i in range(bl.mr):
+        for v in range(bl.nv):
+            ptr = f"(({vfu} *)(c + {i * ldc + v * bl.vl}))"
+            out(f"if (accumulate) *{ptr} += {accs[i][v]}; else *{ptr} = {accs[i][v]};")
+    out.close("} else {")
+    out.depth += 1
+    out(f"float t[{bl.mr}][{bl.nr}] __attribute__((aligned(64)));")
+    for i in range(bl.mr):
+        for v in range(bl.nv):
+            out(f"*({vf} *)&t[{i}][{v * bl.vl}] = {accs[i][v]};")
+    out.open("for (int i = 0; i < mm; i++)")
+    out.open("for (int j = 0; j < nn; j++)")
+    out(f"float *cp = c + i * {ldc}L + j;")
+    out("*cp = accumulate ? *cp + t[i][j] : t[i][j];")
+    out.close()
+    out.close()
+    out.close()
+    out.close()
+
+
+def _pack_a(out: Lines, name: str, a: Operand, bl: Blocking) -> None:
+    # dst: MR-tall slivers, each kc steps of MR values (column p of the sliver is contiguous)
+    out.open(f"static void {name}_pack_a(const float *restrict src, long m, long kc, float *restrict dst)")
+    out.open(f"for (long i0 = 0; i0 < m; i0 += {bl.mr}, dst += {bl.mr} * kc)")
+    out(f"const long mm = m - i0 < {bl.mr} ? m - i0 : {bl.mr};")
+    out.open("for (long i = 0; i < mm; i++)")
+    out(f"const float *row = src + (i0 + i) * {a.rows}L;")
+    out(f"for (long p = 0; p < kc; p++) dst[p * {bl.mr} + i] = row[p * {a.cols}L];")
+    out.close()
+    out(f"for (long i = mm; i < {bl.mr}; i++) for (long p = 0; p < kc; p++) dst[p * {bl.mr} + i] = 0.0f;")
+    out.close()
+    out.close()
+
+
+def _pack_b(out: Lines, name: str, b: Operand, bl: Blocking) -> None:
+    # dst: NR-wide slivers, each kc rows of NR values
+    out.open(f"static void {name}_pack_b(const float *restrict src, long kc, long n, float *restrict dst)")
+    out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
+    out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
+    out.open("for (long p = 0; p < kc; p++)")
+    out(f"const float *row = src + p * {b.rows}L + j0 * {b.cols}L;")
+    out(f"float *d = dst + p * {bl.nr};")
+    out("long j = 0;")
+    out(f"for (; j < nn; j++) d[j] = row[j * {b.cols}L];")
+    out(f"for (; j < {bl.nr}; j++) d[j] = 0.0f;")
+    out.close()
+    out.close()
+    out.close()
+
+
+def _pack_im2col(out: Lines, name: str, b: Im2Col, bl: Blocking) -> None:
+    # B rows pc..pc+kc of the implicit patch matrix, columns n0.. of the output plane.
+    # A sliver's columns run along output rows; within one output row the taps of one
+    # (channel, ky, kx) are one strided run of an input row (contiguous at stride 1),
+    # with zeros where the run leaves the image: three plain loops, no test per element.
+    kh, kw = b.kernel
+    sh, sw = b.stride
+    dh, dw = b.dilation
+    ph, pw = b.pads
+    out.open(f"static void {name}_pack_b(const float *restrict src, long pc, long kc, long n0, long n, "
+             f"float *restrict dst)")
+    out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
+    out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
+    out.open("for (long p = 0; p < kc; p++)")
+    out(f"const long kk = pc + p, ch = kk / {kh * kw}, r = kk % {kh * kw};")
+    out(f"const long ky = r / {kw} * {dh} - {ph}, kx = r % {kw} * {dw} - {pw};")
+    out(f"const float *plane = src + ch * {b.in_h * b.in_w}L;")
+    out(f"float *d = dst + p * {bl.nr};")
+    out("long j = 0, at = n0 + j0;")
+    out.open("while (j < nn)")
+    out(f"const long oh = at / {b.out_w}, ow = at % {b.out_w};")
+    out(f"const long seg = nn - j < {b.out_w} - ow ? nn - j : {b.out_w} - ow;")
+    out(f"const long y = oh * {sh} + ky, x0 = ow * {sw} + kx;")
+    out("long lo = seg, hi = seg;")
+    out.open(f"if (y >= 0 && y < {b.in_h})")
+    out(f"lo = x0 >= 0 ? 0 : (-x0 + {sw - 1}) / {sw};")
+    out(f"hi = x0 >= {b.in_w} ? 0 : ({b.in_w - 1} - x0) / {sw} + 1;")
+    out("if (lo > seg) lo = seg;")
+    out("if (hi > seg) hi = seg;")
+    out("if (hi < lo) hi = lo;")
+    out.close()
+    out(f"const long base = y * {b.in_w}L + x0;  /* an index, not a pointer: y may be outside */")
+    out("for (long t = 0; t < lo; t++) d[j + t] = 0.0f;")
+    out(f"for (long t = lo; t < hi; t++) d[j + t] = plane[base + t * {sw}];")
+    out("for (long t = hi; t < seg; t++) d[j + t] = 0.0f;")
+    out("j += seg; at += seg;")
+    out.close()
+    out(f"for (long t = nn; t < {bl.nr}; t++) d[t] = 0.0f;")
+    out.close()
+    out.close()
+    out.close()
+
+
+def _outer_params(problem: GemmProblem) -> str:
+    return "".join(f", long o{d}" for d in range(len(problem.outer)))
+
+
+def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None) -> None:
+    """``name_epilogue(c, i0, mm, j0, nn, o..., params)``: the epilogue over an mm x nn tile
+    of C at row i0, column j0 (``c`` points at its first element)."""
+    if epilogue is None:
+        return
+    extra = "".join(", " + p for p in epilogue.params)
+    out.open(f"static inline void {name}_epilogue(float *restrict c, long i0, long mm, long j0, long nn"
+             f"{_outer_params(problem)}{extra})")
+    out.open("for (long i = i0; i < i0 + mm; i++)")
+    out(f"float *row = c + (i - i0) * {problem.c.rows}L - j0;")
+    out("#pragma omp simd")
+    out.open("for (long j = j0; j < j0 + nn; j++)")
+    out("float v = row[j];")
+    for line in epilogue.body.strip().splitlines():
+        out(line.strip())
+    out("row[j] = v;")
+    out.close()
+    out.close()
+    out.close()
+
+
+def _a_block(bl: Blocking) -> int:
+    return _round_up(_round_up(bl.mc, bl.mr) * bl.kc, 16)  # whole 64-byte lines
+
+
+def _b_panel(bl: Blocking) -> int:
+    return _round_up(_round_up(bl.nc, bl.nr) * bl.kc, 16)
+
+
+def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, packed_b: bool = False) -> int:
+    """Floats of packing buffers the kernel allocates on each call."""
+    return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl))
+
+
+def _allocator(out: Lines, name: str) -> None:
+    # 64-byte aligned packing buffers (aligned_alloc wants whole lines); compiled with
+    # -DFL_ALLOC_LIMIT=N a request above N bytes fails, which is how tests make it fail
+    out.open(f"static inline float *{name}_alloc(size_t n)")
+    out("#ifdef FL_ALLOC_LIMIT")
+    out("if (n > (size_t)(FL_ALLOC_LIMIT)) return NULL;")
+    out("#endif")
+    out("return (float *)aligned_alloc(64, n);")
+    out.close()
+
+
+def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
+            packed_a: bool, packed_b: bool, threads: bool) -> None:
+    m, n, k = problem.m, problem.n, problem.k
+    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
+    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
+    if not (packed_a and packed_b):
+        _allocator(out, name)
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
+    if not packed_a:
+        out(f"float *ap = {name}_alloc({4 * _a_block(bl)});")
+    if not packed_b:
+        out(f"float *bp = {name}_alloc({4 * _b_panel(bl)});")
+    checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b)) if not skip]
+    if checks:
+        out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
+    for d, extent in enumerate(problem.outer):
+        out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
+    out(f"const float *a_o = A + {_outer_offset(problem.a, packed_a, problem, bl, 'a')};")
+    out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b')};")
+    out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c')};")
+    if k == 0:
+        _zero_k(out, name, problem, epilogue, outer_args, extra_args)
+    else:
+        _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads)
+    for _ in problem.outer:
+        out.close()
+    for v in checks:
+        out(f"free({v});")
+    out("return 0;")
+    out.close()
+
+
+def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads) -> None:
+    m, n, k = problem.m, problem.n, problem.k
+    ldc = problem.c.rows
+    mpad, npad = _round_up(m, bl.mr), _round_up(n, bl.nr)
+    out.open(f"for (long jc = 0; jc < {n}; jc += {bl.nc})")
+    out(f"const long nc = {n} - jc < {bl.nc} ? {n} - jc : {bl.nc};")
+    out.open(f"for (long pc = 0; pc < {k}; pc += {bl.kc})")
+    out(f"const long kc = {k} - pc < {bl.kc} ? {k} - pc : {bl.kc};")
+    if packed_b:
+        out(f"const float *bpan = b_o + pc * {npad}L + jc * kc;")
+    elif isinstance(problem.b, Im2Col):
+        out(f"{name}_pack_b(b_o, pc, kc, jc, nc, bp);")
+        out("const float *bpan = bp;")
+    else:
+        out(f"{name}_pack_b(b_o + pc * {problem.b.rows}L + jc * {problem.b.cols}L, kc, nc, bp);")
+        out("const float *bpan = bp;")
+    out.open(f"for (long ic = 0; ic < {m}; ic += {bl.mc})")
+    out(f"const long mc = {m} - ic < {bl.mc} ? {m} - ic : {bl.mc};")
+    if packed_a:
+        out(f"const float *apan = a_o + pc * {mpad}L + ic * kc;")
+    else:
+        out(f"{name}_pack_a(a_o + ic * {problem.a.rows}L + pc * {problem.a.cols}L, mc, kc, ap);")
+        out("const float *apan = ap;")
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    out.open(f"for (long jr = 0; jr < nc; jr += {bl.nr})")
+    out(f"const long nn = nc - jr < {bl.nr} ? nc - jr : {bl.nr};")
+    out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
+    out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
+    out(f"float *ct = c_o + (ic + ir) * {ldc}L + (jc + jr) * {problem.c.cols}L;")
+    out(f"{name}_micro(kc, apan + ir * kc, bpan + jr * kc, ct, (int)mm, (int)nn, pc > 0);")
+    if epilogue is not None:
+        out(f"if (pc + kc == {k}) {name}_epilogue(ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
+    for _ in range(5):
+        out.close()
+
+
+def _zero_k(out, name, problem, epilogue, outer_args, extra_args) -> None:
+    # an empty sum: C is 0, then the epilogue
+    ldc = problem.c.rows
+    out(f"for (long i = 0; i < {problem.m}; i++) for (long j = 0; j < {problem.n}; j++) "
+        f"c_o[i * {ldc}L + j * {problem.c.cols}L] = 0.0f;")
+    if epilogue is not None:
+        out(f"for (long i = 0; i < {problem.m}; i++) "
+            f"{name}_epilogue(c_o + i * {ldc}L, i, 1, 0, {problem.n}{outer_args}{extra_args});")
+
+
+def _outer_offset(view, packed: bool, problem: GemmProblem, bl: Blocking, which: str) -> str:
+    if packed:
+        size = packed_size(problem, bl, which)
+        strides, step = [], size
+        for extent, s in reversed(list(zip(problem.outer, view.outer_strides))):
+            strides.append(step if s else 0)
+            step *= extent if s else 1
+        strides.reverse()
+        terms = [f"o{d} * {s}L" for d, s in enumerate(strides) if s]
+        return " + ".join(terms) or "0"
+    terms = [f"{view.offset}L"] + [f"o{d} * {s}L" for d, s in enumerate(view.outer_strides) if s]
+    return " + ".join(terms)
+
+
+def param_name(decl: str) -> str:
+    return decl.replace("*", " ").split()[-1]
+
+
+__all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Operand", "blocking_for", "epilogue_function",
+           "gemm_kernel", "packing_floats", "param_name",
+           "pack_constant", "packed_size", "vector_types"]

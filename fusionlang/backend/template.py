@@ -1,0 +1,424 @@
+"""Groups whose complex op runs as the GEMM template (:mod:`.gemm_template`) on the CPU.
+
+A group qualifies when it holds one float32 ``matmul``, ``gemm`` or 1-D/2-D ``conv`` whose
+operands come from outside the group, and everything else in it is an *epilogue*: statements
+over the complex op's output box that read the values computed before them at the same
+element (bias, activations, a residual add, scale and shift, clip). Then:
+
+* the template owns the complex op's loop order (packed panels, register-blocked
+  micro-kernel); a constant operand (a conv's or a linear layer's weights) is packed once,
+  here, at compile time;
+* the polyhedral program of the group (:func:`.poly.build_program`) still supplies the
+  statements: the complex op's ``final`` statement and the epilogue statements are printed,
+  element by element, into the template's epilogue, which runs on each finished tile while
+  it is in L1. Nothing fused makes an extra trip through memory.
+
+The GEMM accumulates into the group's output buffer: the complex op's own output when the
+group exports it, else the last output of the group (written in place by the epilogue, which
+reads each element before it stores it). A group that does not fit this shape (a prologue
+computed inside the group, a reduction after the conv, a guarded read in the epilogue) keeps
+the polyhedral loop nest, so the template is a speed-up and never a restriction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
+from fusionlang.backend.failures import ALLOC
+from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
+                                              gemm_kernel, pack_constant, packing_floats, vector_types)
+from fusionlang.backend.depthwise_template import depthwise_kernel, is_depthwise
+from fusionlang.backend.machine import Machine, host
+from fusionlang.backend.lower import LoweredGroup, lower
+from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
+from fusionlang.backend.schedule import schedule_program
+from fusionlang.engine.cost import CONTRACTIONS
+from fusionlang.engine.plan import FusionPlan, Group, boundary
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.ops.access import as_expr, i_sym
+from fusionlang.ops.checking import op_call
+from fusionlang.ops.window import window_of
+
+#: the ops the templates compute (the cost model prices them at the templates' rate)
+COMPLEX_OPS = CONTRACTIONS
+#: a GEMM smaller than this many multiply-adds stays a loop nest (packing would dominate)
+MIN_MACS = 4096
+
+
+@dataclass(eq=False)
+class TemplateGroup:
+    """A group planned onto the template: the problem, how each operand is passed, and the
+    statements the epilogue prints."""
+
+    group: Group
+    problem: GemmProblem
+    blocking: Blocking
+    #: kernel parameters in order (inputs, then outputs); aux arrays carry packed constants
+    params: list[Array]
+    a_param: Array
+    b_param: Array
+    c_param: Array
+    packed_a: bool
+    packed_b: bool
+    #: output dim k of the complex op's output -> its expression in the GEMM's coordinates
+    coords: dict[sp.Symbol, sp.Expr]
+    final: PolyStmt
+    epilogue: list[PolyStmt]
+    #: loop nests run before and after the template call (see :func:`plan_template`)
+    before: LoweredGroup | None = None
+    after: LoweredGroup | None = None
+    #: values the parts pass to each other through memory: each needs a buffer
+    scratch: tuple[str, ...] = ()
+
+
+# ----- planning --------------------------------------------------------------------------
+
+
+def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Machine | None = None
+                  ) -> TemplateGroup | None:
+    """The group as a template call, or None when its complex op cannot be one.
+
+    First choice: the whole group as one template call, the rest of the group its epilogue.
+    Otherwise (a prologue inside the group, a concat or a reduction after the conv) the
+    group runs in up to three parts: a loop nest for what the complex op reads, the
+    template, a loop nest for the rest; values passed between the parts go through
+    ``scratch`` buffers. Each is still far faster than the complex op as a loop nest.
+    """
+    graph = plan.graph
+    complex_nodes = [n for n in plan.nodes_of(group) if n.op in COMPLEX_OPS]
+    if group.kind != "kernel" or len(complex_nodes) != 1:
+        return None
+    node = complex_nodes[0]
+    shapes = _problem(graph, node)
+    if shapes is None:
+        return None
+    problem = shapes[0]
+    if problem.m * problem.n * problem.k * int(np.prod(problem.outer, dtype=np.int64)) < MIN_MACS:
+        return None
+    machine = machine or host()
+    if _operands_from_outside(graph, node, group, constants):
+        fused = _plan_part(graph, group, group.nodes, node, shapes, constants, machine)
+        if fused is not None:
+            return fused
+    return _plan_split(plan, group, node, shapes, constants, machine)
+
+
+def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes, constants: dict,
+               machine: Machine) -> TemplateGroup | None:
+    """``names`` (the complex node and what follows it) as one template call, or None."""
+    problem, coords, a_value, b_value = shapes
+    prog = build_program(graph, names, constants=constants)
+    stmts = _split(prog, node)
+    if stmts is None:
+        return None
+    final, epilogue = stmts
+    c_array = _accumulator_target(prog, final, epilogue)
+    if c_array is None or any(a.dtype != "float32" for a in prog.arrays):
+        return None
+    blocking = blocking_for(machine, problem)
+    # the depthwise kernel reads its weights as they are
+    a_constants = {} if is_depthwise(problem) else constants
+    a_param, packed_a = _operand_param(prog, a_value, a_constants, problem, blocking, "a")
+    b_param, packed_b = _operand_param(prog, b_value, constants, problem, blocking, "b")
+    params = _params(prog, final, epilogue, [a_param, b_param], c_array)
+    return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
+                         coords, final, epilogue)
+
+
+def _plan_split(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine
+                ) -> TemplateGroup | None:
+    graph = plan.graph
+    before = _ancestors_within(plan, group, node)
+    first = [n for n in group.nodes if n in before]
+    rest = [n for n in group.nodes if n not in before and n != node.name]
+    # the template takes what follows it as its epilogue if it can, else only the op
+    core = _plan_part(graph, group, [node.name] + rest, node, shapes, constants, machine) if rest else None
+    if core is not None:
+        rest = []
+    else:
+        core = _plan_part(graph, group, [node.name], node, shapes, constants, machine)
+    if core is None:
+        return None
+    core.before = _loop_nest(graph, first, constants) if first else None
+    core.after = _loop_nest(graph, rest, constants) if rest else None
+    parts = [p for p in (first, [n for n in group.nodes if n not in first and n not in rest], rest) if p]
+    crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
+    core.scratch = tuple(sorted(crossing - set(group.outputs)))
+    return core
+
+
+def _ancestors_within(plan: FusionPlan, group: Group, node: Node) -> set[str]:
+    members = set(group.nodes)
+    producer = {out: n for n in plan.nodes_of(group) for out in n.outputs}
+    found: set[str] = set()
+    stack = [v for v in node.present_inputs()]
+    while stack:
+        p = producer.get(stack.pop())
+        if p is not None and p.name in members and p.name not in found:
+            found.add(p.name)
+            stack.extend(p.present_inputs())
+    return found
+
+
+def _loop_nest(graph: Graph, names: list[str], constants: dict) -> LoweredGroup:
+    # one nest per statement: what is left of the group is data movement (a concat, a
+    # transpose) and what follows it, whose fused schedule puts the moved axis innermost
+    # (densenet121's concat + batch norm + relu: channels innermost at a stride of a whole
+    # plane, 25 ms of the model's 113; one contiguous nest per statement: 10 ms)
+    return lower(schedule_program(build_program(graph, names, constants=constants), "c", fuse=False))
+
+
+def _operands_from_outside(graph: Graph, node: Node, group: Group, constants: dict) -> bool:
+    outside = set(group.inputs) | set(constants)
+    return all(v in outside for v in node.present_inputs())
+
+
+def _problem(graph: Graph, node: Node):
+    """(GemmProblem, coords, value read as A, value read as B), or None if unsupported."""
+    call = op_call(graph, node)
+    types = [t for t in call.in_types if t is not None] + list(call.out_types)
+    if any(t.dtype != "float32" for t in types):
+        return None
+    if node.op == "matmul":
+        return _matmul_problem(call, node)
+    if node.op == "gemm":
+        return _gemm_problem(call, node)
+    return _conv_problem(call, node)
+
+
+def _row_major_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return strides[::-1]
+
+
+def _matmul_problem(call, node: Node):
+    a, b = call.input(0), call.input(1)
+    out = call.out_types[0]
+    if a.rank < 2 or b.rank < 2:
+        return None  # matrix-vector products stay loop nests
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = out.shape[:-2]
+    out_strides = _row_major_strides(out.shape)[:-2]
+
+    def batch_strides(t):
+        own = _row_major_strides(t.shape)[:-2]
+        lead = len(batch) - len(own)
+        return tuple(0 if d < lead or t.shape[d - lead] == 1 else own[d - lead] for d in range(len(batch)))
+
+    problem = GemmProblem(m, n, k, Operand(k, 1, 0, batch_strides(a)), Operand(n, 1, 0, batch_strides(b)),
+                          Operand(n, 1, 0, tuple(out_strides)), tuple(batch))
+    coords = {i_sym(d): sp.Symbol(f"o{d}", integer=True, nonnegative=True) for d in range(len(batch))}
+    coords[i_sym(len(batch))] = _I
+    coords[i_sym(len(batch) + 1)] = _J
+    return problem, coords, node.inputs[0], node.inputs[1]
+
+
+def _gemm_problem(call, node: Node):
+    a, b = call.input(0), call.input(1)
+    m, n = call.out_types[0].shape
+    k = a.shape[0] if call.attrs["trans_a"] else a.shape[1]
+    a_view = Operand(1, m) if call.attrs["trans_a"] else Operand(k, 1)
+    b_view = Operand(1, k) if call.attrs["trans_b"] else Operand(n, 1)
+    problem = GemmProblem(m, n, k, a_view, b_view, Operand(n, 1))
+    return problem, {i_sym(0): _I, i_sym(1): _J}, node.inputs[0], node.inputs[1]
+
+
+def _conv_problem(call, node: Node):
+    x, w = call.input(0), call.input(1)
+    if x.rank not in (3, 4):
+        return None
+    group = call.attrs["group"]
+    spatial = x.shape[2:]
+    window = window_of(call, x.rank - 2, tuple(call.attrs["kernel_shape"] or w.shape[2:]))
+    out_spatial = window.output_shape(spatial)
+    if x.rank == 3:  # 1-D as 2-D with one row
+        spatial, out_spatial = (1,) + spatial, (1,) + out_spatial
+        kernel, strides = (1,) + window.kernel, (1,) + window.strides
+        dilations, pads = (1,) + window.dilations, (0,) + window.pads_begin
+    else:
+        kernel, strides, dilations, pads = window.kernel, window.strides, window.dilations, window.pads_begin
+    batch, channels = x.shape[:2]
+    oc = w.shape[0]
+    cg, mg = channels // group, oc // group
+    kg = cg * kernel[0] * kernel[1]
+    h, wd = spatial
+    oh, ow = out_spatial
+    plane = oh * ow
+    a_view = Operand(kg, 1, 0, (0, mg * kg))
+    b_view = Im2Col(cg, h, wd, kernel, strides, dilations, pads, oh, ow, 0, (channels * h * wd, cg * h * wd))
+    c_view = Operand(plane, 1, 0, (oc * plane, mg * plane))
+    problem = GemmProblem(mg, plane, kg, a_view, b_view, c_view, (batch, group))
+    o0, o1 = (sp.Symbol(f"o{d}", integer=True, nonnegative=True) for d in range(2))
+    coords = {i_sym(0): o0, i_sym(1): o1 * mg + _I}
+    if x.rank == 3:
+        coords[i_sym(2)] = _J
+    else:
+        row = sp.floor(_J / ow)
+        # the column as j - ow * row, so an identity read's offset cancels to j
+        coords[i_sym(2)], coords[i_sym(3)] = row, _J - ow * row
+    return problem, coords, node.inputs[1], node.inputs[0]
+
+
+_I = sp.Symbol("i", integer=True, nonnegative=True)
+_J = sp.Symbol("j", integer=True, nonnegative=True)
+
+
+def _split(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolyStmt]] | None:
+    """(the complex op's final statement, the epilogue statements in order), or None."""
+    own = [s for s in prog.stmts if s.node is node]
+    finals = [s for s in own if s.kind in ("final", "compute")]
+    if len(finals) != 1 or {s.kind for s in own} - {"init", "update", "final", "compute"}:
+        return None
+    final = finals[0]
+    epilogue = [s for s in prog.stmts if s.node is not node]
+    box = final.out_extents
+    written = {final.write.array.id}
+    for s in [final] + epilogue:
+        if s is not final and (s.kind != "compute" or s.out_extents != box):
+            return None
+        if not _identity(s.write.index, box) or s.write.guarded:
+            return None
+        for r in s.reads:
+            if r.guarded or r.is_indirect():
+                return None
+            if r.array is not None and r.array.internal and r.array.role != "acc" and \
+                    (r.array.id not in written or not _identity(r.index, box)):
+                return None
+            if r.array is not None and r.array.role == "output" and r.array.id in written and not _identity(r.index, box):
+                return None
+        written.add(s.write.array.id)
+    return final, epilogue
+
+
+def _identity(index, shape) -> bool:
+    """Element (i0, i1, ...) itself; a dimension of extent 1 may be indexed by 0."""
+    return len(index) == len(shape) and all(
+        as_expr(e) == i_sym(k) or (n == 1 and as_expr(e) == 0) for k, (e, n) in enumerate(zip(index, shape)))
+
+
+def _accumulator_target(prog: PolyStmt, final: PolyStmt, epilogue: list[PolyStmt]) -> Array | None:
+    """The global array the GEMM accumulates into: the complex op's output if the group
+    exports it, else the last output an epilogue statement writes."""
+    if final.write.array.role == "output":
+        return final.write.array
+    outputs = [s.write.array for s in epilogue if s.write.array.role == "output"]
+    return outputs[-1] if outputs else None
+
+
+def _operand_param(prog: PolyProgram, value: str, constants: dict, problem: GemmProblem, blocking: Blocking,
+                   which: str) -> tuple[Array, bool]:
+    view = problem.a if which == "a" else problem.b
+    if value in constants and not isinstance(view, Im2Col):
+        packed = pack_constant(constants[value], problem, blocking, which)
+        return Array(-1 - (which == "b"), packed.shape, "float32", "input", None, packed), True
+    array = prog.array_of(value)
+    if array is None:
+        array = Array(-3 - (which == "b"), (), "float32", "input", value)
+    return array, False
+
+
+def _params(prog: PolyProgram, final: PolyStmt, epilogue: list[PolyStmt], operands: list[Array],
+            c_array: Array) -> list[Array]:
+    params: list[Array] = []
+    for a in operands:
+        if all(a is not p for p in params):
+            params.append(a)
+    for s in [final] + epilogue:
+        for r in s.reads:
+            a = r.array
+            if a is not None and a.role == "input" and all(a is not p for p in params):
+                params.append(a)
+    outputs = [c_array] + [s.write.array for s in [final] + epilogue
+                           if s.write.array.role == "output" and s.write.array is not c_array]
+    seen = []
+    for a in outputs:
+        if all(a is not p for p in seen):
+            seen.append(a)
+    return params + seen
+
+
+# ----- printing --------------------------------------------------------------------------
+
+
+def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tuple[str, str, bool]:
+    """(function name, C source, whether it takes the error record) of the group's kernel:
+    the GEMM with its epilogue, and a wrapper taking the group's parameters in order. The
+    GEMM allocates its packing buffers: when that fails, the wrapper fills the error record
+    (backend.failures) and the run stops with a ResourceError. ``openmp``: threads share
+    its tiles."""
+    names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
+    decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
+    body = _epilogue_body(tg, names)
+    epi_params = tuple(d for a, d in zip(tg.params, decls) if a is not tg.a_param and a is not tg.b_param
+                       and a is not tg.c_param)
+    epilogue = Epilogue(body, epi_params)
+    depthwise = is_depthwise(tg.problem)
+    if depthwise:
+        inner = depthwise_kernel("@NAME@_gemm", tg.problem, epilogue, threads=openmp)
+    else:
+        inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
+                            packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
+    inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
+    args = [names[id(tg.a_param)], names[id(tg.b_param)], names[id(tg.c_param)]]
+    args += [names[id(a)] for a in tg.params if a is not tg.a_param and a is not tg.b_param and a is not tg.c_param]
+    call = f"@NAME@_gemm({', '.join(args)})"
+    if depthwise:  # allocates nothing
+        wrapper = f"void @NAME@({', '.join(decls)}) {{\n    {call};\n}}\n"
+    else:
+        nbytes = 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)
+        wrapper = (f"void @NAME@({', '.join(decls + ['int64_t *restrict fl_err'])}) {{\n"
+                   f"    if ({call}) {{ fl_err[0] = {ALLOC}; fl_err[2] = {nbytes}; }}\n}}\n")
+    text = vector_types(tg.blocking.vl) + inner + wrapper
+    name = f"fl_t_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    kind = "depthwise" if depthwise else "GEMM"
+    comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
+    return name, comment + text.replace("@NAME@", name), not depthwise
+
+
+def _epilogue_body(tg: TemplateGroup, names: dict[int, str]) -> str:
+    """C statements computing every epilogue value of one element from ``v`` (the GEMM's
+    sum), storing the group's outputs other than the accumulator array itself last."""
+    local: dict[int, str] = {}
+    lines = []
+    stores = []
+    index = IndexPrinter()
+    for k, s in enumerate([tg.final] + tg.epilogue):
+        loads = {}
+        for r in s.reads:
+            if r.array is None:
+                continue
+            if r.array.role == "acc":
+                loads[r.vsym] = "v"
+            elif r.array.id in local:
+                loads[r.vsym] = local[r.array.id]
+            else:
+                offset = _flat_offset(r.array.shape, r.index, tg.coords)
+                loads[r.vsym] = f"{names[id(r.array)]}[{index(offset)}]"
+        printer = ValuePrinter("float32", C, lambda sym, loads=loads: loads.get(sym, sym.name))
+        var = f"e{k}"
+        lines.append(f"const float {var} = {printer.doprint(s.expr)};")
+        local[s.write.array.id] = var
+        if s.write.array.role == "output" and s.write.array is not tg.c_param:
+            offset = _flat_offset(s.write.array.shape, s.write.index, tg.coords)
+            stores.append(f"{names[id(s.write.array)]}[{index(offset)}] = {var};")
+    lines += stores
+    lines.append(f"v = {local[tg.c_param.id]};")
+    return "\n".join(lines)
+
+
+def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
+    offset = sp.Integer(0)
+    for e, stride in zip(index, _row_major_strides(shape)):
+        offset += as_expr(e).subs(coords, simultaneous=True) * stride
+    return sp.expand(offset)
+
+
+__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "plan_template"]

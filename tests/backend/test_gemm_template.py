@@ -1,0 +1,168 @@
+"""The GEMM template alone: every operand form, blocking edge and micro-tile against NumPy.
+
+Blockings are drawn small (a KC of 1 to 9, one or two MR/NR slivers per block) so that every
+edge of the loop structure is crossed by small problems: K not a multiple of KC, M and N not
+multiples of the micro-tile, several NC and MC blocks, a single row or column.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusionlang.backend.ccompile import build_library, load_library
+from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, Operand,
+                                              blocking_for, gemm_kernel, pack_constant, vector_types)
+from fusionlang.backend.machine import _parse_size, host, machine_for
+
+ISAS = ["avx512", "avx2", "generic"] if host().isa == "avx512" else [host().isa, "generic"]
+
+
+def _kernel(problem, blocking, epilogue=None, **packed):
+    src = ("#include <stdlib.h>\n" + vector_types(blocking.vl)
+           + gemm_kernel("fl_gemm_test", problem, blocking, epilogue, **packed))
+    fn = load_library(build_library([src])).fl_gemm_test
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _ptr(a: np.ndarray):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+@st.composite
+def blockings(draw):
+    isa = draw(st.sampled_from(ISAS))
+    vl = machine_for(isa).vector_floats
+    mr, nv = draw(st.sampled_from(MICRO_TILES[isa]))
+    kc = draw(st.integers(1, 9))
+    return Blocking(vl, mr, nv, kc, mr * draw(st.integers(1, 2)), vl * nv * draw(st.integers(1, 2)))
+
+
+@settings(max_examples=25)
+@given(m=st.integers(1, 31), n=st.integers(1, 37), k=st.integers(0, 23), trans_a=st.booleans(),
+       trans_b=st.booleans(), batch=st.sampled_from([(), (2,), (2, 3)]), bcast=st.booleans(),
+       packed=st.sampled_from(["none", "a", "b"]), blocking=blockings(), seed=st.integers(0, 2**16))
+def test_gemm_matches_numpy_for_every_operand_form_and_blocking_edge(m, n, k, trans_a, trans_b, batch, bcast,
+                                                                       packed, blocking, seed):
+    rng = np.random.default_rng(seed)
+    a_batch = batch[:-1] + (1,) if (bcast and batch) else batch  # the last batch dim broadcast for A
+    a = rng.standard_normal(a_batch + ((k, m) if trans_a else (m, k))).astype(np.float32)
+    b = rng.standard_normal(batch + ((n, k) if trans_b else (k, n))).astype(np.float32)
+
+    def view(arr, own_batch, rows, cols, transposed):
+        strides = [s // 4 for s in arr.strides]
+        outer = tuple(0 if own_batch[d] == 1 and batch[d] != 1 else strides[d] for d in range(len(batch)))
+        r, c = (strides[-1], strides[-2]) if transposed else (strides[-2], strides[-1])
+        return Operand(r, c, 0, outer)
+
+    problem = GemmProblem(m, n, k, view(a, a_batch, m, k, trans_a), view(b, batch, k, n, trans_b),
+                          Operand(n, 1, 0, tuple(int(np.prod(batch[d + 1:], dtype=int)) * m * n
+                                                 for d in range(len(batch)))), batch)
+    am = np.swapaxes(a, -1, -2) if trans_a else a
+    bm = np.swapaxes(b, -1, -2) if trans_b else b
+    want = np.matmul(am.astype(np.float64), bm.astype(np.float64))
+    c = np.full(batch + (m, n), np.nan, np.float32)
+    args = [a, b]
+    if packed == "a" and k:
+        args[0] = pack_constant(a, problem, blocking, "a")
+    if packed == "b" and k:
+        args[1] = pack_constant(b, problem, blocking, "b")
+    fn = _kernel(problem, blocking, packed_a=packed == "a" and k > 0, packed_b=packed == "b" and k > 0)
+    assert fn(_ptr(args[0]), _ptr(args[1]), _ptr(c)) == 0
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * max(1, k))
+
+
+@settings(max_examples=10)
+@given(m=st.integers(1, 20), n=st.integers(1, 40), k=st.integers(1, 30), blocking=blockings())
+def test_epilogue_sees_each_element_once_with_its_row_and_column(m, n, k, blocking):
+    rng = np.random.default_rng(m * 1000 + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    problem = GemmProblem(m, n, k, Operand(k, 1), Operand(n, 1), Operand(n, 1))
+    # bias by column, a row-dependent shift, then relu: any tile applied twice or with the
+    # wrong coordinates changes the result
+    epi = Epilogue("v = v + bias[j] + 0.5f * (float)i;\nv = v > 0.0f ? v : 0.0f;",
+                   ("const float *restrict bias",))
+    c = np.zeros((m, n), np.float32)
+    assert _kernel(problem, blocking, epi)(_ptr(a), _ptr(b), _ptr(c), _ptr(bias)) == 0
+    want = np.maximum(a.astype(np.float64) @ b + bias + 0.5 * np.arange(m)[:, None], 0)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * k)
+
+
+def _conv_reference(x, w, stride, dilation, pads, group):
+    n, cin, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    oh = (h + 2 * pads[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * pads[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[0]), (pads[1], pads[1])))
+    y = np.zeros((n, oc, oh, ow))
+    mg = oc // group
+    for g in range(group):
+        for a in range(kh):
+            for b in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, a * dilation[0]:a * dilation[0] + stride[0] * (oh - 1) + 1:stride[0],
+                           b * dilation[1]:b * dilation[1] + stride[1] * (ow - 1) + 1:stride[1]]
+                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,oc->nohw", patch, w[g * mg:(g + 1) * mg, :, a, b])
+    return y
+
+
+@settings(max_examples=20)
+@given(batch=st.integers(1, 2), group=st.integers(1, 3), cg=st.integers(1, 3), mg=st.integers(1, 4),
+       h=st.integers(1, 9), wd=st.integers(1, 11), kh=st.integers(1, 3), kw=st.integers(1, 3),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       pads=st.tuples(st.integers(0, 2), st.integers(0, 2)), blocking=blockings(), seed=st.integers(0, 2**16))
+def test_implicit_gemm_conv_matches_a_direct_convolution(batch, group, cg, mg, h, wd, kh, kw, stride, dilation, pads,
+                                                         blocking, seed):
+    oh = (h + 2 * pads[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * pads[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    if oh < 1 or ow < 1:
+        return
+    rng = np.random.default_rng(seed)
+    cin, oc = cg * group, mg * group
+    x = rng.standard_normal((batch, cin, h, wd)).astype(np.float32)
+    w = rng.standard_normal((oc, cg, kh, kw)).astype(np.float32)
+    kg = cg * kh * kw
+    problem = GemmProblem(mg, oh * ow, kg, Operand(kg, 1, 0, (0, mg * kg)),
+                          Im2Col(cg, h, wd, (kh, kw), stride, dilation, pads, oh, ow, 0, (cin * h * wd, cg * h * wd)),
+                          Operand(oh * ow, 1, 0, (oc * oh * ow, mg * oh * ow)), (batch, group))
+    y = np.zeros((batch, oc, oh, ow), np.float32)
+    packed = pack_constant(w, problem, blocking, "a")
+    assert _kernel(problem, blocking, packed_a=True)(_ptr(packed), _ptr(x), _ptr(y)) == 0
+    np.testing.assert_allclose(y, _conv_reference(x, w, stride, dilation, pads, group), rtol=1e-4, atol=1e-4 * kg)
+
+
+def test_problem_refuses_inconsistent_views():
+    with pytest.raises(ValueError, match="outer strides"):
+        GemmProblem(2, 2, 2, Operand(2, 1), Operand(2, 1), Operand(2, 1), (3,))
+    with pytest.raises(ValueError, match="row-contiguous"):
+        GemmProblem(2, 2, 2, Operand(2, 1), Operand(2, 1), Operand(1, 2))
+    with pytest.raises(ValueError, match="im2col"):
+        GemmProblem(2, 4, 5, Operand(5, 1), Im2Col(1, 3, 3, (2, 2), (1, 1), (1, 1), (0, 0), 2, 2), Operand(4, 1))
+
+
+def test_blocking_follows_the_machine():
+    big = blocking_for(machine_for("avx512", l1d=48 * 1024, l2=2 << 20, l3=32 << 20))
+    small = blocking_for(machine_for("avx2", l1d=32 * 1024, l2=256 * 1024, l3=8 << 20))
+    assert (big.vl, big.mr, big.nr) == (16, 14, 32) and (small.vl, small.mr, small.nr) == (8, 6, 16)
+    # the B sliver fits L1, the A block half of L2
+    for bl, m in ((big, machine_for("avx512", 48 * 1024, 2 << 20, 32 << 20)), (small, machine_for("avx2", 32 * 1024, 256 * 1024, 8 << 20))):
+        assert bl.kc * bl.nr * 4 <= m.l1d and bl.mc * bl.kc * 4 <= m.l2 // 2
+        assert bl.mc % bl.mr == 0 and bl.nc % bl.nr == 0
+    clamped = blocking_for(host(), GemmProblem(3, 5, 7, Operand(7, 1), Operand(5, 1), Operand(5, 1)))
+    assert clamped.kc == 7 and clamped.mc == clamped.mr and clamped.nc == clamped.nr
+    # 32 rows: an 8-row tile pads nothing where the default 14-row one pads 10
+    avx512 = machine_for("avx512")
+    rows32 = blocking_for(avx512, GemmProblem(32, 784, 64, Operand(64, 1), Operand(784, 1), Operand(784, 1)))
+    assert (rows32.mr, rows32.nr) == (8, 48)
+    square = blocking_for(avx512, GemmProblem(1024, 1024, 64, Operand(64, 1), Operand(1024, 1), Operand(1024, 1)))
+    assert (square.mr, square.nr) == (14, 32)
+
+
+def test_cache_sizes_parse_like_sysfs_prints_them():
+    assert _parse_size("48K") == 48 * 1024 and _parse_size("2M") == 2 << 20 and _parse_size("512") == 512

@@ -1,0 +1,276 @@
+"""Groups run as the GEMM template through the whole pipeline: conv (1-D and 2-D, every
+attribute), matmul (batched, broadcast) and gemm (transposes, alpha, beta, c) with random
+epilogues, against the reference interpreter on the unfused graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusionlang
+from fusionlang import reference
+from fusionlang.backend import template
+from fusionlang.ops import GraphBuilder
+
+EPILOGUE_OPS = ["relu", "tanh", "bias", "residual", "scale", "clip", "sigmoid_mul"]
+
+
+@pytest.fixture(autouse=True)
+def _small_problems_use_the_template(monkeypatch):
+    # the tests' shapes are tiny; in production a GEMM this small stays a loop nest
+    monkeypatch.setattr(template, "MIN_MACS", 0)
+
+
+def _epilogue(draw, b, y, shape, feeds, rng, channel_axis):
+    for op in draw(st.lists(st.sampled_from(EPILOGUE_OPS), max_size=4)):
+        if op in ("relu", "tanh"):
+            y = getattr(b, op)(y)
+        elif op == "bias":
+            bshape = [1] * len(shape)
+            bshape[channel_axis] = shape[channel_axis]
+            y = b.add(y, b.constant(rng.standard_normal(bshape).astype(np.float32)))
+        elif op == "residual":
+            name = f"r{len(feeds)}"
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+            y = b.add(y, b.input(name, shape))
+        elif op == "scale":
+            y = b.mul(y, b.constant(np.float32(draw(st.sampled_from([0.5, -2.0, 3.0])))))
+        elif op == "clip":
+            y = b.clip(y, min=-1.0, max=1.5)
+        else:
+            y = b.mul(y, b.sigmoid(y))
+    return y
+
+
+def _check(graph, feeds, expect_template=True):
+    plan = fusionlang.fuse(graph, "apollo")
+    compiled = fusionlang.compile(plan, "c")
+    strategies = [k.strategy for k in compiled.kernels]
+    if expect_template:
+        assert "gemm template" in strategies, strategies
+    got = compiled.run(feeds)
+    want = reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)
+    return compiled
+
+
+@settings(max_examples=20)
+@given(data=st.data())
+def test_conv_groups_with_random_epilogues_match_the_reference(data):
+    draw = data.draw
+    rank = draw(st.sampled_from([1, 2]))
+    group = draw(st.integers(1, 3))
+    cin, oc = group * draw(st.integers(1, 3)), group * draw(st.integers(1, 3))
+    spatial = tuple(draw(st.integers(1, 8)) for _ in range(rank))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    strides = tuple(draw(st.integers(1, 2)) for _ in range(rank))
+    dilations = tuple(draw(st.integers(1, 2)) for _ in range(rank))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(2 * rank))  # begin and end may differ
+    out = [(n + pads[a] + pads[rank + a] - d * (k - 1) - 1) // s + 1
+           for a, (n, k, s, d) in enumerate(zip(spatial, kernel, strides, dilations))]
+    if min(out) < 1:
+        return
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    batch = draw(st.integers(1, 2))
+    b = GraphBuilder("conv")
+    x = b.input("x", (batch, cin) + spatial)
+    feeds = {"x": rng.standard_normal((batch, cin) + spatial).astype(np.float32)}
+    w = b.constant(rng.standard_normal((oc, cin // group) + kernel).astype(np.float32))
+    args = [x, w] + ([b.constant(rng.standard_normal(oc).astype(np.float32))] if draw(st.booleans()) else [])
+    y = b.conv(*args, strides=strides, dilations=dilations, pads=pads, group=group)
+    y = _epilogue(draw, b, y, (batch, oc, *out), feeds, rng, 1)
+    b.output(y)
+    _check(b.build(), feeds)
+
+
+@settings(max_examples=15)
+@given(data=st.data())
+def test_matmul_groups_with_batches_broadcasts_and_epilogues_match_the_reference(data):
+    draw = data.draw
+    m, k, n = (draw(st.integers(1, 19)) for _ in range(3))
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    a_batch = tuple(1 if draw(st.booleans()) else d for d in batch)
+    b_batch = batch[draw(st.integers(0, len(batch))):]  # b may have fewer batch dims
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    b = GraphBuilder("matmul")
+    x = b.input("x", a_batch + (m, k))
+    feeds = {"x": rng.standard_normal(a_batch + (m, k)).astype(np.float32)}
+    weight = rng.standard_normal(b_batch + (k, n)).astype(np.float32)
+    w = b.constant(weight) if draw(st.booleans()) else b.input("w", weight.shape)
+    if w == "w":
+        feeds["w"] = weight
+    y = b.matmul(x, w)
+    y = _epilogue(draw, b, y, tuple(np.broadcast_shapes(a_batch, b_batch)) + (m, n), feeds, rng, -1)
+    b.output(y)
+    _check(b.build(), feeds)
+
+
+@settings(max_examples=10)
+@given(m=st.integers(1, 17), k=st.integers(1, 17), n=st.integers(1, 17), trans_a=st.integers(0, 1),
+       trans_b=st.integers(0, 1), alpha=st.sampled_from([1.0, 0.5]), beta=st.sampled_from([0.0, 1.0, 2.0]),
+       c_shape=st.sampled_from(["none", "row", "full", "scalar"]))
+def test_gemm_groups_with_transposes_alpha_beta_and_c_match_the_reference(m, k, n, trans_a, trans_b, alpha, beta,
+                                                                         c_shape):
+    rng = np.random.default_rng(m * 289 + k * 17 + n)
+    b = GraphBuilder("gemm")
+    a_shape = (k, m) if trans_a else (m, k)
+    x = b.input("a", a_shape)
+    w = b.constant(rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32))
+    args = [x, w]
+    if c_shape != "none":
+        shape = {"row": (n,), "full": (m, n), "scalar": (1,)}[c_shape]
+        args.append(b.constant(rng.standard_normal(shape).astype(np.float32)))
+    y = b.relu(b.gemm(*args, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta))
+    b.output(y)
+    _check(b.build(), {"a": rng.standard_normal(a_shape).astype(np.float32)})
+
+
+def test_a_group_that_exports_the_conv_output_and_its_activation_stores_both():
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("two")
+    x = b.input("x", (1, 3, 6, 6))
+    c = b.conv(x, b.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1))
+    r = b.relu(c)
+    b.output(c, b.tanh(r))
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    compiled = _check(graph, {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)})
+    assert len(compiled.kernels) <= len(plan.groups)
+
+
+def _one_group(graph):
+    """The graph fused as one group, as a partitioner that takes everything would."""
+    from fusionlang.engine.plan import single_group_plan
+
+    return single_group_plan(graph)
+
+
+def test_a_prologue_runs_as_a_loop_nest_before_the_template():
+    rng = np.random.default_rng(1)
+    b = GraphBuilder("prologue")
+    x = b.input("x", (1, 4, 5, 5))
+    pre = b.relu(b.mul(x, b.constant(rng.standard_normal((1, 4, 1, 1)).astype(np.float32))))
+    y = b.tanh(b.conv(pre, b.constant(rng.standard_normal((3, 4, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    b.output(y)
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert planned.before is not None and planned.after is None
+    assert pre in planned.scratch  # the prologue's result goes through memory
+    feeds = {"x": rng.standard_normal((1, 4, 5, 5)).astype(np.float32)}
+    compiled = fusionlang.compile(plan, "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"] and compiled.kernels[0].nests >= 2
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("after", ["concat", "reduce", "transpose"])
+def test_what_the_epilogue_cannot_take_runs_as_a_loop_nest_after_the_template(after):
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("after")
+    x = b.input("x", (2, 3, 6, 6))
+    other = b.input("o", (2, 2, 6, 6))
+    c = b.relu(b.conv(x, b.constant(rng.standard_normal((5, 3, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    if after == "concat":
+        y = b.sigmoid(b.concat(other, c, axis=1))
+    elif after == "reduce":
+        y = b.reduce_sum(c, axes=[2, 3], keepdims=1)
+    else:
+        y = b.transpose(c, perm=[0, 2, 3, 1])
+    b.output(y)
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert planned is not None
+    feeds = {"x": rng.standard_normal((2, 3, 6, 6)).astype(np.float32),
+             "o": rng.standard_normal((2, 2, 6, 6)).astype(np.float32)}
+    compiled = fusionlang.compile(plan, "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"]
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_templates_can_be_switched_off_and_give_the_same_numbers():
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("off")
+    x = b.input("x", (2, 8, 16))
+    y = b.relu(b.matmul(x, b.constant(rng.standard_normal((16, 12)).astype(np.float32))))
+    b.output(y)
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    feeds = {"x": rng.standard_normal((2, 8, 16)).astype(np.float32)}
+    on, off = fusionlang.compile(plan, "c"), fusionlang.compile(plan, "c", templates=False)
+    assert [k.strategy for k in on.kernels] == ["gemm template"]
+    assert "gemm template" not in [k.strategy for k in off.kernels]
+    np.testing.assert_allclose(on.run(feeds)[y], off.run(feeds)[y], rtol=1e-5, atol=1e-5)
+
+
+def test_float64_and_small_problems_stay_loop_nests(monkeypatch):
+    monkeypatch.setattr(template, "MIN_MACS", 4096)
+    b = GraphBuilder("small")
+    x = b.input("x", (2, 3))
+    y = b.matmul(x, b.constant(np.ones((3, 4), np.float32)))
+    b.output(y)
+    plan = fusionlang.fuse(b.build(), "apollo")
+    assert all(template.plan_template(plan, g, dict(plan.graph.constants)) is None for g in plan.groups)
+    b = GraphBuilder("f64")
+    x = b.input("x", (64, 64), dtype="float64")
+    y = b.matmul(x, b.constant(np.ones((64, 64))))
+    b.output(y)
+    plan = fusionlang.fuse(b.build(), "apollo")
+    assert all(template.plan_template(plan, g, dict(plan.graph.constants)) is None for g in plan.groups)
+
+
+def test_random_graphs_with_templates_everywhere_stay_equivalent(monkeypatch):
+    from fusionlang.backend import runtime
+    from fusionlang.lang import load_rules
+    from fusionlang.testing import COMPOUND_FAMILIES, check_equivalence_many, sample_graphs
+
+    planned = []
+
+    def counting(*args, **kwargs):
+        found = template.plan_template(*args, **kwargs)
+        planned.append(found is not None)
+        return found
+
+    monkeypatch.setattr(runtime, "plan_template", counting)
+    graphs = sample_graphs(60, seed=11, min_nodes=3, max_nodes=10, families=COMPOUND_FAMILIES)
+    verdicts = check_equivalence_many(graphs, load_rules("apollo"), "apollo", batch=30)
+    mismatches = [v for v in verdicts if v.stage == "compare"]
+    assert not mismatches, "\n\n".join(v.report() for v in mismatches[:3])
+    assert sum(planned) >= 5, f"the random graphs should reach the template ({sum(planned)} of {len(planned)})"
+
+
+def test_openmp_threads_share_the_tiles_and_give_the_same_numbers():
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("threads")
+    x = b.input("x", (1, 16, 20, 20))
+    y = b.relu(b.conv(x, b.constant(rng.standard_normal((40, 16, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    b.output(y)
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    feeds = {"x": rng.standard_normal((1, 16, 20, 20)).astype(np.float32)}
+    threaded = fusionlang.compile(plan, "c", openmp=True)
+    assert "#pragma omp parallel for" in threaded.kernels[0].source
+    np.testing.assert_allclose(threaded.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_packing_buffers_that_cannot_be_allocated_are_a_one_line_resource_error(monkeypatch):
+    from fusionlang.errors import ResourceError
+
+    monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=4096")
+    rng = np.random.default_rng(6)
+    b = GraphBuilder("oom")
+    x = b.input("x", (64, 96))
+    y = b.relu(b.matmul(x, b.input("w", (96, 80))))
+    b.output(y)
+    compiled = fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c")
+    feeds = {"x": rng.standard_normal((64, 96)).astype(np.float32), "w": rng.standard_normal((96, 80)).astype(np.float32)}
+    kernel = compiled.kernels[0]
+    assert kernel.strategy == "gemm template"
+    with pytest.raises(ResourceError, match=rf"^out of memory allocating \d+ bytes in kernel {kernel.name}$"):
+        compiled.run(feeds)
+    monkeypatch.delenv("FUSIONLANG_COPT")
+    np.testing.assert_allclose(fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c").run(feeds)[y],
+                               np.maximum(feeds["x"] @ feeds["w"], 0), rtol=1e-4, atol=1e-4)
