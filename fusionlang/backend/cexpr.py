@@ -24,7 +24,7 @@ from sympy.printing.c import C99CodePrinter
 
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import CheckedIndex, Sigmoid
+from fusionlang.ops.scalar import CheckedIndex, Fmod, IsInf, IsNan, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -524,6 +524,15 @@ class ValuePrinter(C99CodePrinter):
     def _print_Function(self, expr):
         if isinstance(expr, Sigmoid):
             return f"fl_sigmoid{'f' if self._single else 'd'}({self._print(expr.args[0])})"
+        if isinstance(expr, IsNan):  # only NaN differs from itself (no -ffast-math); C++ lacks a global isnan
+            x = self._print(expr.args[0])
+            return f"(({x}) != ({x}))"
+        if isinstance(expr, IsInf):
+            inf = float_literal(float("inf"), self.fdtype, self.flavor)
+            return f"({'fabsf' if self._single else 'fabs'}({self._print(expr.args[0])}) == {inf})"
+        if isinstance(expr, Fmod):
+            a, b = (self._print(arg) for arg in expr.args)
+            return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"
         return super()._print_Function(expr)
 
     def _fast(self, expr, name):

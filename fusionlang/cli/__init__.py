@@ -102,7 +102,9 @@ def format_error(exc: FuseError, color: bool = False) -> str:
             return safe(plain)
         return "\n".join(render(d, color=color) for d in diagnostics) if color else plain
     text = str(exc)
-    if re.match(r"^\S+:\d+:\d+: ", text):
+    if getattr(exc, "lines", None):  # a summary and its entries (every unsupported op): still one line
+        text = " ".join(exc.lines[:1] + [f"{entry};" for entry in exc.lines[1:-1]] + exc.lines[-1:])
+    elif re.match(r"^\S+:\d+:\d+: ", text):
         return safe(text)
     text = safe(text, newlines=False)  # one line, whatever the message holds
     return f"fusionlang: \x1b[1;31merror:\x1b[0m {text}" if color else f"fusionlang: error: {text}"

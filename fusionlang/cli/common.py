@@ -209,13 +209,33 @@ def load_rules(name_or_path: str):
 
 
 def compare(outputs: dict, expected: dict, rtol: float, atol: float) -> list[str]:
+    """Mismatches of ``outputs`` against the reference ``expected``, one line each.
+
+    Floats match within ``rtol`` of each element plus ``atol`` times the output's largest
+    finite magnitude, so an output of tiny values is checked as closely as a large one
+    (a fixed atol would pass whatever it held); integers and bools must be equal.
+    """
     problems = []
     for name, want in expected.items():
         got = outputs[name]
         if got.shape != want.shape:
             problems.append(f"{name}: shape {list(got.shape)} != reference {list(want.shape)}")
             continue
-        if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+        if want.dtype.kind not in "fc":
+            wrong = np.count_nonzero(got != want)
+            if wrong:
+                problems.append(f"{name}: {wrong} of {want.size} values differ from the reference")
+            continue
+        scale = output_scale(want)
+        if not np.allclose(got, want, rtol=rtol, atol=atol * scale, equal_nan=True):
             err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
-            problems.append(f"{name}: max abs error {err:.3g} exceeds rtol={rtol} atol={atol}")
+            problems.append(f"{name}: max abs error {err:.3g} exceeds rtol={rtol} + atol={atol} x max |reference| "
+                            f"{scale:.3g}")
     return problems
+
+
+def output_scale(want: np.ndarray) -> float:
+    """The largest finite |value| of a reference output (1 where it has none but zeros)."""
+    finite = np.abs(want[np.isfinite(want)]).astype(np.float64)
+    largest = float(finite.max()) if finite.size else 0.0
+    return largest if largest > 0 else 1.0

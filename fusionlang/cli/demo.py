@@ -35,7 +35,8 @@ def configure(p) -> None:
                    help="time the fused program as the best of N runs (the interpreter: of min(N, 3))")
     p.add_argument("--report", metavar="FILE.html", help="also write the HTML report, with loop nests")
     p.add_argument("--rtol", type=flags.tolerance, default=1e-3, help="relative tolerance (>= 0)")
-    p.add_argument("--atol", type=flags.tolerance, default=1e-4, help="absolute tolerance (>= 0)")
+    p.add_argument("--atol", type=flags.tolerance, default=1e-4,
+                   help="tolerance relative to each output's largest |value| (>= 0)")
 
 
 def _best_of(n: int, fn) -> tuple[float, object]:

@@ -1,9 +1,11 @@
 """The inputs a command runs a model on: ``--input NAME=FILE.npy`` arrays, and seeded
 noise (``--random-inputs SEED``) for the inputs no file gives.
 
-A file is read only when it is a regular file holding one ``.npy`` array (no pickles,
-no ``.npz`` archives) whose header agrees with its length, so a corrupt or hostile
-header cannot make NumPy allocate what the file does not hold.
+Seeded integers stay in what the model accepts (token ids below the embedding size,
+masks of 0 and 1: :mod:`fusionlang.cli.input_ranges`). A file is read only when it is a
+regular file holding one ``.npy`` array (no pickles, no ``.npz`` archives) whose header
+agrees with its length, so a corrupt or hostile header cannot make NumPy allocate what
+the file does not hold.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 
 import numpy as np
 
+from fusionlang.cli.input_ranges import integer_range
 from fusionlang.cli.paths import path_error, readable_file, reason
 from fusionlang.errors import InputError
 
@@ -36,17 +39,20 @@ def read_feeds(graph, items: list[str] | None, random_seed: int | None) -> dict[
         raise InputError(f"missing inputs: {shapes} (pass --input NAME=FILE.npy, or --random-inputs SEED)")
     rng = np.random.default_rng(random_seed)
     for name in missing:
-        feeds[name] = random_array(rng, graph.types[name])
+        ttype = graph.types[name]
+        low, high = (0, 4) if ttype.is_float or ttype.dtype == "bool" else integer_range(graph, name)
+        feeds[name] = random_array(rng, ttype, low, high)
     return feeds
 
 
-def random_array(rng: np.random.Generator, ttype) -> np.ndarray:
-    """Seeded values of ``ttype``: normal floats, random booleans, small integers."""
+def random_array(rng: np.random.Generator, ttype, low: int = 0, high: int = 4) -> np.ndarray:
+    """Seeded values of ``ttype``: normal floats, random booleans, integers in [low, high)
+    (what the model accepts: :func:`fusionlang.cli.input_ranges.integer_range`)."""
     if ttype.is_float:
         return rng.standard_normal(ttype.shape).astype(ttype.dtype)
     if ttype.dtype == "bool":
         return rng.integers(0, 2, ttype.shape).astype(bool)
-    return rng.integers(0, 4, ttype.shape).astype(ttype.dtype)
+    return rng.integers(low, high, ttype.shape).astype(ttype.dtype)
 
 
 def read_array(path: str) -> np.ndarray:

@@ -21,6 +21,7 @@ from onnx import helper, numpy_helper
 
 from fusionlang.errors import FuseError, ModelError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.fold import fold_constants, fold_node
+from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.types import TensorType, canonical_dtype
 from fusionlang.ops.checking import verify_graph
@@ -28,7 +29,6 @@ from fusionlang.ops.registry import REGISTRY
 
 #: the ai.onnx opsets whose op forms the converters know
 MIN_OPSET, MAX_OPSET = 6, 21
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
@@ -40,7 +40,8 @@ def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None) ->
     ``input_shapes`` gives static shapes for graph inputs whose dims are symbolic or
     missing (it may also override declared dims). Raises ModelError for unreadable models
     and unsupported forms, UnsupportedOpError for ops without a conversion, and
-    ShapeError when shapes do not fit; each names the node involved.
+    ShapeError when shapes do not fit; each names the node involved. Every op type without
+    a conversion is named in one UnsupportedOpError, before anything is converted.
     """
     proto, label = load_model(model)
     return _Importer(proto, label, dict(input_shapes or {})).run()
@@ -142,6 +143,10 @@ class NodeContext:
         if not name:
             raise self.fail(f"input {k} is required")
         return self._imp.type_of(name, self)
+
+    def is_const(self, k: int) -> bool:
+        """Whether input k is given and known at import time (after folding)."""
+        return self.has_input(k) and self._imp.constant_value(self.proto.input[k]) is not None
 
     def const(self, k: int, what: str) -> np.ndarray:
         """The value of input k, which must be known at import time (after folding)."""
@@ -247,6 +252,7 @@ class _Importer:
         self.reserved.update(t.name for t in g.initializer)
         self.reserved.discard("")
 
+        check_supported(self.model, self.label, self.opset, CONVERTERS)
         self._read_initializers()
         self._add_inputs()
         for index, node in enumerate(g.node):
@@ -263,13 +269,7 @@ class _Importer:
 
     def _convert(self, ctx: NodeContext, converters) -> None:
         proto = ctx.proto
-        if proto.domain not in _DEFAULT_DOMAINS:
-            raise UnsupportedOpError(f"node {ctx.label!r}: unsupported op {proto.op_type} "
-                                     f"(domain {proto.domain}, opset {self._domain_opset(proto.domain)})")
-        converter = converters.get(proto.op_type)
-        if converter is None:
-            raise UnsupportedOpError(f"node {ctx.label!r}: unsupported op {proto.op_type} "
-                                     f"(domain ai.onnx, opset {self.opset})")
+        converter = converters[proto.op_type]  # check_supported refused every other op
         try:
             converter(ctx)
         except FuseError as exc:
@@ -282,12 +282,6 @@ class _Importer:
             if out and self.uses[out] and not self.defines(out):
                 raise ModelError(f"node {ctx.label!r} ({proto.op_type}): output {out!r} is used but the "
                                  "conversion does not compute it")
-
-    def _domain_opset(self, domain: str) -> str:
-        for entry in self.model.opset_import:
-            if entry.domain == domain:
-                return str(entry.version)
-        return "undeclared"
 
     # ----- inputs and initializers ------------------------------------------------------
     def _read_initializers(self) -> None:
@@ -418,7 +412,7 @@ class _Importer:
 
 
 def _default_opset(model: onnx.ModelProto, label: str) -> int:
-    versions = [entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS]
+    versions = [entry.version for entry in model.opset_import if entry.domain in DEFAULT_DOMAINS]
     if not versions:
         raise ModelError(f"model {label!r} imports no ai.onnx opset")
     opset = max(versions)

@@ -75,6 +75,13 @@ SIMPLE: dict[str, tuple[str, dict[str, str]]] = {
     "GlobalMaxPool": ("global_max_pool", {}),
     "LRN": ("lrn", {"size": "size", "alpha": "alpha", "beta": "beta", "bias": "bias"}),
     "InstanceNormalization": ("instance_norm", {"epsilon": "epsilon"}),
+    "IsNaN": ("is_nan", {}),
+    "IsInf": ("is_inf", {"detect_positive": "detect_positive", "detect_negative": "detect_negative"}),
+    "GatherElements": ("gather_elements", {"axis": "axis"}),
+    "GatherND": ("gather_nd", {"batch_dims": "batch_dims"}),
+    "Mod": ("remainder", {"fmod": "fmod"}),
+    "Shrink": ("shrink", {"lambd": "lambd", "bias": "bias"}),
+    "Mish": ("mish", {}),
 }
 
 
@@ -636,3 +643,56 @@ def _hard_swish(ctx: NodeContext) -> None:
     gate = ctx.emit1("hard_sigmoid", [x], {"alpha": 1 / 6, "beta": 0.5})
     ctx.emit_output("mul", [x, gate])
 
+
+# ----- ops with a constant input that fusionlang keeps as an attribute ------------------
+@converts("Trilu")
+def _trilu(ctx: NodeContext) -> None:
+    upper = ctx.attr("upper", 1)
+    if ctx.has_input(1) and not ctx.is_const(1):
+        ctx.emit_output("trilu", [ctx.input(0), ctx.input(1)], {"upper": upper})  # k known at run time only
+        return
+    k = int(ctx.scalar(1, "k")) if ctx.has_input(1) else 0
+    ctx.emit_output("trilu", [ctx.input(0)], {"upper": upper, "k": k})
+
+
+@converts("CumSum")
+def _cumsum(ctx: NodeContext) -> None:
+    axis = int(ctx.scalar(1, "axis"))
+    ctx.emit_output("cumsum", [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
+                                                "reverse": ctx.attr("reverse", 0)})
+
+
+#: the most elements a Range folded at import may have (1 GiB of int64)
+MAX_FOLDED_RANGE = 2**27
+
+
+@converts("Range")
+def _range(ctx: NodeContext) -> None:
+    # the output's length depends on the values: known only when they are (folded here)
+    start, limit, delta = (ctx.const(k, name) for k, name in enumerate(("start", "limit", "delta")))
+    if any(v.size != 1 for v in (start, limit, delta)):
+        raise ctx.fail("start, limit and delta must be scalars")
+    if delta.item() == 0:
+        raise ctx.fail("delta is 0: the range never ends")
+    dtype = start.dtype
+    count = max(int(math.ceil((limit.item() - start.item()) / delta.item())), 0)
+    if count > MAX_FOLDED_RANGE:  # a hostile model must not make import allocate without bound
+        raise ctx.fail(f"Range of {count} elements is too large to fold at import (at most {MAX_FOLDED_RANGE})")
+    # start + k * delta in the inputs' type, as the ONNX reference computes it; float16
+    # in the stash type (float32) where opset 27 asks for it
+    work = dtype
+    if dtype == np.float16 and (ctx.opset >= 27 or "stash_type" in ctx.attrs):
+        work = onnx_dtype(ctx.attr("stash_type", 1), f"node {ctx.label!r} stash_type")
+    start, delta = start.reshape(()).astype(work), delta.reshape(()).astype(work)
+    ctx.set_constant(0, (start + np.arange(count, dtype=work) * delta).astype(dtype))
+
+
+# ----- arg reductions: where the extreme value is ----------------------------------------
+@converts("ArgMax", "ArgMin")
+def _arg_extreme(ctx: NodeContext) -> None:
+    axis, keepdims = ctx.attr("axis", 0), ctx.attr("keepdims", 1)
+    x = ctx.input(0)
+    extreme = ctx.emit1("reduce_max" if ctx.op_type == "ArgMax" else "reduce_min", [x],
+                        {"axes": (axis,), "keepdims": 1})
+    ctx.emit_output("index_of", [x, extreme], {"axis": axis, "keepdims": keepdims,
+                                                "last": ctx.attr("select_last_index", 0)})

@@ -4,20 +4,28 @@ interpreter, access specs for the loop layer, and a graph builder.
 Op categories (elemwise, reduce, ...) are not here: they are policy, written in .fuse files.
 """
 
-from fusionlang.ops import concat as _concat  # noqa: F401  (importing a family registers its ops)
+from fusionlang.ops import activation as _activation  # noqa: F401  (importing a family registers its ops)
+from fusionlang.ops import classify as _classify  # noqa: F401
+from fusionlang.ops import concat as _concat  # noqa: F401
 from fusionlang.ops import constant as _constant  # noqa: F401
 from fusionlang.ops import conv as _conv  # noqa: F401
+from fusionlang.ops import cumsum as _cumsum  # noqa: F401
 from fusionlang.ops import elementwise as _elementwise  # noqa: F401
 from fusionlang.ops import gather as _gather  # noqa: F401
+from fusionlang.ops import gather_elements as _gather_elements  # noqa: F401
+from fusionlang.ops import gather_nd as _gather_nd  # noqa: F401
+from fusionlang.ops import index_of as _index_of  # noqa: F401
 from fusionlang.ops import linalg as _linalg  # noqa: F401
 from fusionlang.ops import norm as _norm  # noqa: F401
 from fusionlang.ops import pad as _pad  # noqa: F401
 from fusionlang.ops import pool as _pool  # noqa: F401
 from fusionlang.ops import reduce as _reduce  # noqa: F401
+from fusionlang.ops import remainder as _remainder  # noqa: F401
 from fusionlang.ops import repeat as _repeat  # noqa: F401
 from fusionlang.ops import shape as _shape  # noqa: F401
 from fusionlang.ops import slicing as _slicing  # noqa: F401
 from fusionlang.ops import softmax as _softmax  # noqa: F401
+from fusionlang.ops import trilu as _trilu  # noqa: F401
 from fusionlang.ops.access import ACC, REDUCTIONS, Read, Stmt, i_sym, r_sym, v_sym
 from fusionlang.ops.builder import GraphBuilder
 from fusionlang.ops.checking import op_call, verify_graph

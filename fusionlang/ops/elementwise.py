@@ -25,7 +25,7 @@ def _numeric(call: OpCall, types: list[TensorType]) -> str:
 # ----- unary -----------------------------------------------------------------------
 
 
-def _stable_softplus(x):
+def stable_softplus(x):
     # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): never overflows
     return sp.Max(x, 0) + sp.log(1 + sp.exp(-sp.Abs(x)))
 
@@ -44,7 +44,7 @@ _UNARY = {
     "erf": (sp.erf, np_erf, False, "Gauss error function"),
     "tanh": (sp.tanh, np.tanh, False, "hyperbolic tangent"),
     "sigmoid": (Sigmoid, np_sigmoid, False, "1 / (1 + e**-x)"),
-    "softplus": (_stable_softplus, lambda x: np.logaddexp(x, x.dtype.type(0)), False, "log(1 + e**x)"),
+    "softplus": (stable_softplus, lambda x: np.logaddexp(x, x.dtype.type(0)), False, "log(1 + e**x)"),
     "softsign": (lambda x: x / (1 + sp.Abs(x)), lambda x: x / (1 + np.abs(x)), False, "x / (1 + |x|)"),
     "floor": (sp.floor, np.floor, False, "round toward -inf"),
     "ceil": (sp.ceiling, np.ceil, False, "round toward +inf"),

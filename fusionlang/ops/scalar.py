@@ -41,6 +41,24 @@ class CheckedIndex(sp.Function):
         return True
 
 
+class IsNan(sp.Function):
+    """1 where x is NaN, else 0 (a function: sympy would fold ``x != x`` to false)."""
+
+    nargs = 1
+
+
+class IsInf(sp.Function):
+    """1 where x is +inf or -inf, else 0."""
+
+    nargs = 1
+
+
+class Fmod(sp.Function):
+    """C's fmod: the remainder of a / b truncated toward zero (sign of a); sympy's Mod floors."""
+
+    nargs = 2
+
+
 def _chebyshev_fit(fn, lo: float, hi: float, degree: int) -> np.ndarray:
     nodes = np.polynomial.chebyshev.chebpts1(degree + 1)
     values = [fn(lo + (u + 1) * (hi - lo) / 2) for u in nodes]
@@ -118,6 +136,8 @@ _UNARY = {
     sp.ceiling: np.ceil,
     sp.sign: np.sign,
     Sigmoid: np_sigmoid,
+    IsNan: lambda x: np.isnan(x).astype(np.int8),
+    IsInf: lambda x: np.isinf(x).astype(np.int8),
 }
 
 _RELATIONAL = {
@@ -212,6 +232,9 @@ class _Evaluator:
         if isinstance(e, CheckedIndex):
             i, n = self.run(args[0]), self.run(args[1])
             return np.where(np.asarray(i) < 0, np.asarray(i) + n, i)
+        if isinstance(e, Fmod):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.fmod(self.run(args[0]), self.run(args[1]))
         fn = _UNARY.get(type(e)) or _UNARY.get(e.func)
         if fn is not None:
             return fn(self.run(args[0]))

@@ -54,7 +54,8 @@ def test_unsupported_op_names_node_op_domain_and_opset():
                        {"b": [1, 4, 4], "s": [1, 1, 4]}, {"y": ([3, 3], I64)}, 11)
     with pytest.raises(UnsupportedOpError) as info:
         from_onnx(model)
-    assert str(info.value) == "node 'nms_1': unsupported op NonMaxSuppression (domain ai.onnx, opset 11)"
+    assert str(info.value) == ("model 'test' uses 1 op type that fusionlang does not import (1 node):\n"
+                               "  NonMaxSuppression (domain ai.onnx, opset 11): 1 node, first 'nms_1'")
 
 
 def test_unsupported_domain():
@@ -62,8 +63,50 @@ def test_unsupported_domain():
     graph = helper.make_graph([node], "g", [tensor_info("x", [1, 2])], [tensor_info("y", None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
                                                     helper.make_opsetid("com.microsoft", 1)])
-    with pytest.raises(UnsupportedOpError, match=r"^node 'FusedConv#0': unsupported op FusedConv "
-                                                 r"\(domain com.microsoft, opset 1\)$"):
+    with pytest.raises(UnsupportedOpError, match=r"\n  FusedConv \(domain com.microsoft, opset 1; onnxruntime contrib "
+                                                 r"ops, not supported\): 1 node, first 'FusedConv#0'$"):
+        from_onnx(model)
+
+
+def mixed_unsupported_model() -> onnx.ModelProto:
+    """Two unconverted default-domain ops (one twice), an ONNX-ML op, a training op and a made-up op."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Hardmax", ["r"], ["h1"], name="hard_a"),
+             helper.make_node("Hardmax", ["h1"], ["h2"]),
+             helper.make_node("Hardmax", ["h2"], ["h3"], name="hard_c"),
+             helper.make_node("Relu", ["h3"], ["y1"]),
+             helper.make_node("Normalizer", ["y1"], ["y2"], name="norm", domain="ai.onnx.ml"),
+             helper.make_node("Gradient", ["y2"], ["y3"], name="grad", domain="ai.onnx.preview.training"),
+             helper.make_node("NoSuchOp", ["y3"], ["y4"], name="typo"),
+             helper.make_node("LpNormalization", ["y4"], ["y"], name="lp")]
+    graph = helper.make_graph(nodes, "mixed", [tensor_info("x", [2, 3])], [tensor_info("y", None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3),
+                                                   helper.make_opsetid("ai.onnx.preview.training", 1)])
+
+
+def test_every_unsupported_op_is_reported_at_once():
+    with pytest.raises(UnsupportedOpError) as info:
+        from_onnx(mixed_unsupported_model())
+    # the most used op type first, then by domain and name; each line says what to look up
+    assert str(info.value).split("\n") == [
+        "model 'mixed' uses 5 op types that fusionlang does not import (7 nodes):",
+        "  Hardmax (domain ai.onnx, opset 17): 3 nodes, first 'hard_a'",
+        "  LpNormalization (domain ai.onnx, opset 17): 1 node, first 'lp'",
+        "  NoSuchOp (domain ai.onnx, opset 17; not an ONNX op): 1 node, first 'typo'",
+        "  Normalizer (domain ai.onnx.ml, opset 3; ONNX-ML classical machine-learning ops, not supported): "
+        "1 node, first 'norm'",
+        "  Gradient (domain ai.onnx.preview.training, opset 1; ONNX training ops, not supported): 1 node, "
+        "first 'grad'",
+    ]
+    assert isinstance(info.value, FuseError)
+
+
+def test_an_undeclared_domain_is_named_as_such():
+    node = helper.make_node("Op", ["x"], ["y"], name="op", domain="org.example")
+    graph = helper.make_graph([node], "g", [tensor_info("x", [1])], [tensor_info("y", None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(UnsupportedOpError, match=r"  Op \(domain org.example, opset undeclared; a custom domain, not "
+                                                 r"supported\): 1 node, first 'op'$"):
         from_onnx(model)
 
 

@@ -109,7 +109,8 @@ _ONNX_OPS = {
     "leaky_relu": "LeakyRelu", "elu": "Elu", "selu": "Selu", "hard_sigmoid": "HardSigmoid", "gelu": "Gelu",
     "lrn": "LRN", "gemm": "Gemm", "conv": "Conv", "conv_transpose": "ConvTranspose", "max_pool": "MaxPool",
     "average_pool": "AveragePool", "batch_norm": "BatchNormalization", "instance_norm": "InstanceNormalization",
-    "layer_norm": "LayerNormalization",
+    "layer_norm": "LayerNormalization", "is_nan": "IsNaN", "is_inf": "IsInf", "gather_elements": "GatherElements",
+    "gather_nd": "GatherND", "remainder": "Mod", "shrink": "Shrink", "mish": "Mish",
 }
 _WINDOW_KEYS = ("kernel_shape", "strides", "pads", "dilations", "group", "ceil_mode", "count_include_pad",
                 "output_padding", "storage_order")
@@ -180,6 +181,18 @@ def _constant_of_shape(a, arrays, x):
     return OnnxForm("ConstantOfShape", {"value": a["value"]}, extra)
 
 
+def _arg_extreme(a, arrays, x):
+    """index_of(x, max or min of x) is ArgMax or ArgMin: which one, the target says."""
+    axis = a["axis"] % x.ndim
+    op_type = "ArgMax" if np.array_equal(arrays[1], np.max(x, axis=axis, keepdims=True)) else "ArgMin"
+
+    def graph(ins, out):
+        return [helper.make_node(op_type, [ins[0]], [out], axis=a["axis"], keepdims=a["keepdims"],
+                                 select_last_index=a["last"])]
+
+    return OnnxForm("", graph=graph)
+
+
 _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "constant_of_shape": _constant_of_shape,
     "clip": _clip,
@@ -197,6 +210,11 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "expand": lambda a, arrays, x: OnnxForm("Expand", extra=[_i64(a["shape"])]),
     "tile": lambda a, arrays, x: OnnxForm("Tile", extra=[_i64(a["repeats"])]),
     "pad": _pad,
+    "cumsum": lambda a, arrays, x: OnnxForm("CumSum", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
+                                            [_i64(a["axis"])]),
+    "index_of": _arg_extreme,
+    "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
+                                           [] if len(arrays) > 1 else [_i64(a["k"])]),
 }
 
 
@@ -398,7 +416,57 @@ def _shape_cases() -> list[Case]:
     ]
 
 
-CASES: list[Case] = _unary_cases() + _binary_cases() + _reduce_cases() + _nn_cases() + _linalg_cases() + _shape_cases()
+def _with_specials(*shape):
+    """Normal values with NaN, +inf and -inf among them."""
+    def make(rng):
+        x = rng.standard_normal(shape).astype(np.float32)
+        x.flat[::3], x.flat[1::5], x.flat[2::7] = np.nan, np.inf, -np.inf
+        return x
+
+    return make
+
+
+def _ties(axis: int, reduce):
+    """(x with repeated extremes, its max or min along axis kept as a dim)."""
+    x = np.random.default_rng(7).integers(-2, 3, (3, 4, 5)).astype(np.float32)
+    return [const(x), const(reduce(x, axis=axis, keepdims=True))]
+
+
+def _index_cases() -> list[Case]:
+    return [
+        Case("is_nan", [_with_specials(4, 6)]),
+        Case("is_inf", [_with_specials(4, 6)]),
+        Case("is_inf", [_with_specials(4, 6)], {"detect_negative": 0}),
+        Case("is_inf", [_with_specials(4, 6)], {"detect_positive": 0}),
+        Case("gather_elements", [normal(3, 4), const(np.array([[0, -1, 3], [2, 2, 0], [-4, 1, 1]]))], {"axis": 1}),
+        Case("gather_elements", [normal(3, 4), const(np.array([[2, 0, 1, -1]], np.int32))]),
+        Case("gather_nd", [normal(4, 3, 2), const(np.array([[0, 1], [-1, 2], [3, -3]]))]),
+        Case("gather_nd", [normal(2, 3, 4), const(np.array([[[2], [0]], [[1], [-1]]]))], {"batch_dims": 1}),
+        Case("gather_nd", [normal(2, 3, 4), const(np.array([[1, 3], [0, -1]]))], {"batch_dims": 1}),
+        Case("remainder", [ints(3, 4, low=-20, high=20), const(np.array([-7, -3, 3, 5]))]),
+        Case("remainder", [ints(3, 4, low=-20, high=20, dtype="int32"), const(np.array([-7, -3, 3, 5], np.int32))],
+             {"fmod": 1}),
+        Case("remainder", [normal(3, 4), const(np.array([-0.7, -0.3, 0.3, 0.5], np.float32))], {"fmod": 1}),
+        Case("shrink", [normal(3, 5)]),
+        Case("shrink", [normal(3, 5)], {"lambd": 0.3, "bias": 0.2}),
+        Case("mish", [normal(3, 5)]),
+        Case("trilu", [normal(2, 4, 5)]),
+        Case("trilu", [normal(4, 5), const(np.array(-1))], {"upper": 0}),
+        Case("trilu", [ints(5, 3)], {"k": 2}),
+        Case("trilu", [normal(3, 4, 4)], {"k": -2, "upper": 0}),
+        Case("cumsum", [normal(3, 4)], {"axis": 1}),
+        Case("cumsum", [ints(3, 4)], {"axis": -2, "exclusive": 1}),
+        Case("cumsum", [normal(3, 4)], {"axis": 0, "reverse": 1}),
+        Case("cumsum", [normal(5)], {"exclusive": 1, "reverse": 1}),
+        Case("index_of", _ties(1, np.max), {"axis": 1}),
+        Case("index_of", _ties(2, np.max), {"axis": 2, "keepdims": 0, "last": 1}),
+        Case("index_of", _ties(0, np.min), {"axis": 0, "last": 1}),
+        Case("index_of", _ties(-1, np.min), {"axis": -1, "keepdims": 0}),
+    ]
+
+
+CASES: list[Case] = (_unary_cases() + _binary_cases() + _reduce_cases() + _nn_cases() + _linalg_cases()
+                     + _shape_cases() + _index_cases())
 
 
 def normalized(case: Case) -> dict:

@@ -515,3 +515,129 @@ def _gather(op):
         return [normal(rng, data_shape), indices], {"axis": axis}
 
     return draw()
+
+
+def with_specials(rng, shape):
+    """Normal values, a share of them NaN, +inf or -inf."""
+    x = normal(rng, shape)
+    kind = rng.integers(0, 6, shape)
+    return np.where(kind == 0, np.nan, np.where(kind == 1, np.inf, np.where(kind == 2, -np.inf, x))).astype(np.float32)
+
+
+@strategy("is_nan", "is_inf")
+def _classify(op):
+    @st.composite
+    def draw(d):
+        x = with_specials(rng_of(d(SEEDS)), d(shapes()))
+        if op == "is_nan":
+            return [x], {}
+        return [x], {"detect_positive": d(st.integers(0, 1)), "detect_negative": d(st.integers(0, 1))}
+
+    return draw()
+
+
+@strategy("shrink", "mish")
+def _activation(op):
+    @st.composite
+    def draw(d):
+        rng = rng_of(d(SEEDS))
+        shape = d(shapes())
+        if op == "mish":
+            return [(normal(rng, shape) * d(st.sampled_from([1.0, 10.0, 60.0]))).astype(np.float32)], {}
+        x = small_ints(rng, shape, dtype="int32") if d(st.booleans()) else normal(rng, shape)
+        return [x], {"lambd": d(st.integers(0, 2).map(float)), "bias": d(st.integers(-1, 1).map(float))}
+
+    return draw()
+
+
+@strategy("remainder")
+def _remainder(op):
+    @st.composite
+    def draw(d):
+        in_shapes = d(mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4)).input_shapes
+        rng = rng_of(d(SEEDS))
+        fmod = d(st.integers(0, 1))
+        nonzero = lambda a: np.where(a == 0, 3, a).astype(a.dtype)  # noqa: E731
+        if d(st.booleans()):
+            dtype = d(st.sampled_from(["int32", "int64"]))
+            divisor = nonzero(small_ints(rng, in_shapes[1], -6, 7, dtype))
+            return [small_ints(rng, in_shapes[0], -20, 21, dtype), divisor], {"fmod": fmod}
+        return [normal(rng, in_shapes[0]) * 5, nonzero(normal(rng, in_shapes[1]))], {"fmod": fmod}
+
+    return draw()
+
+
+@strategy("trilu")
+def _trilu(op):
+    @st.composite
+    def draw(d):
+        rng = rng_of(d(SEEDS))
+        x = normal(rng, d(shapes(2, 3)))
+        k = d(st.integers(-5, 5))
+        # k as the attribute: the C compile test makes an integer input a constant, and a
+        # run-time k is a graph input (tests/frontend/test_onnx_transformer_ops.py)
+        return [x], {"upper": d(st.integers(0, 1)), "k": k}
+
+    return draw()
+
+
+@strategy("cumsum")
+def _cumsum(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3))
+        rng = rng_of(d(SEEDS))
+        x = small_ints(rng, shape) if d(st.booleans()) else normal(rng, shape)
+        return [x], {"axis": d(st.integers(-len(shape), len(shape) - 1)), "exclusive": d(st.integers(0, 1)),
+                     "reverse": d(st.integers(0, 1))}
+
+    return draw()
+
+
+@strategy("index_of")
+def _index_of(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3))
+        axis = d(st.integers(-len(shape), len(shape) - 1))
+        rng = rng_of(d(SEEDS))
+        x = rng.integers(-2, 3, shape).astype(np.float32)  # few values: ties are common
+        if d(st.booleans()):
+            x[rng.random(shape) < 0.2] = np.nan
+        with np.errstate(invalid="ignore"):
+            target = (np.max if d(st.booleans()) else np.min)(x, axis=axis, keepdims=True)
+        return [x, target], {"axis": axis, "keepdims": d(st.integers(0, 1)), "last": d(st.integers(0, 1))}
+
+    return draw()
+
+
+@strategy("gather_elements")
+def _gather_elements(op):
+    @st.composite
+    def draw(d):
+        data_shape = d(shapes(1, 3))
+        axis = d(st.integers(-len(data_shape), len(data_shape) - 1))
+        n = data_shape[axis]
+        index_shape = tuple(d(st.integers(1, 4)) if k == axis % len(data_shape) else d(st.integers(1, m))
+                            for k, m in enumerate(data_shape))
+        rng = rng_of(d(SEEDS))
+        indices = rng.integers(-n, n, index_shape).astype(d(st.sampled_from(["int64", "int32"])))
+        return [normal(rng, data_shape), indices], {"axis": axis}
+
+    return draw()
+
+
+@strategy("gather_nd")
+def _gather_nd(op):
+    @st.composite
+    def draw(d):
+        data_shape = d(shapes(1, 4))
+        b = d(st.integers(0, len(data_shape) - 1))
+        m = d(st.integers(1, len(data_shape) - b))
+        middle = d(shapes(0, 2))
+        rng = rng_of(d(SEEDS))
+        entries = [rng.integers(-n, n, data_shape[:b] + middle) for n in data_shape[b:b + m]]
+        indices = np.stack(entries, axis=-1).astype(np.int64)
+        return [normal(rng, data_shape), indices], {"batch_dims": b}
+
+    return draw()

@@ -134,6 +134,34 @@ REJECTED = [
     ("gather", [T((5, 3)), T((2,))], {}, ": indices must be int64 or int32, got float32"),
     ("gather", [T((5, 3)), T((2,), "int64")], {"axis": 2}, ": axis=2 is out of range for rank 2"),
     ("gather", [T(()), T((2,), "int64")], {}, ": data must have rank >= 1"),
+    ("gather_elements", [T((5, 3)), T((2, 3), "int32")], {"axis": 2}, ": axis=2 is out of range for rank 2"),
+    ("gather_elements", [T((5, 3)), T((2,), "int64")], {},
+     ": data and indices must have the same rank >= 1, got 2 and 1"),
+    ("gather_elements", [T((5, 3)), T((2, 4), "int64")], {}, ": indices dim 1 is 4, larger than data's 3"),
+    ("gather_elements", [T((5, 3)), T((2, 3))], {}, ": indices must be int64 or int32, got float32"),
+    ("gather_nd", [T((5, 3)), T((2, 1), "int32")], {}, ": indices must be int64, got int32"),
+    ("gather_nd", [T((5, 3)), T((2, 3), "int64")], {}, ": index tuples have 3 entries; data has 2 axes past the "
+                                                       "batch dims"),
+    ("gather_nd", [T((5, 3)), T((5, 1), "int64")], {"batch_dims": 2},
+     ": batch_dims=2 must be below both ranks (2 and 2)"),
+    ("gather_nd", [T((5, 3)), T((4, 1), "int64")], {"batch_dims": 1},
+     ": the batch dims of data [5] and indices [4] differ"),
+    # position-dependent ops and reductions to a place
+    ("trilu", [T((5,))], {}, ": input must have rank >= 2, got 1"),
+    ("trilu", [T((5, 3)), T((2,), "int64")], {}, ": k must be one int64, got i64[2]"),
+    ("cumsum", [T((5, 3))], {"axis": 2}, ": axis=2 is out of range for rank 2"),
+    ("cumsum", [T((5,), "bool")], {}, ": cumsum needs a numeric input, got bool"),
+    ("index_of", [T((5, 3)), T((5, 3))], {"axis": 1}, ": target must be f32[5,1] (x with axis 1 reduced), got "
+                                                      "f32[5,3]"),
+    ("index_of", [T((5, 0)), T((5, 1))], {"axis": 1}, ": axis 1 is empty: no element to find"),
+    # elementwise ops with rules of their own
+    ("is_nan", [T((2,), "int64")], {}, ": input must be a floating-point tensor, got int64"),
+    ("is_inf", [T((2,), "int32")], {}, ": input must be a floating-point tensor, got int32"),
+    ("remainder", [T((2,), "bool"), T((2,), "bool")], {}, ": remainder needs numeric inputs, got bool"),
+    ("remainder", [T((2,)), T((2,))], {"fmod": 2}, ": fmod=2 should be 0 or 1"),
+    ("remainder", [T((2,)), T((2,), "int64")], {}, ": inputs have different dtypes: float32, int64"),
+    ("shrink", [T((2,), "bool")], {}, ": shrink needs a numeric input, got bool"),
+    ("mish", [T((2,), "int64")], {}, ": input must be a floating-point tensor, got int64"),
     # shape-valued ops
     ("constant_of_shape", [T((2,), "int64")], {}, ": input 0 must be a constant (its value decides the output shape)"),
     ("constant_of_shape", [], {}, ": the shape is missing: give a shape input or a `shape` attribute"),
@@ -163,10 +191,22 @@ def test_unknown_op_is_named():
 def test_every_op_family_has_a_rejection():
     families = {op for op, *_ in REJECTED}
     for required in ("conv", "conv_transpose", "max_pool", "average_pool", "batch_norm", "layer_norm", "softmax",
-                     "gemm", "matmul", "reshape", "concat", "split", "slice", "pad", "gather", "expand", "tile"):
+                     "gemm", "matmul", "reshape", "concat", "split", "slice", "pad", "gather", "expand", "tile",
+                     "gather_elements", "gather_nd", "trilu", "cumsum", "index_of", "is_nan", "is_inf", "remainder",
+                     "shrink", "mish"):
         assert required in families
 
 
 def test_gather_reference_reports_an_out_of_range_index():
     with pytest.raises(IndexError, match=re.escape("index 7 is out of range for axis 0 of size 5")):
         REGISTRY.get("gather").reference([np.zeros(5, np.float32), np.array([1, 7])], {"axis": 0})
+
+
+def test_indexed_reads_report_an_out_of_range_index():
+    data = np.zeros((2, 5), np.float32)
+    with pytest.raises(IndexError, match=re.escape("index -6 is out of range for axis 1 of size 5")):
+        REGISTRY.get("gather_elements").reference([data, np.array([[1, -6]])], {"axis": 1})
+    with pytest.raises(IndexError, match=re.escape("index 2 is out of range for axis 0 of size 2")):
+        REGISTRY.get("gather_nd").reference([data, np.array([[1, 4], [2, 0]])], {"batch_dims": 0})
+    with pytest.raises(IndexError, match=re.escape("index 5 is out of range for axis 1 of size 5")):
+        REGISTRY.get("gather_nd").reference([data, np.array([[5], [0]])], {"batch_dims": 1})
