@@ -217,8 +217,18 @@ def float_literal(value: float, dtype: str, flavor: Flavor) -> str:
     return f"{text}f" if single else text
 
 
+#: past this a folded constant is infinite in any float type generated code uses
+_FLOAT_MAX = sp.Float("1.8e308")
+
+
 def _fold_numbers(expr: sp.Basic) -> sp.Basic:
-    """Replace constant sub-expressions (pi, sqrt(2), 1/3...) by Floats, keep integers."""
+    """Replace constant sub-expressions (pi, sqrt(2), 1/3...) by Floats, keep integers.
+
+    Folding goes bottom up: a node is evaluated once its arguments are numbers, so each
+    evaluation is one operation on Floats, and a value beyond the float range is infinity
+    (what the generated code computes), which stops folding there. Evaluating a constant
+    tower such as exp(exp(...exp(0)...)) whole made sympy work with numbers of
+    astronomically many digits, and never finish."""
     if isinstance(expr, (sp.Integer, sp.Float)) or expr in (sp.oo, -sp.oo, sp.nan, sp.zoo):
         return expr
     if isinstance(expr, sp.Rational):
@@ -229,14 +239,17 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
         if expr.is_number:
             return sp.Float(expr.evalf(30), 30)
         return expr
+    args = [_fold_numbers(a) for a in expr.args]  # once: each level's arguments are folded once
     if expr.is_number and not isinstance(expr, (sp.Piecewise,)) and not expr.is_Relational:
-        try:
-            value = expr.evalf(30)
-        except (ArithmeticError, ValueError):  # 0.0 ** -1: left for C to divide, IEEE style
-            value = sp.nan
-        if value.is_real and value.is_finite:
-            return sp.Float(value, 30)
-    args = [_fold_numbers(a) for a in expr.args]
+        if all(isinstance(a, (sp.Integer, sp.Float)) for a in args):
+            try:
+                value = expr.func(*args).evalf(30)
+            except (ArithmeticError, ValueError, TypeError):  # 0.0 ** -1: left for C to divide, IEEE style
+                value = sp.nan
+            if value.is_real and value.is_finite:
+                if abs(value) > _FLOAT_MAX:
+                    return sp.oo if value > 0 else -sp.oo
+                return sp.Float(value, 30)
     if isinstance(expr, sp.Pow) and isinstance(expr.args[1], (sp.Integer, sp.Rational)):
         return sp.Pow(args[0], expr.args[1], evaluate=False)
     if isinstance(expr, sp.Piecewise):

@@ -50,8 +50,10 @@ class FormulaError(Exception):
 
 def symbol(name: str) -> sp.Symbol:
     # a prefix keeps user names apart from sympy's own (and from the v/i/r symbols of
-    # access specs); the symbols never reach generated code, only their substitutes do
-    return sp.Symbol(f"u_{name}")
+    # access specs); the symbols never reach generated code, only their substitutes do.
+    # Real: tensors hold real numbers, and without it sympy asks of every nested tanh
+    # whether its argument's imaginary part is a multiple of pi, which took 12 s at depth 10
+    return sp.Symbol(f"u_{name}", real=True)
 
 
 def to_sympy(expr: A.Expr, names: set[str]) -> sp.Basic:

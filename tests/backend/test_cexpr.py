@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusionlang.backend.ccompile import build_library, load_library
-from fusionlang.backend.cexpr import C, CUDA, IndexPrinter, ValuePrinter, float_literal, helpers, sanitize
+from fusionlang.backend.cexpr import C, CUDA, IndexPrinter, ValuePrinter, _fold_numbers, float_literal, helpers, sanitize
 from fusionlang.ops.scalar import Sigmoid, evaluate
 
 
@@ -162,3 +162,14 @@ void ex(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = 
     out = np.empty_like(specials)
     lib.ex(ctypes.c_void_p(specials.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.c_long(specials.size))
     np.testing.assert_array_equal(out, np.float32([np.inf, 0, np.nan, np.nan, 1, 1, np.inf, 0, np.inf, 0]))
+
+
+def test_a_tower_of_constant_exponentials_folds_to_infinity_at_once():
+    # whole-expression evaluation worked with numbers of astronomically many digits
+    tower = sp.Integer(0)
+    for _ in range(30):
+        tower = sp.exp(tower, evaluate=False)
+    folded = _fold_numbers(tower)
+    assert sp.oo in folded.atoms() or folded == sp.oo
+    assert float(_fold_numbers(sp.exp(sp.exp(sp.Integer(1), evaluate=False), evaluate=False))) == \
+        pytest.approx(math.exp(math.e), rel=1e-15)

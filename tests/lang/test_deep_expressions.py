@@ -94,3 +94,14 @@ def test_far_too_deep_files_through_lint_load_rules_and_cli(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"{name}:1:{diag.span.col}: error: expression too deep" in err
         assert "Traceback" not in err and "internal error" not in err
+
+
+def test_formula_symbols_are_real_so_nested_functions_stay_cheap(tmp_path):
+    # without real symbols sympy asked of every nested tanh whether its argument's imaginary
+    # part is a multiple of pi: 12 s to lint ten of them, exponential in the depth
+    from fusionlang.lang.formula import symbol
+
+    assert symbol("x").is_real
+    path = tmp_path / "deep_tanh.fuse"
+    path.write_text('import "apollo.fuse"\ndef deep(x) = ' + "tanh(" * 24 + "x" + ")" * 24 + "\n")
+    assert main(["lint", str(path)]) == 0
