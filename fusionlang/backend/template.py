@@ -42,6 +42,7 @@ from fusionlang.engine.plan import FusionPlan, Group, boundary
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ops.access import as_expr, i_sym
 from fusionlang.ops.checking import op_call
+from fusionlang.ops.shape import row_major_strides
 from fusionlang.ops.window import window_of
 
 #: the ops the templates compute (the cost model prices them at the templates' rate)
@@ -100,12 +101,7 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     problem = shapes[0]
     if problem.m * problem.n * problem.k * int(np.prod(problem.outer, dtype=np.int64)) < MIN_MACS:
         return None
-    machine = machine or host()
-    if _operands_from_outside(graph, node, group, constants):
-        fused = _plan_part(graph, group, group.nodes, node, shapes, constants, machine)
-        if fused is not None:
-            return fused
-    return _plan_split(plan, group, node, shapes, constants, machine)
+    return _plan_parts(plan, group, node, shapes, constants, machine or host())
 
 
 def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes, constants: dict,
@@ -130,14 +126,16 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
                          coords, final, epilogue)
 
 
-def _plan_split(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine
+def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine
                 ) -> TemplateGroup | None:
     graph = plan.graph
     before = _ancestors_within(plan, group, node)
     first = [n for n in group.nodes if n in before]
     rest = [n for n in group.nodes if n not in before and n != node.name]
-    # the template takes what follows it as its epilogue if it can, else only the op
-    core = _plan_part(graph, group, [node.name] + rest, node, shapes, constants, machine) if rest else None
+    # the template takes what follows it as its epilogue if it can (with no prologue: the
+    # whole group, one call), else only the op
+    core = _plan_part(graph, group, [n for n in group.nodes if n not in before], node, shapes, constants,
+                      machine) if rest else None
     if core is not None:
         rest = []
     else:
@@ -173,11 +171,6 @@ def _loop_nest(graph: Graph, names: list[str], constants: dict) -> LoweredGroup:
     return lower(schedule_program(build_program(graph, names, constants=constants), "c", fuse=False))
 
 
-def _operands_from_outside(graph: Graph, node: Node, group: Group, constants: dict) -> bool:
-    outside = set(group.inputs) | set(constants)
-    return all(v in outside for v in node.present_inputs())
-
-
 def _problem(graph: Graph, node: Node):
     """(GemmProblem, coords, value read as A, value read as B), or None if unsupported."""
     call = op_call(graph, node)
@@ -191,14 +184,6 @@ def _problem(graph: Graph, node: Node):
     return _conv_problem(call, node)
 
 
-def _row_major_strides(shape) -> list[int]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return strides[::-1]
-
-
 def _matmul_problem(call, node: Node):
     a, b = call.input(0), call.input(1)
     out = call.out_types[0]
@@ -206,10 +191,10 @@ def _matmul_problem(call, node: Node):
         return None  # matrix-vector products stay loop nests
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = out.shape[:-2]
-    out_strides = _row_major_strides(out.shape)[:-2]
+    out_strides = row_major_strides(out.shape)[:-2]
 
     def batch_strides(t):
-        own = _row_major_strides(t.shape)[:-2]
+        own = row_major_strides(t.shape)[:-2]
         lead = len(batch) - len(own)
         return tuple(0 if d < lead or t.shape[d - lead] == 1 else own[d - lead] for d in range(len(batch)))
 
@@ -416,7 +401,7 @@ def _epilogue_body(tg: TemplateGroup, names: dict[int, str]) -> str:
 
 def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     offset = sp.Integer(0)
-    for e, stride in zip(index, _row_major_strides(shape)):
+    for e, stride in zip(index, row_major_strides(shape)):
         offset += as_expr(e).subs(coords, simultaneous=True) * stride
     return sp.expand(offset)
 
