@@ -231,6 +231,18 @@ class FuseDecl:
     result: Name
     options: tuple[FuseOpt, ...]
     span: Span = _span()
+    #: ``when GUARD``: the entry applies to an edge only where the guard holds
+    guard: "Expr | None" = None
+
+
+@dataclass(frozen=True)
+class NoFuseDecl:
+    """``nofuse PRODUCERS -> CONSUMERS [when GUARD]``: a deny entry of the fuse table."""
+
+    producers: tuple[Name, ...]
+    consumers: tuple[Name, ...]
+    span: Span = _span()
+    guard: "Expr | None" = None
 
 
 @dataclass(frozen=True)
@@ -292,7 +304,8 @@ class TestDecl:
     span: Span = _span()
 
 
-Item = Union[Import, Categories, ClassDecl, DefDecl, Decompose, Rewrite, FuseDecl, StrategyDecl, TestDecl]
+Item = Union[Import, Categories, ClassDecl, DefDecl, Decompose, Rewrite, FuseDecl, NoFuseDecl, StrategyDecl,
+             TestDecl]
 
 
 @dataclass(frozen=True)

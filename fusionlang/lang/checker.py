@@ -29,8 +29,8 @@ from fusionlang.lang.limits import MAX_EXPANSION_NODES
 from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
                                       term_of)
-from fusionlang.lang.ruleset import (ClassRule, DecomposeRule, DefRule, FuseEntry, RewriteRule, RuleSet, Strategy,
-                                     TestBlock)
+from fusionlang.lang.ruleset import (EDGE_TENSORS, ClassRule, DecomposeRule, DefRule, FuseEntry, RewriteRule, RuleSet,
+                                     Strategy, TestBlock)
 from fusionlang.lang.testgraph import build_test_graph
 from fusionlang.lang.vocab import (CLASS_FLAGS, FORMULA_CONSTANTS, FORMULA_FUNCTIONS, FUSE_FLAGS, META,
                                    RESERVED_NAMES)
@@ -62,6 +62,33 @@ def check_modules(modules: list[A.Module], *, name: str, registry: OpRegistry, d
                    decompositions={op: tuple(cases) for op, cases in checker.decompositions.items()},
                    rewrites=tuple(checker.rewrites), fuse_entries=tuple(checker.fuse_entries),
                    strategies=checker.strategies, tests=tuple(checker.tests), imports=imports)
+
+
+class _Deciders:
+    """Unguarded entries seen so far, by kind (flags and options) and by the
+    (producer, consumer) pairs they cover; deny entries decide every kind of pair look-up."""
+
+    def __init__(self):
+        self.by_kind: dict[tuple, dict[tuple, list[FuseEntry]]] = {}
+        self.denied: dict[tuple, list[FuseEntry]] = {}
+
+    def same_kind(self, entry: FuseEntry) -> dict[tuple, list[FuseEntry]]:
+        if entry.deny:
+            return self.denied
+        return self.by_kind.setdefault((entry.flags, frozenset(entry.options.items())), {})
+
+    def deciders(self, entry: FuseEntry, pairs) -> list[list[FuseEntry]]:
+        """Per pair of ``entry``, the earlier entries that decide it before ``entry`` could."""
+        same = self.same_kind(entry)
+        # horizontal entries name categories to pack, not pairs: a deny cannot decide them
+        denies = not entry.deny and "horizontal" not in entry.flags
+        return [same.get(pair, []) + (self.denied.get(pair, []) if denies else []) for pair in pairs]
+
+    def add(self, entry: FuseEntry, pairs) -> None:
+        if entry.guard is None:
+            same = self.same_kind(entry)
+            for pair in pairs:
+                same.setdefault(pair, []).append(entry)
 
 
 def _items(modules, kind):
@@ -582,78 +609,122 @@ class _Checker:
 
     # ----- fuse table -----------------------------------------------------------------
     def check_fuse(self) -> None:
-        # per kind of entry (flags and options): each (producer, consumer) pair -> the
-        # earlier entries covering it, so an entry is checked against the pairs it
-        # covers, not against every earlier entry (that was quadratic in entries)
-        covering: dict[tuple, dict[tuple, list[FuseEntry]]] = {}
-        for f in _items(self.modules, A.FuseDecl):
-            ok = all([self._category(n) for n in f.producers + f.consumers + (f.result,)])
-            flags, options = set(), {}
-            for opt in f.options:
-                key = opt.name.text
-                if key in flags or key in options:
-                    self.diags.error(opt.name.span, f"{key!r} is given twice")
-                    ok = False
-                if opt.value is None:
-                    if key not in FUSE_FLAGS:
-                        self.diags.error(opt.name.span, f"unknown fuse flag {key!r}",
-                                         (suggest(key, FUSE_FLAGS) + " " if suggest(key, FUSE_FLAGS) else "") +
-                                         f"(flags: {', '.join(FUSE_FLAGS)}; options are written key=value)")
-                        ok = False
-                    flags.add(key)
-                else:
-                    if key in _CATEGORY_OPTIONS and opt.value not in self.lattice_names:
-                        self.diags.error(opt.span, f"option {key!r} names unknown category {opt.value!r}",
-                                         suggest(str(opt.value), self.lattice))
-                        ok = False
-                    options[key] = opt.value
-            if not ok:
-                continue
-            entry = FuseEntry(frozenset(n.text for n in f.producers), frozenset(n.text for n in f.consumers),
-                              f.result.text, frozenset(flags), MappingProxyType(options), f.span)
-            same_kind = covering.setdefault((entry.flags, frozenset(options.items())), {})
-            pairs = set(itertools.product(entry.producers, entry.consumers))
-            if all(pair in same_kind for pair in pairs):
-                deciders = sorted({str(e.span) for pair in pairs for e in same_kind[pair]})
-                self.diags.error(f.span, "fuse entry is shadowed: every pair it covers is decided by earlier "
-                                         f"entries ({', '.join(deciders)})", "remove it or move it first")
-                continue
-            overlaps: dict[int, tuple[FuseEntry, list]] = {}
-            for pair in pairs:
-                for e in same_kind.get(pair, ()):
-                    overlaps.setdefault(id(e), (e, []))[1].append(pair)
-            for e, overlap in sorted(overlaps.values(), key=lambda item: self._fuse_order[id(item[0])]):
-                if e.result != entry.result:
-                    p, c = sorted(overlap)[0]
-                    self.diags.warning(f.span, f"pair {p} -> {c} is decided by the earlier entry at {e.span} "
-                                               f"(result {e.result}, not {entry.result})")
-            for pair in pairs:
-                same_kind.setdefault(pair, []).append(entry)
+        """Fuse and nofuse entries in precedence order: a file's entries before those of
+        the files it imports (later files first), file order within a file. Shadowed
+        entries and conflicting overlaps are reported within a file only: across files,
+        covering an imported entry is how an importing file replaces or denies it, and an
+        imported entry that can no longer decide any pair leaves the table."""
+        decided = _Deciders()
+        for module in reversed(self.modules):
+            in_file = _Deciders()
+            for f in module.items:
+                if isinstance(f, (A.FuseDecl, A.NoFuseDecl)):
+                    self._check_fuse_entry(f, in_file, decided)
+
+    def _check_fuse_entry(self, f, in_file: "_Deciders", decided: "_Deciders") -> None:
+        entry = self._fuse_entry(f)
+        if entry is None:
+            return
+        pairs = set(itertools.product(entry.producers, entry.consumers))
+        shadowing = in_file.deciders(entry, pairs)
+        if all(shadowing):
+            spans = sorted({str(e.span) for found in shadowing for e in found})
+            self.diags.error(f.span, "fuse entry is shadowed: every pair it covers is decided by earlier "
+                                     f"entries ({', '.join(spans)})", "remove it or move it first")
+            return
+        if not entry.deny:
+            self._warn_overlaps(f, entry, pairs, in_file.same_kind(entry))
+        replaced = all(decided.deciders(entry, pairs))
+        in_file.add(entry, pairs)
+        decided.add(entry, pairs)
+        if not replaced:
             self._fuse_order[id(entry)] = len(self.fuse_entries)
             self.fuse_entries.append(entry)
 
+    def _warn_overlaps(self, f, entry: FuseEntry, pairs, same_kind) -> None:
+        overlaps: dict[int, tuple[FuseEntry, list]] = {}
+        for pair in pairs:
+            for e in same_kind.get(pair, ()):
+                overlaps.setdefault(id(e), (e, []))[1].append(pair)
+        for e, overlap in sorted(overlaps.values(), key=lambda item: self._fuse_order[id(item[0])]):
+            if e.result != entry.result:
+                p, c = sorted(overlap)[0]
+                self.diags.warning(f.span, f"pair {p} -> {c} is decided by the earlier entry at {e.span} "
+                                           f"(result {e.result}, not {entry.result})")
+
+    def _fuse_entry(self, f) -> FuseEntry | None:
+        """The FuseEntry of a fuse or nofuse declaration, or None after diagnostics."""
+        deny = isinstance(f, A.NoFuseDecl)
+        names = f.producers + f.consumers + (() if deny else (f.result,))
+        ok = all([self._category(n) for n in names])
+        flags, options, spans = set(), {}, {}
+        for opt in () if deny else f.options:
+            key = opt.name.text
+            if key in flags or key in options:
+                self.diags.error(opt.name.span, f"{key!r} is given twice")
+                ok = False
+            if opt.value is None:
+                if key not in FUSE_FLAGS:
+                    self.diags.error(opt.name.span, f"unknown fuse flag {key!r}",
+                                     (suggest(key, FUSE_FLAGS) + " " if suggest(key, FUSE_FLAGS) else "") +
+                                     f"(flags: {', '.join(FUSE_FLAGS)}; options are written key=value)")
+                    ok = False
+                flags.add(key)
+            else:
+                if key in _CATEGORY_OPTIONS and opt.value not in self.lattice_names:
+                    self.diags.error(opt.span, f"option {key!r} names unknown category {opt.value!r}",
+                                     suggest(str(opt.value), self.lattice))
+                    ok = False
+                options[key] = opt.value
+            spans[key] = opt.span
+        if f.guard is not None:
+            before = len(self.diags.errors)
+            ExprChecker(self.diags, self.registry, tensors=EDGE_TENSORS).guard(f.guard)
+            ok = ok and len(self.diags.errors) == before
+        if not ok:
+            return None
+        return FuseEntry(frozenset(n.text for n in f.producers), frozenset(n.text for n in f.consumers),
+                         "" if deny else f.result.text, frozenset(flags), MappingProxyType(options), f.span,
+                         guard=f.guard, deny=deny, option_spans=MappingProxyType(spans))
+
     # ----- strategies -----------------------------------------------------------------
     def check_strategies(self) -> None:
-        for s in _items(self.modules, A.StrategyDecl):
-            name = s.name.text
-            if name in self.strategies:
-                self.diags.error(s.name.span, f"strategy {name!r} is already defined at {self.strategies[name].span}")
+        """A strategy is declared once per file; a later file's declaration (the importing
+        file's, as imports load first) overrides the earlier one key by key."""
+        declared_in: dict[str, str] = {}
+        for module in self.modules:
+            for s in module.items:
+                if isinstance(s, A.StrategyDecl):
+                    self._check_strategy(s, module.path, declared_in)
+
+    def _check_strategy(self, s, path: str, declared_in: dict[str, str]) -> None:
+        name = s.name.text
+        earlier = self.strategies.get(name)
+        if earlier is not None and declared_in[name] == path:
+            self.diags.error(s.name.span, f"strategy {name!r} is already defined at {earlier.span}",
+                             "a file declares a strategy once; a file that imports it may override its options")
+            return
+        options, spans = {}, {}
+        ok = True
+        for opt in s.options:
+            key = opt.name.text
+            if key in options:
+                self.diags.error(opt.name.span, f"option {key!r} is given twice")
+                ok = False
                 continue
-            options = {}
-            ok = True
-            for opt in s.options:
-                key = opt.name.text
-                if key in options:
-                    self.diags.error(opt.name.span, f"option {key!r} is given twice")
-                    ok = False
-                    continue
-                try:
-                    options[key] = _option_value(opt.value)
-                except PatternError as exc:
-                    self.diags.error(exc.span or opt.span, exc.message, exc.hint)
-                    ok = False
-            if ok:
-                self.strategies[name] = Strategy(name, MappingProxyType(options), s.span)
+            try:
+                options[key] = _option_value(opt.value)
+                spans[key] = opt.span
+            except PatternError as exc:
+                self.diags.error(exc.span or opt.span, exc.message, exc.hint)
+                ok = False
+        if not ok:
+            return
+        if earlier is not None:
+            options = {**earlier.options, **options}
+            spans = {**earlier.option_spans, **spans}
+        declared_in[name] = path
+        self.strategies[name] = Strategy(name, MappingProxyType(options), s.span, MappingProxyType(spans))
 
     # ----- tests ----------------------------------------------------------------------
     def check_tests(self) -> None:

@@ -19,7 +19,7 @@ from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, Span, remember_source
 from fusionlang.lang.limits import MAX_NESTING
 
-_ITEM_START = re.compile(r"^(import|categories|class|def|decompose|rewrite|fuse|strategy|test)\b", re.M)
+_ITEM_START = re.compile(r"^(import|categories|class|def|decompose|rewrite|fuse|nofuse|strategy|test)\b", re.M)
 
 #: how terminals read in "expected ..." messages
 _TERMINAL_WORDS = {
@@ -217,6 +217,7 @@ def _unescape(text: str) -> str:
 
 #: keyword tokens kept in the tree only for their positions
 _KEYWORDS = frozenset({"IMPORT", "CATEGORIES", "CLASS", "DEF", "DECOMPOSE", "RETURN", "REWRITE", "PRIORITY", "FUSE",
+                       "NOFUSE",
                        "STRATEGY", "TEST", "INPUT", "CONST", "OUTPUT", "EXPECT", "NOT", "NEG", "LSQB", "SHARED"})
 
 
@@ -362,9 +363,14 @@ class _ToAst(Transformer):
 
     @_positioned
     def fuse(self, c, span, raw):
-        producers, consumers, result, *opts = c
+        producers, consumers, result, *opts, guard = c
         opts = tuple(o for o in opts if o is not None)
-        return A.FuseDecl(producers, consumers, self._name(result), opts, span)
+        return A.FuseDecl(producers, consumers, self._name(result), opts, span, guard)
+
+    @_positioned
+    def nofuse(self, c, span, raw):
+        producers, consumers, guard = c
+        return A.NoFuseDecl(producers, consumers, span, guard)
 
     def alts(self, children):
         return tuple(self._name(t) for t in children)

@@ -167,18 +167,30 @@ def format_ruleset(ruleset) -> str:
         if rule.guard is not None:
             out.append("    where " + format_expr(rule.guard))
         out.append("    => " + format_expr(rule.replacement))
+    # entries in precedence order: in one file, first match wins
     for entry in ruleset.fuse_entries:
-        opts = sorted(entry.flags) + [f"{k}={_fuse_value(v)}" for k, v in entry.options.items()]
-        line = f"fuse {'|'.join(sorted(entry.producers))} -> {'|'.join(sorted(entry.consumers))} : {entry.result}"
-        if opts:
-            line += " [" + ", ".join(opts) + "]"
-        out.append(line)
+        out.append(format_fuse_entry(entry))
     for strategy in ruleset.strategies.values():
         opts = ", ".join(f"{k} = {format_literal(v)}" for k, v in strategy.options.items())
         out.append(f"strategy {strategy.name} {{ {opts} }}" if opts else f"strategy {strategy.name} {{ }}")
     for test in ruleset.tests:
         out.extend(format_test(test.decl))
     return "\n".join(out) + "\n"
+
+
+def format_fuse_entry(entry) -> str:
+    """A fuse or nofuse entry as one line of .fuse text."""
+    pair = f"{'|'.join(sorted(entry.producers))} -> {'|'.join(sorted(entry.consumers))}"
+    if entry.deny:
+        line = f"nofuse {pair}"
+    else:
+        line = f"fuse {pair} : {entry.result}"
+        opts = sorted(entry.flags) + [f"{k}={_fuse_value(v)}" for k, v in entry.options.items()]
+        if opts:
+            line += " [" + ", ".join(opts) + "]"
+    if entry.guard is not None:
+        line += " when " + format_expr(entry.guard)
+    return line
 
 
 def _fuse_value(value) -> str:

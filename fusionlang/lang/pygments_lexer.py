@@ -20,8 +20,8 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 __all__ = ["FuseLexer"]
 
 #: every keyword of the grammar (fusionlang/lang/fuse.lark), contextual ones included
-KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect", "fuse", "import", "input", "not",
-            "or", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
+KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect", "fuse", "import", "input", "nofuse",
+            "not", "or", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
 #: keywords that declare a name
 DECLARATIONS = ("decompose", "def", "rewrite", "strategy", "test")
 
@@ -56,7 +56,7 @@ class FuseLexer(RegexLexer):
              bygroups(Keyword.Declaration, Whitespace, Name.Function)),
             (r"(categories)\b", Keyword.Declaration, "categories"),
             (r"(class)\b", Keyword.Declaration, "class_ops"),
-            (r"(fuse)\b", Keyword.Declaration, "fuse_entry"),
+            (r"(nofuse|fuse)\b", Keyword.Declaration, "fuse_entry"),
             (words(KEYWORDS, suffix=r"\b"), Keyword),
             (words(("true", "false"), suffix=r"\b"), Keyword.Constant),
             (_NAME + r"(?=\s*\()", Name.Function),
@@ -98,6 +98,8 @@ class FuseLexer(RegexLexer):
             (r"->|\|", Operator),
             (r":", Punctuation),
             (r"\[", Punctuation, "fuse_options"),
+            # a guard: the rest of the entry is an expression
+            (r"(when)\b", Keyword, "#pop"),
             (_NAME, Name.Class),
             default("#pop"),
         ],

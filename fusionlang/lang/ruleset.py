@@ -30,8 +30,9 @@ def _where(span: Span) -> str:
 
 @dataclass(frozen=True)
 class FuseEntry:
-    """One ``fuse PRODUCERS -> CONSUMERS : RESULT [flags]`` entry of the aggregation table,
-    with its source span."""
+    """One entry of the aggregation table, with its source span: ``fuse PRODUCERS ->
+    CONSUMERS : RESULT [flags] [when GUARD]``, or a deny entry ``nofuse PRODUCERS ->
+    CONSUMERS [when GUARD]`` (``deny`` set, no result)."""
 
     producers: frozenset[str]
     consumers: frozenset[str]
@@ -39,27 +40,46 @@ class FuseEntry:
     flags: frozenset[str]
     options: Mapping[str, str | int | float]
     span: Span = field(default=NO_SPAN, compare=False)
+    #: ``when GUARD`` over the edge's ``producer`` and ``consumer`` tensors (see edge_context)
+    guard: A.Expr | None = None
+    #: a ``nofuse`` entry: where it decides, the pair does not fuse
+    deny: bool = False
+    #: option name -> span of the option, for diagnostics
+    option_spans: Mapping[str, Span] = field(default_factory=dict, compare=False, repr=False)
 
     def matches(self, producer: str, consumer: str) -> bool:
         return producer in self.producers and consumer in self.consumers
 
+    def is_kind(self, flag: str | None) -> bool:
+        """Does this entry answer a look-up of ``flag`` (None: the plain table)? A deny
+        entry answers every pair look-up (horizontal entries name categories to pack)."""
+        if self.deny:
+            return flag != "horizontal"
+        return not self.flags & SPECIAL_FLAGS if flag is None else flag in self.flags
+
+    def _key(self):
+        return (self.producers, self.consumers, self.result, self.flags, tuple(sorted(self.options.items())),
+                self.guard, self.deny)
+
     def __hash__(self):
-        return hash((self.producers, self.consumers, self.result, self.flags, tuple(sorted(self.options.items()))))
+        return hash(self._key())
 
     def __eq__(self, other):
         if not isinstance(other, FuseEntry):
             return NotImplemented
-        return (self.producers, self.consumers, self.result, self.flags, dict(self.options)) == (
-            other.producers, other.consumers, other.result, other.flags, dict(other.options))
+        return self._key() == other._key()
 
 
 @dataclass(frozen=True, eq=False)
 class Strategy:
-    """A ``strategy NAME { key = value }`` declaration: options for a partitioner."""
+    """A ``strategy NAME { key = value }`` declaration: options for a partitioner. A later
+    file's declaration of the same strategy overrides it key by key, so ``options`` and
+    ``option_spans`` hold, per key, the value and span that won."""
 
     name: str
     options: Mapping[str, object]
     span: Span = field(default=NO_SPAN, compare=False)
+    option_spans: Mapping[str, Span] = field(default_factory=dict, compare=False, repr=False)
 
     def __eq__(self, other):
         if not isinstance(other, Strategy):
@@ -289,16 +309,26 @@ class RuleSet:
         return op in self._commutative
 
     # ----- fusion table ---------------------------------------------------------------
-    def fuse_result(self, producer_cat: str, consumer_cat: str, *, flag: str | None = None) -> FuseEntry | None:
+    def fuse_decision(self, producer_cat: str, consumer_cat: str, *, flag: str | None = None,
+                      edge: Context | None = None) -> FuseEntry | None:
+        """The entry that decides whether a producer of ``producer_cat`` fuses into a
+        consumer of ``consumer_cat``: the first entry, in precedence order, that covers
+        the pair, answers a look-up of ``flag`` (None: the plain table; a `nofuse` entry
+        answers every look-up) and whose guard holds on ``edge`` (see edge_context; a
+        guarded entry is passed over when no edge is given). None when no entry decides."""
         for entry in self.fuse_entries:
-            if flag is None:
-                if entry.flags & SPECIAL_FLAGS:
-                    continue
-            elif flag not in entry.flags:
+            if not (entry.matches(producer_cat, consumer_cat) and entry.is_kind(flag)):
                 continue
-            if entry.matches(producer_cat, consumer_cat):
-                return entry
+            if entry.guard is not None and (edge is None or not guard_holds(entry.guard, edge)):
+                continue
+            return entry
         return None
+
+    def fuse_result(self, producer_cat: str, consumer_cat: str, *, flag: str | None = None,
+                    edge: Context | None = None) -> FuseEntry | None:
+        """The `fuse` entry that fuses the pair, or None (no entry, or a `nofuse` one decides)."""
+        entry = self.fuse_decision(producer_cat, consumer_cat, flag=flag, edge=edge)
+        return None if entry is None or entry.deny else entry
 
     # ----- rules ----------------------------------------------------------------------
     def rewrite(self, name: str) -> RewriteRule:
@@ -336,3 +366,13 @@ def node_context(graph: Graph, node: Node) -> Context:
             tensors[f"in{k}"] = value
     statics = {k: v for k, v in node.attrs.items() if k not in tensors}
     return Context(graph, Bindings(tensors, statics), subject=node)
+
+
+#: the tensors a fuse entry's guard names
+EDGE_TENSORS = ("producer", "consumer")
+
+
+def edge_context(graph: Graph, value: str, consumer: Node) -> Context:
+    """What a fuse entry's guard sees for the edge that carries ``value`` into
+    ``consumer``: ``producer`` (that value) and ``consumer`` (the consumer's first output)."""
+    return Context(graph, Bindings({"producer": value, "consumer": consumer.outputs[0]}, {}), subject=consumer)
