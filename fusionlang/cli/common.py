@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from fusionlang.cli.flags import strategy_option
 from fusionlang.cli.paths import readable_file
 from fusionlang.cli.text import safe_console
 from fusionlang.errors import InputError
@@ -165,6 +166,13 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
     p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
                    help="partitioner (default: the rule set's own strategy)")
+    p.add_argument("--option", action="append", type=strategy_option, metavar="KEY=VALUE",
+                   help="strategy option, over the rule file's strategy block (repeatable), e.g. max_ops=32")
+
+
+def strategy_overrides(args) -> dict | None:
+    """The ``--option KEY=VALUE`` flags as an options dict (a later KEY wins), or None."""
+    return dict(args.option) if getattr(args, "option", None) else None
 
 
 def fuse_model(args, stages):
@@ -176,7 +184,7 @@ def fuse_model(args, stages):
     with stages.step("load rules"):
         ruleset = load_rules(args.rules)
     with stages.step("rewrite + partition"):
-        plan = fuse(graph, ruleset, args.strategy)
+        plan = fuse(graph, ruleset, args.strategy, options=strategy_overrides(args))
     return graph, ruleset, plan
 
 

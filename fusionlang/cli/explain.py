@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, print_json, wants_json
+from fusionlang.cli.common import (EXIT_OK, Stages, add_model_arguments, console, fuse_model, print_json,
+                                   strategy_overrides, wants_json)
 from fusionlang.cli.text import safe
 
 HELP = "explain why a node was (not) fused with its neighbours"
@@ -33,7 +34,7 @@ def run(args) -> int:
 
     with Stages(args) as stages:
         _, ruleset, plan = fuse_model(args, stages)
-    explanation = explain(plan, ruleset, args.node)
+    explanation = explain(plan, ruleset, args.node, options=strategy_overrides(args))
     if wants_json(args):
         print_json(dataclasses.asdict(explanation) | {"strategy": plan.strategy, "rules": plan.rules,
                                                       "lines": explanation.lines()})

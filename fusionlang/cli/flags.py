@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 
 from fusionlang.cli.text import safe
@@ -71,6 +72,32 @@ def threads(text: str) -> int:
     if not 1 <= value <= MAX_THREADS:
         raise argparse.ArgumentTypeError(f"the thread count must be from 1 to {MAX_THREADS}, got {_shown(text)}")
     return value
+
+
+_OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPTION_INT = re.compile(r"[+-]?[0-9]{1,30}")
+_OPTION_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")
+
+
+def strategy_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` for a strategy option, typed as in a rule file's strategy block: an
+    integer, a number, true/false, else a string. Whether the strategy takes KEY (and that
+    type) is checked once the strategy is known."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not _OPTION_KEY.fullmatch(key):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. max_ops=32), got {_shown(text)}")
+    value = value.strip()
+    if _OPTION_INT.fullmatch(value):
+        return key, int(value)
+    if _OPTION_FLOAT.fullmatch(value):
+        number = float(value)
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"option {key}: {_shown(value)} is not a finite number")
+        return key, number
+    if value in ("true", "false"):
+        return key, value == "true"
+    return key, value
 
 
 class OneLineParser(argparse.ArgumentParser):

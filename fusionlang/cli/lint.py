@@ -20,7 +20,10 @@ def run(args) -> int:
     with Stages(args) as stages:
         with stages.step("lint", total=len(args.files)) as tick:
             for path in args.files:
-                diagnostics.extend(lint([path]))
+                found = lint([path])
+                if not any(d.is_error for d in found):
+                    found += _policy_diagnostics(path)
+                diagnostics.extend(found)
                 tick()
     errors = [d for d in diagnostics if d.severity == "error"]
     if wants_json(args):
@@ -35,3 +38,11 @@ def run(args) -> int:
         if not is_quiet(args):
             print(f"{len(args.files)} file(s): {len(errors)} error(s), {len(diagnostics) - len(errors)} warning(s)")
     return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def _policy_diagnostics(path: str) -> list:
+    """The rule set's strategies and fuse entries against the partitioners (engine.policy_check)."""
+    from fusionlang.engine.policy_check import policy_diagnostics
+    from fusionlang.lang import load_rules
+
+    return policy_diagnostics(load_rules(path))

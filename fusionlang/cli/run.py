@@ -9,7 +9,7 @@ import numpy as np
 
 from fusionlang.cli import flags
 from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console, load_graph,
-                                   parse_shapes, wants_json)
+                                   parse_shapes, strategy_overrides, wants_json)
 from fusionlang.cli.feeds import read_feeds
 from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
@@ -58,7 +58,7 @@ def run(args) -> int:
             from fusionlang.api import fuse
 
             with stages.step("rewrite + partition"):
-                plan = fuse(graph, args.rules, args.strategy)
+                plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args))
             check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
             with stages.step(f"loop fusion + codegen ({args.target})"):
                 options = {"threads": args.threads} if args.target == "c" else {}

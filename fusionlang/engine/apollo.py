@@ -19,6 +19,7 @@ from fusionlang.engine.cost import CostModel
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
+from fusionlang.lang.ruleset import edge_context
 
 DEFAULTS = {
     "max_ops": 64,
@@ -52,9 +53,10 @@ def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, val
     if a == b or (source, sink) in forbidden:
         return False
     cat_a, cat_b = grouping.groups[a].category, grouping.groups[b].category
-    entry, stitched = ruleset.fuse_result(cat_a, cat_b), False
+    edge = edge_context(grouping.graph, value, grouping.nodes[sink])  # what entry guards see
+    entry, stitched = ruleset.fuse_result(cat_a, cat_b, edge=edge), False
     if entry is None:
-        entry, stitched = ruleset.fuse_result(cat_a, cat_b, flag="stitch"), True
+        entry, stitched = ruleset.fuse_result(cat_a, cat_b, flag="stitch", edge=edge), True
     if entry is None:
         return False
     if grouping.size(a) + grouping.size(b) > options["max_ops"]:

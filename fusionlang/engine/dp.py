@@ -21,6 +21,7 @@ from fusionlang.engine.cost import CostModel
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
+from fusionlang.lang.ruleset import edge_context
 
 DEFAULTS = {"max_ops": 32, "max_args": 96, "cost": "h100"}
 
@@ -75,9 +76,10 @@ class _Segment:
             inside = [v for v in node.present_inputs() if v in self.produced]
             if not inside:
                 return False
-            entry, stitched = ruleset.fuse_result(self.category, category), False
+            edge = edge_context(self.graph, inside[0], node)  # what entry guards see
+            entry, stitched = ruleset.fuse_result(self.category, category, edge=edge), False
             if entry is None:
-                entry, stitched = ruleset.fuse_result(self.category, category, flag="stitch"), True
+                entry, stitched = ruleset.fuse_result(self.category, category, flag="stitch", edge=edge), True
             if entry is None:
                 return False
             self.category = entry.result
