@@ -61,7 +61,17 @@ def check_modules(modules: list[A.Module], *, name: str, registry: OpRegistry, d
                    class_rules=tuple(checker.class_rules), registry=checker.registry, defs=checker.defs,
                    decompositions={op: tuple(cases) for op, cases in checker.decompositions.items()},
                    rewrites=tuple(checker.rewrites), fuse_entries=tuple(checker.fuse_entries),
-                   strategies=checker.strategies, tests=tuple(checker.tests), imports=imports)
+                   strategies=checker.strategies, tests=_inherited_tests(modules, checker.tests), imports=imports)
+
+
+def _inherited_tests(modules, tests) -> tuple[TestBlock, ...]:
+    """The test blocks of the rule set: all, except those of a policy file (one with fuse or
+    nofuse entries or a strategy block) that a later file extends with a policy of its
+    own. Such blocks state what the imported policy does; they run in its rule set."""
+    policy_files = [m.path for m in modules
+                    if any(isinstance(i, (A.FuseDecl, A.NoFuseDecl, A.StrategyDecl)) for i in m.items)]
+    extended = set(policy_files[:-1])
+    return tuple(t for t in tests if t.span.file not in extended)
 
 
 class _Deciders:
