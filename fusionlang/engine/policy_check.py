@@ -56,7 +56,8 @@ def _entry_diagnostics(ruleset, strategy: str) -> list[Diagnostic]:
 
 def _unread(entry, key: str, kind: str, accepted, strategy: str) -> Diagnostic:
     readers = [name for name, v in ENTRY_VOCABULARY.items() if key in (v.flags if kind == "flag" else v.options)]
-    hint = suggest(key, accepted) or (f"only the {' and '.join(readers)} strategy reads it" if readers else
+    who = f"the {' and '.join(readers)} {'strategies read' if len(readers) > 1 else 'strategy reads'} it"
+    hint = suggest(key, accepted) or (f"only {who}" if readers else
                                       f"{strategy} reads {kind}s: {', '.join(sorted(accepted)) or 'none'}")
     return Diagnostic(entry.option_spans.get(key, entry.span), "error",
                       f"fuse entry {kind} {key!r} is ignored by the {strategy} strategy", hint)

@@ -1,0 +1,63 @@
+"""`--option KEY=VALUE` on fuse, run and explain: strategy options from the command line,
+typed as in a strategy block, checked against the strategy (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import conv_bn_pool_model
+
+from fusionlang.cli import main
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return conv_bn_pool_model(tmp_path_factory.mktemp("option") / "m.onnx")
+
+
+def _fuse_json(capsys, model, *flags):
+    assert main(["--json", "fuse", model, *flags]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_max_ops_from_the_command_line_caps_the_groups(capsys, model):
+    default = _fuse_json(capsys, model)
+    capped = _fuse_json(capsys, model, "--option", "max_ops=1")
+    assert max(len(g["nodes"]) for g in default["groups"]) > 1
+    assert max(len(g["nodes"]) for g in capped["groups"]) == 1
+    assert capped["kernels_after"] > default["kernels_after"]
+
+
+def test_options_repeat_and_take_strings(capsys, model):
+    plan = _fuse_json(capsys, model, "--option", "max_ops=1", "--option", "cost=cpu", "--option", "max_ops=64")
+    # a later KEY wins; the string option reaches the cost model
+    assert plan["kernels_after"] == _fuse_json(capsys, model)["kernels_after"]
+    assert plan["device"] == "cpu"
+
+
+def test_explain_judges_with_the_command_line_options(capsys, model):
+    assert main(["explain", model, "--node", "relu", "--option", "max_ops=1"]) == 0
+    out = capsys.readouterr().out
+    assert "max_ops = 1" in out
+
+
+def test_run_takes_options(capsys, model):
+    status = main(["--json", "run", model, "--random-inputs", "0", "--check", "--option", "max_ops=1"])
+    assert status == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("max_opz=2", "fusionlang: error: unknown option 'max_opz' for strategy 'apollo'; did you mean 'max_ops'?"),
+    ("max_ops=many", "fusionlang: error: option 'max_ops' of strategy 'apollo' expects an integer, got 'many'"),
+    ("cost=h10", "fusionlang: error: unknown cost device 'h10'; did you mean 'h100'?"),
+    ("=2", "fusionlang: error: argument --option: expected KEY=VALUE (e.g. max_ops=32), got '=2' "
+           "(see fusionlang fuse --help)"),
+    ("max_ops", "fusionlang: error: argument --option: expected KEY=VALUE (e.g. max_ops=32), got 'max_ops' "
+                "(see fusionlang fuse --help)"),
+    ("max_ops=1e999", "fusionlang: error: argument --option: option max_ops: '1e999' is not a finite number "
+                      "(see fusionlang fuse --help)"),
+])
+def test_bad_options_are_one_line_errors(capsys, model, flag, message):
+    assert main(["fuse", model, "--option", flag]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]
