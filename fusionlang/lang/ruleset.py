@@ -314,7 +314,7 @@ class RuleSet:
         """The entry that decides whether a producer of ``producer_cat`` fuses into a
         consumer of ``consumer_cat``: the first entry, in precedence order, that covers
         the pair, answers a look-up of ``flag`` (None: the plain table; a `nofuse` entry
-        answers every look-up) and whose guard holds on ``edge`` (see edge_context; a
+        answers every pair look-up) and whose guard holds on ``edge`` (see edge_context; a
         guarded entry is passed over when no edge is given). None when no entry decides."""
         for entry in self.fuse_entries:
             if not (entry.matches(producer_cat, consumer_cat) and entry.is_kind(flag)):
