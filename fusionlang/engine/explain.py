@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.partition import STRATEGIES
 from fusionlang.engine.plan import FusionPlan
-from fusionlang.engine.policy import describe_entry, strategy_options
+from fusionlang.engine.policy import describe_entry, option_source, strategy_options
 from fusionlang.errors import FuseError
 
 
@@ -91,6 +91,8 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
     strategy = plan.strategy if plan.strategy in STRATEGIES else "apollo"
     opts = strategy_options(ruleset, strategy, STRATEGIES[strategy][1], options)
     refusal = _Refuser(plan, ruleset, strategy, opts)
+    source = option_source(ruleset, strategy, "max_ops", options)
+    refusal.where = f" ({source})" if source else ""
     for value in node.present_inputs():
         for producer in graph.nodes:
             if value in producer.outputs and owner[producer.name] != group.id:

@@ -97,6 +97,18 @@ def strategy_options(ruleset, name: str, defaults: dict[str, Any], overrides: di
     return options
 
 
+def option_source(ruleset, strategy: str, key: str, overrides: dict[str, Any] | None) -> str:
+    """Where the value of option ``key`` came from: 'options' (``--option`` or the API),
+    'FILE:LINE:COL: strategy NAME' (the rule file line that set it last), or '' (the
+    partitioner's default)."""
+    if overrides and key in overrides:
+        return "options"
+    declared = getattr(ruleset, "strategies", {}).get(strategy)
+    if declared is None or key not in declared.options:
+        return ""
+    return f"{getattr(declared, 'option_spans', {}).get(key, declared.span)}: strategy {strategy}"
+
+
 def refuse_unsupported_entries(ruleset, strategy: str) -> None:
     """A `nofuse` entry or a guard the strategy would ignore changes the result silently: refuse."""
     vocabulary = ENTRY_VOCABULARY.get(strategy)

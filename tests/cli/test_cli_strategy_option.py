@@ -61,3 +61,14 @@ def test_run_takes_options(capsys, model):
 def test_bad_options_are_one_line_errors(capsys, model, flag, message):
     assert main(["fuse", model, "--option", flag]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]
+
+
+def test_explain_names_the_option_as_the_source_of_a_limit(capsys, model, tmp_path):
+    # no folding, so conv+bn and relu+tanh are two groups of 2 that a cap below 4 keeps apart
+    rules = tmp_path / "capped.fuse"
+    rules.write_text('import "std/ops.fuse"\nfuse elemwise -> elemwise : elemwise\n'
+                     'fuse complex -> elemwise|broadcast : complex\nstrategy apollo { max_ops = 2 }\n')
+    assert main(["explain", model, "--node", "relu", "--rules", str(rules)]) == 0
+    assert f"max_ops = 2 ({rules}:4:19: strategy apollo)" in capsys.readouterr().out
+    assert main(["explain", model, "--node", "relu", "--rules", str(rules), "--option", "max_ops=3"]) == 0
+    assert "max_ops = 3 (options)" in capsys.readouterr().out

@@ -50,7 +50,7 @@ def test_size_limit_of_a_custom_strategy_names_its_line(capsys, model, tmp_path)
     refusal = [line for line in out.splitlines() if line.startswith("    <- bn ")]
     # rule files are named as the user named them
     assert refusal == [f"    <- bn (batch_norm, group 0): {rules}:4:1: fuse complex -> broadcast|elemwise : complex "
-                       f"applies, but max_ops = 2 ({rules}:6:1: strategy apollo) (2 + 2 ops)"]
+                       f"applies, but max_ops = 2 ({rules}:6:19: strategy apollo) (2 + 2 ops)"]
     assert f"    formed by {rules}:3:1: fuse elemwise -> elemwise : elemwise" in out.splitlines()
 
 
