@@ -163,7 +163,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="an ONNX model file")
     p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
                    help="static shape for an input with symbolic dims (repeatable)")
-    p.add_argument("--rules", default="apollo", help="rule set: apollo, tvm, dnnfusion or a .fuse file")
+    p.add_argument("--rules", default="apollo", help="rule set: apollo, xla, tvm, dnnfusion or a .fuse file")
     p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
                    help="partitioner (default: the rule set's own strategy)")
     p.add_argument("--option", action="append", type=strategy_option, metavar="KEY=VALUE",
