@@ -17,6 +17,7 @@ from fusionlang.engine.partition import STRATEGIES
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import describe_entry, option_source, strategy_options
 from fusionlang.errors import FuseError
+from fusionlang.lang.ruleset import edge_context
 
 
 @dataclass
@@ -97,13 +98,15 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
         for producer in graph.nodes:
             if value in producer.outputs and owner[producer.name] != group.id:
                 exp.refusals.append(Refusal(producer.name, producer.op, "producer", owner[producer.name],
-                                            refusal.reason(owner[producer.name], group.id)))
+                                            refusal.reason(owner[producer.name], group.id,
+                                                           edge_context(graph, value, node))))
     consumers = graph.consumers()
     for value in node.outputs:
         for consumer in consumers.get(value, ()):
             if owner[consumer.name] != group.id:
                 exp.refusals.append(Refusal(consumer.name, consumer.op, "consumer", owner[consumer.name],
-                                            refusal.reason(group.id, owner[consumer.name])))
+                                            refusal.reason(group.id, owner[consumer.name],
+                                                           edge_context(graph, value, consumer))))
     return exp
 
 
@@ -124,7 +127,7 @@ class _Refuser:
         declared = getattr(ruleset, "strategies", {}).get(strategy)
         self.where = f" ({declared.span}: strategy {strategy})" if declared is not None else ""
 
-    def reason(self, producer_gid: int, consumer_gid: int) -> str:
+    def reason(self, producer_gid: int, consumer_gid: int, edge=None) -> str:
         p, c = self.plan.group(producer_gid), self.plan.group(consumer_gid)
         for note in self.plan.stats.get("feedback", []):
             if any(f"{a} -> {b}" in note for a in p.nodes for b in c.nodes):
@@ -133,10 +136,14 @@ class _Refuser:
             return "views launch nothing, so there is nothing to fuse with"
         if self.strategy == "tvm":
             return self._tvm_reason(p, c)
-        entry = self.ruleset.fuse_result(p.category, c.category) or \
-            self.ruleset.fuse_result(p.category, c.category, flag="stitch")
+        entry = self.ruleset.fuse_decision(p.category, c.category, edge=edge) or \
+            self.ruleset.fuse_decision(p.category, c.category, flag="stitch", edge=edge)
+        if entry is not None and entry.deny:
+            return f"{describe_entry(entry)} denies it"
         if entry is None:
-            return f"no fuse entry for {p.category} -> {c.category} in rules {self.ruleset.name!r}"
+            guarded = [e for e in self.ruleset.fuse_entries if e.guard is not None and e.matches(p.category, c.category)]
+            unmet = f" (the guard of {describe_entry(guarded[0])} does not hold)" if guarded else ""
+            return f"no fuse entry for {p.category} -> {c.category} in rules {self.ruleset.name!r}{unmet}"
         if len(p.nodes) + len(c.nodes) > self.options["max_ops"]:
             return (f"{describe_entry(entry)} applies, but max_ops = {self.options['max_ops']}{self.where} "
                     f"({len(p.nodes)} + {len(c.nodes)} ops)")

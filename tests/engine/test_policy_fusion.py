@@ -97,3 +97,24 @@ def test_the_tvm_strategy_refuses_nofuse_and_guards(tmp_path):
     with pytest.raises(FuseError, match=r"/guard.fuse:2:1: guards on fuse entries are not supported by the tvm "
                                         r"strategy$"):
         partition(chain_graph(CHAIN), guarded, "tvm")
+
+
+def test_explain_names_the_nofuse_entry_that_denied_a_merge(tmp_path):
+    from fusionlang.engine.explain import explain
+
+    rules = _rules(tmp_path, 'import "apollo.fuse"\nnofuse elemwise -> elemwise when size(consumer) > 1024\n')
+    plan = partition(chain_graph(CHAIN[:2]), rules, "apollo")
+    (refusal,) = explain(plan, rules, "n1").refusals
+    assert refusal.reason == f"{tmp_path / 'policy.fuse'}:2:1: nofuse elemwise -> elemwise when size(consumer) > 1024 " \
+                             "denies it"
+
+
+def test_explain_says_which_guard_left_a_pair_without_an_entry(tmp_path):
+    from fusionlang.engine.explain import explain
+
+    rules = _rules(tmp_path, 'import "std/ops.fuse"\nfuse elemwise -> elemwise : elemwise when rank(producer) == 3\n')
+    plan = partition(chain_graph(CHAIN[:2]), rules, "apollo")
+    (refusal,) = explain(plan, rules, "n1").refusals
+    assert refusal.reason == (f"no fuse entry for elemwise -> elemwise in rules 'policy' (the guard of "
+                              f"{tmp_path / 'policy.fuse'}:2:1: fuse elemwise -> elemwise : elemwise when "
+                              f"rank(producer) == 3 does not hold)")
