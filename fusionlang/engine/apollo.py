@@ -16,6 +16,7 @@ from collections import defaultdict
 import networkx as nx
 
 from fusionlang.engine.cost import CostModel
+from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
@@ -50,19 +51,15 @@ def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, val
                categories: dict[str, str]) -> bool:
     a, b = grouping.group_of[source], grouping.group_of[sink]
     if a == b or (source, sink) in forbidden:
-        return False
+        return False  # the backend's refusals are recorded by partition(), which holds the reasons
     cat_a, cat_b = grouping.groups[a].category, grouping.groups[b].category
     entry, stitched = ruleset.fuse_result(cat_a, cat_b), False
     if entry is None:
         entry, stitched = ruleset.fuse_result(cat_a, cat_b, flag="stitch"), True
-    if entry is None:
-        return False
-    if grouping.size(a) + grouping.size(b) > options["max_ops"]:
-        return False
-    inputs = grouping.external_inputs([a, b])
-    if len(inputs) > options["max_args"]:
-        return False
-    if not grouping.can_merge(a, b):
+    verdict, limit, measure = _weigh(grouping, options, a, b, entry)
+    grouping.decide(MergeDecision(source, sink, verdict, cat_a, cat_b, entry, limit, measure,
+                                  (grouping.size(a), grouping.size(b))))
+    if verdict is not Verdict.MERGED:
         return False
     grouping.merge(a, b, entry.result, describe_entry(entry), edge=(source, sink))
     if stitched and categories[source] in entry.producers:
@@ -70,6 +67,22 @@ def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, val
         # into the reduction's group are ordinary intermediates
         grouping.stitches.append((value, sink))
     return True
+
+
+def _weigh(grouping: Grouping, options, a: int, b: int, entry) -> tuple[Verdict, int | None, int | None]:
+    """The verdict on merging groups a and b under ``entry`` (None: the table has none),
+    with the limit's value and the measure that broke it."""
+    if entry is None:
+        return Verdict.NO_ENTRY, None, None
+    ops = grouping.size(a) + grouping.size(b)
+    if ops > options["max_ops"]:
+        return Verdict.MAX_OPS, options["max_ops"], ops
+    inputs = len(grouping.external_inputs([a, b]))
+    if inputs > options["max_args"]:
+        return Verdict.MAX_ARGS, options["max_args"], inputs
+    if not grouping.can_merge(a, b):
+        return Verdict.CYCLE, None, None
+    return Verdict.MERGED, None, None
 
 
 def horizontal_packs(plan, ruleset, options: dict, cost: CostModel) -> list[list[int]]:

@@ -1,10 +1,13 @@
 """explain(): why a node ended up in its group, and why each neighbour did not join it.
 
-For every edge between the node's group and another group, the first reason the
-partitioner had (or would have had) not to merge them is reported with its source
-location: the backend refused the merge; the fuse table has no entry for the two
-groups' categories; a size limit of the strategy; the merge would create a cycle; or,
-for the dp strategy, the cost model priced separate kernels lower. Nodes that rewrites
+For every edge between the node's group and another group, the reason the partitioner
+had not to merge them is reported with its source location, read from the merge
+decisions it recorded (engine/decisions.py): the backend refused the merge; a limit of
+the strategy (``max_ops = 8`` and the line that set it), even when the groups later grew
+into categories the table does not pair; the fuse table has no entry for the two groups'
+categories; the merge would create a cycle; or, for the dp strategy, the cost model
+priced separate kernels lower. Edges the partitioner never weighed get what the table
+and limits say about the final groups. Nodes that rewrites
 removed are traced through provenance ("onnx:NAME") to the nodes that replaced them.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fusionlang.engine.cost import CostModel
+from fusionlang.engine.decisions import Verdict, feedback_note, history, shaping
 from fusionlang.engine.partition import STRATEGIES
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import describe_entry, strategy_options
@@ -95,13 +99,13 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
         for producer in graph.nodes:
             if value in producer.outputs and owner[producer.name] != group.id:
                 exp.refusals.append(Refusal(producer.name, producer.op, "producer", owner[producer.name],
-                                            refusal.reason(owner[producer.name], group.id)))
+                                            refusal.reason(producer.name, target, owner[producer.name], group.id)))
     consumers = graph.consumers()
     for value in node.outputs:
         for consumer in consumers.get(value, ()):
             if owner[consumer.name] != group.id:
                 exp.refusals.append(Refusal(consumer.name, consumer.op, "consumer", owner[consumer.name],
-                                            refusal.reason(group.id, owner[consumer.name])))
+                                            refusal.reason(target, consumer.name, group.id, owner[consumer.name])))
     return exp
 
 
@@ -116,34 +120,91 @@ def _class_rule(ruleset, graph, node) -> str:
 
 
 class _Refuser:
+    """Reasons for refusals, read from the merge decisions the partitioner recorded; edges
+    it never weighed (another strategy's geometry) fall back to asking the table now."""
+
     def __init__(self, plan: FusionPlan, ruleset, strategy: str, options: dict):
         self.plan, self.ruleset, self.strategy, self.options = plan, ruleset, strategy, options
         self.quotient = plan.quotient()
-        declared = getattr(ruleset, "strategies", {}).get(strategy)
-        self.where = f" ({declared.span}: strategy {strategy})" if declared is not None else ""
+        self.declared = getattr(ruleset, "strategies", {}).get(strategy)
 
-    def reason(self, producer_gid: int, consumer_gid: int) -> str:
+    def reason(self, producer: str, consumer: str, producer_gid: int, consumer_gid: int) -> str:
         p, c = self.plan.group(producer_gid), self.plan.group(consumer_gid)
-        for note in self.plan.stats.get("feedback", []):
-            if any(f"{a} -> {b}" in note for a in p.nodes for b in c.nodes):
-                return note
+        for decision in self.plan.decisions:
+            if decision.verdict is Verdict.FEEDBACK_REFUSED and decision.producer in p.nodes \
+                    and decision.consumer in c.nodes:
+                return feedback_note(decision)
         if p.kind == "view" or c.kind == "view":
             return "views launch nothing, so there is nothing to fuse with"
+        decision = shaping(history(self.plan.decisions, producer, consumer))
+        if decision is not None:
+            recorded = self._recorded(decision, p, c)
+            if recorded is not None:
+                return recorded
         if self.strategy == "tvm":
             return self._tvm_reason(p, c)
+        return self._reconstructed(p, c)
+
+    def _recorded(self, decision, p, c) -> str | None:
+        """The text for what the partitioner decided when it weighed the edge."""
+        verdict = decision.verdict
+        if verdict.limit is not None:
+            return self._limit_reason(decision)
+        if self.strategy == "tvm":
+            return None
+        if verdict is Verdict.NO_ENTRY:
+            return self._no_entry(decision.producer_category, decision.consumer_category)
+        if verdict is Verdict.CYCLE:
+            cycle = self._cycle_through(p.id, c.id)
+            through = f"group {cycle}" if cycle is not None else "another group"
+            return f"{describe_entry(decision.entry)} applies, but merging would create a cycle through {through}"
+        if verdict is Verdict.COST_REJECTED:
+            return self._cost_reason(p, c, decision.entry)
+        return None
+
+    def _reconstructed(self, p, c) -> str:
+        """For an edge the partitioner never weighed as such (dp cuts a topological order,
+        so most of its edges): what the table and the limits say about the final groups."""
         entry = self.ruleset.fuse_result(p.category, c.category) or \
             self.ruleset.fuse_result(p.category, c.category, flag="stitch")
         if entry is None:
-            return f"no fuse entry for {p.category} -> {c.category} in rules {self.ruleset.name!r}"
+            return self._no_entry(p.category, c.category)
         if len(p.nodes) + len(c.nodes) > self.options["max_ops"]:
-            return (f"{describe_entry(entry)} applies, but max_ops = {self.options['max_ops']}{self.where} "
-                    f"({len(p.nodes)} + {len(c.nodes)} ops)")
-        cycle = self._cycle_through(producer_gid, consumer_gid)
+            return (f"{describe_entry(entry)} applies, but max_ops = {self.options['max_ops']}"
+                    f"{self._source('max_ops', self.options['max_ops'])} ({len(p.nodes)} + {len(c.nodes)} ops)")
+        cycle = self._cycle_through(p.id, c.id)
         if cycle is not None:
             return f"{describe_entry(entry)} applies, but merging would create a cycle through group {cycle}"
         if self.strategy == "dp":
             return self._cost_reason(p, c, entry)
         return f"{describe_entry(entry)} applies; merged groups were formed first by other edges"
+
+    def _no_entry(self, producer_category: str, consumer_category: str) -> str:
+        return f"no fuse entry for {producer_category} -> {consumer_category} in rules {self.ruleset.name!r}"
+
+    def _limit_reason(self, decision) -> str:
+        """'<entry> applies, but max_ops = 8 (<file:line>: strategy apollo) (6 + 3 ops)': the
+        limit that refused the merge when it was weighed, whatever the groups became later."""
+        name = decision.verdict.limit
+        head = f"{describe_entry(decision.entry)} applies, but " if decision.entry is not None else ""
+        if decision.verdict is Verdict.MAX_OPS and decision.sizes is not None:
+            measure = f"{decision.sizes[0]} + {decision.sizes[1]} ops"
+        elif decision.verdict is Verdict.MAX_ARGS:
+            measure = f"{decision.measure} inputs"
+        else:
+            measure = f"{decision.measure} ops" if decision.measure is not None else ""
+        return (f"{head}{name} = {decision.limit}{self._source(name, decision.limit)}"
+                + (f" ({measure})" if measure else ""))
+
+    def _source(self, option: str, value) -> str:
+        """Where the option's value came from: the strategy block that sets it, the
+        strategy's default, or options given from outside."""
+        declared = self.declared
+        if declared is not None and option in declared.options and declared.options[option] == value:
+            return f" ({declared.span}: strategy {self.strategy})"
+        if STRATEGIES[self.strategy][1].get(option) == value:
+            return f" (the default of strategy {self.strategy})"
+        return " (set by an option)"
 
     def _cycle_through(self, a: int, b: int) -> int | None:
         import networkx as nx

@@ -20,6 +20,7 @@ from typing import Any
 
 import networkx as nx
 
+from fusionlang.engine.decisions import MergeDecision
 from fusionlang.errors import PlanError
 from fusionlang.ir.graph import Graph, Node
 
@@ -64,6 +65,8 @@ class FusionPlan:
     horizontal: list[list[int]] = field(default_factory=list)
     #: counters and timings: kernels_before, bytes_before, compile_seconds, ...
     stats: dict[str, Any] = field(default_factory=dict)
+    #: every merge the partitioner weighed, oldest first: what explain and the report read
+    decisions: list[MergeDecision] = field(default_factory=list)
     #: the graph as it came in, before rewriting (for before/after comparisons)
     original: Graph | None = None
 
@@ -172,6 +175,7 @@ class FusionPlan:
             "groups": [g.to_dict() | {"ops": [self._op_of(n) for n in g.nodes]} for g in self.groups],
             "stitches": [list(p) for p in self.stitches],
             "horizontal": self.horizontal,
+            "decisions": [d.to_dict() for d in self.decisions],
         }
         data.update(self.stats)
         return data
