@@ -4,7 +4,9 @@ Consumers are visited in topological order; each producer group is merged into i
 consumer's group when the rule set's table has an entry for (producer category, consumer
 category), the merge keeps groups convex, and the size limits hold. A `stitch` entry
 also merges, and records the value as kept on chip (layer II). The pass repeats until no
-merge applies, because merged groups take new categories. Afterwards independent small
+merge applies, because merged groups take new categories. Then `fuse sibling` entries
+merge groups that read the same value (multi-output fusion, engine/sibling.py), and the
+vertical pass runs again while they change anything. Afterwards independent small
 groups of the categories named by `horizontal` entries are packed into shared launches
 (layer III): groups at the same depth of the quotient DAG never depend on each other.
 """
@@ -15,8 +17,10 @@ from collections import defaultdict
 
 import networkx as nx
 
+from fusionlang.engine import sibling
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.decisions import MergeDecision, Verdict
+from fusionlang.engine.merge_limits import weigh
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
@@ -35,6 +39,15 @@ def partition_apollo(graph: Graph, ruleset, options: dict, forbidden: set[tuple[
     categories = node_categories(graph, ruleset)
     grouping = Grouping(graph, categories)
     producers = {out: n.name for n in graph.nodes for out in n.outputs}
+    _vertical(graph, grouping, ruleset, options, forbidden, categories, producers)
+    # a sibling merge gives its group a new category, which may open new vertical merges
+    while sibling.merge_siblings(graph, grouping, ruleset, options, forbidden):
+        _vertical(graph, grouping, ruleset, options, forbidden, categories, producers)
+    return grouping
+
+
+def _vertical(graph: Graph, grouping: Grouping, ruleset, options, forbidden, categories, producers) -> None:
+    """Producer-consumer merges by the fuse table, repeated until none applies."""
     changed = True
     while changed:
         changed = False
@@ -44,7 +57,6 @@ def partition_apollo(graph: Graph, ruleset, options: dict, forbidden: set[tuple[
                 if source is not None and _try_merge(grouping, ruleset, options, source, node.name, value, forbidden,
                                                              categories):
                     changed = True
-    return grouping
 
 
 def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, value: str, forbidden,
@@ -56,7 +68,7 @@ def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, val
     entry, stitched = ruleset.fuse_result(cat_a, cat_b), False
     if entry is None:
         entry, stitched = ruleset.fuse_result(cat_a, cat_b, flag="stitch"), True
-    verdict, limit, measure = _weigh(grouping, options, a, b, entry)
+    verdict, limit, measure = weigh(grouping, options, a, b, entry)
     grouping.decide(MergeDecision(source, sink, verdict, cat_a, cat_b, entry, limit, measure,
                                   (grouping.size(a), grouping.size(b))))
     if verdict is not Verdict.MERGED:
@@ -67,22 +79,6 @@ def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, val
         # into the reduction's group are ordinary intermediates
         grouping.stitches.append((value, sink))
     return True
-
-
-def _weigh(grouping: Grouping, options, a: int, b: int, entry) -> tuple[Verdict, int | None, int | None]:
-    """The verdict on merging groups a and b under ``entry`` (None: the table has none),
-    with the limit's value and the measure that broke it."""
-    if entry is None:
-        return Verdict.NO_ENTRY, None, None
-    ops = grouping.size(a) + grouping.size(b)
-    if ops > options["max_ops"]:
-        return Verdict.MAX_OPS, options["max_ops"], ops
-    inputs = len(grouping.external_inputs([a, b]))
-    if inputs > options["max_args"]:
-        return Verdict.MAX_ARGS, options["max_args"], inputs
-    if not grouping.can_merge(a, b):
-        return Verdict.CYCLE, None, None
-    return Verdict.MERGED, None, None
 
 
 def horizontal_packs(plan, ruleset, options: dict, cost: CostModel) -> list[list[int]]:

@@ -65,6 +65,9 @@ class MergeDecision:
     sizes: tuple[int, int] | None = None
     #: free text from outside the partitioner: the backend's reason, the cost model's numbers
     detail: str = ""
+    #: for a sibling entry: the value both nodes read (producer and consumer are then the
+    #: two readers)
+    shared: str = ""
 
     @property
     def edge(self) -> tuple[str, str]:
@@ -82,7 +85,7 @@ class MergeDecision:
                 "producer_category": self.producer_category, "consumer_category": self.consumer_category,
                 "entry": describe_entry(self.entry) if self.entry is not None else None,
                 "limit": self.verdict.limit, "limit_value": self.limit, "measure": self.measure,
-                "detail": self.detail}
+                "detail": self.detail, "shared": self.shared}
 
 
 def feedback_note(decision: MergeDecision) -> str:

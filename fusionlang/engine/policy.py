@@ -18,10 +18,11 @@ def node_categories(graph: Graph, ruleset) -> dict[str, str]:
 
 def describe_entry(entry) -> str:
     """'apollo.fuse:41:1: fuse elemwise -> reduce : reduce [stitch]'"""
-    flags = sorted(entry.flags) + [f"{k}={v}" for k, v in sorted(entry.options.items())]
+    flags = sorted(entry.flags - {"sibling"}) + [f"{k}={v}" for k, v in sorted(entry.options.items())]
     suffix = f" [{', '.join(flags)}]" if flags else ""
-    return (f"{entry.span}: fuse {'|'.join(sorted(entry.producers))} -> {'|'.join(sorted(entry.consumers))}"
-            f" : {entry.result}{suffix}")
+    producers, consumers = '|'.join(sorted(entry.producers)), '|'.join(sorted(entry.consumers))
+    pair = f"sibling {producers}, {consumers}" if "sibling" in entry.flags else f"{producers} -> {consumers}"
+    return f"{entry.span}: fuse {pair} : {entry.result}{suffix}"
 
 
 def strategy_options(ruleset, name: str, defaults: dict[str, Any], overrides: dict[str, Any] | None) -> dict:

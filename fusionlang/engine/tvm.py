@@ -28,6 +28,7 @@ from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
+from fusionlang.lang.ruleset import SPECIAL_FLAGS
 
 DEFAULTS = {"max_depth": 256, "tuple_inputs": "concat", "anchor": "out_ewise_fusable"}
 
@@ -265,7 +266,7 @@ def partition_tvm(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str
     tuple_ops = {op.strip() for op in str(options["tuple_inputs"]).split(",") if op.strip()}
     g = _IndexedGraph(graph, kind, tuple_ops, ranks)
     tree = _PostDomTree(g, ranks["opaque"])
-    rules = [_Rule(e, ruleset.rank) for e in ruleset.fuse_entries if not e.flags & {"stitch", "horizontal"}]
+    rules = [_Rule(e, ruleset.rank) for e in ruleset.fuse_entries if not e.flags & SPECIAL_FLAGS]
     tvm = _Partitioner(g, tree, rules, ranks, options["max_depth"], ranks[options["anchor"]], ruleset.categories)
     if forbidden:
         _forbid(tvm, g, forbidden)

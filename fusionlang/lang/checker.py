@@ -589,6 +589,9 @@ class _Checker:
         for f in _items(self.modules, A.FuseDecl):
             ok = all([self._category(n) for n in f.producers + f.consumers + (f.result,)])
             flags, options = set(), {}
+            if f.sibling:
+                ok = self._check_sibling(f) and ok
+                flags.add("sibling")
             for opt in f.options:
                 key = opt.name.text
                 if key in flags or key in options:
@@ -631,6 +634,16 @@ class _Checker:
                 same_kind.setdefault(pair, []).append(entry)
             self._fuse_order[id(entry)] = len(self.fuse_entries)
             self.fuse_entries.append(entry)
+
+    def _check_sibling(self, f: A.FuseDecl) -> bool:
+        """A sibling entry takes options only: the layer flags mean nothing between siblings."""
+        ok = True
+        for opt in f.options:
+            if opt.value is None and opt.name.text in FUSE_FLAGS:
+                self.diags.error(opt.name.span, f"flag {opt.name.text!r} does not apply to a sibling entry",
+                                 "siblings share an input, they do not feed one another")
+                ok = False
+        return ok
 
     # ----- strategies -----------------------------------------------------------------
     def check_strategies(self) -> None:

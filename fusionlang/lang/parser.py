@@ -218,6 +218,8 @@ def _unescape(text: str) -> str:
 #: keyword tokens kept in the tree only for their positions
 _KEYWORDS = frozenset({"IMPORT", "CATEGORIES", "CLASS", "DEF", "DECOMPOSE", "RETURN", "REWRITE", "PRIORITY", "FUSE",
                        "STRATEGY", "TEST", "INPUT", "CONST", "OUTPUT", "EXPECT", "NOT", "NEG", "LSQB", "SHARED"})
+#: keyword tokens of items added later, kept apart so concurrent additions merge cleanly
+_KEYWORDS |= {"SIBLING"}
 
 
 def _first_pos(items):
@@ -365,6 +367,12 @@ class _ToAst(Transformer):
         producers, consumers, result, *opts = c
         opts = tuple(o for o in opts if o is not None)
         return A.FuseDecl(producers, consumers, self._name(result), opts, span)
+
+    @_positioned
+    def fuse_sibling(self, c, span, raw):
+        first, second, result, *opts = c
+        opts = tuple(o for o in opts if o is not None)
+        return A.FuseDecl(first, second, self._name(result), opts, span, sibling=True)
 
     def alts(self, children):
         return tuple(self._name(t) for t in children)

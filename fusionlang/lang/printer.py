@@ -170,6 +170,10 @@ def format_ruleset(ruleset) -> str:
     for entry in ruleset.fuse_entries:
         opts = sorted(entry.flags) + [f"{k}={_fuse_value(v)}" for k, v in entry.options.items()]
         line = f"fuse {'|'.join(sorted(entry.producers))} -> {'|'.join(sorted(entry.consumers))} : {entry.result}"
+        if "sibling" in entry.flags:
+            opts.remove("sibling")
+            line = (f"fuse sibling {'|'.join(sorted(entry.producers))}, {'|'.join(sorted(entry.consumers))}"
+                    f" : {entry.result}")
         if opts:
             line += " [" + ", ".join(opts) + "]"
         out.append(line)

@@ -21,7 +21,7 @@ from fusionlang.lang.guards import Bindings, Context, guard_holds
 from fusionlang.ops.registry import OpRegistry
 
 #: flags that set an entry apart from the plain aggregation table
-SPECIAL_FLAGS = frozenset({"stitch", "horizontal"})
+SPECIAL_FLAGS = frozenset({"stitch", "horizontal", "sibling"})
 
 
 def _where(span: Span) -> str:
