@@ -53,9 +53,9 @@ class Group:
 
 @dataclass
 class FusionPlan:
-    """The partition of a (rewritten) graph into groups, plus stitches, horizontal packs
-    and ``stats`` (kernels and bytes before/after, compile time...); see the module
-    docstring."""
+    """The partition of a (rewritten) graph into groups, plus stitches, horizontal packs,
+    ``stats`` (kernels and bytes before/after, compile time...) and the partitioner's
+    merge ``decisions``; see the module docstring."""
 
     graph: Graph
     groups: list[Group]
@@ -65,10 +65,11 @@ class FusionPlan:
     horizontal: list[list[int]] = field(default_factory=list)
     #: counters and timings: kernels_before, bytes_before, compile_seconds, ...
     stats: dict[str, Any] = field(default_factory=dict)
-    #: every merge the partitioner weighed, oldest first: what explain and the report read
-    decisions: list[MergeDecision] = field(default_factory=list)
     #: the graph as it came in, before rewriting (for before/after comparisons)
     original: Graph | None = None
+    #: every merge the partitioner weighed, oldest first (engine/decisions.py): what
+    #: explain and the report read
+    decisions: list[MergeDecision] = field(default_factory=list)
 
     # ----- queries ------------------------------------------------------------------
     def group_of(self) -> dict[str, int]:

@@ -26,6 +26,7 @@ from fusionlang.ir.graph import Graph
 
 
 def sibling_entries(ruleset) -> list:
+    """The rule set's ``fuse sibling`` entries, in file order."""
     return [entry for entry in ruleset.fuse_entries if "sibling" in entry.flags]
 
 
