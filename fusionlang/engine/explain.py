@@ -27,12 +27,12 @@ from fusionlang.errors import FuseError
 class Refusal:
     neighbour: str  # node name in the other group
     neighbour_op: str
-    direction: str  # "producer" (feeds the node's group) or "consumer"
+    direction: str  # "producer" (feeds the node's group), "consumer" or "sibling" (reads a value it reads)
     group: int  # the neighbour's group id
     reason: str
 
     def __str__(self) -> str:
-        arrow = "<-" if self.direction == "producer" else "->"
+        arrow = {"producer": "<-", "consumer": "->"}.get(self.direction, "~")
         return f"{arrow} {self.neighbour} ({self.neighbour_op}, group {self.group}): {self.reason}"
 
 
@@ -106,7 +106,23 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
             if owner[consumer.name] != group.id:
                 exp.refusals.append(Refusal(consumer.name, consumer.op, "consumer", owner[consumer.name],
                                             refusal.reason(target, consumer.name, group.id, owner[consumer.name])))
+    exp.refusals.extend(_sibling_refusals(plan, refusal, target, owner))
     return exp
+
+
+def _sibling_refusals(plan: FusionPlan, refusal: _Refuser, target: str, owner: dict[str, int]) -> list[Refusal]:
+    """Siblings a `fuse sibling` entry would have merged with the node, and what stopped it."""
+    ops = {n.name: n.op for n in plan.graph.nodes}
+    pairs = dict.fromkeys(d.edge for d in plan.decisions if d.shared and target in d.edge)
+    out = []
+    for first, second in pairs:
+        other = second if first == target else first
+        if other not in owner or owner[other] == owner[target]:
+            continue
+        decision = shaping(history(plan.decisions, first, second))
+        reason = refusal.sibling_reason(decision, plan.group(owner[first]), plan.group(owner[second]))
+        out.append(Refusal(other, ops[other], "sibling", owner[other], f"both read {decision.shared}: {reason}"))
+    return out
 
 
 def _class_rule(ruleset, graph, node) -> str:
@@ -145,6 +161,13 @@ class _Refuser:
             return self._tvm_reason(p, c)
         return self._reconstructed(p, c)
 
+    def sibling_reason(self, decision, a, b) -> str:
+        """Why two readers of one value stayed apart, from their recorded sibling decision."""
+        for refused in self.plan.decisions:
+            if refused.verdict is Verdict.FEEDBACK_REFUSED and refused.edge == decision.edge:
+                return feedback_note(refused)
+        return self._recorded(decision, a, b) or f"{describe_entry(decision.entry)} applies"
+
     def _recorded(self, decision, p, c) -> str | None:
         """The text for what the partitioner decided when it weighed the edge."""
         verdict = decision.verdict
@@ -156,6 +179,8 @@ class _Refuser:
             return self._no_entry(decision.producer_category, decision.consumer_category)
         if verdict is Verdict.CYCLE:
             cycle = self._cycle_through(p.id, c.id)
+            if cycle is None:  # siblings: the path may run either way
+                cycle = self._cycle_through(c.id, p.id)
             through = f"group {cycle}" if cycle is not None else "another group"
             return f"{describe_entry(decision.entry)} applies, but merging would create a cycle through {through}"
         if verdict is Verdict.COST_REJECTED:

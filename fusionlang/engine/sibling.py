@@ -58,7 +58,11 @@ def merge_siblings(graph: Graph, grouping: Grouping, ruleset, options: dict, for
 def _try_siblings(grouping: Grouping, entries, options, forbidden, first: str, second: str, value: str,
                   owner: int | None) -> bool:
     a, b = grouping.group_of[first], grouping.group_of[second]
-    if a == b or owner in (a, b) or (first, second) in forbidden:
+    if a == b or owner in (a, b):
+        return False
+    if (first, second) in forbidden:
+        # partition() records the backend's reason; this marks the pair as siblings
+        grouping.decide(MergeDecision(first, second, Verdict.FEEDBACK_REFUSED, shared=value))
         return False
     if b in grouping.groups[a].succ or a in grouping.groups[b].succ:
         return False  # one feeds the other: the producer-consumer table decides

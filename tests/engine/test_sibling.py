@@ -9,6 +9,7 @@ import pytest
 
 import fusionlang
 from fusionlang.engine.decisions import Verdict
+from fusionlang.engine.explain import explain
 from fusionlang.engine.partition import partition
 from fusionlang.ops import GraphBuilder
 from fusionlang.testing.equivalence import check_equivalence
@@ -105,6 +106,23 @@ def test_backend_refusal_splits_a_sibling_group(tmp_path):
     plan = partition(graph, rules, "apollo", feedback=feedback)
     assert len(plan.groups) == 2
     assert plan.stats["feedback"] == ["backend refused the merge s -> m: test backend refuses multi-output kernels"]
+    (refusal,) = explain(plan, rules, "m").refusals
+    assert str(refusal) == ("~ s (reduce_sum, group 0): both read x: backend refused the merge s -> m: "
+                            "test backend refuses multi-output kernels")
+
+
+def test_explain_names_the_limit_between_siblings(tmp_path):
+    rules = load(tmp_path, SIBLINGS_ONLY + "strategy apollo { max_ops = 2 }\n")
+    b = GraphBuilder("many")
+    x = b.input("x", (16, 32))
+    for k in range(3):
+        b.output(b.reduce_sum(x, axes=[1], name=f"r{k}"))
+    plan = partition(b.build(), rules, "apollo")
+    assert [g.nodes for g in plan.groups] == [["r0", "r1"], ["r2"]]
+    lines = explain(plan, rules, "r2").lines()
+    path = tmp_path / "siblings.fuse"
+    assert (f"    ~ r0 (reduce_sum, group 0): both read x: {path}:2:1: fuse sibling reduce, broadcast|reduce : "
+            f"reduce applies, but max_ops = 2 ({path}:3:1: strategy apollo) (2 + 1 ops)") in lines
 
 
 @pytest.mark.parametrize("strategy", ["apollo", "dp"])
