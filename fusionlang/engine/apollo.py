@@ -20,8 +20,8 @@ import networkx as nx
 from fusionlang.engine import sibling
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.decisions import MergeDecision, Verdict
-from fusionlang.engine.merge_limits import weigh
 from fusionlang.engine.grouping import Grouping
+from fusionlang.engine.merge_limits import weigh
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
 
