@@ -1,7 +1,9 @@
 """What gets rewritten and grouped: the rewrite engine, the partitioners (apollo, tvm,
-dp), the cost model, and the FusionPlan they produce."""
+dp), the cost model, and the FusionPlan they produce, with the merge decisions that
+shaped it."""
 
 from fusionlang.engine.cost import DEVICES, CostModel, GroupCost
+from fusionlang.engine.decisions import MergeDecision
 from fusionlang.engine.partition import STRATEGIES, partition
 from fusionlang.engine.pipeline import fuse, unfused_stats
 from fusionlang.engine.plan import FusionPlan, Group, make_group, per_node_plan, single_group_plan
@@ -13,6 +15,7 @@ __all__ = [
     "FusionPlan",
     "Group",
     "GroupCost",
+    "MergeDecision",
     "fuse",
     "make_group",
     "partition",

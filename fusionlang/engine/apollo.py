@@ -4,7 +4,9 @@ Consumers are visited in topological order; each producer group is merged into i
 consumer's group when the rule set's table has an entry for (producer category, consumer
 category), the merge keeps groups convex, and the size limits hold. A `stitch` entry
 also merges, and records the value as kept on chip (layer II). The pass repeats until no
-merge applies, because merged groups take new categories. Afterwards independent small
+merge applies, because merged groups take new categories. Then `fuse sibling` entries
+merge groups that read the same value (multi-output fusion, engine/sibling.py), and the
+vertical pass runs again while they change anything. Afterwards independent small
 groups of the categories named by `horizontal` entries are packed into shared launches
 (layer III): groups at the same depth of the quotient DAG never depend on each other.
 """
@@ -15,8 +17,11 @@ from collections import defaultdict
 
 import networkx as nx
 
+from fusionlang.engine import sibling
 from fusionlang.engine.cost import CostModel
+from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
+from fusionlang.engine.merge_limits import weigh
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
 from fusionlang.lang.ruleset import edge_context
@@ -35,6 +40,15 @@ def partition_apollo(graph: Graph, ruleset, options: dict, forbidden: set[tuple[
     categories = node_categories(graph, ruleset)
     grouping = Grouping(graph, categories)
     producers = {out: n.name for n in graph.nodes for out in n.outputs}
+    _vertical(graph, grouping, ruleset, options, forbidden, categories, producers)
+    # a sibling merge gives its group a new category, which may open new vertical merges
+    while sibling.merge_siblings(graph, grouping, ruleset, options, forbidden):
+        _vertical(graph, grouping, ruleset, options, forbidden, categories, producers)
+    return grouping
+
+
+def _vertical(graph: Graph, grouping: Grouping, ruleset, options, forbidden, categories, producers) -> None:
+    """Producer-consumer merges by the fuse table, repeated until none applies."""
     changed = True
     while changed:
         changed = False
@@ -44,27 +58,23 @@ def partition_apollo(graph: Graph, ruleset, options: dict, forbidden: set[tuple[
                 if source is not None and _try_merge(grouping, ruleset, options, source, node.name, value, forbidden,
                                                              categories):
                     changed = True
-    return grouping
 
 
 def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, value: str, forbidden,
                categories: dict[str, str]) -> bool:
     a, b = grouping.group_of[source], grouping.group_of[sink]
     if a == b or (source, sink) in forbidden:
-        return False
+        return False  # the backend's refusals are recorded by partition(), which holds the reasons
     cat_a, cat_b = grouping.groups[a].category, grouping.groups[b].category
-    edge = edge_context(grouping.graph, value, grouping.nodes[sink])  # what entry guards see
-    entry, stitched = ruleset.fuse_result(cat_a, cat_b, edge=edge), False
+    # the entry deciding the edge: a `nofuse` one denies it; guards see the node edge
+    edge = edge_context(grouping.graph, value, grouping.nodes[sink])
+    entry, stitched = ruleset.fuse_decision(cat_a, cat_b, edge=edge), False
     if entry is None:
-        entry, stitched = ruleset.fuse_result(cat_a, cat_b, flag="stitch", edge=edge), True
-    if entry is None:
-        return False
-    if grouping.size(a) + grouping.size(b) > options["max_ops"]:
-        return False
-    inputs = grouping.external_inputs([a, b])
-    if len(inputs) > options["max_args"]:
-        return False
-    if not grouping.can_merge(a, b):
+        entry, stitched = ruleset.fuse_decision(cat_a, cat_b, flag="stitch", edge=edge), True
+    verdict, limit, measure = weigh(grouping, options, a, b, entry)
+    grouping.decide(MergeDecision(source, sink, verdict, cat_a, cat_b, entry, limit, measure,
+                                  (grouping.size(a), grouping.size(b))))
+    if verdict is not Verdict.MERGED:
         return False
     grouping.merge(a, b, entry.result, describe_entry(entry), edge=(source, sink))
     if stitched and categories[source] in entry.producers:

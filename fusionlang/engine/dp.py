@@ -18,6 +18,7 @@ forbidden (backend-rejected) edge: no extension of it can become legal again.
 from __future__ import annotations
 
 from fusionlang.engine.cost import CostModel
+from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
@@ -54,7 +55,7 @@ def chain_order(graph: Graph) -> list[int]:
 class _Segment:
     """Incremental state of one candidate group while it grows."""
 
-    def __init__(self, graph: Graph, cost: CostModel, use_count: dict[str, int]):
+    def __init__(self, graph: Graph, cost: CostModel, use_count: dict[str, int], *, record: bool = False):
         self.graph = graph
         self.cost = cost
         self.use_count = use_count
@@ -69,19 +70,37 @@ class _Segment:
         self.category = ""
         self.rules: list[str] = []
         self.stitches: list[tuple[str, str]] = []
+        #: the merges that built the segment, as decisions (only for the chosen segments:
+        #: the search tries O(n * max_ops) of them)
+        self.record = record
+        self.merged: list[MergeDecision] = []
+
+    def weigh(self, node, category: str, ruleset):
+        """(verdict, entry, stitched, inside values) for adding ``node``; verdict None when
+        the node reads nothing of the segment (no edge to decide about)."""
+        if not self.members:
+            return Verdict.MERGED, None, False, []
+        inside = [v for v in node.present_inputs() if v in self.produced]
+        if not inside:
+            return None, None, False, inside
+        # the entry deciding the edge: a `nofuse` one denies it; guards see the first value read
+        edge = edge_context(self.graph, inside[0], node)
+        entry, stitched = ruleset.fuse_decision(self.category, category, edge=edge), False
+        if entry is None:
+            entry, stitched = ruleset.fuse_decision(self.category, category, flag="stitch", edge=edge), True
+        if entry is None:
+            return Verdict.NO_ENTRY, None, stitched, inside
+        return (Verdict.DENIED if entry.deny else Verdict.MERGED), entry, stitched, inside
 
     def add(self, node, category: str, ruleset, categories: dict[str, str]) -> bool:
         """Add ``node``; False when the fuse table refuses it (the segment is then dead)."""
-        if self.members:
-            inside = [v for v in node.present_inputs() if v in self.produced]
-            if not inside:
-                return False
-            edge = edge_context(self.graph, inside[0], node)  # what entry guards see
-            entry, stitched = ruleset.fuse_result(self.category, category, edge=edge), False
-            if entry is None:
-                entry, stitched = ruleset.fuse_result(self.category, category, flag="stitch", edge=edge), True
-            if entry is None:
-                return False
+        verdict, entry, stitched, inside = self.weigh(node, category, ruleset)
+        if verdict is not Verdict.MERGED:
+            return False
+        if entry is not None and self.record:
+            self.merged.append(MergeDecision(self.producer[inside[0]], node.name, Verdict.MERGED, self.category,
+                                             category, entry, sizes=(len(self.members), 1)))
+        if entry is not None:
             self.category = entry.result
             why = describe_entry(entry)
             if why not in self.rules:
@@ -103,6 +122,27 @@ class _Segment:
         self.flops += self.cost.node_flops(node)
         self.all_views = self.all_views and self.cost.is_view(node)
         return True
+
+    def refusal(self, node, category: str, ruleset, options, forbidden_pairs) -> MergeDecision | None:
+        """Why ``node`` may not join (the segment then stops growing), or None. Only asked
+        once the search has stopped, so the common path stays incremental."""
+        verdict, entry, _, inside = self.weigh(node, category, ruleset)
+        if verdict is None:
+            return None
+        if any(frozenset((m, node.name)) in forbidden_pairs for m in self.members):
+            return None  # partition() records the backend's refusal, with its reason
+        edge = (self.producer[inside[0]], node.name)
+        sizes = (len(self.members), 1)
+        if verdict in (Verdict.NO_ENTRY, Verdict.DENIED):
+            return MergeDecision(*edge, verdict, self.category, category, entry, sizes=sizes)
+        if len(self.members) + 1 > options["max_ops"]:
+            return MergeDecision(*edge, Verdict.MAX_OPS, self.category, category, entry, options["max_ops"],
+                                 len(self.members) + 1, sizes)
+        inputs = self.external | {v for v in node.present_inputs() if v not in self.produced}
+        if len(inputs) > options["max_args"]:
+            return MergeDecision(*edge, Verdict.MAX_ARGS, self.category, category, entry, options["max_args"],
+                                 len(inputs), sizes)
+        return MergeDecision(*edge, Verdict.COST_REJECTED, self.category, category, entry, sizes=sizes)
 
     def seconds(self) -> float:
         if self.all_views:
@@ -149,7 +189,7 @@ def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str,
     grouping = Grouping(graph, categories)
     end = n
     while end > 0:
-        segment = _Segment(graph, cost, use_count)
+        segment = _Segment(graph, cost, use_count, record=True)
         for k in order[start_of[end]:end]:
             segment.add(nodes[k], categories[nodes[k].name], ruleset, categories)
         members = segment.members
@@ -160,6 +200,18 @@ def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str,
         grouping.groups[target].category = segment.category
         grouping.groups[target].rules = list(segment.rules)
         grouping.stitches.extend(segment.stitches)
+        for decision in segment.merged:
+            grouping.decide(decision)
+        if end < n:
+            _record_cut(grouping, segment, nodes[order[end]], categories, ruleset, options, forbidden_pairs)
         end -= len(members)
+    grouping.decisions.sort(key=lambda d: grouping.index[d.consumer])
     return grouping
 
+
+def _record_cut(grouping, segment: _Segment, following, categories, ruleset, options, forbidden_pairs) -> None:
+    """Why the chosen segment does not take the node after it: a refusal of the table or a
+    limit, else the cost model priced the cut lower."""
+    decision = segment.refusal(following, categories[following.name], ruleset, options, forbidden_pairs)
+    if decision is not None:
+        grouping.decide(decision)

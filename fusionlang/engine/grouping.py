@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from fusionlang.engine.decisions import MergeDecision
 from fusionlang.engine.plan import FusionPlan, make_groups
 from fusionlang.ir.graph import Graph
 
@@ -42,6 +43,9 @@ class Grouping:
         self.groups: dict[int, _Group] = {}
         self.stitches: list[tuple[str, str]] = []  # (value, consumer node) kept on chip
         self.merges = 0
+        #: every merge the strategy weighed, in order (see engine/decisions.py)
+        self.decisions: list[MergeDecision] = []
+        self._last_decision: dict[tuple[str, str], MergeDecision] = {}
         for k, node in enumerate(graph.nodes):
             self.groups[k] = _Group(k, [node.name], categories[node.name], k, k)
             self.group_of[node.name] = k
@@ -91,6 +95,15 @@ class Grouping:
         return {v for m in members for v in self.nodes[m].present_inputs() if v not in produced}
 
     # ----- edits --------------------------------------------------------------------
+    def decide(self, decision: MergeDecision) -> MergeDecision:
+        """Record a weighed merge; a pass that repeats the last verdict on an edge for the same
+        reason adds nothing (strategies revisit every edge until nothing changes)."""
+        last = self._last_decision.get(decision.edge)
+        if last is None or not last.same_as(decision):
+            self.decisions.append(decision)
+            self._last_decision[decision.edge] = decision
+        return decision
+
     def merge(self, a: int, b: int, category: str, why: str | None = None,
               edge: tuple[str, str] | None = None) -> int:
         """Merge group a into group b; returns the surviving id (b)."""
@@ -152,4 +165,5 @@ class Grouping:
         plan = FusionPlan(self.graph, groups, strategy=strategy)
         owner = {name: renumber[self.group_of[name]] for name in self.group_of}
         plan.stitches = sorted({(owner[consumer], value) for value, consumer in self.stitches})
+        plan.decisions = list(self.decisions)
         return plan, renumber

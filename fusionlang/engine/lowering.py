@@ -95,7 +95,7 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     groups = make_groups(graph, members, fields)
     lowered = FusionPlan(graph=graph, groups=groups, strategy=plan.strategy, rules=plan.rules,
                          stitches=list(plan.stitches), horizontal=[list(h) for h in plan.horizontal],
-                         stats=dict(plan.stats), original=plan.original)
+                         stats=dict(plan.stats), decisions=list(plan.decisions), original=plan.original)
     lowered.validate()
     return lowered
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 from fusionlang.engine import apollo, dp, tvm
 from fusionlang.engine.cost import CostModel
+from fusionlang.engine.decisions import MergeDecision, Verdict, feedback_note
 from fusionlang.engine.lowering import on_primitives
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
@@ -46,7 +47,7 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
     feedback = on_primitives(feedback, ruleset, graph) if feedback is not None else None
     forbidden: set[tuple[str, str]] = set()
-    notes: list[str] = []
+    refusals: list[MergeDecision] = []
     for _ in range(max_feedback_rounds):
         grouping = run(graph, ruleset, opts, forbidden)
         rejected = _rejected_merges(graph, grouping, feedback, cost)
@@ -54,10 +55,10 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
             break
         for edge, reason in rejected:
             forbidden.add(edge)
-            notes.append(f"backend refused the merge {edge[0]} -> {edge[1]}: {reason}")
+            refusals.append(MergeDecision(*edge, Verdict.FEEDBACK_REFUSED, detail=reason))
     else:
         raise FuseError(f"strategy {name}: the backend kept rejecting groups after {max_feedback_rounds} rounds "
-                        f"(last: {notes[-1] if notes else '?'})")
+                        f"(last: {feedback_note(refusals[-1]) if refusals else '?'})")
 
     by_name = {n.name: n for n in graph.nodes}
 
@@ -65,6 +66,8 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
         return "view" if all(cost.is_view(by_name[m]) for m in members) else "kernel"
 
     plan, _ = grouping.to_plan(name, kind_of)
+    # the backend's refusals came first: every later round ran with those edges forbidden
+    plan.decisions = refusals + plan.decisions
     plan.rules = getattr(ruleset, "name", "")
     for group in plan.groups:
         group.cost = cost.group_cost(group.nodes).as_dict()
@@ -76,7 +79,7 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
         flops=sum(g.cost["flops"] for g in plan.groups),
         estimated_seconds_after=sum(g.cost["seconds"] for g in plan.groups),
         device=cost.device.name,
-        feedback=notes,
+        feedback=[feedback_note(d) for d in refusals],
     )
     plan.validate()
     return plan

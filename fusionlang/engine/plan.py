@@ -20,6 +20,7 @@ from typing import Any
 
 import networkx as nx
 
+from fusionlang.engine.decisions import MergeDecision
 from fusionlang.errors import PlanError
 from fusionlang.ir.graph import Graph, Node
 
@@ -52,9 +53,9 @@ class Group:
 
 @dataclass
 class FusionPlan:
-    """The partition of a (rewritten) graph into groups, plus stitches, horizontal packs
-    and ``stats`` (kernels and bytes before/after, compile time...); see the module
-    docstring."""
+    """The partition of a (rewritten) graph into groups, plus stitches, horizontal packs,
+    ``stats`` (kernels and bytes before/after, compile time...) and the partitioner's
+    merge ``decisions``; see the module docstring."""
 
     graph: Graph
     groups: list[Group]
@@ -66,6 +67,9 @@ class FusionPlan:
     stats: dict[str, Any] = field(default_factory=dict)
     #: the graph as it came in, before rewriting (for before/after comparisons)
     original: Graph | None = None
+    #: every merge the partitioner weighed, oldest first (engine/decisions.py): what
+    #: explain and the report read
+    decisions: list[MergeDecision] = field(default_factory=list)
 
     # ----- queries ------------------------------------------------------------------
     def group_of(self) -> dict[str, int]:
@@ -172,6 +176,7 @@ class FusionPlan:
             "groups": [g.to_dict() | {"ops": [self._op_of(n) for n in g.nodes]} for g in self.groups],
             "stitches": [list(p) for p in self.stitches],
             "horizontal": self.horizontal,
+            "decisions": [d.to_dict() for d in self.decisions],
         }
         data.update(self.stats)
         return data

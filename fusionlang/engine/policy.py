@@ -29,10 +29,11 @@ class EntryVocabulary:
 
 
 #: per strategy: apollo and dp look entries up per edge (`stitch` layer II, `horizontal`
-#: layer III; dp prices every segment, which is what `cost` asks); tvm matches its
-#: post-dominator paths against `path`/`sink`/`phase` and reads no flags
+#: layer III, `sibling` entries multi-output fusion, apollo only; dp prices every segment,
+#: which is what `cost` asks); tvm matches its post-dominator paths against
+#: `path`/`sink`/`phase` and reads no flags
 ENTRY_VOCABULARY = {
-    "apollo": EntryVocabulary(frozenset({"stitch", "horizontal"}), frozenset(), True),
+    "apollo": EntryVocabulary(frozenset({"stitch", "horizontal", "sibling"}), frozenset(), True),
     "dp": EntryVocabulary(frozenset({"stitch", "cost"}), frozenset(), True),
     "tvm": EntryVocabulary(frozenset(), frozenset({"path", "sink", "phase"}), False),
 }
@@ -44,11 +45,12 @@ def node_categories(graph: Graph, ruleset) -> dict[str, str]:
 
 def describe_entry(entry) -> str:
     """'apollo.fuse:41:1: fuse elemwise -> reduce : reduce [stitch]' (and ' when GUARD')"""
-    pair = f"{'|'.join(sorted(entry.producers))} -> {'|'.join(sorted(entry.consumers))}"
+    producers, consumers = '|'.join(sorted(entry.producers)), '|'.join(sorted(entry.consumers))
+    pair = f"sibling {producers}, {consumers}" if "sibling" in entry.flags else f"{producers} -> {consumers}"
     guard = f" when {format_expr(entry.guard)}" if getattr(entry, "guard", None) is not None else ""
     if getattr(entry, "deny", False):
         return f"{entry.span}: nofuse {pair}{guard}"
-    flags = sorted(entry.flags) + [f"{k}={v}" for k, v in sorted(entry.options.items())]
+    flags = sorted(entry.flags - {"sibling"}) + [f"{k}={v}" for k, v in sorted(entry.options.items())]
     suffix = f" [{', '.join(flags)}]" if flags else ""
     return f"{entry.span}: fuse {pair} : {entry.result}{suffix}{guard}"
 
@@ -95,18 +97,6 @@ def strategy_options(ruleset, name: str, defaults: dict[str, Any], overrides: di
             raise FuseError(where + problem)
         options[key] = value
     return options
-
-
-def option_source(ruleset, strategy: str, key: str, overrides: dict[str, Any] | None) -> str:
-    """Where the value of option ``key`` came from: 'options' (``--option`` or the API),
-    'FILE:LINE:COL: strategy NAME' (the rule file line that set it last), or '' (the
-    partitioner's default)."""
-    if overrides and key in overrides:
-        return "options"
-    declared = getattr(ruleset, "strategies", {}).get(strategy)
-    if declared is None or key not in declared.options:
-        return ""
-    return f"{getattr(declared, 'option_spans', {}).get(key, declared.span)}: strategy {strategy}"
 
 
 def refuse_unsupported_entries(ruleset, strategy: str) -> None:

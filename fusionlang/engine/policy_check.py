@@ -47,7 +47,10 @@ def _entry_diagnostics(ruleset, strategy: str) -> list[Diagnostic]:
         if unsupported:
             out.append(Diagnostic(entry.span, "error", f"{unsupported} are not supported by the {strategy} strategy",
                                   "the apollo and dp strategies honour them"))
-        for key in sorted(entry.flags - vocabulary.flags):
+        if "sibling" in entry.flags - vocabulary.flags:
+            out.append(Diagnostic(entry.span, "error", f"sibling entries are ignored by the {strategy} strategy",
+                                  "the apollo strategy merges siblings"))
+        for key in sorted(entry.flags - vocabulary.flags - {"sibling"}):
             out.append(_unread(entry, key, "flag", vocabulary.flags, strategy))
         for key in sorted(set(entry.options) - vocabulary.options):
             out.append(_unread(entry, key, "option", vocabulary.options, strategy))

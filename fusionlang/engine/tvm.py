@@ -23,10 +23,12 @@ into such tuples when the tuple was itself fused into an injective consumer.
 
 from __future__ import annotations
 
+from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
+from fusionlang.lang.ruleset import SPECIAL_FLAGS
 
 DEFAULTS = {"max_depth": 256, "tuple_inputs": "concat", "anchor": "out_ewise_fusable"}
 
@@ -42,6 +44,7 @@ class _Rule:
         self.path = rank(str(entry.options["path"]))
         self.sink = rank(str(entry.options.get("sink", entry.options["path"])))
         self.why = describe_entry(entry)
+        self.entry = entry
 
     def fires(self, group_pattern: int, relation: int, phase: int) -> bool:
         phase_ok = phase in (0, 1) if self.phase is None else phase == self.phase
@@ -134,7 +137,7 @@ class _Partitioner:
     """GraphPartitioner: union-find groups and RunFuse."""
 
     def __init__(self, g: _IndexedGraph, tree: _PostDomTree, rules: list[_Rule], ranks: dict[str, int],
-                 max_depth: int, anchor: int):
+                 max_depth: int, anchor: int, categories: tuple[str, ...]):
         self.g, self.tree, self.rules, self.max_depth = g, tree, rules, max_depth
         self.injective, self.tuple, self.opaque = ranks["injective"], ranks["tuple"], ranks["opaque"]
         n = len(g.names)
@@ -144,6 +147,9 @@ class _Partitioner:
         self.num_nodes = [1] * n
         self.why: dict[int, list[str]] = {}
         self.visited: set[int] = set()
+        self.categories = categories
+        #: (node, post-dominator, verdict, rule or None) per weighed fusion, in order
+        self.weighed: list[tuple[int, int, Verdict, _Rule | None]] = []
 
     def find(self, i: int) -> int:
         root = i
@@ -211,6 +217,7 @@ class _Partitioner:
             if own == self.opaque or dom is None:
                 continue
             if self.count_with_child(nid, dom) > self.max_depth:
+                self.weighed.append((nid, dom, Verdict.MAX_DEPTH, None))
                 continue
             if phase == 2:
                 self._phase2(nid, dom, own)
@@ -219,9 +226,24 @@ class _Partitioner:
                 continue
             rule = next((r for r in self.rules if r.fires(own, self.tree.pattern[nid], phase)), None)
             if rule is None:
+                self.weighed.append((nid, dom, Verdict.NO_ENTRY, None))
                 continue
             if self.check_path(nid, dom, lambda kind, is_sink, r=rule: kind <= (r.sink if is_sink else r.path)):
                 self.commit(nid, dom, rule.why)
+                self.weighed.append((nid, dom, Verdict.MERGED, rule))
+            else:
+                self.weighed.append((nid, dom, Verdict.PATH_REFUSED, rule))
+
+    def decisions(self) -> list[MergeDecision]:
+        """The weighed fusions as decisions between named nodes (a virtual tuple stands for
+        the op it feeds, the next node)."""
+        def name(k: int) -> str:
+            return self.g.names[k] if self.g.names[k] is not None else self.g.names[k + 1]
+
+        return [MergeDecision(name(nid), name(dom), verdict, self.categories[self.g.pattern[nid]],
+                              self.categories[self.g.pattern[dom]], rule.entry if rule is not None else None,
+                              self.max_depth if verdict is Verdict.MAX_DEPTH else None)
+                for nid, dom, verdict, rule in self.weighed if self.g.names[nid] is not None]
 
     def _phase2(self, nid: int, dom: int, own: int) -> None:
         if own > self.injective:
@@ -244,8 +266,8 @@ def partition_tvm(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str
     tuple_ops = {op.strip() for op in str(options["tuple_inputs"]).split(",") if op.strip()}
     g = _IndexedGraph(graph, kind, tuple_ops, ranks)
     tree = _PostDomTree(g, ranks["opaque"])
-    rules = [_Rule(e, ruleset.rank) for e in ruleset.fuse_entries if not e.flags & {"stitch", "horizontal"}]
-    tvm = _Partitioner(g, tree, rules, ranks, options["max_depth"], ranks[options["anchor"]])
+    rules = [_Rule(e, ruleset.rank) for e in ruleset.fuse_entries if not e.flags & SPECIAL_FLAGS]
+    tvm = _Partitioner(g, tree, rules, ranks, options["max_depth"], ranks[options["anchor"]], ruleset.categories)
     if forbidden:
         _forbid(tvm, g, forbidden)
     for phase in range(3):
@@ -275,4 +297,6 @@ def _to_grouping(graph, categories, g: _IndexedGraph, tvm: _Partitioner, ruleset
             target = grouping.merge(grouping.group_of[name], target, category, edge=(name, names[-1]))
         grouping.groups[target].category = category
         grouping.groups[target].rules = list(tvm.why.get(root, []))
+    for decision in tvm.decisions():
+        grouping.decide(decision)
     return grouping

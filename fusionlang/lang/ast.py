@@ -231,6 +231,8 @@ class FuseDecl:
     result: Name
     options: tuple[FuseOpt, ...]
     span: Span = _span()
+    #: ``fuse sibling A, B : R``: producers and consumers are then the two siblings' categories
+    sibling: bool = False
     #: ``when GUARD``: the entry applies to an edge only where the guard holds
     guard: "Expr | None" = None
 

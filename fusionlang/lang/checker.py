@@ -90,8 +90,8 @@ class _Deciders:
     def deciders(self, entry: FuseEntry, pairs) -> list[list[FuseEntry]]:
         """Per pair of ``entry``, the earlier entries that decide it before ``entry`` could."""
         same = self.same_kind(entry)
-        # horizontal entries name categories to pack, not pairs: a deny cannot decide them
-        denies = not entry.deny and "horizontal" not in entry.flags
+        # horizontal and sibling entries are not producer -> consumer pairs: a deny cannot decide them
+        denies = not entry.deny and not entry.flags & {"horizontal", "sibling"}
         return [same.get(pair, []) + (self.denied.get(pair, []) if denies else []) for pair in pairs]
 
     def add(self, entry: FuseEntry, pairs) -> None:
@@ -668,6 +668,9 @@ class _Checker:
         names = f.producers + f.consumers + (() if deny else (f.result,))
         ok = all([self._category(n) for n in names])
         flags, options, spans = set(), {}, {}
+        if not deny and f.sibling:
+            ok = self._check_sibling(f) and ok
+            flags.add("sibling")
         for opt in () if deny else f.options:
             key = opt.name.text
             if key in flags or key in options:
@@ -696,6 +699,16 @@ class _Checker:
         return FuseEntry(frozenset(n.text for n in f.producers), frozenset(n.text for n in f.consumers),
                          "" if deny else f.result.text, frozenset(flags), MappingProxyType(options), f.span,
                          guard=f.guard, deny=deny, option_spans=MappingProxyType(spans))
+
+    def _check_sibling(self, f: A.FuseDecl) -> bool:
+        """A sibling entry takes options only: the layer flags mean nothing between siblings."""
+        ok = True
+        for opt in f.options:
+            if opt.value is None and opt.name.text in FUSE_FLAGS:
+                self.diags.error(opt.name.span, f"flag {opt.name.text!r} does not apply to a sibling entry",
+                                 "siblings share an input, they do not feed one another")
+                ok = False
+        return ok
 
     # ----- strategies -----------------------------------------------------------------
     def check_strategies(self) -> None:

@@ -217,8 +217,9 @@ def _unescape(text: str) -> str:
 
 #: keyword tokens kept in the tree only for their positions
 _KEYWORDS = frozenset({"IMPORT", "CATEGORIES", "CLASS", "DEF", "DECOMPOSE", "RETURN", "REWRITE", "PRIORITY", "FUSE",
-                       "NOFUSE",
                        "STRATEGY", "TEST", "INPUT", "CONST", "OUTPUT", "EXPECT", "NOT", "NEG", "LSQB", "SHARED"})
+#: keyword tokens of items added later, kept apart so concurrent additions merge cleanly
+_KEYWORDS |= {"SIBLING", "NOFUSE"}
 
 
 def _first_pos(items):
@@ -365,12 +366,18 @@ class _ToAst(Transformer):
     def fuse(self, c, span, raw):
         producers, consumers, result, *opts, guard = c
         opts = tuple(o for o in opts if o is not None)
-        return A.FuseDecl(producers, consumers, self._name(result), opts, span, guard)
+        return A.FuseDecl(producers, consumers, self._name(result), opts, span, guard=guard)
 
     @_positioned
     def nofuse(self, c, span, raw):
         producers, consumers, guard = c
         return A.NoFuseDecl(producers, consumers, span, guard)
+
+    @_positioned
+    def fuse_sibling(self, c, span, raw):
+        first, second, result, *opts = c
+        opts = tuple(o for o in opts if o is not None)
+        return A.FuseDecl(first, second, self._name(result), opts, span, sibling=True)
 
     def alts(self, children):
         return tuple(self._name(t) for t in children)

@@ -180,12 +180,13 @@ def format_ruleset(ruleset) -> str:
 
 def format_fuse_entry(entry) -> str:
     """A fuse or nofuse entry as one line of .fuse text."""
-    pair = f"{'|'.join(sorted(entry.producers))} -> {'|'.join(sorted(entry.consumers))}"
+    producers, consumers = '|'.join(sorted(entry.producers)), '|'.join(sorted(entry.consumers))
+    pair = f"sibling {producers}, {consumers}" if "sibling" in entry.flags else f"{producers} -> {consumers}"
     if entry.deny:
         line = f"nofuse {pair}"
     else:
         line = f"fuse {pair} : {entry.result}"
-        opts = sorted(entry.flags) + [f"{k}={_fuse_value(v)}" for k, v in entry.options.items()]
+        opts = sorted(entry.flags - {"sibling"}) + [f"{k}={_fuse_value(v)}" for k, v in entry.options.items()]
         if opts:
             line += " [" + ", ".join(opts) + "]"
     if entry.guard is not None:

@@ -20,8 +20,10 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 __all__ = ["FuseLexer"]
 
 #: every keyword of the grammar (fusionlang/lang/fuse.lark), contextual ones included
-KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect", "fuse", "import", "input", "nofuse",
-            "not", "or", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
+KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect", "fuse", "import", "input", "not",
+            "or", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
+#: keywords of items added later, kept apart so concurrent additions merge cleanly
+KEYWORDS += ("sibling", "nofuse")
 #: keywords that declare a name
 DECLARATIONS = ("decompose", "def", "rewrite", "strategy", "test")
 
@@ -92,11 +94,13 @@ class FuseLexer(RegexLexer):
             default("#pop"),
         ],
         # fuse elemwise|broadcast -> reduce : reduce [stitch, key=value]
+        # fuse sibling reduce, reduce : reduce
         "fuse_entry": [
             include("spaces"),
             (r"\n", Whitespace, "#pop"),
+            (r"sibling\b", Keyword),
             (r"->|\|", Operator),
-            (r":", Punctuation),
+            (r"[:,]", Punctuation),
             (r"\[", Punctuation, "fuse_options"),
             # a guard: the rest of the entry is an expression
             (r"(when)\b", Keyword, "#pop"),

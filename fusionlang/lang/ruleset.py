@@ -21,7 +21,7 @@ from fusionlang.lang.guards import Bindings, Context, guard_holds
 from fusionlang.ops.registry import OpRegistry
 
 #: flags that set an entry apart from the plain aggregation table
-SPECIAL_FLAGS = frozenset({"stitch", "horizontal"})
+SPECIAL_FLAGS = frozenset({"stitch", "horizontal", "sibling"})
 
 
 def _where(span: Span) -> str:
@@ -52,9 +52,9 @@ class FuseEntry:
 
     def is_kind(self, flag: str | None) -> bool:
         """Does this entry answer a look-up of ``flag`` (None: the plain table)? A deny
-        entry answers every pair look-up (horizontal entries name categories to pack)."""
+        entry answers every producer -> consumer look-up (not horizontal or sibling ones)."""
         if self.deny:
-            return flag != "horizontal"
+            return flag not in ("horizontal", "sibling")
         return not self.flags & SPECIAL_FLAGS if flag is None else flag in self.flags
 
     def _key(self):

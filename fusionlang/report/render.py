@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.report.layout import Layout
+from fusionlang.report.limits import limit_notes
 from fusionlang.report.pages import PAGE_OPS, Page, PageNode, build_pages, group_ops_line, group_title
 
 #: categories of the standard rule files, in the order the legend lists them
@@ -104,9 +105,11 @@ def render_report(plan: FusionPlan, *, compiled=None, layout: str = "auto", page
         parts.append(_page_table(plan, page, cat_index))
     parts.append('</div><aside id="details" class="details">'
                  '<p class="hint">Click a group or an op, or search, to see how its group was formed.</p>')
+    limits = limit_notes(plan)
     for page in pages:
         for group in page.groups:
-            parts.append(_group_detail(plan, group, page.index, cat_index, kernels.get(group.id), compiled))
+            parts.append(_group_detail(plan, group, page.index, cat_index, kernels.get(group.id), compiled,
+                                       limits.get(group.id, [])))
     parts.append("</aside></main>")
     parts.append(_footer(plan, pages))
     parts.append(f'<script type="application/json" id="report-data">{_json_for_script(_data(plan, pages, page_of_group))}'
@@ -310,7 +313,8 @@ def _split_rule(text: str) -> tuple[str, str]:
     return (m.group(1), m.group(2)) if m else ("", text)
 
 
-def _group_detail(plan: FusionPlan, group: Group, page: int, cat_index: dict, kernels, compiled) -> str:
+def _group_detail(plan: FusionPlan, group: Group, page: int, cat_index: dict, kernels, compiled,
+                  limits: list[str]) -> str:
     graph = plan.graph
     nodes = {n.name: n for n in plan.nodes_of(group)}
     stitched_values = [v for gid, v in plan.stitches if gid == group.id]
@@ -328,6 +332,7 @@ def _group_detail(plan: FusionPlan, group: Group, page: int, cat_index: dict, ke
                   f"<code>fusionlang explain MODEL --node {e(group.nodes[0])}</code> says why</li>")
     else:
         formed = "<li>no rule recorded</li>"
+    limited = "".join(f"<li>{e(line)}</li>" for line in limits)
     op_rows = []
     for name in group.nodes:
         node = nodes[name]
@@ -349,6 +354,7 @@ def _group_detail(plan: FusionPlan, group: Group, page: int, cat_index: dict, ke
              f"{e(group.category or '-')}</span></h2>",
              f"<dl>{dl}</dl>",
              f"<h3>Formed by</h3><ul class=rules>{formed}</ul>",
+             *([f"<h3>Limited by</h3><ul class=limits>{limited}</ul>"] if limits else []),
              "<h3>Ops</h3><table><thead><tr><th>node</th><th>op</th><th>output</th><th>from ONNX</th>"
              f"<th>rewrites</th></tr></thead><tbody>{''.join(op_rows)}</tbody></table>",
              f"<h3>Inputs</h3><ul class=values>{values(group.inputs)}</ul>",

@@ -71,4 +71,4 @@ def test_explain_names_the_option_as_the_source_of_a_limit(capsys, model, tmp_pa
     assert main(["explain", model, "--node", "relu", "--rules", str(rules)]) == 0
     assert f"max_ops = 2 ({rules}:4:19: strategy apollo)" in capsys.readouterr().out
     assert main(["explain", model, "--node", "relu", "--rules", str(rules), "--option", "max_ops=3"]) == 0
-    assert "max_ops = 3 (options)" in capsys.readouterr().out
+    assert "max_ops = 3 (set by an option)" in capsys.readouterr().out
