@@ -53,6 +53,9 @@ CASES = [
      'import "tvm.fuse"\nfuse opaque -> elemwise : opaque [stitch, path=injective]\n',
      "p.fuse:2:35: error: fuse entry flag 'stitch' is ignored by the tvm strategy (only the apollo and dp "
      "strategies read it)"),
+    ("sibling_under_dp",
+     'import "dnnfusion.fuse"\nfuse sibling one_to_one, one_to_one : one_to_one\n',
+     "p.fuse:2:1: error: sibling entries are ignored by the dp strategy (the apollo strategy merges siblings)"),
     ("nofuse_under_tvm",
      'import "tvm.fuse"\nnofuse injective -> elemwise\n',
      "p.fuse:2:1: error: nofuse entries are not supported by the tvm strategy (the apollo and dp strategies "

@@ -118,3 +118,28 @@ def test_explain_says_which_guard_left_a_pair_without_an_entry(tmp_path):
     assert refusal.reason == (f"no fuse entry for elemwise -> elemwise in rules 'policy' (the guard of "
                               f"{tmp_path / 'policy.fuse'}:2:1: fuse elemwise -> elemwise : elemwise when "
                               f"rank(producer) == 3 does not hold)")
+
+
+def test_dp_records_the_nofuse_entry_that_cut_a_segment(tmp_path):
+    from fusionlang.engine.decisions import Verdict
+    from fusionlang.engine.explain import explain
+
+    rules = _rules(tmp_path, 'import "apollo.fuse"\nnofuse elemwise -> elemwise\n')
+    plan = partition(chain_graph(CHAIN[:2]), rules, "dp")
+    assert plan.launches == 2
+    assert [d.verdict for d in plan.decisions] == [Verdict.DENIED]
+    (refusal,) = explain(plan, rules, "n1").refusals
+    assert refusal.reason == f"{tmp_path / 'policy.fuse'}:2:1: nofuse elemwise -> elemwise denies it"
+
+
+def test_nofuse_leaves_sibling_entries_alone(tmp_path):
+    # two reductions of one input: `nofuse reduce -> reduce` is about a reduction feeding
+    # another, not about two readers of one value
+    rules = _rules(tmp_path, 'import "std/ops.fuse"\nfuse sibling reduce, reduce : reduce\nnofuse reduce -> reduce\n')
+    assert rules.fuse_result("reduce", "reduce", flag="sibling") is not None
+    b = GraphBuilder("siblings")
+    x = b.input("x", (16, 32))
+    b.output(b.reduce_sum(x, axes=[1], name="r0"))
+    b.output(b.reduce_max(x, axes=[1], name="r1"))
+    plan = partition(b.build(), rules, "apollo")
+    assert [sorted(g.nodes) for g in plan.groups] == [["r0", "r1"]]
