@@ -59,3 +59,10 @@ def test_the_policy_makes_a_difference_where_apollo_stitches():
     stitching = [name for name in FAST_MODELS if plans(name)[0].stitches]
     assert stitching
     assert all(plans(name)[1].launches > plans(name)[0].launches for name in stitching)
+
+
+def test_xla_extends_apollo_in_under_15_lines():
+    from fusionlang.lang.loader import resolve
+
+    lines = Path(resolve("xla")).read_text().splitlines()
+    assert len(lines) < 15 and 'import "apollo.fuse"' in lines
