@@ -647,8 +647,9 @@ class _Checker:
         replaced = all(decided.deciders(entry, pairs))
         in_file.add(entry, pairs)
         decided.add(entry, pairs)
+        # every accepted entry has a place, for warnings in order (a replaced one too)
+        self._fuse_order[id(entry)] = len(self._fuse_order)
         if not replaced:
-            self._fuse_order[id(entry)] = len(self.fuse_entries)
             self.fuse_entries.append(entry)
 
     def _warn_overlaps(self, f, entry: FuseEntry, pairs, same_kind) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fusionlang.errors import RuleError
-from fusionlang.lang import format_ruleset, load_rules, parse_text
+from fusionlang.lang import format_ruleset, lint, load_rules, parse_text
 
 BASE = """categories e < r
 class relu, exp, neg : e
@@ -60,6 +60,17 @@ def test_without_the_override_the_imported_entries_decide(tmp_path):
     rules = _files(tmp_path, "")
     assert rules.fuse_result("e", "e").result == "e"
     assert rules.fuse_result("r", "e", flag="stitch").result == "r"
+
+
+def test_replacing_an_imported_entry_keeps_the_imported_files_warnings(tmp_path):
+    # base.fuse's `e -> e : e` is replaced; its later overlapping entry still gets its warning
+    (tmp_path / "base.fuse").write_text(BASE + "fuse e|r -> e : r\n")
+    path = tmp_path / "top.fuse"
+    path.write_text('import "base.fuse"\nfuse e -> e : r\n')
+    rules = load_rules(str(path))
+    assert [e.span.line for e in rules.fuse_entries if e.result == "r" and "stitch" not in e.flags] == [2, 7]
+    assert [str(d).replace(str(tmp_path) + "/", "") for d in lint([path])] == [
+        "base.fuse:7:1: warning: pair e -> e is decided by the earlier entry at base.fuse:4:1 (result e, not r)"]
 
 
 def test_first_match_wins_within_a_file(tmp_path):
