@@ -506,7 +506,10 @@ class _Checker:
     # ----- loops ----------------------------------------------------------------------
     def check_loops(self) -> None:
         commutative = {r.op for r in self.class_rules if r.commutative}
-        is_comm = commutative.__contains__
+
+        def is_comm(op: str) -> bool:
+            opdef = self.registry.lookup(op)
+            return op in commutative or (opdef is not None and opdef.commutative)
 
         def is_op(name: str) -> bool:
             return name in self.registry and name not in META
