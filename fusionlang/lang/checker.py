@@ -25,6 +25,7 @@ from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name,
 from fusionlang.lang.formula import FormulaError, attr_of_default, define_elementwise, to_sympy
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
+from fusionlang.lang.interactions import check_interactions
 from fusionlang.lang.limits import MAX_EXPANSION_NODES
 from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
@@ -544,6 +545,8 @@ class _Checker:
             self.diags.error(first.decl.name.span,
                              f"rewrites {', '.join(repr(n) for n in names)} can loop: {path}",
                              "each builds what the next one matches")
+        check_interactions(self.rewrites, self.decompositions, is_op, is_comm,
+                           lambda rule: frozenset(_const_vars(rule.guard)), self.diags)
         # decompositions that reopen themselves
         dgraph = nx.DiGraph()
         for op, cases in self.decompositions.items():
