@@ -286,7 +286,7 @@ class RuleSet:
         return rule.category if rule is not None else self.top
 
     def is_commutative(self, op: str) -> bool:
-        """Declared by the op itself (OpDef.commutative) or by a `class` rule."""
+        # declared by the op itself (OpDef.commutative) or by a `class` rule
         if op in self._commutative:
             return True
         opdef = self.registry.lookup(op)
