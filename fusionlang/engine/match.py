@@ -72,6 +72,7 @@ class Matcher:
             self.outputs = set(graph.outputs)
         #: id(node) -> (node, canonical attributes); the node is kept so its id stays its own
         self._attr_cache: dict[int, tuple[Node, dict]] = {}
+        self._literal_cache: dict[tuple, tuple[Node, object]] = {}
 
     # ----- public ---------------------------------------------------------------------
     def match(self, rule: RewriteRule, node: Node) -> Match | None:
@@ -202,8 +203,13 @@ class Matcher:
         rank-3 node is ``[2]``); as written when the node could not hold it."""
         if name not in node.attrs:
             return normalize(value)
-        resolved = canonical_attrs(self.ruleset.registry, self.graph, node, {name: value})
-        return normalize(resolved.get(name, value))
+        key = (id(node), name, repr(value))
+        cached = self._literal_cache.get(key)
+        if cached is None or cached[0] is not node:
+            resolved = canonical_attrs(self.ruleset.registry, self.graph, node, {name: value})
+            cached = (node, normalize(resolved.get(name, value)))
+            self._literal_cache[key] = cached
+        return cached[1]
 
     def _orders(self, op: str, inputs: list[str]):
         if not self.ruleset.is_commutative(op) or len(inputs) < 2:
