@@ -23,6 +23,9 @@ from fusionlang.lang.ruleset import DecomposeRule, RewriteRule
 
 #: how deep compound ops built by a body are opened in turn (real bodies nest 2-3 deep)
 MAX_OPEN_DEPTH = 8
+#: term nodes one check may build; past it, ops are left unopened (a body that uses its
+#: operand many times, nested, would otherwise grow the term exponentially)
+MAX_TERM_NODES = 10_000
 
 
 def check_interactions(rewrites: Sequence[RewriteRule], decompositions: Mapping[str, Sequence[DecomposeRule]],
@@ -38,6 +41,7 @@ def check_interactions(rewrites: Sequence[RewriteRule], decompositions: Mapping[
             case = opener.case_for(built)
             if case is None:
                 continue
+            opener.budget = MAX_TERM_NODES
             opened = opener.open(case, built, MAX_OPEN_DEPTH)
             _warn(rule, built, case, any(may_match(rule.compiled, t, is_comm) for t in ops_of(opened)), diags)
             break  # one warning per rewrite: the first op it builds that is opened
@@ -64,6 +68,8 @@ class _Opener:
     def __init__(self, decompositions: Mapping[str, Sequence[DecomposeRule]], is_op: Callable[[str], bool]):
         self.decompositions = decompositions
         self.is_op = is_op
+        #: term nodes still to build in this check
+        self.budget = MAX_TERM_NODES
 
     def case_for(self, term: POp) -> DecomposeRule | None:
         """The first case that may open ``term``: its arity, and no literal attribute of
@@ -96,8 +102,9 @@ class _Opener:
         return _substitute(term_of(expr, self.is_op, frozenset()), env)
 
     def _open_all(self, term, depth: int):
-        if not isinstance(term, POp):
+        if not isinstance(term, POp) or self.budget <= 0:
             return term
+        self.budget -= 1
         operands = tuple(self._open_all(o, depth) for o in term.operands)
         term = POp(term.op, operands, term.attrs, term.rest, term.bind, term.span, term.op_span)
         case = self.case_for(term) if depth > 0 else None
