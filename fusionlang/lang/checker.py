@@ -545,8 +545,6 @@ class _Checker:
             self.diags.error(first.decl.name.span,
                              f"rewrites {', '.join(repr(n) for n in names)} can loop: {path}",
                              "each builds what the next one matches")
-        check_interactions(self.rewrites, self.decompositions, is_op, is_comm,
-                           lambda rule: frozenset(_const_vars(rule.guard)), self.diags)
         # decompositions that reopen themselves
         dgraph = nx.DiGraph()
         for op, cases in self.decompositions.items():
@@ -567,6 +565,9 @@ class _Checker:
             self.diags.error(self.decompositions[ops[0]][0].span, f"decompositions can loop: {path}",
                              "a decomposition body must not build the op it opens, directly or through others")
         self._check_expansion(dgraph)
+        if not self.diags.errors:  # interactions of a rule set that has errors are noise
+            check_interactions(self.rewrites, self.decompositions, is_op, is_comm,
+                               lambda rule: frozenset(_const_vars(rule.guard)), self.diags)
 
     def _check_expansion(self, call_graph) -> None:
         """Report each compound op whose full expansion passes MAX_EXPANSION_NODES, where

@@ -26,6 +26,9 @@ MAX_OPEN_DEPTH = 8
 #: term nodes one check may build; past it, ops are left unopened (a body that uses its
 #: operand many times, nested, would otherwise grow the term exponentially)
 MAX_TERM_NODES = 10_000
+#: term levels opened below the built op (deeper parts stay as built: they are walked
+#: recursively, and expressions may nest 100 levels in each body)
+MAX_TERM_LEVELS = 100
 
 
 def check_interactions(rewrites: Sequence[RewriteRule], decompositions: Mapping[str, Sequence[DecomposeRule]],
@@ -82,9 +85,10 @@ class _Opener:
                 return case
         return None
 
-    def open(self, case: DecomposeRule, term: POp, depth: int):
+    def open(self, case: DecomposeRule, term: POp, depth: int, level: int = 0):
         """The term ``case`` builds for ``term`` (its first returned value), with the
-        compound ops it builds opened in turn, ``depth`` levels down."""
+        compound ops it builds opened in turn, ``depth`` levels down (``level``: how
+        deep in the whole term ``term`` is)."""
         env = dict(zip(case.params, term.operands))
         result = None
         for stmt in case.body:
@@ -96,19 +100,19 @@ class _Opener:
                 result = self._term(stmt.values[0], env)
         if result is None:
             return PFolded(case.span)
-        return self._open_all(result, depth - 1)
+        return self._open_all(result, depth - 1, level)
 
     def _term(self, expr, env):
         return _substitute(term_of(expr, self.is_op, frozenset()), env)
 
-    def _open_all(self, term, depth: int):
-        if not isinstance(term, POp) or self.budget <= 0:
+    def _open_all(self, term, depth: int, level: int = 0):
+        if not isinstance(term, POp) or self.budget <= 0 or level > MAX_TERM_LEVELS:
             return term
         self.budget -= 1
-        operands = tuple(self._open_all(o, depth) for o in term.operands)
+        operands = tuple(self._open_all(o, depth, level + 1) for o in term.operands)
         term = POp(term.op, operands, term.attrs, term.rest, term.bind, term.span, term.op_span)
         case = self.case_for(term) if depth > 0 else None
-        return self.open(case, term, depth) if case is not None else term
+        return self.open(case, term, depth, level) if case is not None else term
 
 
 def _substitute(term, env):

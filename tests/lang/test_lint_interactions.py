@@ -83,3 +83,25 @@ def test_a_rewrite_to_an_op_opened_deeper_still_warns(tmp_path):
     (diag,) = lint([path])
     assert "is undone: it builds 'silu', which decompose silu" in str(diag)
     assert apply_rules(silu_graph(), load_rules(path)).fired["to_silu"] == 1
+
+
+def test_deeply_nested_bodies_are_checked_without_a_crash(tmp_path):
+    # nine defs, each 90 calls deep around the previous: opened in full, the term would
+    # be 810 levels deep
+    def nest(inner: str) -> str:
+        for _ in range(90):
+            inner = f"exp({inner})"
+        return inner
+
+    lines = ["def g0(x) { return " + nest("x") + " }"]
+    lines += [f"def g{k}(x) {{ return {nest(f'g{k - 1}(x)')} }}" for k in range(1, 9)]
+    lines.append("rewrite r: relu(x) => g8(x)")
+    path = write(tmp_path, "deep.fuse", "\n".join(lines) + "\n")
+    (diag,) = lint([path])
+    assert str(diag) == (f"{path}:10:9: warning: rewrite 'r' ({path}:10) is undone: it builds 'g8', which "
+                         f"def 'g8' ({path}:9) opens again")
+
+
+def test_a_rule_set_with_errors_gets_no_interaction_warnings(tmp_path):
+    path = write(tmp_path, "bad.fuse", 'import "apollo.fuse"\n' + TO_SILU + "rewrite bad: relu(x) => exp(y)\n")
+    assert [d.severity for d in lint([path])] == ["error"]
