@@ -79,6 +79,8 @@ class RuleReport:
         if self.fired_at:
             out = [f"{head} fired {len(self.fired_at)} time(s):"]
             out += [f"  at {node}" for node in self.fired_at[:_SHOWN]]
+            if len(self.fired_at) > _SHOWN:
+                out.append(f"  ... and {len(self.fired_at) - _SHOWN} more")
             if self.opened_by:
                 out.append(f"  then opened by {', '.join(self.opened_by)}: the rewrite is undone")
         elif not self.candidates:
