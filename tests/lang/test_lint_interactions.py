@@ -105,3 +105,13 @@ def test_deeply_nested_bodies_are_checked_without_a_crash(tmp_path):
 def test_a_rule_set_with_errors_gets_no_interaction_warnings(tmp_path):
     path = write(tmp_path, "bad.fuse", 'import "apollo.fuse"\n' + TO_SILU + "rewrite bad: relu(x) => exp(y)\n")
     assert [d.severity for d in lint([path])] == ["error"]
+
+
+def test_the_cli_prints_the_warning_and_exits_0(tmp_path, capsys):
+    from fusionlang.cli import main
+
+    path = write(tmp_path, "silu.fuse", 'import "apollo.fuse"\n' + TO_SILU)
+    assert main(["lint", path]) == 0
+    out, err = capsys.readouterr()
+    assert f"{path}:3:9: warning: rewrite 'to_silu' ({path}:3) is undone" in out + err
+    assert "1 file(s): 0 error(s), 1 warning(s)" in out + err
