@@ -3,6 +3,8 @@
 ``--json FILE`` writes the plan to FILE (``--json -`` or a bare ``--json`` prints it on
 stdout, like the global ``fusionlang --json fuse MODEL``); ``--report F.html`` writes
 the HTML report, with each group's loop nests when ``--loops`` compiles the plan too.
+The text output lists the rewrites that fired (and the compound ops opened), each with
+how often and where it is written.
 """
 
 from __future__ import annotations
@@ -28,6 +30,23 @@ def configure(p) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="list every group")
 
 
+def fired_lines(fired: dict[str, int], ruleset) -> list[str]:
+    """The rewrites that fired, then the decompositions, most frequent first, each with
+    where it is written: "    fold_conv_bn (simplify.fuse:13) x53"."""
+    if not fired:
+        return ["  rewrites fired: none"]
+    rewrites = {r.name: r.where for r in ruleset.rewrites}
+    opened = {f"decompose {op}": ", ".join(dict.fromkeys(c.where for c in cases))
+              for op, cases in ruleset.decompositions.items()}
+    by_count = sorted(fired.items(), key=lambda item: (-item[1], item[0]))
+    lines = []
+    for title, where in (("rewrites fired", rewrites), ("compound ops opened", opened)):
+        rows = [f"    {name} ({where[name]}) x{count}" for name, count in by_count if name in where]
+        if rows:
+            lines += [f"  {title} {sum(fired[n] for n in fired if n in where)}:", *rows]
+    return lines
+
+
 def run(args) -> int:
     from fusionlang.api import compile as compile_plan
 
@@ -39,7 +58,7 @@ def run(args) -> int:
         if path and path != "-":
             check_writable_file(path)  # before the work, not after it
     with Stages(args) as stages:
-        _, _, plan = fuse_model(args, stages)
+        _, ruleset, plan = fuse_model(args, stages)
         compiled = None
         if args.loops:
             check_tensor_sizes(plan.graph)  # compiling lays out (allocates) every tensor
@@ -56,6 +75,8 @@ def run(args) -> int:
         sys.stdout.write(plan.to_json(indent=2) + "\n")
         return EXIT_OK
     out.print(plan.summary())
+    for line in fired_lines(plan.stats.get("rewrites") or {}, ruleset):
+        out.print(line, highlight=False, markup=False)
     if compiled is not None:
         out.print(f"  loop nests {compiled.stats['loop_nests']}, code generation "
                   f"{compiled.stats['compile_seconds']:.3f} s")

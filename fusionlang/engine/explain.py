@@ -60,7 +60,7 @@ class Explanation:
             out.append(f"  {self.query!r} was rewritten; it now lives in: {', '.join(self.replaced)}")
         rules = [p for p in self.provenance if p.startswith("rule ")]
         if rules:
-            out.append("  rewrites: " + "; ".join(r[len("rule "):] for r in rules))
+            out.append("  rewrites: " + "; ".join(r[len("rule "):] for r in rules) + _opened_after(self.provenance))
         others = [m for m in self.group_members if m != self.node]
         out.append(f"  group {self.group} ({self.group_category}, {len(self.group_members)} ops)"
                    + (f" with {', '.join(others[:12])}{' ...' if len(others) > 12 else ''}" if others else ", alone"))
@@ -73,6 +73,13 @@ class Explanation:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+
+def _opened_after(provenance: tuple[str, ...]) -> str:
+    """The decompositions that opened what the last rewrite built (they undid it)."""
+    last = max(k for k, p in enumerate(provenance) if p.startswith("rule "))
+    opened = [p for p in provenance[last + 1:] if p.startswith("decompose ")]
+    return "; then opened by " + ", ".join(opened) if opened else ""
 
 
 def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = None) -> Explanation:

@@ -1,7 +1,9 @@
 """Matcher: does a rewrite's DAG pattern match at a node, and with which bindings?
 
 A pattern matches top-down from the node its root op names: op names, operand counts
-and attributes must agree; a variable binds a value, and a variable used twice must see
+and attributes must agree (attributes in their canonical form, fusionlang.ops.canonical:
+defaults filled from shapes, axes non-negative, so ``strides=[1, 1]`` matches a conv
+stored without strides and ``axes=[-1]`` a reduction over the last axis); a variable binds a value, and a variable used twice must see
 the same value; ``t @ op(...)`` also binds the matched value; ``..rest`` takes the
 attributes not named. Operands of ops the rule set declares commutative are tried in
 both orders (every order for variadic ones of up to four operands), so a rule is
@@ -26,6 +28,7 @@ from fusionlang.lang.diagnostics import Span
 from fusionlang.lang.guards import Bindings, Context, explain_guard, normalize
 from fusionlang.lang.patterns import PLit, POp, PVar
 from fusionlang.lang.ruleset import RewriteRule, RuleSet
+from fusionlang.ops.canonical import canonical_attrs
 
 
 @dataclass
@@ -67,6 +70,9 @@ class Matcher:
             self.producers = graph.producers()
             self.consumers = graph.consumers()
             self.outputs = set(graph.outputs)
+        #: id(node) -> (node, canonical attributes); the node is kept so its id stays its own
+        self._attr_cache: dict[int, tuple[Node, dict]] = {}
+        self._literal_cache: dict[tuple, tuple[Node, object]] = {}
 
     # ----- public ---------------------------------------------------------------------
     def match(self, rule: RewriteRule, node: Node) -> Match | None:
@@ -153,12 +159,14 @@ class Matcher:
                                        f"{len(p.operands)}", progress)
             return
         env = env.copy()
+        attrs = self._canonical(node) if p.attrs else node.attrs
         for attr in p.attrs:
-            actual = normalize(node.attrs.get(attr.name))
+            actual = normalize(attrs.get(attr.name))
             if attr.kind == "lit":
-                if actual != normalize(attr.value):
+                wanted = self._canonical_literal(node, attr.name, attr.value)
+                if actual != wanted:
                     self._fail(attr.span, lambda: f"attribute {attr.name}={_show(actual)} of node {node.name!r} is "
-                                                  f"not {_show(normalize(attr.value))}", progress + 1)
+                                                  f"not {_show(wanted)}", progress + 1)
                     return
             else:
                 bound = env.statics.get(attr.value, _UNBOUND)
@@ -180,6 +188,28 @@ class Matcher:
         nodes = nodes + [(node, p)]
         for order in self._orders(p.op, inputs):
             yield from self._match_operands(p.operands, order, 0, env, nodes, progress + 1)
+
+    def _canonical(self, node: Node) -> dict:
+        """The node's attributes as patterns see them (see fusionlang.ops.canonical),
+        computed once per node."""
+        cached = self._attr_cache.get(id(node))
+        if cached is None or cached[0] is not node:
+            cached = (node, canonical_attrs(self.ruleset.registry, self.graph, node))
+            self._attr_cache[id(node)] = cached
+        return cached[1]
+
+    def _canonical_literal(self, node: Node, name: str, value):
+        """A pattern's literal, resolved as the node would resolve it (``axes=[-1]`` on a
+        rank-3 node is ``[2]``); as written when the node could not hold it."""
+        if name not in node.attrs:
+            return normalize(value)
+        key = (id(node), name, repr(value))
+        cached = self._literal_cache.get(key)
+        if cached is None or cached[0] is not node:
+            resolved = canonical_attrs(self.ruleset.registry, self.graph, node, {name: value})
+            cached = (node, normalize(resolved.get(name, value)))
+            self._literal_cache[key] = cached
+        return cached[1]
 
     def _orders(self, op: str, inputs: list[str]):
         if not self.ruleset.is_commutative(op) or len(inputs) < 2:

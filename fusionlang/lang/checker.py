@@ -25,6 +25,7 @@ from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name,
 from fusionlang.lang.formula import FormulaError, attr_of_default, define_elementwise, to_sympy
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
+from fusionlang.lang.interactions import check_interactions
 from fusionlang.lang.limits import MAX_EXPANSION_NODES
 from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
@@ -543,7 +544,10 @@ class _Checker:
     # ----- loops ----------------------------------------------------------------------
     def check_loops(self) -> None:
         commutative = {r.op for r in self.class_rules if r.commutative}
-        is_comm = commutative.__contains__
+
+        def is_comm(op: str) -> bool:
+            opdef = self.registry.lookup(op)
+            return op in commutative or (opdef is not None and opdef.commutative)
 
         def is_op(name: str) -> bool:
             return name in self.registry and name not in META
@@ -598,6 +602,9 @@ class _Checker:
             self.diags.error(self.decompositions[ops[0]][0].span, f"decompositions can loop: {path}",
                              "a decomposition body must not build the op it opens, directly or through others")
         self._check_expansion(dgraph)
+        if not self.diags.errors:  # interactions of a rule set that has errors are noise
+            check_interactions(self.rewrites, self.decompositions, is_op, is_comm,
+                               lambda rule: frozenset(_const_vars(rule.guard)), self.diags)
 
     def _check_expansion(self, call_graph) -> None:
         """Report each compound op whose full expansion passes MAX_EXPANSION_NODES, where

@@ -111,6 +111,9 @@ class ExprChecker:
     # ----- operand position -----------------------------------------------------------
     def tensor(self, e) -> None:
         if isinstance(e, A.Num):
+            if isinstance(e.value, bool):
+                self.diags.error(e.span, f"{'true' if e.value else 'false'} is a static boolean, not a tensor "
+                                         "operand", "use it in a guard, an attribute value or a formula")
             return
         if isinstance(e, A.Str):
             self.diags.error(e.span, "a string cannot be a tensor operand")

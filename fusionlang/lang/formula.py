@@ -59,6 +59,8 @@ def symbol(name: str) -> sp.Symbol:
 def to_sympy(expr: A.Expr, names: set[str]) -> sp.Basic:
     """The sympy form of a formula over ``names`` (parameters and attributes)."""
     if isinstance(expr, A.Num):
+        if isinstance(expr.value, bool):
+            return sp.true if expr.value else sp.false
         return sp.Integer(expr.value) if isinstance(expr.value, int) else sp.Float(expr.value)
     if isinstance(expr, A.Var):
         if expr.name in names:
@@ -67,9 +69,9 @@ def to_sympy(expr: A.Expr, names: set[str]) -> sp.Basic:
             return sp.pi
         raise FormulaError(expr.span, f"unknown name {expr.name!r} in formula")
     if isinstance(expr, A.Neg):
-        return -to_sympy(expr.operand, names)
+        return -_number(expr.operand, names)
     if isinstance(expr, A.BinOp):
-        a, b = to_sympy(expr.left, names), to_sympy(expr.right, names)
+        a, b = _number(expr.left, names), _number(expr.right, names)
         if expr.op == "+":
             return a + b
         if expr.op == "-":
@@ -103,6 +105,15 @@ def to_sympy(expr: A.Expr, names: set[str]) -> sp.Basic:
             return sp.Piecewise((args[1], args[0]), (args[2], True))
         raise FormulaError(expr.func.span, f"unknown formula function {name!r} with {len(args)} arguments")
     raise FormulaError(getattr(expr, "span", None), "this form is not allowed in a formula")
+
+
+def _number(expr: A.Expr, names: set[str]) -> sp.Basic:
+    """The sympy form of an operand of arithmetic, which must not be a boolean."""
+    value = to_sympy(expr, names)
+    if is_boolean(value):
+        raise FormulaError(getattr(expr, "span", None), "a boolean is not a number in a formula; "
+                                                        "write select(COND, 1, 0)")
+    return value
 
 
 def is_boolean(expr: sp.Basic) -> bool:

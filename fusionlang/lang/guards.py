@@ -198,12 +198,12 @@ def _evaluate(expr, ctx: Context):
 
 def _require_number(value, expr):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise GuardError(f"{_text(expr)} is {value!r}, not a number", expr.span)
+        raise GuardError(f"{_text(expr)} is {_show(value)}, not a number", expr.span)
 
 
 def _truth(value, expr) -> bool:
     if not isinstance(value, bool):
-        raise GuardError(f"{_text(expr)} is {value!r}, not true or false", getattr(expr, "span", None))
+        raise GuardError(f"{_text(expr)} is {_show(value)}, not true or false", getattr(expr, "span", None))
     return value
 
 
@@ -235,7 +235,7 @@ def _check_power(expr: A.BinOp, a, b) -> None:
 
 
 def _show_short(value) -> str:
-    text = repr(value)
+    text = _show(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -284,13 +284,13 @@ def _int_arg(value, expr) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise GuardError(f"{_text(expr)} is {value!r}, not an integer", expr.span)
+        raise GuardError(f"{_text(expr)} is {_show(value)}, not an integer", expr.span)
     return value
 
 
 def _list_arg(value, expr) -> tuple:
     if not isinstance(value, tuple):
-        raise GuardError(f"{_text(expr)} is {value!r}, not a list", expr.span)
+        raise GuardError(f"{_text(expr)} is {_show(value)}, not a list", expr.span)
     return value
 
 
@@ -488,6 +488,8 @@ def _show(value) -> str:
         return "[" + ", ".join(_show(v) for v in value) + "]"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
     return repr(value)
 
 

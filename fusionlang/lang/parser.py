@@ -19,6 +19,9 @@ from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, Span, remember_source
 from fusionlang.lang.limits import MAX_NESTING
 
+#: the names that are boolean literals in expressions (guards, attribute values, formulas)
+BOOLEAN_LITERALS = {"true": True, "false": False}
+
 _ITEM_START = re.compile(r"^(import|categories|class|def|decompose|rewrite|fuse|nofuse|strategy|test)\b", re.M)
 
 #: how terminals read in "expected ..." messages
@@ -492,7 +495,11 @@ class _ToAst(Transformer):
         return A.Str(_unescape(str(children[0])), self._tok_span(children[0]))
 
     def var(self, children):
-        return A.Var(str(children[0]), self._tok_span(children[0]))
+        text = str(children[0])
+        if text in BOOLEAN_LITERALS:
+            # the booleans are static values, as a number is (Num holds a bool)
+            return A.Num(BOOLEAN_LITERALS[text], self._tok_span(children[0]))
+        return A.Var(text, self._tok_span(children[0]))
 
     @_positioned
     def call(self, c, span, raw):

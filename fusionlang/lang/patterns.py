@@ -94,9 +94,12 @@ def compile_pattern(expr, *, bind: str | None = None):
     if isinstance(expr, A.Var):
         return PVar(expr.name, expr.span)
     if isinstance(expr, A.Num):
+        if isinstance(expr.value, bool):
+            raise PatternError(expr.span, f"{'true' if expr.value else 'false'} is a static boolean, not a tensor "
+                                          "operand")
         return PLit(expr.value, expr.span)
     if isinstance(expr, A.Neg):
-        if isinstance(expr.operand, A.Num):
+        if isinstance(expr.operand, A.Num) and not isinstance(expr.operand.value, bool):
             return PLit(-expr.operand.value, expr.span)
         return _op("neg", (compile_pattern(expr.operand),), (), None, bind, expr.span, expr.span)
     if isinstance(expr, A.BinOp):

@@ -54,6 +54,8 @@ def format_expr(e, min_prec: int = 0) -> str:
 
 def _format(e) -> str:
     if isinstance(e, A.Num):
+        if isinstance(e.value, bool):
+            return "true" if e.value else "false"
         return format_number(e.value)
     if isinstance(e, A.Str):
         return format_string(e.value)

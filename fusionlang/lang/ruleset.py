@@ -306,7 +306,11 @@ class RuleSet:
         return rule.category if rule is not None else self.top
 
     def is_commutative(self, op: str) -> bool:
-        return op in self._commutative
+        # declared by the op itself (OpDef.commutative) or by a `class` rule
+        if op in self._commutative:
+            return True
+        opdef = self.registry.lookup(op)
+        return opdef is not None and opdef.commutative
 
     # ----- fusion table ---------------------------------------------------------------
     def fuse_decision(self, producer_cat: str, consumer_cat: str, *, flag: str | None = None,

@@ -96,11 +96,14 @@ EXPECT_FUNCTIONS: dict[str, Signature] = {
 EXPECT_NAMES: dict[str, str] = {
     "equivalent": "the rewritten graph computes what the stated graph computes (reference interpreter)",
     "nodes": "number of nodes in the rewritten graph",
-    "kernels": "number of kernel launches in the fusion plan of the rewritten graph",
-    "groups": "number of groups in the fusion plan of the rewritten graph",
+    "kernels": "number of kernel launches in the fusion plan of the rewritten graph (the same as launches)",
+    "launches": "number of kernel launches in the fusion plan of the rewritten graph: a horizontal pack "
+                "of groups is one launch, a group that only re-labels data (a free view) none",
+    "groups": "number of groups in the fusion plan of the rewritten graph, each horizontally packed group "
+              "and each free view counted",
 }
 #: expectations that need the partitioner
-GROUPING_EXPECTATIONS = ("grouped", "separate", "stitched", "kernels", "groups")
+GROUPING_EXPECTATIONS = ("grouped", "separate", "stitched", "kernels", "launches", "groups")
 
 #: flags a `class` declaration may carry besides its category
 CLASS_FLAGS = ("commutative",)

@@ -80,6 +80,7 @@ def elementwise(
     dtype_from: int = 0,
     unidirectional: bool = False,
     view: bool = False,
+    commutative: bool = False,
     doc: str = "",
     registry: OpRegistry | None = None,
 ) -> OpDef:
@@ -91,6 +92,7 @@ def elementwise(
     ``dtype_from``. ``dtype_rule(call, types)`` replaces the default dtype checks (all inputs
     alike unless ``mixed_dtypes``; floats only with ``float_only``) and returns the result
     dtype. ``unidirectional``: inputs broadcast to the first input's shape, never beyond it.
+    ``commutative``: the operands may be swapped (add, mul, max...).
     ``registry``: where to register (default: the built-in registry); rule files register
     their `def` ops into a child registry.
     """
@@ -130,6 +132,7 @@ def elementwise(
             variadic=variadic,
             min_inputs=min_inputs,
             view=view,
+            commutative=commutative,
             doc=doc,
         )
     )

@@ -265,6 +265,7 @@ for _name, (_formula, _fn, _doc) in _BINARY.items():
         lambda xs, a, f=_fn: f(xs[0], xs[1]),
         inputs=("a", "b"),
         dtype_rule=_numeric,
+        commutative=_name in ("add", "mul"),
         doc=f"Elementwise {_doc}, numpy broadcasting.",
     )
 
@@ -320,6 +321,7 @@ for _name, (_rel, _fn, _doc) in _COMPARE.items():
         lambda xs, a, f=_fn: f(xs[0], xs[1]),
         inputs=("a", "b"),
         out_dtype="bool",
+        commutative=_name == "equal",
         doc=f"Elementwise {_doc} as a bool tensor.",
     )
 
@@ -343,6 +345,7 @@ for _name, (_logic, _fn, _doc) in _LOGICAL.items():
         lambda xs, a, f=_fn: f(xs[0], xs[1]),
         inputs=("a", "b"),
         dtype_rule=_bool_only,
+        commutative=True,
         doc=f"Elementwise logical {_doc} of bool tensors.",
     )
 elementwise(
@@ -380,6 +383,7 @@ for _name, _sym, _fn in (("max", sp.Max, np.maximum), ("min", sp.Min, np.minimum
         variadic=True,
         min_inputs=1,
         dtype_rule=_numeric,
+        commutative=True,
         doc=f"Elementwise {_name} of one or more broadcast inputs.",
     )
 
@@ -398,6 +402,7 @@ elementwise(
     variadic=True,
     min_inputs=1,
     dtype_rule=_numeric,
+    commutative=True,
     doc="Elementwise sum of one or more broadcast inputs.",
 )
 elementwise(
@@ -407,5 +412,6 @@ elementwise(
     variadic=True,
     min_inputs=1,
     float_only=True,
+    commutative=True,
     doc="Elementwise mean of one or more broadcast inputs.",
 )

@@ -108,6 +108,9 @@ class OpDef:
     compound: bool = False
     #: True, or a predicate on the call: the op only re-labels contiguous data (free)
     view: bool | Callable[[OpCall], bool] = False
+    #: operands may be swapped (every order, for a variadic op): a property of the op
+    #: itself, so rule sets see it without declaring it (`class OP : commutative`)
+    commutative: bool = False
     doc: str = ""
 
     def __post_init__(self):
