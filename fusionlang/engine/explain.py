@@ -73,7 +73,7 @@ class Explanation:
 
 def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = None) -> Explanation:
     graph = plan.graph
-    nodes = {n.name: n for n in graph.nodes}
+    nodes = graph.index.by_name
     replaced = []
     target = node_name
     if node_name not in nodes:
@@ -92,11 +92,11 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
     opts = strategy_options(ruleset, strategy, STRATEGIES[strategy][1], options)
     refusal = _Refuser(plan, ruleset, strategy, opts)
     for value in node.present_inputs():
-        for producer in graph.nodes:
-            if value in producer.outputs and owner[producer.name] != group.id:
-                exp.refusals.append(Refusal(producer.name, producer.op, "producer", owner[producer.name],
-                                            refusal.reason(owner[producer.name], group.id)))
-    consumers = graph.consumers()
+        producer = graph.index.producers.get(value)
+        if producer is not None and owner[producer.name] != group.id:
+            exp.refusals.append(Refusal(producer.name, producer.op, "producer", owner[producer.name],
+                                        refusal.reason(owner[producer.name], group.id)))
+    consumers = graph.index.consumers
     for value in node.outputs:
         for consumer in consumers.get(value, ()):
             if owner[consumer.name] != group.id:

@@ -64,8 +64,8 @@ class Matcher:
         if index is not None:
             self.producers, self.consumers, self.outputs = index.producers, index.consumers, index.outputs
         else:
-            self.producers = graph.producers()
-            self.consumers = graph.consumers()
+            self.producers = graph.index.producers
+            self.consumers = graph.index.consumers
             self.outputs = set(graph.outputs)
 
     # ----- public ---------------------------------------------------------------------

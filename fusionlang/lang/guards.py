@@ -60,13 +60,13 @@ class Context:
     @property
     def consumers(self) -> dict[str, list[Node]]:
         if self._consumers is None:
-            self._consumers = self.graph.consumers()
+            self._consumers = self.graph.index.consumers
         return self._consumers
 
     @property
     def producers(self) -> dict[str, Node]:
         if self._producers is None:
-            self._producers = self.graph.producers()
+            self._producers = self.graph.index.producers
         return self._producers
 
     def tensor(self, expr) -> str:
