@@ -5,7 +5,8 @@ rule set's rewrites, by priority, on a worklist until a fixpoint), decomposition
 compound ops (then folding and simplification again over the opened ops), and cleanup
 (common subexpressions, dead code). Every firing is counted against a budget, traced,
 and stamped on the nodes it creates as provenance ("rule fold_conv_bn
-(simplify.fuse:14)"). The argument graph is never modified.
+(simplify.fuse:14)"). The argument graph is never modified. The result says why the run
+stopped as a value (:class:`~fusionlang.engine.rewrite_stop.Stop`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fusionlang.lang.ruleset import RuleSet
 from fusionlang.engine.match import Match, Matcher
 from fusionlang.engine.passes import common_subexpressions, dead_code, decompose_pass, fold_pass
 from fusionlang.engine.rewrite_index import GraphIndex
+from fusionlang.engine.rewrite_stop import FIXPOINT, BudgetSpent, Stop, StopReason
 from fusionlang.engine.rewrite_surgery import splice
 from fusionlang.engine.rewrite_trace import Recorder, TraceEntry, decomposition_node_budget
 
@@ -31,8 +33,13 @@ class RewriteResult:
     graph: Graph
     fired: Counter = field(default_factory=Counter)
     trace: list[TraceEntry] = field(default_factory=list)
-    #: "fixpoint" (nothing more applies)
-    stop_reason: str = "fixpoint"
+    #: why the run stopped, with its data (a RewriteError's ``result`` holds the others)
+    stop: Stop = FIXPOINT
+
+    @property
+    def stop_reason(self) -> str:
+        """The stop reason's name: "fixpoint", "budget", "node budget" or "error"."""
+        return self.stop.reason.value
 
     def summary(self) -> str:
         if not self.fired:
@@ -47,7 +54,7 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
     At most ``max(budget, 2 * len(graph.nodes))`` rewrite applications are made (big
     graphs legitimately need many); past that, RewriteError names the rules that kept
     firing. A rule that builds something ill-typed is a RewriteError too. The error's
-    ``result`` holds the graph as far as it got.
+    ``result`` holds the graph as far as it got and the Stop that ended the run.
     """
     if not isinstance(ruleset, RuleSet):
         from fusionlang.lang import load_rules
@@ -58,10 +65,13 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
     recorder = Recorder(max(budget, 2 * len(graph.nodes)), node_budget=decomposition_node_budget(graph))
     try:
         _run(work, ruleset, recorder, decompose=decompose, simplify=simplify, fold=fold)
-    except RewriteError as exc:
-        exc.result = RewriteResult(work, recorder.fired, recorder.trace, "budget" if "budget" in str(exc) else "error")
+    except BudgetSpent as exc:
+        exc.result = RewriteResult(work, recorder.fired, recorder.trace, exc.stop)
         raise
-    return RewriteResult(work, recorder.fired, recorder.trace, "fixpoint")
+    except RewriteError as exc:
+        exc.result = RewriteResult(work, recorder.fired, recorder.trace, Stop(StopReason.ERROR, message=str(exc)))
+        raise
+    return RewriteResult(work, recorder.fired, recorder.trace, FIXPOINT)
 
 
 def _run(graph: Graph, ruleset: RuleSet, recorder: Recorder, *, decompose: bool, simplify: bool, fold: bool):
