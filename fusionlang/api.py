@@ -62,10 +62,3 @@ def compile(plan: FusionPlan, target: str = "c", **options):  # noqa: A001 - the
 def compile_model(graph: Graph, rules="apollo", strategy: str | None = None, *, target: str = "c", **options):
     """fuse() then compile(): the whole pipeline for one graph."""
     return compile(fuse(graph, rules, strategy), target, **options)
-
-
-def check_rules(rules, **options):
-    """Property-check every rule of a rule set; returns a report (see fusionlang.testing)."""
-    from fusionlang.testing import check_rules as _check_rules
-
-    return _check_rules(_ruleset(rules), **options)

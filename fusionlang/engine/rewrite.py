@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from fusionlang.errors import RewriteError
 from fusionlang.ir.graph import Graph, Node
-from fusionlang.lang import ast as A
+from fusionlang.lang import load_rules
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
 from fusionlang.lang.patterns import POp
 from fusionlang.lang.ruleset import RuleSet
@@ -24,8 +24,11 @@ from fusionlang.engine.match import Match, Matcher
 from fusionlang.engine.passes import common_subexpressions, dead_code, decompose_pass, fold_pass
 from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_stop import FIXPOINT, BudgetSpent, Stop, StopReason
-from fusionlang.engine.rewrite_surgery import splice
+from fusionlang.engine.rewrite_surgery import applicable, splice
 from fusionlang.engine.rewrite_trace import Recorder, TraceEntry, decomposition_node_budget
+# re-exported: the rewriter's documented companion (why a rule does not fire here);
+# whynot.py imports the matcher and surgery, never this module
+from fusionlang.engine.whynot import why_not
 
 
 @dataclass
@@ -57,8 +60,6 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
     ``result`` holds the graph as far as it got and the Stop that ended the run.
     """
     if not isinstance(ruleset, RuleSet):
-        from fusionlang.lang import load_rules
-
         ruleset = load_rules(ruleset)
     work = graph.copy()
     work.registry = ruleset.registry  # the rewritten graph may hold the rule set's own `def` ops
@@ -145,19 +146,6 @@ def simplify_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
         push(pending)
 
 
-def applicable(graph: Graph, match: Match) -> bool:
-    """False when applying would rename a graph output to a graph input or another
-    output (a replacement that is just such a value, for a node computing an output)."""
-    replacement = match.rule.replacement
-    if not isinstance(replacement, A.Var):
-        return True
-    value = match.bindings.tensors.get(replacement.name)
-    root_out = match.root.outputs[0]
-    if value is None or root_out not in graph.outputs:
-        return True
-    return value not in graph.inputs and value not in graph.outputs
-
-
 def _neighbourhood_before(match: Match) -> tuple[str, set[str]]:
     """What a firing may change: the root's output (its new producer and its users),
     and the inputs of the matched nodes (which lose users, so may become one-use)."""
@@ -211,17 +199,3 @@ def apply_match(index: GraphIndex, ruleset: RuleSet, match: Match, recorder: Rec
     dead = [n for n in match.nodes[1:]] + [index.producers[v] for v in root.present_inputs() if v in index.producers]
     index.remove_dead(dead)
     return created
-
-
-def run_test_blocks(ruleset, **kwargs):
-    """Run the rule set's in-file `test` blocks (see fusionlang.engine.rewrite_testblocks)."""
-    from fusionlang.engine.rewrite_testblocks import run_test_blocks as run
-
-    return run(ruleset, **kwargs)
-
-
-def why_not(graph: Graph, node_name: str, ruleset, rule_name: str):
-    """Why ``rule_name`` does not rewrite ``node_name`` (see fusionlang.engine.whynot)."""
-    from fusionlang.engine.whynot import why_not as explain
-
-    return explain(graph, node_name, ruleset, rule_name)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fusionlang.ir.graph import Graph
 from fusionlang.lang.diagnostics import Span
 from fusionlang.engine.match import Failure, Matcher
+from fusionlang.engine.rewrite_surgery import applicable
+from fusionlang.lang import load_rules
 
 
 @dataclass(frozen=True)
@@ -29,9 +31,6 @@ class WhyNot:
 
 
 def why_not(graph: Graph, node_name: str, ruleset, rule_name: str) -> WhyNot:
-    from fusionlang.engine.rewrite import applicable
-    from fusionlang.lang import load_rules
-
     ruleset = load_rules(ruleset)
     rule = ruleset.rewrite(rule_name)
     node = graph.node(node_name)

@@ -18,7 +18,7 @@ from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Span
-from fusionlang.lang.guards import Bindings, Context, GuardError, _binop, _compare, evaluate, normalize
+from fusionlang.lang.guards import Bindings, Context, GuardError, apply_binop, apply_compare, evaluate, normalize
 from fusionlang.ops.registry import OpRegistry
 
 _INFIX_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}
@@ -191,13 +191,13 @@ class Instantiator:
 
     def _static_binop(self, expr, a, b):
         try:
-            return _binop(expr, a, b)
+            return apply_binop(expr, a, b)
         except GuardError as exc:
             raise InstantiateError(expr.span, exc.message) from None
 
     def _static_compare(self, expr, a, b):
         try:
-            return _compare(expr, a, b)
+            return apply_compare(expr, a, b)
         except GuardError as exc:
             raise InstantiateError(expr.span, exc.message) from None
 
