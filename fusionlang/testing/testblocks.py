@@ -34,6 +34,11 @@ RTOL, ATOL = 1e-4, 1e-5
 
 @dataclass(frozen=True)
 class TestResult:
+    """One `test` block's outcome: ``passed``, or the failing expectation's ``message``
+    at its ``span`` (the block's span when it passed or failed to build)."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
     name: str
     passed: bool
     message: str
