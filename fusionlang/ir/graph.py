@@ -105,6 +105,10 @@ class Graph:
         """Drop the index: call after editing a node's inputs, outputs or name in place."""
         self._index = None
 
+    def __getstate__(self) -> dict:
+        # the index is derived (and its read-only views do not pickle): a copy rebuilds it
+        return {**self.__dict__, "_index": None}
+
     # ----- construction -------------------------------------------------------------
     def add_input(self, name: str, ttype: TensorType) -> str:
         self._claim(name)
@@ -140,7 +144,7 @@ class Graph:
                 return candidate
 
     def _taken_names(self) -> set[str]:
-        return set(self.types) | set(self.index.by_name)
+        return set(self.types) | {n.name for n in self._nodes}
 
     def _claim(self, name: str) -> None:
         if not name:

@@ -1,6 +1,9 @@
 """Graph.index: the name -> node, producer and consumer maps are built once per version
 of the graph and follow every kind of edit."""
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -83,3 +86,10 @@ def test_a_copy_has_its_own_index():
     g = diamond()
     other = g.copy()
     assert other.node("a") is not g.node("a") and other.index is not g.index
+
+
+def test_a_graph_with_an_index_still_pickles_and_deep_copies():
+    g = diamond()
+    g.index
+    for other in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
+        assert [n.name for n in other.index.consumers["va"]] == ["b", "d"] and other.node("e") is not g.node("e")
