@@ -92,10 +92,10 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
     opts = strategy_options(ruleset, strategy, STRATEGIES[strategy][1], options)
     refusal = _Refuser(plan, ruleset, strategy, opts)
     for value in node.present_inputs():
-        producer = graph.index.producers.get(value)
-        if producer is not None and owner[producer.name] != group.id:
-            exp.refusals.append(Refusal(producer.name, producer.op, "producer", owner[producer.name],
-                                        refusal.reason(owner[producer.name], group.id)))
+        for producer in graph.nodes:
+            if value in producer.outputs and owner[producer.name] != group.id:
+                exp.refusals.append(Refusal(producer.name, producer.op, "producer", owner[producer.name],
+                                            refusal.reason(owner[producer.name], group.id)))
     consumers = graph.index.consumers
     for value in node.outputs:
         for consumer in consumers.get(value, ()):
