@@ -96,7 +96,7 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
             if value in producer.outputs and owner[producer.name] != group.id:
                 exp.refusals.append(Refusal(producer.name, producer.op, "producer", owner[producer.name],
                                             refusal.reason(owner[producer.name], group.id)))
-    consumers = graph.index.consumers
+    consumers = graph.consumers()
     for value in node.outputs:
         for consumer in consumers.get(value, ()):
             if owner[consumer.name] != group.id:
