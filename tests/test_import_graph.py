@@ -1,6 +1,7 @@
 """fusionlang's import graph: no cycle among its modules, counting imports inside
-functions (they hide a cycle, they do not remove it), and the layers on top stay on top:
-no library module imports fusionlang.testing or fusionlang.cli.
+functions (they hide a cycle, they do not remove it), the layers on top stay on top (no
+library module imports fusionlang.testing or fusionlang.cli), and a package uses only
+the public names of another (no ``_private`` import across packages).
 
 Every module is parsed with ast, so the test sees what the code says, not what one run
 happened to import. An import of a package's submodule counts as an import of that
@@ -113,6 +114,21 @@ def test_no_library_module_imports_testing_or_cli():
     graph = import_graph()
     offenders = [f"{a} -> {b} (line {graph.edges[a, b]['line']})" for a, b in graph.edges
                  if _in_top_layer(b) and not _in_top_layer(a) and a not in ENTRY_POINTS]
+    assert offenders == []
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_private_name_is_imported_from_another_package():
+    offenders = []
+    for module, path in module_files().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fusionlang") and \
+                    _package(node.module) != _package(module):
+                offenders += [f"{module}:{node.lineno} imports {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_")]
     assert offenders == []
 
 
