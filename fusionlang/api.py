@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from fusionlang.engine.pipeline import fuse as _fuse
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.ir.graph import Graph
+from fusionlang.lang import load_rules as _load_rules
 
 
 def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
     """Import an ONNX model (path, bytes or ModelProto) as a statically shaped Graph."""
+    # imported on use: the frontend loads onnx (and its protobuf), which only importing needs
     from fusionlang.frontend import from_onnx as _from_onnx
 
     return _from_onnx(path_or_model, input_shapes=input_shapes)
@@ -22,8 +25,6 @@ def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = N
 
 def load_rules(name_or_path):
     """A RuleSet by library name ("apollo", "tvm", "dnnfusion", ...) or .fuse path."""
-    from fusionlang.lang import load_rules as _load_rules
-
     return _load_rules(name_or_path)
 
 
@@ -39,10 +40,10 @@ def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: 
     the backend's loop fuser vets every group, and groups it cannot fuse are split
     (Apollo's upward feedback).
     """
-    from fusionlang.engine.pipeline import fuse as _fuse
-
     check = None
     if feedback:
+        # imported on use: the backend loads islpy (about a second), which a plan without
+        # feedback, and every non-compiling use of the package, never needs
         from fusionlang.backend import check_group
 
         check = check_group
@@ -54,7 +55,7 @@ def compile(plan: FusionPlan, target: str = "c", **options):  # noqa: A001 - the
     whose ``run(feeds)`` returns {output name: array}. Options: see
     ``fusionlang.backend.compile`` (``check_indices=False`` drops the range check of
     gathered indices)."""
-    from fusionlang.backend import compile as _compile
+    from fusionlang.backend import compile as _compile  # on use: islpy's import cost (see fuse)
 
     return _compile(plan, target=target, **options)
 
@@ -62,10 +63,3 @@ def compile(plan: FusionPlan, target: str = "c", **options):  # noqa: A001 - the
 def compile_model(graph: Graph, rules="apollo", strategy: str | None = None, *, target: str = "c", **options):
     """fuse() then compile(): the whole pipeline for one graph."""
     return compile(fuse(graph, rules, strategy), target, **options)
-
-
-def check_rules(rules, **options):
-    """Property-check every rule of a rule set; returns a report (see fusionlang.testing)."""
-    from fusionlang.testing import check_rules as _check_rules
-
-    return _check_rules(_ruleset(rules), **options)

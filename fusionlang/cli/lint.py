@@ -1,4 +1,8 @@
-"""`fusionlang lint FILE.fuse...`: parse and check rule files."""
+"""`fusionlang lint FILE.fuse...`: parse and check rule files, then run their test blocks.
+
+A file that loads without errors has its `test` blocks run (its own and those of the
+files it imports, in its rule set); a failing block is an error at the failing
+expectation's file:line:col."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import sys
 
 from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_OK, Stages, is_quiet, print_json, use_color, wants_json
 
-HELP = "parse and check .fuse rule files"
+HELP = "parse and check .fuse rule files and run their test blocks"
 
 
 def configure(p) -> None:
@@ -15,8 +19,10 @@ def configure(p) -> None:
 
 def run(args) -> int:
     from fusionlang.lang import lint, render
+    from fusionlang.testing.testblocks import failed_test_diagnostics
 
     diagnostics = []
+    tests_run = 0
     with Stages(args) as stages:
         with stages.step("lint", total=len(args.files)) as tick:
             for path in args.files:
@@ -24,10 +30,15 @@ def run(args) -> int:
                 if not any(d.is_error for d in found):
                     found += _policy_diagnostics(path)
                 diagnostics.extend(found)
+                if not any(d.is_error for d in found):
+                    ran, failures = failed_test_diagnostics(path)
+                    tests_run += ran
+                    diagnostics.extend(failures)
                 tick()
     errors = [d for d in diagnostics if d.severity == "error"]
     if wants_json(args):
         print_json({"files": args.files, "errors": len(errors), "warnings": len(diagnostics) - len(errors),
+                    "tests_run": tests_run,
                     "diagnostics": [{"file": d.span.file, "line": d.span.line, "col": d.span.col,
                                      "severity": d.severity, "message": d.message, "hint": d.hint}
                                     for d in diagnostics]})

@@ -90,8 +90,8 @@ class CostModel:
         self.registry = registry_of(graph, registry)
         self.device = device(device_name)
         self.outputs = set(graph.outputs)
-        self._nodes = {n.name: n for n in graph.nodes}
-        self._consumers = graph.consumers()
+        self._nodes = graph.index.by_name
+        self._consumers = graph.index.consumers
         self._flops_cache: dict[tuple, float] = {}
         self._view_cache: dict[str, bool] = {}
 

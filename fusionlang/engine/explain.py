@@ -84,7 +84,7 @@ def _opened_after(provenance: tuple[str, ...]) -> str:
 
 def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = None) -> Explanation:
     graph = plan.graph
-    nodes = {n.name: n for n in graph.nodes}
+    nodes = graph.index.by_name
     replaced = []
     target = node_name
     if node_name not in nodes:

@@ -38,7 +38,7 @@ class Grouping:
     def __init__(self, graph: Graph, categories: dict[str, str]):
         self.graph = graph
         self.index = {n.name: k for k, n in enumerate(graph.nodes)}
-        self.nodes = {n.name: n for n in graph.nodes}
+        self.nodes = graph.index.by_name
         self.group_of: dict[str, int] = {}
         self.groups: dict[int, _Group] = {}
         self.stitches: list[tuple[str, str]] = []  # (value, consumer node) kept on chip

@@ -67,8 +67,8 @@ class Matcher:
         if index is not None:
             self.producers, self.consumers, self.outputs = index.producers, index.consumers, index.outputs
         else:
-            self.producers = graph.producers()
-            self.consumers = graph.consumers()
+            self.producers = graph.index.producers
+            self.consumers = graph.index.consumers
             self.outputs = set(graph.outputs)
         #: id(node) -> (node, canonical attributes); the node is kept so its id stays its own
         self._attr_cache: dict[int, tuple[Node, dict]] = {}

@@ -60,7 +60,7 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
         raise FuseError(f"strategy {name}: the backend kept rejecting groups after {max_feedback_rounds} rounds "
                         f"(last: {feedback_note(refusals[-1]) if refusals else '?'})")
 
-    by_name = {n.name: n for n in graph.nodes}
+    by_name = graph.index.by_name
 
     def kind_of(members: list[str]) -> str:
         return "view" if all(cost.is_view(by_name[m]) for m in members) else "kernel"
@@ -89,7 +89,7 @@ def _rejected_merges(graph, grouping, feedback, cost) -> list[tuple[tuple[str, s
     if feedback is None:
         return []
     rejected = []
-    by_name = {n.name: n for n in graph.nodes}
+    by_name = graph.index.by_name
     for group in grouping.groups.values():
         if len(group.members) < 2 or all(cost.is_view(by_name[m]) for m in group.members):
             continue

@@ -13,6 +13,7 @@ from fusionlang.engine.cost import CostModel
 from fusionlang.engine.lowering import lower_compound_groups
 from fusionlang.engine.partition import Feedback, default_strategy, partition
 from fusionlang.engine.plan import FusionPlan
+from fusionlang.engine.rewrite import apply_rules
 from fusionlang.ir.graph import Graph
 
 
@@ -28,8 +29,6 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     """Rewrite ``graph`` with ``ruleset`` and partition the result with ``strategy``
     (default: the rule set's own); returns the FusionPlan with before/after stats.
     ``feedback`` is the backend's verdict on a group (Apollo's upward feedback)."""
-    from fusionlang.engine.rewrite import apply_rules
-
     started = time.perf_counter()
     name = strategy or default_strategy(ruleset)
     before = unfused_stats(graph, ruleset.registry)

@@ -83,7 +83,7 @@ class FusionPlan:
         raise PlanError(f"no group {gid}")
 
     def nodes_of(self, group: Group) -> list[Node]:
-        by_name = {n.name: n for n in self.graph.nodes}
+        by_name = self.graph.index.by_name
         return [by_name[name] for name in group.nodes]
 
     @property

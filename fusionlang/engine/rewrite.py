@@ -5,7 +5,8 @@ rule set's rewrites, by priority, on a worklist until a fixpoint), decomposition
 compound ops (then folding and simplification again over the opened ops), and cleanup
 (common subexpressions, dead code). Every firing is counted against a budget, traced,
 and stamped on the nodes it creates as provenance ("rule fold_conv_bn
-(simplify.fuse:14)"). The argument graph is never modified.
+(simplify.fuse:14)"). The argument graph is never modified. The result says why the run
+stopped as a value (:class:`~fusionlang.engine.rewrite_stop.Stop`).
 """
 
 from __future__ import annotations
@@ -15,15 +16,19 @@ from dataclasses import dataclass, field
 
 from fusionlang.errors import RewriteError
 from fusionlang.ir.graph import Graph, Node
-from fusionlang.lang import ast as A
+from fusionlang.lang import load_rules
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
 from fusionlang.lang.patterns import POp
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.engine.match import Match, Matcher
 from fusionlang.engine.passes import common_subexpressions, dead_code, decompose_pass, fold_pass
 from fusionlang.engine.rewrite_index import GraphIndex
-from fusionlang.engine.rewrite_surgery import splice
+from fusionlang.engine.rewrite_stop import FIXPOINT, BudgetSpent, Stop, StopReason
+from fusionlang.engine.rewrite_surgery import applicable, splice
 from fusionlang.engine.rewrite_trace import Recorder, TraceEntry, decomposition_node_budget
+# re-exported: the rewriter's documented companion (why a rule does not fire here);
+# whynot.py imports the matcher and surgery, never this module
+from fusionlang.engine.whynot import why_not
 
 
 @dataclass
@@ -31,8 +36,13 @@ class RewriteResult:
     graph: Graph
     fired: Counter = field(default_factory=Counter)
     trace: list[TraceEntry] = field(default_factory=list)
-    #: "fixpoint" (nothing more applies)
-    stop_reason: str = "fixpoint"
+    #: why the run stopped, with its data (a RewriteError's ``result`` holds the others)
+    stop: Stop = FIXPOINT
+
+    @property
+    def stop_reason(self) -> str:
+        """The stop reason's name: "fixpoint", "budget", "node budget" or "error"."""
+        return self.stop.reason.value
 
     def summary(self) -> str:
         if not self.fired:
@@ -47,21 +57,22 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
     At most ``max(budget, 2 * len(graph.nodes))`` rewrite applications are made (big
     graphs legitimately need many); past that, RewriteError names the rules that kept
     firing. A rule that builds something ill-typed is a RewriteError too. The error's
-    ``result`` holds the graph as far as it got.
+    ``result`` holds the graph as far as it got and the Stop that ended the run.
     """
     if not isinstance(ruleset, RuleSet):
-        from fusionlang.lang import load_rules
-
         ruleset = load_rules(ruleset)
     work = graph.copy()
     work.registry = ruleset.registry  # the rewritten graph may hold the rule set's own `def` ops
     recorder = Recorder(max(budget, 2 * len(graph.nodes)), node_budget=decomposition_node_budget(graph))
     try:
         _run(work, ruleset, recorder, decompose=decompose, simplify=simplify, fold=fold)
-    except RewriteError as exc:
-        exc.result = RewriteResult(work, recorder.fired, recorder.trace, "budget" if "budget" in str(exc) else "error")
+    except BudgetSpent as exc:
+        exc.result = RewriteResult(work, recorder.fired, recorder.trace, exc.stop)
         raise
-    return RewriteResult(work, recorder.fired, recorder.trace, "fixpoint")
+    except RewriteError as exc:
+        exc.result = RewriteResult(work, recorder.fired, recorder.trace, Stop(StopReason.ERROR, message=str(exc)))
+        raise
+    return RewriteResult(work, recorder.fired, recorder.trace, FIXPOINT)
 
 
 def _run(graph: Graph, ruleset: RuleSet, recorder: Recorder, *, decompose: bool, simplify: bool, fold: bool):
@@ -135,19 +146,6 @@ def simplify_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
         push(pending)
 
 
-def applicable(graph: Graph, match: Match) -> bool:
-    """False when applying would rename a graph output to a graph input or another
-    output (a replacement that is just such a value, for a node computing an output)."""
-    replacement = match.rule.replacement
-    if not isinstance(replacement, A.Var):
-        return True
-    value = match.bindings.tensors.get(replacement.name)
-    root_out = match.root.outputs[0]
-    if value is None or root_out not in graph.outputs:
-        return True
-    return value not in graph.inputs and value not in graph.outputs
-
-
 def _neighbourhood_before(match: Match) -> tuple[str, set[str]]:
     """What a firing may change: the root's output (its new producer and its users),
     and the inputs of the matched nodes (which lose users, so may become one-use)."""
@@ -201,17 +199,3 @@ def apply_match(index: GraphIndex, ruleset: RuleSet, match: Match, recorder: Rec
     dead = [n for n in match.nodes[1:]] + [index.producers[v] for v in root.present_inputs() if v in index.producers]
     index.remove_dead(dead)
     return created
-
-
-def run_test_blocks(ruleset, **kwargs):
-    """Run the rule set's in-file `test` blocks (see fusionlang.engine.rewrite_testblocks)."""
-    from fusionlang.engine.rewrite_testblocks import run_test_blocks as run
-
-    return run(ruleset, **kwargs)
-
-
-def why_not(graph: Graph, node_name: str, ruleset, rule_name: str):
-    """Why ``rule_name`` does not rewrite ``node_name`` (see fusionlang.engine.whynot)."""
-    from fusionlang.engine.whynot import why_not as explain
-
-    return explain(graph, node_name, ruleset, rule_name)

@@ -4,7 +4,9 @@ A rewrite touches a handful of nodes, so its cost must not grow with the graph: 
 index keeps producers, consumers, node names and taken value names current edit by
 edit, removes dead nodes locally, and records where new nodes go. The node list itself
 is rebuilt once, by :meth:`finalize`, at the end of a pass (a replaced node's
-replacements take its place, so the order stays topological).
+replacements take its place, so the order stays topological). It starts from copies of
+the graph's own cached index (``Graph.index``) and drops that cache on every edit, so
+nothing reads the graph's maps stale while a pass is under way.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ class GraphIndex:
         self.base: list[Node] = list(graph.nodes)
         self.producers: dict[str, Node] = graph.producers()
         self.consumers: dict[str, list[Node]] = graph.consumers()
-        self.by_name: dict[str, Node] = {n.name: n for n in graph.nodes}
+        self.by_name: dict[str, Node] = dict(graph.index.by_name)
         self.outputs = set(graph.outputs)
         self._taken = set(graph.types) | set(self.by_name)
         self._counter = itertools.count()
@@ -38,6 +40,7 @@ class GraphIndex:
 
     # ----- edits ----------------------------------------------------------------------
     def add(self, node: Node) -> None:
+        self.graph.invalidate()
         for out in node.outputs:
             self.producers[out] = node
         for value in dict.fromkeys(node.present_inputs()):
@@ -46,6 +49,7 @@ class GraphIndex:
         self._taken.add(node.name)
 
     def remove(self, node: Node) -> None:
+        self.graph.invalidate()
         for out in node.outputs:
             if self.producers.get(out) is node:
                 del self.producers[out]
@@ -64,6 +68,7 @@ class GraphIndex:
         self._inserted[id(old)] = list(new_nodes)
 
     def rename_node(self, node: Node, name: str) -> None:
+        self.graph.invalidate()
         if self.by_name.get(node.name) is node:
             del self.by_name[node.name]
         node.name = name
@@ -72,6 +77,7 @@ class GraphIndex:
 
     def replace_uses(self, old: str, new: str) -> None:
         """Every node reading ``old`` reads ``new`` instead."""
+        self.graph.invalidate()
         for user in self.consumers.pop(old, []):
             user.inputs = [new if v == old else v for v in user.inputs]
             users = self.consumers.setdefault(new, [])
@@ -80,6 +86,7 @@ class GraphIndex:
 
     def rename_output(self, node: Node, old: str, new: str) -> None:
         """``node``'s output ``old`` is called ``new`` (readers follow)."""
+        self.graph.invalidate()
         node.outputs = [new if v == old else v for v in node.outputs]
         if self.producers.get(old) is node:
             del self.producers[old]

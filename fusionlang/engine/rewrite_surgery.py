@@ -7,13 +7,17 @@ single new constant. The replaced node's output names survive (consumers and gra
 outputs keep reading the same names), and the node computing its first output takes its
 name. New nodes take the replaced node's place in the order (see GraphIndex.finalize).
 Every edit goes through the GraphIndex, so its cost does not depend on the graph's size.
+:func:`applicable` says beforehand whether a match may be spliced in at all (the rewriter
+and why_not both ask it).
 """
 
 from __future__ import annotations
 
+from fusionlang.engine.match import Match
 from fusionlang.errors import RewriteError
 from fusionlang.frontend.fold import fold_node
-from fusionlang.ir.graph import Node
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.lang import ast as A
 from fusionlang.ops.registry import OpRegistry
 from fusionlang.engine.rewrite_index import GraphIndex
 
@@ -71,3 +75,16 @@ def splice(index: GraphIndex, node: Node, results: list[str], created: list[Node
     if heir is not None and heir is not node and any(heir is n for n in kept) and node.name not in index.by_name:
         index.rename_node(heir, node.name)
     return kept
+
+
+def applicable(graph: Graph, match: Match) -> bool:
+    """False when applying would rename a graph output to a graph input or another
+    output (a replacement that is just such a value, for a node computing an output)."""
+    replacement = match.rule.replacement
+    if not isinstance(replacement, A.Var):
+        return True
+    value = match.bindings.tensors.get(replacement.name)
+    root_out = match.root.outputs[0]
+    if value is None or root_out not in graph.outputs:
+        return True
+    return value not in graph.inputs and value not in graph.outputs

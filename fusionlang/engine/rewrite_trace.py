@@ -3,8 +3,9 @@
 Every firing (a rewrite rule or a decomposition) goes through :meth:`Recorder.fire`.
 Rewrite applications count against the budget; decompositions do not (the checker
 proves they cannot reopen themselves, and a loop through a decomposition and a rewrite
-still spends the budget on its rewrite half). A run past its budget stops with an error
-naming the rules that kept firing — the usual sign of a rule set that loops.
+still spends the budget on its rewrite half). A run past its budget stops with
+:class:`~fusionlang.engine.rewrite_stop.BudgetSpent`, whose ``stop`` names the budget and
+the rules that kept firing — the usual sign of a rule set that loops.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from fusionlang.errors import RewriteError
+from fusionlang.engine.rewrite_stop import BudgetSpent, Stop, StopReason
 from fusionlang.lang.limits import MAX_EXPANSION_NODES
 
 
@@ -55,19 +56,23 @@ class Recorder:
     def fire(self, rule: str, where: str, node: str, pass_name: str, *, counted: bool = True) -> None:
         if counted:
             if self.spent >= self.budget:
-                recent = Counter(self._recent).most_common()
+                recent = tuple(Counter(self._recent).most_common())
                 names = ", ".join(f"{name!r} x{count}" for name, count in recent[:6])
-                raise RewriteError(f"rewriting stopped: the budget of {self.budget} rewrite applications is spent; "
-                                   f"rules that kept firing (last {len(self._recent)} steps): {names}")
+                raise BudgetSpent(Stop(
+                    StopReason.REWRITE_BUDGET, limit=self.budget, rules=recent, rule=f"{rule} ({where})",
+                    message=f"rewriting stopped: the budget of {self.budget} rewrite applications is spent; "
+                            f"rules that kept firing (last {len(self._recent)} steps): {names}"))
             self.spent += 1
         self.fired[rule] += 1
         self._recent.append(rule)
         self.trace.append(TraceEntry(len(self.trace) + 1, pass_name, rule, where, node))
 
     def built(self, nodes: int, where: str, what: str) -> None:
-        """Count ``nodes`` a decomposition built; past the node budget, a RewriteError
-        at ``where`` (the decomposition that passed it)."""
+        """Count ``nodes`` a decomposition built; past the node budget, BudgetSpent at
+        ``where`` (the decomposition that passed it)."""
         self.nodes_built += nodes
         if self.node_budget is not None and self.nodes_built > self.node_budget:
-            raise RewriteError(f"{where}: decomposing stopped: {what} passes the budget of {self.node_budget} "
-                               "nodes that decompositions may build in one run")
+            raise BudgetSpent(Stop(
+                StopReason.NODE_BUDGET, limit=self.node_budget, rule=str(where),
+                message=f"{where}: decomposing stopped: {what} passes the budget of {self.node_budget} "
+                        "nodes that decompositions may build in one run"))

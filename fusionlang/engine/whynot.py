@@ -17,6 +17,8 @@ from fusionlang.errors import FuseError, RewriteError
 from fusionlang.ir.graph import Graph
 from fusionlang.lang.diagnostics import Span, suggest
 from fusionlang.engine.match import Failure, Matcher
+from fusionlang.engine.rewrite_surgery import applicable
+from fusionlang.lang import load_rules
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,6 @@ class WhyNot:
 
 
 def why_not(graph: Graph, node_name: str, ruleset, rule_name: str) -> WhyNot:
-    from fusionlang.engine.rewrite import applicable
-    from fusionlang.lang import load_rules
-
     ruleset = load_rules(ruleset)
     rule = ruleset.rewrite(rule_name)
     node = graph.node(node_name)

@@ -1,7 +1,8 @@
 """ONNX import: a ModelProto (or a file) becomes a statically shaped, verified Graph.
 
 The driver reads the model, types the graph inputs, walks the nodes in order and hands
-each one to its converter in ``onnx_ops`` through a :class:`NodeContext`. Every node a
+each one to its converter in ``onnx_ops`` through a :class:`NodeContext` (``onnx_context``;
+the converters import that, never this driver). Every node a
 converter emits is typed by registry inference (value_info in the file is never trusted)
 and folded at once when all its inputs are constants, so later converters can read
 shapes, axes and pads computed by constant subgraphs. Initializers and ``Constant``
@@ -17,10 +18,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from fusionlang.errors import FuseError, ModelError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.fold import fold_constants, fold_node
+from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.types import TensorType, canonical_dtype
@@ -84,143 +87,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def onnx_dtype(elem_type: int, what: str) -> str:
-    """The numpy dtype name fusionlang uses for an ONNX element type; ModelError if none."""
-    try:
-        return canonical_dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except (KeyError, ValueError, TypeError, ShapeError) as exc:
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() \
-            else str(elem_type)
-        raise ModelError(f"{what} has element type {name}, which fusionlang does not support") from exc
-
-
-class NodeContext:
-    """What a converter sees of one ONNX node, and how it adds to the graph."""
-
-    def __init__(self, importer: "_Importer", node: onnx.NodeProto, index: int):
-        self._imp = importer
-        self.graph = importer.graph
-        self.proto = node
-        self.op_type = node.op_type
-        self.opset = importer.opset
-        self.label = node.name or f"{node.op_type}#{index}"
-        self.attrs = {a.name: _attr_value(a) for a in node.attribute}
-
-    # ----- reading ----------------------------------------------------------------------
-    def attr(self, name: str, default: Any = None) -> Any:
-        return self.attrs.get(name, default)
-
-    def fail(self, message: str, kind: type[FuseError] = ModelError) -> FuseError:
-        return kind(f"node {self.label!r} ({self.op_type}): {message}")
-
-    def unsupported(self, form: str) -> UnsupportedOpError:
-        """The error for an op form fusionlang does not convert (named like an unknown op)."""
-        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} (domain ai.onnx, opset {self.opset}) "
-                                  f"is not supported in this form: {form}")
-
-    @property
-    def num_inputs(self) -> int:
-        return len(self.proto.input)
-
-    def has_input(self, k: int) -> bool:
-        return k < len(self.proto.input) and self.proto.input[k] != ""
-
-    def input(self, k: int) -> str:
-        """Graph value of ONNX input k ('' when absent), materializing a pending constant."""
-        if not self.has_input(k):
-            return ""
-        return self._imp.value(self.proto.input[k], self)
-
-    def inputs(self) -> list[str]:
-        """Graph values of all inputs; omitted optional ones are '' (trailing ones dropped)."""
-        values = [self.input(k) for k in range(self.num_inputs)]
-        while values and not values[-1]:
-            values.pop()
-        return values
-
-    def type(self, k: int) -> TensorType:
-        name = self.proto.input[k] if self.has_input(k) else ""
-        if not name:
-            raise self.fail(f"input {k} is required")
-        return self._imp.type_of(name, self)
-
-    def is_const(self, k: int) -> bool:
-        """Whether input k is given and known at import time (after folding)."""
-        return self.has_input(k) and self._imp.constant_value(self.proto.input[k]) is not None
-
-    def const(self, k: int, what: str) -> np.ndarray:
-        """The value of input k, which must be known at import time (after folding)."""
-        if not self.has_input(k):
-            raise self.fail(f"input {k} ({what}) is required")
-        array = self._imp.constant_value(self.proto.input[k])
-        if array is None:
-            raise self.fail(f"input {k} ({what}) must be a constant, but {self.proto.input[k]!r} "
-                            "is computed at run time")
-        return array
-
-    def ints(self, k: int, what: str) -> tuple[int, ...]:
-        array = self.const(k, what)
-        if array.dtype.kind not in "iu":
-            raise self.fail(f"input {k} ({what}) must hold integers, got {array.dtype}")
-        return tuple(int(v) for v in array.ravel())
-
-    def scalar(self, k: int, what: str) -> float:
-        array = self.const(k, what)
-        if array.size != 1:
-            raise self.fail(f"input {k} ({what}) must hold one value, got shape {list(array.shape)}")
-        return array.ravel()[0].item()
-
-    # ----- outputs ----------------------------------------------------------------------
-    @property
-    def num_outputs(self) -> int:
-        return len(self.proto.output)
-
-    def output(self, k: int) -> str:
-        return self.proto.output[k] if k < len(self.proto.output) else ""
-
-    def output_used(self, k: int) -> bool:
-        name = self.output(k)
-        return bool(name) and self._imp.uses[name] > 0
-
-    def reject_used_outputs(self, first: int, form: str) -> None:
-        """Outputs from ``first`` on have no conversion: an error if anything reads them."""
-        for k in range(first, self.num_outputs):
-            if self.output_used(k):
-                raise self.unsupported(f"{form} (output {k}, {self.output(k)!r}, is used)")
-
-    # ----- writing ----------------------------------------------------------------------
-    def emit(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None,
-             outputs: Sequence[str] | None = None) -> list[str]:
-        """Add one typed node (folded at once when its inputs are constant).
-
-        ``outputs`` names its results (ONNX output names, '' for an unnamed one); by
-        default the op's first result gets a fresh name. Returns the result names.
-        """
-        return self._imp.emit(self, op, list(inputs), dict(attrs or {}), outputs)
-
-    def emit1(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None,
-              output: str | None = None) -> str:
-        return self.emit(op, inputs, attrs, [output if output is not None else ""])[0]
-
-    def emit_output(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None) -> str:
-        """Emit the node computing ONNX output 0."""
-        return self.emit1(op, inputs, attrs, self.output(0))
-
-    def constant(self, array, dtype: str | None = None) -> str:
-        """A new graph constant (fresh name)."""
-        array = np.asarray(array, dtype=dtype)
-        return self.graph.add_constant(self._imp.fresh("const"), array)
-
-    def set_constant(self, k: int, array) -> None:
-        """ONNX output k is a constant known now."""
-        if self.output(k):
-            self._imp.pending[self.output(k)] = np.asarray(array)
-
-    def alias(self, k: int, value: str) -> None:
-        """ONNX output k is the same tensor as graph value ``value`` (no node needed)."""
-        self._imp.alias(self.output(k), value, self)
-
-
 class _Importer:
     def __init__(self, model: onnx.ModelProto, label: str, input_shapes: dict[str, Sequence[int]]):
         self.model = model
@@ -240,8 +106,6 @@ class _Importer:
 
     # ----- driver -----------------------------------------------------------------------
     def run(self) -> Graph:
-        from fusionlang.frontend.onnx_ops import CONVERTERS
-
         g = self.model.graph
         for node in g.node:
             self.reserved.update(node.input)
@@ -420,12 +284,3 @@ def _default_opset(model: onnx.ModelProto, label: str) -> int:
         raise ModelError(f"model {label!r} uses ai.onnx opset {opset}; fusionlang reads opset {MIN_OPSET} "
                          "and later (convert it with onnx.version_converter)")
     return opset
-
-
-def _attr_value(attr: onnx.AttributeProto) -> Any:
-    value = helper.get_attribute_value(attr)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, list) and value and isinstance(value[0], bytes):
-        return [v.decode("utf-8", errors="replace") for v in value]
-    return value

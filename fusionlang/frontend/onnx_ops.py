@@ -20,7 +20,7 @@ import numpy as np
 from onnx import numpy_helper
 
 from fusionlang.errors import ShapeError
-from fusionlang.frontend.onnx_import import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 
 Converter = Callable[[NodeContext], None]
 CONVERTERS: dict[str, Converter] = {}

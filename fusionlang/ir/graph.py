@@ -5,10 +5,15 @@ A value is a name. It is exactly one of: a graph input, a constant (its array li
 TensorType. Nodes are kept in a topological order; :meth:`Graph.toposort` restores it
 after edits. An empty input name marks an omitted optional input.
 
-A graph may carry the op registry its ops come from (``Graph.registry``): a rule file's
+A graph carries the op registry its ops come from (``Graph.registry``): a rule file's
 `def` ops live in a child of the built-in registry, and every copy of the graph must keep
 knowing them. None means the built-in registry. ``ir`` does not import ``ops``, so the
 field is typed by the one thing ir-level code may ask of it (:class:`OpLookup`).
+
+A graph also owns its derived maps (``Graph.index``: name -> node, producers, consumers),
+built on first use and dropped whenever the graph changes: through its methods, by
+assigning or growing ``nodes``, or, for code that edits a node's ``inputs``, ``outputs``
+or ``name`` in place, by calling :meth:`Graph.invalidate`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, Iterator, Protocol
 import numpy as np
 
 from fusionlang.errors import GraphError
+from fusionlang.ir.index import NodeIndex
 from fusionlang.ir.types import TensorType
 
 
@@ -54,17 +60,54 @@ class OpLookup(Protocol):
 class Graph:
     """A dataflow graph: ``inputs``, ``constants``, ``nodes`` in a topological order,
     ``outputs``, the TensorType of every value in ``types``, and the op ``registry`` its
-    ops are defined in (None: the built-in one; see the module docstring)."""
+    ops are defined in (None: the built-in one; see the module docstring), and the cached
+    ``index`` over its nodes."""
+
+    name: str
+    #: the op registry this graph's ops are defined in; None: the built-in one
+    registry: OpLookup | None
+    inputs: list[str]
+    outputs: list[str]
+    types: dict[str, TensorType]
+    constants: dict[str, np.ndarray]
 
     def __init__(self, name: str = "graph", registry: OpLookup | None = None):
         self.name = name
         self.registry = registry
-        self.inputs: list[str] = []
-        self.outputs: list[str] = []
-        self.types: dict[str, TensorType] = {}
-        self.constants: dict[str, np.ndarray] = {}
-        self.nodes: list[Node] = []
+        self.inputs = []
+        self.outputs = []
+        self.types = {}
+        self.constants = {}
+        self._nodes: list[Node] = []
+        self._index: NodeIndex | None = None
         self._names = itertools.count()
+
+    # ----- nodes and their index -----------------------------------------------------
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes, in a topological order. Assigning a new list drops the index."""
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: list[Node]) -> None:
+        self._nodes = nodes
+        self._index = None
+
+    @property
+    def index(self) -> NodeIndex:
+        """Name -> node, producers and consumers of the current nodes (read-only maps),
+        built on first use and kept until the graph changes (see the module docstring)."""
+        if self._index is None or self._index.size != len(self._nodes):
+            self._index = NodeIndex(self._nodes)
+        return self._index
+
+    def invalidate(self) -> None:
+        """Drop the index: call after editing a node's inputs, outputs or name in place."""
+        self._index = None
+
+    def __getstate__(self) -> dict:
+        # the index is derived (and its read-only views do not pickle): a copy rebuilds it
+        return {**self.__dict__, "_index": None}
 
     # ----- construction -------------------------------------------------------------
     def add_input(self, name: str, ttype: TensorType) -> str:
@@ -88,7 +131,8 @@ class Graph:
         for out, ttype in zip(node.outputs, output_types):
             self._claim(out)
             self.types[out] = ttype
-        self.nodes.append(node)
+        self._nodes.append(node)
+        self._index = None
         return node
 
     def fresh_name(self, stem: str) -> str:
@@ -100,7 +144,7 @@ class Graph:
                 return candidate
 
     def _taken_names(self) -> set[str]:
-        return set(self.types) | {n.name for n in self.nodes}
+        return set(self.types) | {n.name for n in self._nodes}
 
     def _claim(self, name: str) -> None:
         if not name:
@@ -110,22 +154,21 @@ class Graph:
 
     # ----- queries ------------------------------------------------------------------
     def producers(self) -> dict[str, Node]:
-        """value name -> the node that computes it (inputs and constants are absent)."""
-        return {out: node for node in self.nodes for out in node.outputs}
+        """value name -> the node that computes it (inputs and constants are absent).
+        A copy the caller may edit; ``index.producers`` reads without copying."""
+        return dict(self.index.producers)
 
     def consumers(self) -> dict[str, list[Node]]:
-        """value name -> nodes reading it, in node order (a node reading twice appears once)."""
-        users: dict[str, list[Node]] = {}
-        for node in self.nodes:
-            for value in dict.fromkeys(node.present_inputs()):
-                users.setdefault(value, []).append(node)
-        return users
+        """value name -> nodes reading it, in node order (a node reading twice appears once).
+        A copy the caller may edit; ``index.consumers`` reads without copying."""
+        return {value: list(readers) for value, readers in self.index.consumers.items()}
 
     def node(self, name: str) -> Node:
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise GraphError(f"no node named {name!r} in graph {self.name!r}")
+        """The node called ``name`` (from the index)."""
+        node = self.index.by_name.get(name)
+        if node is None:
+            raise GraphError(f"no node named {name!r} in graph {self.name!r}")
+        return node
 
     def is_constant(self, value: str) -> bool:
         return value in self.constants
@@ -142,11 +185,11 @@ class Graph:
 
         Raises GraphError naming the nodes on a cycle, or a value no one defines.
         """
-        producers = self.producers()
+        producers = self.index.producers
         defined = set(self.inputs) | set(self.constants)
         order: list[Node] = []
         state: dict[str, int] = {}  # 1 = on stack, 2 = done
-        by_name = {n.name: n for n in self.nodes}
+        by_name = self.index.by_name
 
         for root in self.nodes:
             if state.get(root.name):

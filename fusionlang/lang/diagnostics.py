@@ -8,6 +8,7 @@ be rendered long after parsing without re-reading files.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 _SOURCES: dict[str, str] = {}
@@ -119,8 +120,6 @@ class Diagnostics:
 
 def suggest(name: str, candidates) -> str:
     """A 'did you mean' hint for a misspelled name, or ''."""
-    import difflib
-
     close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
     if not close:
         return ""

@@ -15,6 +15,7 @@ import sympy as sp
 from fusionlang.errors import ShapeError
 from fusionlang.lang import ast as A
 from fusionlang.ops.registry import Attr, OpDef, OpRegistry
+from fusionlang.ops.common import elementwise
 from fusionlang.ops.scalar import Sigmoid, evaluate
 
 _UNARY = {
@@ -140,8 +141,6 @@ def attr_of_default(value) -> Attr:
 def define_elementwise(name: str, params: list[str], attrs: dict[str, Attr], body: sp.Basic,
                        registry: OpRegistry, doc: str) -> OpDef:
     """Register the elementwise op ``name`` computing ``body`` into ``registry``."""
-    from fusionlang.ops.common import elementwise
-
     boolean = is_boolean(body)
     # a boolean formula yields 1/0 in loops and bool tensors, like the built-in comparisons
     value_body = sp.Piecewise((1, body), (0, True)) if boolean else body

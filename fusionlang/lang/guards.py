@@ -60,13 +60,13 @@ class Context:
     @property
     def consumers(self) -> dict[str, list[Node]]:
         if self._consumers is None:
-            self._consumers = self.graph.consumers()
+            self._consumers = self.graph.index.consumers
         return self._consumers
 
     @property
     def producers(self) -> dict[str, Node]:
         if self._producers is None:
-            self._producers = self.graph.producers()
+            self._producers = self.graph.index.producers
         return self._producers
 
     def tensor(self, expr) -> str:
@@ -175,9 +175,9 @@ def _evaluate(expr, ctx: Context):
         _require_number(value, expr)
         return -value
     if isinstance(expr, A.BinOp):
-        return _binop(expr, evaluate(expr.left, ctx), evaluate(expr.right, ctx))
+        return apply_binop(expr, evaluate(expr.left, ctx), evaluate(expr.right, ctx))
     if isinstance(expr, A.Compare):
-        return _compare(expr, evaluate(expr.left, ctx), evaluate(expr.right, ctx))
+        return apply_compare(expr, evaluate(expr.left, ctx), evaluate(expr.right, ctx))
     if isinstance(expr, A.BoolOp):
         if expr.op == "and":
             return all(_truth(evaluate(e, ctx), e) for e in expr.items)
@@ -207,7 +207,7 @@ def _truth(value, expr) -> bool:
     return value
 
 
-def _binop(expr: A.BinOp, a, b):
+def apply_binop(expr: A.BinOp, a, b):
     """``a op b`` within the limits on static values (checked before a list or a power
     is built, so an oversized one never takes memory or time)."""
     op = expr.op
@@ -266,7 +266,8 @@ def _arithmetic(expr: A.BinOp, a, b):
     raise GuardError(f"unknown operator {op!r}", expr.span)
 
 
-def _compare(expr: A.Compare, a, b) -> bool:
+def apply_compare(expr: A.Compare, a, b) -> bool:
+    """``a op b`` for a comparison; ordering needs numbers (or two strings or lists)."""
     op = expr.op
     if op == "==":
         return a == b

@@ -18,7 +18,8 @@ from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Span
-from fusionlang.lang.guards import Bindings, Context, GuardError, _binop, _compare, evaluate, normalize
+from fusionlang.lang.guards import Bindings, Context, GuardError, apply_binop, apply_compare, evaluate, normalize
+from fusionlang.lang.vocab import META, PREDICATES
 from fusionlang.ops.registry import OpRegistry
 
 _INFIX_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}
@@ -34,8 +35,6 @@ def is_static_expr(e, is_tensor, registry) -> bool:
     outside the arguments of a meta function, and no op. Names that are both an op and a
     meta function (``shape``, and ``min``/``max``/``abs`` with static arguments) are the
     meta function."""
-    from fusionlang.lang.vocab import META, PREDICATES
-
     if isinstance(e, A.Var):
         return not is_tensor(e.name)
     if isinstance(e, (A.Num, A.Str)):
@@ -191,13 +190,13 @@ class Instantiator:
 
     def _static_binop(self, expr, a, b):
         try:
-            return _binop(expr, a, b)
+            return apply_binop(expr, a, b)
         except GuardError as exc:
             raise InstantiateError(expr.span, exc.message) from None
 
     def _static_compare(self, expr, a, b):
         try:
-            return _compare(expr, a, b)
+            return apply_compare(expr, a, b)
         except GuardError as exc:
             raise InstantiateError(expr.span, exc.message) from None
 

@@ -16,7 +16,7 @@ from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from fusionlang.lang import ast as A
-from fusionlang.lang.diagnostics import Diagnostics, Span, remember_source
+from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span, remember_source
 from fusionlang.lang.limits import MAX_NESTING
 
 #: the names that are boolean literals in expressions (guards, attribute values, formulas)
@@ -153,8 +153,6 @@ def _expected_words(expected) -> str:
 
 
 def _syntax_diagnostic(exc: UnexpectedInput, chunk: str, path: str, line_offset: int):
-    from fusionlang.lang.diagnostics import Diagnostic
-
     if isinstance(exc, UnexpectedCharacters):
         char = chunk[exc.pos_in_stream] if exc.pos_in_stream < len(chunk) else "?"
         span = Span(path, exc.line + line_offset, exc.column, exc.line + line_offset, exc.column + 1)

@@ -118,6 +118,7 @@ def _let_named(inst: Instantiator, graph: Graph, stmt: A.Let) -> None:
         ttype = graph.types.pop(value)
         node.outputs = [name]
         node.name = name
+        graph.invalidate()  # the node was renamed in place
         graph.types[name] = ttype
         value = name
     elif not isinstance(value, str):

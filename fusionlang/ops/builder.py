@@ -16,6 +16,7 @@ import numpy as np
 from fusionlang.errors import GraphError
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.types import TensorType
+from fusionlang.ops.checking import verify_graph
 from fusionlang.ops.registry import REGISTRY, OpRegistry
 
 
@@ -60,8 +61,6 @@ class GraphBuilder:
 
     def build(self, verify: bool = True) -> Graph:
         if verify:
-            from fusionlang.ops.checking import verify_graph
-
             verify_graph(self.graph, self.registry)
         return self.graph
 

@@ -9,19 +9,43 @@
   in-file test of a rule set: proved, checked on N instances, failed with a shrunk
   counterexample and the rule's ``file:line``, or skipped with the reason (the CLI is
   ``fusionlang check FILE.fuse...``);
+* :func:`run_test_blocks` — the in-file ``test`` blocks of a rule set, each a
+  :class:`TestResult` (``fusionlang lint`` and ``check`` run them; needs no hypothesis);
 * :func:`check_equivalence` — a graph through rewrite, partition, loop fusion and code
   generation, compared with the reference interpreter of the unfused graph;
   :func:`check_equivalence_many` does it for many graphs with one compiled module.
 
-Needs hypothesis (installed with the ``test`` extra).
+Everything but the test-block runner needs hypothesis (installed with the ``test`` extra).
 """
 
-from fusionlang.testing.checker import CheckReport, RuleCheck, check_rules
-from fusionlang.testing.equivalence import Equivalence, check_equivalence, check_equivalence_many, minimize
-from fusionlang.testing.fuzz import fuse_sources, hostile_sources, mutated_sources
-from fusionlang.testing.graphgen import COMPOUND_FAMILIES, FAMILIES, graphs, sample_graphs
-from fusionlang.testing.instances import Counterexample
-from fusionlang.testing.values import Domain, compare, feeds, feeds_for, input_domains
+import importlib
+
+#: public name -> the module defining it. Loaded on first use (PEP 562): the rule-test
+#: runner (testblocks) needs no hypothesis, so `fusionlang lint` can run test blocks
+#: without the test extra, and importing one module here does not import them all.
+_PUBLIC = {
+    "COMPOUND_FAMILIES": "graphgen", "CheckReport": "checker", "Counterexample": "instances",
+    "Domain": "values", "Equivalence": "equivalence", "FAMILIES": "graphgen", "RuleCheck": "checker",
+    "TestResult": "testblocks", "check_equivalence": "equivalence", "check_equivalence_many": "equivalence",
+    "check_rules": "checker", "compare": "values", "feeds": "values", "feeds_for": "values",
+    "fuse_sources": "fuzz", "hostile_sources": "fuzz", "graphs": "graphgen", "input_domains": "values",
+    "minimize": "equivalence", "mutated_sources": "fuzz", "run_test_blocks": "testblocks",
+    "sample_graphs": "graphgen",
+}
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fusionlang.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"fusionlang.testing.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
+
 
 __all__ = [
     "COMPOUND_FAMILIES",
@@ -31,6 +55,7 @@ __all__ = [
     "Equivalence",
     "FAMILIES",
     "RuleCheck",
+    "TestResult",
     "check_equivalence",
     "check_equivalence_many",
     "check_rules",
@@ -43,5 +68,6 @@ __all__ = [
     "input_domains",
     "minimize",
     "mutated_sources",
+    "run_test_blocks",
     "sample_graphs",
 ]

@@ -36,6 +36,7 @@ from fusionlang.lang.ruleset import RuleSet
 from fusionlang.testing.instances import (Counterexample, Reject, check_decompose_instance, check_rewrite_instance,
                                           decompose_instance, draw_array, rewrite_instance)
 from fusionlang.testing.symbolic import prove_decomposition, prove_rewrite
+from fusionlang.testing.testblocks import run_test_blocks
 from fusionlang.testing.values import REAL, compare
 
 STATUSES = ("proved", "checked", "failed", "skipped")
@@ -362,8 +363,6 @@ def check_strategy(strategy: str, ruleset: RuleSet, where: str, *, graphs: int =
 
 
 def check_test_blocks(ruleset: RuleSet) -> list[RuleCheck]:
-    from fusionlang.engine.rewrite import run_test_blocks
-
     out = []
     for result in run_test_blocks(ruleset):
         where = f"{result.span.file}:{result.span.line}"

@@ -23,9 +23,12 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from fusionlang.api import compile as compile_plan
+from fusionlang.api import fuse, load_rules
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.printer import format_graph
+from fusionlang.ops.checking import verify_graph
 from fusionlang.ops.interpreter import run as reference_run
 from fusionlang.testing.values import Mismatch, compare, feeds_for, magnitude
 
@@ -82,9 +85,6 @@ def check_equivalence(graph: Graph, rules="apollo", strategy: str | None = None,
                       feedback: bool = True) -> Equivalence:
     """Check that the fused, compiled ``graph`` computes what the reference interpreter
     computes on the unfused graph (``feeds``, or :func:`feeds_for` with ``seed``)."""
-    from fusionlang.api import compile as compile_plan
-    from fusionlang.api import fuse, load_rules
-
     ruleset = load_rules(rules) if isinstance(rules, str) else rules
     started = time.perf_counter()
     feeds = dict(feeds) if feeds is not None else feeds_for(graph, seed)
@@ -163,8 +163,6 @@ def check_equivalence_many(graphs: Iterable[Graph], rules="apollo", strategy: st
     failure is pinned to single graphs, which are then checked alone; if a batch fails
     but every graph in it passes alone, the last verdict is that batch's (a defect
     that needs graphs side by side)."""
-    from fusionlang.api import load_rules
-
     ruleset = load_rules(rules) if isinstance(rules, str) else rules
     graphs = list(graphs)
     feeds = [feeds_for(g, seed + k) for k, g in enumerate(graphs)]
@@ -276,8 +274,6 @@ def minimize(graph: Graph, fails, *, max_attempts: int = 400) -> Graph:
             if smaller is current or not smaller.nodes or not smaller.outputs:
                 continue
             try:
-                from fusionlang.ops.checking import verify_graph
-
                 verify_graph(smaller)
             except FuseError:
                 continue

@@ -38,6 +38,8 @@ from __future__ import annotations
 from math import prod
 
 import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from fusionlang.errors import FuseError
@@ -379,9 +381,6 @@ def sample_graphs(n: int, *, seed: int = 0, **kwargs) -> list[Graph]:
     """``n`` graphs drawn from ``graphs(**kwargs)``, the same ones for the same seed:
     for checking many graphs in batches (:func:`check_equivalence_many`) or for
     benchmarks, outside a hypothesis test."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
-
     out: list[Graph] = []
     strategy = graphs(**kwargs)
     round_ = 0

@@ -9,7 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusionlang.engine.rewrite import apply_rules, run_test_blocks, why_not
+from fusionlang.engine.rewrite import apply_rules, why_not
+from fusionlang.testing import run_test_blocks
 from fusionlang.errors import RuleError
 from fusionlang.lang import lint, load_rules, parse_text, render
 from fusionlang.lang.loader import resolve, standard_names

@@ -3,8 +3,9 @@
 Each block's graph is built, rewritten with the whole rule set, and every `expect` is
 evaluated: rewrite counts and ops of the rewritten graph, numeric equivalence with the
 stated graph (reference interpreter, seeded inputs), categories, and grouping in the
-fusion plan of the block's strategy (the partitioner is imported only when a block asks
-about grouping).
+fusion plan of the block's strategy (the plan is made only when a block asks about
+grouping). It sits in ``testing``, above the engine, because it drives the rewriter and
+the partitioner; it needs no hypothesis (``fusionlang lint`` runs it).
 """
 
 from __future__ import annotations
@@ -13,22 +14,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusionlang.engine.partition import partition
+from fusionlang.engine.rewrite import apply_rules
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 from fusionlang.lang import ast as A
-from fusionlang.lang.diagnostics import Span
-from fusionlang.lang.guards import Bindings, Context, GuardError, _binop, _compare, evaluate
+from fusionlang.lang import load_rules
+from fusionlang.lang.diagnostics import Diagnostic, Span
+from fusionlang.lang.guards import Bindings, Context, GuardError, apply_binop, apply_compare, evaluate
 from fusionlang.lang.instantiate import InstantiateError
 from fusionlang.lang.printer import format_expr
 from fusionlang.lang.ruleset import RuleSet, TestBlock
 from fusionlang.lang.testgraph import build_test_graph, seed_of
-from fusionlang.lang.vocab import EXPECT_FUNCTIONS, EXPECT_NAMES, GROUPING_EXPECTATIONS
+from fusionlang.lang.vocab import EXPECT_FUNCTIONS, EXPECT_NAMES
+from fusionlang.ops.interpreter import run
 
 RTOL, ATOL = 1e-4, 1e-5
 
 
 @dataclass(frozen=True)
 class TestResult:
+    """One `test` block's outcome: ``passed``, or the failing expectation's ``message``
+    at its ``span`` (the block's span when it passed or failed to build)."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
     name: str
     passed: bool
     message: str
@@ -38,31 +48,23 @@ class TestResult:
         return f"{self.span}: test {self.name}: " + ("ok" if self.passed else f"FAILED: {self.message}")
 
 
-class _NoPartitioner(Exception):
-    pass
-
-
-def uses_grouping(block: TestBlock) -> bool:
-    for stmt in block.decl.stmts:
-        if isinstance(stmt, A.TExpect):
-            for e in A.walk(stmt.expr):
-                if isinstance(e, A.Call) and e.func.text in GROUPING_EXPECTATIONS:
-                    return True
-                if isinstance(e, A.Var) and e.name in GROUPING_EXPECTATIONS:
-                    return True
-    return False
-
-
 def run_test_blocks(ruleset, *, names=None) -> list[TestResult]:
-    from fusionlang.lang import load_rules
-
+    """Run the `test` blocks of ``ruleset`` (a RuleSet, a library name or a .fuse path),
+    or only those called one of ``names``."""
     ruleset = load_rules(ruleset)
     return [run_block(ruleset, block) for block in ruleset.tests if names is None or block.name in names]
 
 
-def run_block(ruleset: RuleSet, block: TestBlock) -> TestResult:
-    from fusionlang.engine.rewrite import apply_rules
+def failed_test_diagnostics(ruleset) -> tuple[int, list[Diagnostic]]:
+    """Run the rule set's `test` blocks (those of the files it imports too: a rule may
+    break them); returns how many ran, and an error at the failing expectation's
+    file:line:col for each block that failed (what `fusionlang lint` reports)."""
+    results = run_test_blocks(ruleset)
+    return len(results), [Diagnostic(r.span, "error", f"test {r.name} failed: {r.message}")
+                          for r in results if not r.passed]
 
+
+def run_block(ruleset: RuleSet, block: TestBlock) -> TestResult:
     try:
         graph = build_test_graph(block.decl, ruleset.registry)
         result = apply_rules(graph, ruleset)
@@ -76,8 +78,6 @@ def run_block(ruleset: RuleSet, block: TestBlock) -> TestResult:
             continue
         try:
             value = checker.value(stmt.expr)
-        except _NoPartitioner as exc:
-            return TestResult(block.name, False, f"partitioner not available: {exc}", stmt.span)
         except (GuardError, FuseError) as exc:
             return TestResult(block.name, False, f"expect {format_expr(stmt.expr)}: {getattr(exc, 'message', exc)}",
                               stmt.span)
@@ -99,10 +99,6 @@ class _Expectations:
     # ----- facts ----------------------------------------------------------------------
     def plan(self):
         if self._plan is None:
-            try:
-                from fusionlang.engine.partition import partition
-            except ImportError as exc:
-                raise _NoPartitioner(str(exc)) from None
             strategy = self.block.decl.strategy.text if self.block.decl.strategy is not None else None
             self._plan = partition(self.graph, self.ruleset, strategy)
         return self._plan
@@ -118,8 +114,6 @@ class _Expectations:
                 feeds[name] = rng.integers(0, 4, size=t.shape).astype(t.dtype)
             else:
                 feeds[name] = rng.standard_normal(t.shape).astype(t.dtype)
-        from fusionlang.ops.interpreter import run
-
         want = run(self.original, feeds, self.ruleset.registry)
         got = run(self.graph, feeds, self.ruleset.registry)
         self._mismatch = ""
@@ -142,7 +136,7 @@ class _Expectations:
     def _group_of(self, value: str, arg) -> int:
         plan = self.plan()
         owner = plan.group_of()
-        producer = next((n for n in self.graph.nodes if value in n.outputs), None)
+        producer = self.graph.index.producers.get(value)
         if producer is None:
             raise GuardError(f"{value!r} is not computed by any node of the rewritten graph", arg.span)
         return owner[producer.name]
@@ -169,8 +163,10 @@ class _Expectations:
             if symbolic is not None:
                 call, symbol = symbolic
                 equal = self._call(call) == symbol
-                return equal if e.op == "==" else (not equal if e.op == "!=" else _compare(e, self._call(call), symbol))
-            return _compare(e, self.value(e.left), self.value(e.right))
+                if e.op in ("==", "!="):
+                    return equal if e.op == "==" else not equal
+                return apply_compare(e, self._call(call), symbol)
+            return apply_compare(e, self.value(e.left), self.value(e.right))
         if isinstance(e, A.BoolOp):
             if e.op == "and":
                 return all(self.value(i) is True for i in e.items)
@@ -178,7 +174,7 @@ class _Expectations:
         if isinstance(e, A.Not):
             return not self.value(e.operand)
         if isinstance(e, A.BinOp):
-            return _binop(e, self.value(e.left), self.value(e.right))
+            return apply_binop(e, self.value(e.left), self.value(e.right))
         if isinstance(e, A.Neg):
             return -self.value(e.operand)
         # everything else (numbers, lists, rank(y), const(y)...) reads the rewritten graph
@@ -200,13 +196,13 @@ class _Expectations:
             return sum(1 for n in self.graph.nodes if n.op == args[0].name)
         if name == "op":
             value = self._value_name(args[0])
-            producer = next((n for n in self.graph.nodes if value in n.outputs), None)
+            producer = self.graph.index.producers.get(value)
             if producer is not None:
                 return producer.op
             return "constant" if value in self.graph.constants else "input"
         if name == "category":
             value = self._value_name(args[0])
-            producer = next((n for n in self.original.nodes if value in n.outputs), None)
+            producer = self.original.index.producers.get(value)
             if producer is None:
                 raise GuardError(f"{value!r} is not computed by a node of the test graph", args[0].span)
             return self.ruleset.category_of_node(self.original, producer)
@@ -242,7 +238,7 @@ class _Expectations:
             owner = plan.group_of()
             where = []
             for a in e.args:
-                producer = next((n for n in self.graph.nodes if a.name in n.outputs), None)
+                producer = self.graph.index.producers.get(a.name)
                 if producer is not None:
                     where.append(f"{a.name} in group {owner[producer.name]}")
             return ", ".join(where)

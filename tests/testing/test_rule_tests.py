@@ -2,15 +2,14 @@
 
 Each block runs in the rule set of the file that states it, and again in every
 standard rule set that imports that file, so a rule added elsewhere cannot silently
-break it. Blocks about grouping need the partitioner; if it cannot be imported they are
-skipped with that reason.
+break it.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from fusionlang.engine.rewrite_testblocks import run_block, uses_grouping
+from fusionlang.testing.testblocks import run_block, run_test_blocks
 from fusionlang.lang import load_rules, standard_names
 
 
@@ -23,20 +22,10 @@ def _cases():
     return cases
 
 
-def _partitioner_available() -> bool:
-    try:
-        from fusionlang.engine.partition import partition  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.mark.parametrize("ruleset,test_name", _cases())
 def test_block(ruleset, test_name):
     rules = load_rules(ruleset)
     block = next(b for b in rules.tests if b.name == test_name)
-    if uses_grouping(block) and not _partitioner_available():
-        pytest.skip("partitioner not available")
     result = run_block(rules, block)
     assert result.passed, str(result)
 
@@ -52,8 +41,6 @@ def test_a_failing_block_reports_the_expectation(tmp_path):
     path.write_text("rewrite drop: identity(x) => x\n"
                     "test t {\n    input x: f32[3]\n    y = exp(identity(x))\n    output y\n"
                     "    expect fired(drop) == 2\n}\n")
-    from fusionlang.engine.rewrite import run_test_blocks
-
     (result,) = run_test_blocks(str(path))
     assert not result.passed
     assert str(result) == (f"{path}:6:5: test t: FAILED: expect fired(drop) == 2 failed: fired(drop) is 1")
