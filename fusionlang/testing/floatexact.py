@@ -115,9 +115,9 @@ def describe(instance: Instance) -> str:
     """The instance's leaves on one line: ``x = float32[2] [1, 1e+08], ...``."""
     parts = []
     for leaf, array in instance.leaf_arrays():
-        shown = np.array2string(np.asarray(array), precision=4, threshold=6, separator=", ",
-                                max_line_width=10**6).replace("\n", "")
-        parts.append(f"{leaf.var or 'literal'} = {leaf.ttype} {shown}")
+        shown = np.array2string(np.asarray(array), precision=4, threshold=6, edgeitems=1, separator=", ",
+                                max_line_width=10**6)
+        parts.append(f"{leaf.var or 'literal'} = {leaf.ttype} {' '.join(shown.split())}")
     return ", ".join(parts)
 
 

@@ -423,7 +423,8 @@ def _fire_rewrite(instance: Instance, rule, ruleset) -> Graph:
     if not applicable(after, match):
         raise Reject("the replacement is a graph input and the root a graph output")
     index = GraphIndex(after)
-    apply_match(index, ruleset, match, Recorder(10))
+    with np.errstate(all="ignore"):  # the replacement may fold constants (1 / c with a zero in c)
+        apply_match(index, ruleset, match, Recorder(10))
     index.finalize()
     return after
 
@@ -431,7 +432,8 @@ def _fire_rewrite(instance: Instance, rule, ruleset) -> Graph:
 def _open_root(instance: Instance, case, ruleset) -> Graph:
     after = instance.graph.copy()
     index = GraphIndex(after)
-    open_node(index, ruleset, index.by_name[instance.root], case, Recorder(10))
+    with np.errstate(all="ignore"):
+        open_node(index, ruleset, index.by_name[instance.root], case, Recorder(10))
     index.finalize()
     return after
 
