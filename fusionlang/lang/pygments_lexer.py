@@ -21,7 +21,7 @@ __all__ = ["FuseLexer"]
 
 #: every keyword of the grammar (fusionlang/lang/fuse.lark), contextual ones included
 KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect", "fuse", "import", "input", "not",
-            "or", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
+            "or", "oracle", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
 #: keywords that declare a name
 DECLARATIONS = ("decompose", "def", "rewrite", "strategy", "test")
 

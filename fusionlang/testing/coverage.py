@@ -115,7 +115,7 @@ class Coverage:
         return len({cls[1] for cls in self.classes if is_broadcast(cls)})
 
     def summary(self) -> str:
-        text = (f"{self.drawn} drawn, {self.satisfied} satisfied the guard, {len(self.shapes)} distinct shapes, "
+        text = (f"{self.drawn} drawn, {self.satisfied} matched the pattern and guard, {len(self.shapes)} distinct shapes, "
                 f"{len(self.classes)} shape classes ({self.broadcast_cases} broadcasting, "
                 f"{self.rank_cases} rank cases), seed {self.seed}")
         if not self.reached:

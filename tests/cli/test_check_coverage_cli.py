@@ -40,7 +40,7 @@ def test_each_rewrite_reports_coverage_and_a_float32_verdict(floats_file, capsys
     head = out.index(f"{floats_file}:3: rewrite cancel_add: proved equal over the reals (and "
                      + out[0].split("(and ")[1])
     assert out[head + 1].startswith("    coverage: ") and ", seed 3" in out[head + 1]
-    assert " satisfied the guard, " in out[head + 1] and " distinct shapes, " in out[head + 1]
+    assert " matched the pattern and guard, " in out[head + 1] and " distinct shapes, " in out[head + 1]
     assert out[head + 2].startswith("    float32: not float-exact: max error ")
     assert any(line.startswith("    float32: float-exact (") for line in out)
 

@@ -76,7 +76,7 @@ def test_the_report_names_counts_shapes_classes_and_seed():
     coverage = check.coverage
     assert coverage.reached and coverage.satisfied >= 20 and coverage.drawn >= coverage.satisfied
     line = str(check).splitlines()[1]
-    assert line == (f"    coverage: {coverage.drawn} drawn, {coverage.satisfied} satisfied the guard, "
+    assert line == (f"    coverage: {coverage.drawn} drawn, {coverage.satisfied} matched the pattern and guard, "
                     f"{len(coverage.shapes)} distinct shapes, {len(coverage.classes)} shape classes "
                     f"({coverage.broadcast_cases} broadcasting, {coverage.rank_cases} rank cases), seed 7")
     data = json.loads(json.dumps(check.to_dict()))
