@@ -27,6 +27,11 @@ from fusionlang.lang import ast as A
 #: a dimension term: (variable, axis)
 DimTerm = tuple[str, int]
 
+#: demands past these are left to the guard: instances stay small enough to run (and
+#: shrink) in microseconds
+MAX_RANK = 6
+MAX_SIDE = 16
+
 
 @dataclass
 class ShapeDemands:
@@ -132,7 +137,7 @@ def shape_for(draw, var: str, proposed: TensorType, demands: ShapeDemands,
             if other is not None:
                 shape = list(other.shape)
     rank = demands.ranks.get(var)
-    if rank is not None and rank >= 0 and len(shape) != rank:
+    if rank is not None and 0 <= rank <= MAX_RANK and len(shape) != rank:
         # keep the trailing axes (they are the ones that broadcast) and add leading ones
         shape = shape[len(shape) - rank:] if len(shape) > rank else \
             [draw(st.integers(1, 4)) for _ in range(rank - len(shape))] + shape
@@ -140,7 +145,7 @@ def shape_for(draw, var: str, proposed: TensorType, demands: ShapeDemands,
         shape = [1] * len(shape)
     for (v, axis), size in demands.dims.items():
         k = _axis(shape, axis) if v == var else None
-        if k is not None and size >= 0:
+        if k is not None and 0 <= size <= MAX_SIDE:
             shape[k] = size
     for first, second in demands.links:
         for (v, axis), (u, other_axis) in ((first, second), (second, first)):
@@ -152,4 +157,4 @@ def shape_for(draw, var: str, proposed: TensorType, demands: ShapeDemands,
     return TensorType(tuple(shape), proposed.dtype)
 
 
-__all__ = ["DimTerm", "ShapeDemands", "shape_demands", "shape_for"]
+__all__ = ["DimTerm", "MAX_RANK", "MAX_SIDE", "ShapeDemands", "shape_demands", "shape_for"]

@@ -49,3 +49,9 @@ def test_a_missing_rank_is_made_up_with_drawn_leading_axes():
     demands = shape_demands(_guard("rank(c) == 3"))
     built = shape_for(lambda strategy: 2, "c", TensorType((4,), "float32"), demands, {})
     assert built.shape == (2, 2, 4)
+
+
+def test_demands_past_the_size_limits_are_left_to_the_guard():
+    demands = shape_demands(_guard("rank(c) == 40 and dim(c, 0) == 100000"))
+    built = shape_for(_no_draw, "c", TensorType((2, 3), "float32"), demands, {})
+    assert built.shape == (2, 3)
