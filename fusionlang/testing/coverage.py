@@ -3,9 +3,10 @@
 An instance's *class* is what distinguishes one shape situation from another for the
 rule: the rank of every pattern variable, for every broadcasting node the way each
 operand meets the result (``=`` the same shape, ``b`` a size-1 axis grown, ``-`` axes
-it lacks, ``-b`` both), and whether each ``dim(v, i)`` the guard names is 1. A per-row
-scale ``c[N, 1]`` against a product ``[M, N]`` (guard ``dim(c, 0) == dim(w, 1)``) is a
-different class when N == 1 than when N > 1, so drawing goes on until both were tried.
+it lacks, ``-b`` both), and for the ``dim(v, i)`` the guard names, which are 1 and which
+pairs are equal. A per-row scale ``c[N, 1]`` against a product ``[M, N]`` (guard
+``dim(c, 0) == dim(w, 1)``) is a different class when N == 1 than when N > 1, so
+drawing goes on until both were tried.
 
 The target is met when at least ``min_instances`` instances satisfied the guard and the
 classes look exhausted: the Good-Turing estimate of the chance that the next instance
@@ -82,11 +83,11 @@ class Coverage:
     #: the target: at least this many instances satisfying the guard (and MISSING)
     min_instances: int = 0
 
-    def add(self, shapes: tuple, ranks: tuple, broadcasts: tuple, unit_dims: tuple) -> bool:
+    def add(self, shapes: tuple, ranks: tuple, broadcasts: tuple, dim_relations: tuple) -> bool:
         """Record one instance that satisfied the guard; True if its class is new."""
         self.satisfied += 1
         self.shapes.add(shapes)
-        cls = (ranks, broadcasts, unit_dims)
+        cls = (ranks, broadcasts, dim_relations)
         new = cls not in self.classes
         self.classes[cls] += 1
         return new

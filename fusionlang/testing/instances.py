@@ -280,17 +280,20 @@ class Instance:
         return [(n.name, n.op, dict(n.attrs)) for n in self.graph.nodes]
 
     def shape_class(self, demands: ShapeDemands) -> tuple[tuple, tuple, tuple, tuple]:
-        """(leaf shapes, variable ranks, broadcast class, which guard-named dims are 1):
-        what coverage counts (see :mod:`fusionlang.testing.coverage`)."""
+        """(leaf shapes, variable ranks, broadcast class, relations of the dims the guard
+        names: which are 1, which pairs are equal): what coverage counts (see
+        :mod:`fusionlang.testing.coverage`)."""
         types = self.graph.types
         shapes = tuple((leaf.var, types[leaf.value].shape) for leaf in self.leaves)
         ranks = tuple(sorted((var, types[value].rank) for var, value in self.variables.items()))
-        unit = []
+        sizes = []
         for var, axis in demands.mentioned:
             shape = types[self.variables[var]].shape if var in self.variables else ()
-            if -len(shape) <= axis < len(shape):
-                unit.append((var, axis, shape[axis] == 1))
-        return shapes, ranks, broadcast_class(self.graph), tuple(unit)
+            sizes.append(shape[axis] if -len(shape) <= axis < len(shape) else None)
+        relations = tuple(("unit", k, size == 1) for k, size in enumerate(sizes) if size is not None) + \
+            tuple(("equal", i, j, sizes[i] == sizes[j]) for i in range(len(sizes)) for j in range(i + 1, len(sizes))
+                  if sizes[i] is not None and sizes[j] is not None)
+        return shapes, ranks, broadcast_class(self.graph), relations
 
 
 def _fill_values(draw: Draw, graph: Graph, leaves: list[Leaf], domains: dict[str, Domain],

@@ -104,3 +104,17 @@ def test_the_target_needs_the_count_and_exhausted_classes():
     # one class seen once in five: an untried class is still likely
     assert coverage.missing == pytest.approx(1 / 5) and coverage.missing > MISSING and not coverage.reached
     assert Counter(coverage.classes.values()) == Counter({2: 2, 1: 1})
+
+
+def test_the_class_records_which_named_dims_are_1_and_which_are_equal():
+    from fusionlang.testing.guardshapes import shape_demands
+    from fusionlang.testing.instances import Instance
+
+    rule, _ = _rule(ROW_SCALE)
+    b = GraphBuilder("g")
+    w, c = b.input("w", (2, 3), "float32"), b.input("c", (3, 1), "float32")
+    instance = Instance(b.graph, "", [], {}, {"w": w, "c": c})
+    *_, relations = instance.shape_class(shape_demands(rule.guard))
+    # the guard names dim(c, 1), dim(c, 0), dim(w, 1): sizes 1, 3, 3
+    assert relations == (("unit", 0, True), ("unit", 1, False), ("unit", 2, False),
+                         ("equal", 0, 1, False), ("equal", 0, 2, False), ("equal", 1, 2, True))
