@@ -1,11 +1,14 @@
 """`fusionlang check FILE.fuse...`: property-check every rule of rule files.
 
-Each rewrite and decomposition is run on instances hypothesis draws (and proved with
-sympy where both sides are scalar formulas), each fuse entry is checked against the
-lattice, each strategy on random graphs, each in-file test run. A rule shared by several
-files (every policy imports simplify.fuse) is checked once. Exit status: 0 when every
-rule holds, 1 when one does not (its shrunk counterexample is printed with its
-``file:line``), 2 when a file cannot be loaded.
+Each rewrite and decomposition is run on instances hypothesis draws for its guard until
+a coverage target is met (and proved with sympy over the reals where both sides are
+scalar formulas; a float32 verdict says whether it is also float-exact), each fuse
+entry is checked against the lattice, each strategy on random graphs, each in-file test
+run. A rule shared by several files (every policy imports simplify.fuse) is checked
+once. Exit status: 0 when every rule holds (under-covered rules are reported, not
+failed), 1 when one does not (its shrunk counterexample is printed with its
+``file:line``) or, with ``--float-exact``, changes float32 results; 2 when a file
+cannot be loaded.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ HELP = "property-check every rule of .fuse rule files"
 def configure(p) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.fuse", help="rule files (or library names: apollo, tvm, ...)")
     p.add_argument("--examples", type=int, default=60, metavar="N",
-                   help="instances drawn per rule (default 60; failures are shrunk after)")
+                   help="instances per rule (default 60): for rewrites and decompositions, the least number "
+                        "that must satisfy the guard before the coverage target can be met")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="seconds a rule's drawing may take toward its coverage target before it is reported "
+                        "under-covered (default 3)")
+    p.add_argument("--float-exact", action="store_true",
+                   help="a rewrite or decomposition that changes float32 results (not float-exact) fails")
     p.add_argument("--seed", type=int, default=0, help="hypothesis seed: the same seed draws the same instances")
     p.add_argument("--kinds", default=None, metavar="K,K",
                    help="check only these kinds: rewrite, decompose, def, fuse, strategy, test")
@@ -42,6 +51,8 @@ def run(args) -> int:
 
     if args.examples < 1:
         raise InputError("--examples must be at least 1")
+    if args.budget is not None and not args.budget > 0:
+        raise InputError("--budget must be a positive number of seconds")
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) if args.kinds else KINDS
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -103,7 +114,10 @@ def _check(ruleset, args, kinds, select, show):
     from fusionlang.testing.checker import check_rules
 
     try:
+        from fusionlang.testing.checker import TIME_BUDGET
+
         return check_rules(ruleset, max_examples=args.examples, seed=args.seed, kinds=kinds, select=select,
-                           progress=show)
+                           budget=args.budget if args.budget is not None else TIME_BUDGET,
+                           float_exact=args.float_exact, progress=show)
     finally:
         sys.stdout.flush()

@@ -185,6 +185,18 @@ Stmt = Union[Let, Return]
 
 
 @dataclass(frozen=True)
+class Oracle:
+    """What a def is checked against: a second body computing its outputs
+    (``oracle { ... }``), or a test vector (``oracle (inputs) {attrs} => output``)."""
+
+    body: tuple[Stmt, ...] | None = None
+    inputs: tuple[Expr, ...] = ()
+    attrs: tuple[AttrItem, ...] = ()
+    expected: Expr | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class DefDecl:
     name: Name
     params: tuple[Name, ...]
@@ -193,6 +205,7 @@ class DefDecl:
     formula: Expr | None = None
     body: tuple[Stmt, ...] | None = None
     span: Span = _span()
+    oracles: tuple[Oracle, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
 from fusionlang.lang.interactions import check_interactions
 from fusionlang.lang.limits import MAX_EXPANSION_NODES
+from fusionlang.lang.oracles import check_oracles
 from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
                                       term_of)
@@ -189,6 +190,8 @@ class _Checker:
             ec = ExprChecker(self.diags, self.registry, tensors=[p.text for p in d.params], statics=list(attrs),
                              what=f"def {d.name.text!r}")
             self._check_body(d.body, ec, None, f"def {d.name.text!r}", d.span)
+        for rule in self.defs.values():
+            check_oracles(rule.decl, self.diags, self.registry, self._check_body)
 
     def _def_name_ok(self, d: A.DefDecl) -> bool:
         name = d.name.text

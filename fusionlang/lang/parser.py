@@ -220,7 +220,7 @@ def _unescape(text: str) -> str:
 _KEYWORDS = frozenset({"IMPORT", "CATEGORIES", "CLASS", "DEF", "DECOMPOSE", "RETURN", "REWRITE", "PRIORITY", "FUSE",
                        "STRATEGY", "TEST", "INPUT", "CONST", "OUTPUT", "EXPECT", "NOT", "NEG", "LSQB", "SHARED"})
 #: keyword tokens of items added later, kept apart so concurrent additions merge cleanly
-_KEYWORDS |= {"SIBLING", "NOFUSE"}
+_KEYWORDS |= {"SIBLING", "NOFUSE", "ORACLE"}
 
 
 def _first_pos(items):
@@ -315,13 +315,22 @@ class _ToAst(Transformer):
 
     @_positioned
     def def_decl(self, c, span, raw):
-        name, params, attrs, rhs = c
+        name, params, attrs, rhs, *oracles = c
         formula = body = None
         if isinstance(rhs, _Block):
             body = tuple(rhs)
         else:
             formula = rhs
-        return A.DefDecl(self._name(name), params, attrs or (), formula, body, span)
+        return A.DefDecl(self._name(name), params, attrs or (), formula, body, span, tuple(oracles))
+
+    @_positioned
+    def oracle_body(self, c, span, raw):
+        return A.Oracle(body=tuple(c[0]), span=span)
+
+    @_positioned
+    def oracle_vector(self, c, span, raw):
+        *inputs, attrs, expected = c
+        return A.Oracle(inputs=tuple(inputs), attrs=tuple(attrs or ()), expected=expected, span=span)
 
     @_positioned
     def decompose(self, c, span, raw):

@@ -122,6 +122,13 @@ def _body(stmts, indent: str = "    ") -> list[str]:
     return lines
 
 
+def _oracle(o: A.Oracle) -> str:
+    if o.body is not None:
+        return "\n".join(["oracle {"] + _body(o.body) + ["}"])
+    attrs = " " + format_attrs(o.attrs) if o.attrs else ""
+    return f"oracle ({', '.join(format_expr(e) for e in o.inputs)}){attrs} => {format_expr(o.expected)}"
+
+
 def _header(name: str, params, attr_texts: list[str]) -> str:
     text = f"{name}({', '.join(params)}"
     if attr_texts:
@@ -150,6 +157,7 @@ def format_ruleset(ruleset) -> str:
             out.append(head + " {")
             out.extend(_body(d.body))
             out.append("}")
+        out.extend(_oracle(o) for o in d.oracles)
     for op, cases in ruleset.decompositions.items():
         for case in cases:
             if case.from_def:

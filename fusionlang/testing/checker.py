@@ -2,15 +2,22 @@
 
 Per rule the verdict is one of
 
-* ``proved`` — sympy shows the two sides are the same scalar function (elementwise
-  rewrites and decompositions), or the property is decided exactly (a fuse entry's
-  result is at least as high as its inputs in the lattice); proofs of rewrites are
-  backed by instances too, so a proof over the reals that integer arithmetic breaks
+* ``proved`` — sympy shows the two sides are the same scalar function over the reals
+  (elementwise rewrites and decompositions), or the property is decided exactly (a fuse
+  entry's result is at least as high as its inputs in the lattice); proofs of rewrites
+  are backed by instances too, so a proof over the reals that integer arithmetic breaks
   still fails;
-* ``checked`` — N instances drawn by hypothesis agreed;
+* ``checked`` — the instances drawn by hypothesis agreed, and they met the coverage
+  target (see :mod:`fusionlang.testing.coverage`);
+* ``under-covered`` — the instances agreed but did not meet the target in the time
+  budget (too few matched the pattern and guard, or new shape classes were still turning up);
 * ``failed`` — a counterexample, shrunk by hypothesis, with the rule's ``file:line``;
-* ``skipped`` — why nothing could be checked (no instance satisfies the pattern and
-  guard, or the rule defines its op, so both sides are the same code).
+* ``skipped`` — why nothing could be checked (the rule defines its op, so both sides
+  are the same code).
+
+Rewrites and decompositions are drawn *for* their guard (shapes built to meet its shape
+conjuncts, :mod:`fusionlang.testing.guardshapes`), in rounds, until the coverage target
+is met; each also gets a float32 verdict (:mod:`fusionlang.testing.floatexact`).
 
 What is checked: rewrites and decompositions (both sides on the reference interpreter),
 formula ``def``s (the NumPy reference against sympy's own evaluation of the formula),
@@ -22,6 +29,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextlib import contextmanager
+from unittest import mock
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -33,13 +42,21 @@ from hypothesis.errors import Unsatisfiable
 
 from fusionlang.errors import FuseError
 from fusionlang.lang.ruleset import RuleSet
+from fusionlang.testing.coverage import Coverage
+from fusionlang.testing.floatexact import FloatVerdict, float_verdict
+from fusionlang.testing.guardshapes import ShapeDemands, shape_demands
 from fusionlang.testing.instances import (Counterexample, Reject, check_decompose_instance, check_rewrite_instance,
-                                          decompose_instance, draw_array, rewrite_instance)
+                                          decompose_instance, decompose_sides, draw_array, rewrite_instance,
+                                          rewrite_sides)
 from fusionlang.testing.symbolic import prove_decomposition, prove_rewrite
 from fusionlang.testing.testblocks import run_test_blocks
 from fusionlang.testing.values import REAL, compare
 
-STATUSES = ("proved", "checked", "failed", "skipped")
+STATUSES = ("proved", "checked", "under-covered", "failed", "skipped")
+#: seconds a rule's drawing may take before it is reported under-covered
+TIME_BUDGET = 3.0
+#: rounds of drawing at most
+MAX_ROUNDS = 12
 KINDS = ("rewrite", "decompose", "def", "fuse", "strategy", "test")
 
 
@@ -58,29 +75,46 @@ class RuleCheck:
     detail: str = ""
     counterexample: Counterexample | None = None
     seconds: float = 0.0
+    coverage: Coverage | None = None
+    floats: FloatVerdict | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
         return self.kind, self.name, self.where
 
     def verdict(self) -> str:
+        unit = "graphs" if self.kind == "strategy" else "instances"
         if self.status == "checked":
-            return f"checked ({self.instances} {'graphs' if self.kind == 'strategy' else 'instances'})"
+            return f"checked ({self.instances} {unit})"
+        if self.status == "under-covered":
+            return f"under-covered ({self.instances} {unit})"
+        if self.status == "proved" and self.kind in ("rewrite", "decompose"):
+            return "proved equal over the reals" + (f" (and {self.instances} instances checked)"
+                                                    if self.instances else "")
         if self.status == "proved" and self.instances:
             return f"proved (and {self.instances} instances checked)"
         return self.status
 
     def __str__(self) -> str:
         head = f"{self.where}: {self.kind} {self.name}: {self.verdict()}"
+        notes = []
+        if self.coverage is not None:
+            notes.append("coverage: " + self.coverage.summary())
+        if self.floats is not None:
+            notes.append("float32: " + str(self.floats))
         if self.status == "failed":
             body = self.counterexample.details() if self.counterexample is not None else self.detail
-            return head + "\n" + "\n".join("    " + line for line in body.splitlines())
-        return head + (f" - {self.detail}" if self.detail and self.status == "skipped" else "")
+            notes = body.splitlines() + [n for n in notes if not n.endswith(body)]
+        elif self.detail and (self.status in ("skipped", "under-covered") or self.kind == "def"):
+            head += f" - {self.detail}"
+        return "\n".join([head] + ["    " + line for line in notes])
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "where": self.where, "status": self.status,
                 "instances": self.instances, "detail": self.detail, "seconds": round(self.seconds, 3),
-                "counterexample": self.counterexample.to_dict() if self.counterexample is not None else None}
+                "counterexample": self.counterexample.to_dict() if self.counterexample is not None else None,
+                "coverage": self.coverage.to_dict() if self.coverage is not None else None,
+                "float32": self.floats.to_dict() if self.floats is not None else None}
 
 
 @dataclass
@@ -147,6 +181,30 @@ def _settings(max_examples: int) -> settings:
                     report_multiple_bugs=False, phases=(Phase.explicit, Phase.generate, Phase.shrink))
 
 
+@contextmanager
+def _codebase_constants_off():
+    """Hypothesis mixes numbers it finds in the source of loaded local modules into its
+    draws, so the same seed drew different instances depending on which fusionlang
+    modules happened to be imported (a rule checked alone passed, and failed after a
+    test had imported the backend). Drawing without them keeps ``--seed`` reproducible.
+    This reaches into hypothesis internals; where they differ, nothing is changed."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        empty = type(providers._local_constants)(integers=type(providers._local_constants.integers)(),
+                                                 floats=type(providers._local_constants.floats)(
+                                                     key=providers.float_to_int),
+                                                 bytes=type(providers._local_constants.bytes)(),
+                                                 strings=type(providers._local_constants.strings)())
+        patches = [mock.patch.object(providers, "_get_local_constants", lambda: empty),
+                   mock.patch.object(providers, "CONSTANTS_CACHE", {})]
+    except (ImportError, AttributeError, TypeError):
+        yield
+        return
+    with patches[0], patches[1]:
+        yield
+
+
 def run_property(trial: Callable, *, max_examples: int, seed: int) -> _Run:
     """Run ``trial(draw)`` on hypothesis draws until ``max_examples`` valid ones passed
     or one failed (shrunk). ``trial`` raises Reject for a draw that is not an instance
@@ -167,7 +225,8 @@ def run_property(trial: Callable, *, max_examples: int, seed: int) -> _Run:
             raise _Falsified(found)
 
     try:
-        prop()
+        with _codebase_constants_off():
+            prop()
     except _Falsified as exc:
         state.counterexample = exc.counterexample
     except Unsatisfiable:
@@ -177,9 +236,58 @@ def run_property(trial: Callable, *, max_examples: int, seed: int) -> _Run:
     return state
 
 
-def _no_instance(state: _Run) -> str:
-    reasons = "; ".join(f"{reason} (x{count})" for reason, count in state.rejected.most_common(3))
-    return "no instance satisfies the pattern and guard" + (f": {reasons}" if reasons else "")
+def _no_instance(rejected: Counter) -> str:
+    reasons = "; ".join(f"{reason} (x{count})" for reason, count in rejected.most_common(3))
+    return "no drawn instance satisfied the pattern and guard" + (f": {reasons}" if reasons else "")
+
+
+@dataclass
+class _Drawing:
+    """Rounds of drawing toward a coverage target, and what they found."""
+
+    coverage: Coverage
+    rejected: Counter = field(default_factory=Counter)
+    counterexample: Counterexample | None = None
+    #: instances that satisfied the guard (the float32 verdict stresses some of them)
+    kept: list = field(default_factory=list)
+
+
+def _round_seed(seed: int, round_no: int) -> int:
+    return seed if round_no == 0 else (seed * 1_000_003 + round_no) % 2**32
+
+
+def draw_until_covered(make, check, demands: ShapeDemands, *, min_instances: int, seed: int,
+                       budget: float = TIME_BUDGET) -> _Drawing:
+    """Draw instances (``make(draw)``) and check each (``check(instance)`` returns a
+    Counterexample or None) in rounds: the first of ``min_instances``, then smaller
+    ones, until the coverage target is met, a counterexample turns up, or ``budget``
+    seconds pass."""
+    found = _Drawing(Coverage(seed, min_instances=min_instances))
+    started = time.perf_counter()
+    for round_no in range(MAX_ROUNDS):
+        def trial(draw):
+            instance = make(draw)
+            outcome = check(instance)
+            if outcome is None:
+                found.coverage.add(*instance.shape_class(demands))
+                if len(found.kept) < 64:
+                    found.kept.append(instance)
+            return outcome
+
+        size = min_instances if round_no == 0 else max(10, min_instances // 3)
+        state = run_property(trial, max_examples=size, seed=_round_seed(seed, round_no))
+        found.coverage.drawn += state.valid + sum(state.rejected.values())
+        found.rejected.update(state.rejected)
+        if state.counterexample is not None:
+            found.counterexample = state.counterexample
+            return found
+        if state.valid == 0:
+            return found  # nothing satisfies the guard from here: more rounds will not change that
+        if found.coverage.reached:
+            return found
+        if time.perf_counter() - started > budget:
+            return found
+    return found
 
 
 # ----- rewrites and decompositions -----------------------------------------------------------------
@@ -190,50 +298,65 @@ def _counterexample(name, where, instance, outcome, sides=("pattern", "replaceme
                           outcome.expected, outcome.actual, sides)
 
 
-def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0) -> RuleCheck:
+def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0, budget: float = TIME_BUDGET,
+                  float_exact: bool = False) -> RuleCheck:
+    """A rewrite on instances drawn for its guard until the coverage target is met (at
+    least ``max_examples`` satisfying it), its sympy proof if scalar, its float32 verdict."""
     started = time.perf_counter()
     label = f"rewrite {rule.name}"
+    demands = shape_demands(rule.guard)
 
-    def trial(draw):
-        instance = rewrite_instance(draw, rule, ruleset)
+    def check(instance):
         outcome = check_rewrite_instance(instance, rule, ruleset)
         return None if outcome.mismatch is None else _counterexample(label, rule.where, instance, outcome)
 
-    state = run_property(trial, max_examples=max_examples, seed=seed)
+    drawing = draw_until_covered(lambda draw: rewrite_instance(draw, rule, ruleset), check, demands,
+                                 min_instances=max_examples, seed=seed, budget=budget)
     proof = prove_rewrite(rule, ruleset.registry)
-    return _verdict("rewrite", rule.name, rule.where, state, proof, started)
+    floats = float_verdict(drawing.kept, lambda i: rewrite_sides(i, rule, ruleset), seed)
+    return _verdict("rewrite", rule.name, rule.where, drawing, proof, floats, float_exact, started)
 
 
-def check_decomposition(case, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0) -> RuleCheck:
+def check_decomposition(case, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0,
+                        budget: float = TIME_BUDGET, float_exact: bool = False) -> RuleCheck:
     started = time.perf_counter()
     name = case.op if not case.requires else case.op + "{" + ", ".join(f"{k}={v!r}" for k, v in case.requires) + "}"
     if case.from_def:
         return RuleCheck("decompose", name, case.where, "skipped", detail="the body defines the op: its reference "
-                         "runs this very body, so both sides are the same code", seconds=time.perf_counter() - started)
+                         "runs this very body, so both sides are the same code (an oracle on the def checks it)",
+                         seconds=time.perf_counter() - started)
     label = f"decompose {name}"
 
-    def trial(draw):
-        instance = decompose_instance(draw, case, ruleset)
+    def check(instance):
         outcome = check_decompose_instance(instance, case, ruleset)
         return None if outcome.mismatch is None else _counterexample(label, case.where, instance, outcome,
                                                                      (case.op, "decomposition"))
 
-    state = run_property(trial, max_examples=max_examples, seed=seed)
+    drawing = draw_until_covered(lambda draw: decompose_instance(draw, case, ruleset), check, ShapeDemands(),
+                                 min_instances=max_examples, seed=seed, budget=budget)
     proof = prove_decomposition(case, ruleset.registry)
-    return _verdict("decompose", name, case.where, state, proof, started)
+    floats = float_verdict(drawing.kept, lambda i: decompose_sides(i, case, ruleset), seed)
+    return _verdict("decompose", name, case.where, drawing, proof, floats, float_exact, started)
 
 
-def _verdict(kind, name, where, state: _Run, proof, started) -> RuleCheck:
+def _verdict(kind, name, where, drawing: _Drawing, proof, floats: FloatVerdict, float_exact: bool,
+             started) -> RuleCheck:
     seconds = time.perf_counter() - started
-    if state.counterexample is not None:
-        return RuleCheck(kind, name, where, "failed", state.valid, state.counterexample.message,
-                         state.counterexample, seconds)
+    coverage = drawing.coverage
+    common = dict(seconds=seconds, coverage=coverage, floats=floats)
+    if drawing.counterexample is not None:
+        return RuleCheck(kind, name, where, "failed", coverage.satisfied, drawing.counterexample.message,
+                         drawing.counterexample, **common)
+    if float_exact and floats.measured and not floats.exact:
+        return RuleCheck(kind, name, where, "failed", coverage.satisfied, str(floats), **common)
     if proof.proved:
-        return RuleCheck(kind, name, where, "proved", 0 if state.unsatisfiable else state.valid, proof.note,
-                         seconds=seconds)
-    if state.unsatisfiable:
-        return RuleCheck(kind, name, where, "skipped", 0, _no_instance(state), seconds=seconds)
-    return RuleCheck(kind, name, where, "checked", state.valid, proof.note, seconds=seconds)
+        return RuleCheck(kind, name, where, "proved", coverage.satisfied, proof.note, **common)
+    if coverage.satisfied == 0:
+        return RuleCheck(kind, name, where, "under-covered", 0, _no_instance(drawing.rejected), **common)
+    if not coverage.reached:
+        return RuleCheck(kind, name, where, "under-covered", coverage.satisfied,
+                         "the coverage target was not met", **common)
+    return RuleCheck(kind, name, where, "checked", coverage.satisfied, proof.note, **common)
 
 
 # ----- formula defs ---------------------------------------------------------------------------------
@@ -299,9 +422,55 @@ def check_def(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) 
         return RuleCheck("def", rule.name, where, "failed", state.valid, state.counterexample.message,
                          state.counterexample, seconds)
     if state.unsatisfiable:
-        return RuleCheck("def", rule.name, where, "skipped", 0, _no_instance(state), seconds=seconds)
+        return RuleCheck("def", rule.name, where, "under-covered", 0, _no_instance(state.rejected), seconds=seconds)
     return RuleCheck("def", rule.name, where, "checked", state.valid, "reference agrees with the formula",
                      seconds=seconds)
+
+
+def check_def_oracles(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) -> RuleCheck:
+    """A def against its oracles: each test vector once, each oracle body on
+    ``max_examples`` drawn inputs. A failure points at the def's ``file:line:col``."""
+    from fusionlang.testing.deforacle import body_trial, vector_mismatch
+
+    started = time.perf_counter()
+    decl = rule.decl
+    where = f"{decl.span.file}:{decl.span.line}:{decl.span.col}"
+    opdef = ruleset.registry.get(rule.name)
+    checked = 0
+    vectors = [o for o in decl.oracles if o.body is None]
+    for oracle in vectors:
+        found = vector_mismatch(rule.name, decl, oracle, opdef)
+        if found is not None:
+            return RuleCheck("def", rule.name, where, "failed", checked, found.message, found,
+                             time.perf_counter() - started)
+        checked += 1
+    rejected: Counter = Counter()
+    bodies = [o for o in decl.oracles if o.body is not None]
+    for oracle in bodies:
+        state = run_property(body_trial(rule.name, decl, oracle, opdef, ruleset.registry),
+                             max_examples=max_examples, seed=seed)
+        rejected.update(state.rejected)
+        if state.counterexample is not None:
+            return RuleCheck("def", rule.name, where, "failed", checked + state.valid, state.counterexample.message,
+                             state.counterexample, time.perf_counter() - started)
+        checked += state.valid
+        if state.valid == 0:
+            return RuleCheck("def", rule.name, where, "under-covered", checked, _no_instance(rejected),
+                             seconds=time.perf_counter() - started)
+    against = ", ".join(part for part in (
+        f"{len(bodies)} oracle bod{'y' if len(bodies) == 1 else 'ies'}" if bodies else "",
+        f"{len(vectors)} test vector{'s' if len(vectors) != 1 else ''}" if vectors else "") if part)
+    return RuleCheck("def", rule.name, where, "checked", checked, f"agrees with {against}",
+                     seconds=time.perf_counter() - started)
+
+
+def _check_a_def(rule, ruleset: RuleSet, *, max_examples: int, seed: int) -> RuleCheck:
+    """A formula def against sympy, then (if it has any) against its oracles."""
+    if rule.is_formula:
+        first = check_def(rule, ruleset, max_examples=max_examples, seed=seed)
+        if first.status == "failed" or not rule.decl.oracles:
+            return first
+    return check_def_oracles(rule, ruleset, max_examples=max_examples, seed=seed)
 
 
 # ----- the fuse table ---------------------------------------------------------------------------------
@@ -386,7 +555,7 @@ def rule_names(ruleset: RuleSet, kinds: Iterable[str] = KINDS) -> set[str]:
     if "decompose" in kinds:
         names.update(ruleset.decompositions)
     if "def" in kinds:
-        names.update(name for name, rule in ruleset.defs.items() if rule.is_formula)
+        names.update(name for name, rule in ruleset.defs.items() if rule.is_formula or rule.decl.oracles)
     if "fuse" in kinds:
         names.update(fuse_entry_name(entry, ruleset) for entry in ruleset.fuse_entries)
     if "strategy" in kinds:
@@ -397,12 +566,15 @@ def rule_names(ruleset: RuleSet, kinds: Iterable[str] = KINDS) -> set[str]:
 
 
 def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterable[str] = KINDS,
+                budget: float = TIME_BUDGET, float_exact: bool = False,
                 select: Callable[[str, str, str], bool] | None = None,
                 progress: Callable[[RuleCheck], None] | None = None) -> CheckReport:
     """Check every rule of ``ruleset`` (a RuleSet, or a name or path for load_rules).
 
-    ``max_examples``: instances per rule; ``seed``: hypothesis seed (same seed, same
-    instances); ``kinds``: which of rewrite, decompose, def, fuse, strategy, test;
+    ``max_examples``: instances per rule (for rewrites and decompositions, the least
+    number that must satisfy the guard); ``seed``: hypothesis seed (same seed, same
+    instances); ``budget``: seconds a rule's drawing may take toward its coverage target;
+    ``float_exact``: a rewrite that changes float32 results fails; ``kinds``: which of rewrite, decompose, def, fuse, strategy, test;
     ``select(kind, name, where)``: check only the rules it accepts (the CLI uses it to
     check a rule shared by several files once); ``progress(check)`` is called as each
     verdict is reached.
@@ -428,15 +600,17 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
 
     for rule in ruleset.rewrites:
         if wanted("rewrite", rule.name, rule.where):
-            add(check_rewrite(rule, ruleset, max_examples=max_examples, seed=seed))
+            add(check_rewrite(rule, ruleset, max_examples=max_examples, seed=seed, budget=budget,
+                              float_exact=float_exact))
     for op, cases in ruleset.decompositions.items():
         for case in cases:
             if wanted("decompose", op, case.where):
-                add(check_decomposition(case, ruleset, max_examples=max_examples, seed=seed))
+                add(check_decomposition(case, ruleset, max_examples=max_examples, seed=seed, budget=budget,
+                                        float_exact=float_exact))
     for name, rule in ruleset.defs.items():
         where = f"{rule.span.file}:{rule.span.line}"
-        if rule.is_formula and wanted("def", name, where):
-            add(check_def(rule, ruleset, max_examples=max(10, max_examples // 2), seed=seed))
+        if (rule.is_formula or rule.decl.oracles) and wanted("def", name, where):
+            add(_check_a_def(rule, ruleset, max_examples=max(10, max_examples // 2), seed=seed))
     for entry in ruleset.fuse_entries:
         if wanted("fuse", fuse_entry_name(entry, ruleset), f"{entry.span.file}:{entry.span.line}"):
             add(check_fuse_entry(entry, ruleset))
@@ -452,5 +626,7 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
     return report
 
 
-__all__ = ["CheckReport", "KINDS", "RuleCheck", "STATUSES", "check_decomposition", "check_def", "check_fuse_entry",
-           "check_rewrite", "check_rules", "check_strategy", "check_test_blocks", "rule_names", "run_property"]
+__all__ = ["CheckReport", "KINDS", "RuleCheck", "STATUSES", "check_decomposition", "check_def", "check_def_oracles",
+           "check_fuse_entry",
+           "check_rewrite", "check_rules", "check_strategy", "check_test_blocks", "draw_until_covered", "rule_names",
+           "run_property"]

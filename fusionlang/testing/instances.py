@@ -39,6 +39,8 @@ from fusionlang.lang.patterns import PLit, POp, PVar
 from fusionlang.ops.builder import GraphBuilder
 from fusionlang.ops.checking import verify_graph
 from fusionlang.ops.interpreter import run
+from fusionlang.testing.coverage import broadcast_class
+from fusionlang.testing.guardshapes import ShapeDemands, shape_demands, shape_for
 from fusionlang.testing.opgen import Draw, NoProposal, propose
 from fusionlang.testing.values import REAL, Domain, Mismatch, compare, input_domains, magnitude
 
@@ -174,8 +176,11 @@ def _guard_facts(guard) -> tuple[set[str], list[float]]:
 
 
 class _PatternBuilder:
-    def __init__(self, draw: Draw, ruleset, constant_vars: set[str]):
+    def __init__(self, draw: Draw, ruleset, constant_vars: set[str], demands: ShapeDemands | None = None):
         self.draw = draw
+        self.demands = demands or ShapeDemands()
+        #: `name @ pattern` variable -> the value it names
+        self.bound: dict[str, str] = {}
         self.ruleset = ruleset
         self.builder = GraphBuilder("instance", registry=ruleset.registry)
         self.graph = self.builder.graph
@@ -229,7 +234,7 @@ class _PatternBuilder:
             raise Reject(f"{p.op}: {exc}") from None
         for k, q in enumerate(p.operands):
             if values[k] is None:
-                values[k] = self.leaf(q, proposal.types[k])
+                values[k] = self.leaf(q, self._demanded_type(q, proposal.types[k]))
             domain = proposal.domains.get(k)
             if domain is not None:
                 self.domains[values[k]] = self.domains.get(values[k], REAL).merge(domain)
@@ -244,7 +249,18 @@ class _PatternBuilder:
         for attr in p.attrs:
             if attr.kind == "var" and attr.value not in self.statics:
                 self.statics[attr.value] = node.attrs.get(attr.name)
-        return out if isinstance(out, str) else out[0]
+        out = out if isinstance(out, str) else out[0]
+        if p.bind is not None:
+            self.bound[p.bind] = out
+        return out
+
+    def _demanded_type(self, p, proposed: TensorType) -> TensorType:
+        """The proposed type of a fresh leaf, reshaped to meet the guard's shape demands
+        (drawing for the guard rather than rejecting what misses it)."""
+        if not isinstance(p, PVar) or p.anonymous or not self.demands.about(p.name):
+            return proposed
+        known = {var: self.graph.types[value] for var, value in {**self.vars, **self.bound}.items()}
+        return shape_for(self.draw, p.name, proposed, self.demands, known)
 
 
 @dataclass
@@ -253,6 +269,8 @@ class Instance:
     root: str
     leaves: list[Leaf]
     feeds: dict[str, np.ndarray]
+    #: pattern variable (leaf or `name @`) -> value name
+    variables: dict[str, str] = field(default_factory=dict)
 
     def leaf_arrays(self) -> list[tuple[Leaf, np.ndarray]]:
         return [(leaf, self.graph.constants[leaf.value] if leaf.kind == "const" else self.feeds[leaf.value])
@@ -260,6 +278,22 @@ class Instance:
 
     def node_list(self) -> list[tuple[str, str, dict]]:
         return [(n.name, n.op, dict(n.attrs)) for n in self.graph.nodes]
+
+    def shape_class(self, demands: ShapeDemands) -> tuple[tuple, tuple, tuple, tuple]:
+        """(leaf shapes, variable ranks, broadcast class, relations of the dims the guard
+        names: which are 1, which pairs are equal): what coverage counts (see
+        :mod:`fusionlang.testing.coverage`)."""
+        types = self.graph.types
+        shapes = tuple((leaf.var, types[leaf.value].shape) for leaf in self.leaves)
+        ranks = tuple(sorted((var, types[value].rank) for var, value in self.variables.items()))
+        sizes = []
+        for var, axis in demands.mentioned:
+            shape = types[self.variables[var]].shape if var in self.variables else ()
+            sizes.append(shape[axis] if -len(shape) <= axis < len(shape) else None)
+        relations = tuple(("unit", k, size == 1) for k, size in enumerate(sizes) if size is not None) + \
+            tuple(("equal", i, j, sizes[i] == sizes[j]) for i in range(len(sizes)) for j in range(i + 1, len(sizes))
+                  if sizes[i] is not None and sizes[j] is not None)
+        return shapes, ranks, broadcast_class(self.graph), relations
 
 
 def _fill_values(draw: Draw, graph: Graph, leaves: list[Leaf], domains: dict[str, Domain],
@@ -289,7 +323,7 @@ def _fill_values(draw: Draw, graph: Graph, leaves: list[Leaf], domains: dict[str
 def rewrite_instance(draw: Draw, rule, ruleset) -> Instance:
     """A graph on which ``rule`` matches at its root node, with feeds (or Reject)."""
     constant_vars, numbers = _guard_facts(rule.guard)
-    pb = _PatternBuilder(draw, ruleset, constant_vars)
+    pb = _PatternBuilder(draw, ruleset, constant_vars, shape_demands(rule.guard))
     root_value = pb.build(rule.compiled)
     graph = pb.graph
     root = graph.nodes[-1]
@@ -299,7 +333,7 @@ def rewrite_instance(draw: Draw, rule, ruleset) -> Instance:
         root_value = pb.builder.op("identity", root_value, name="consumer")
     graph.outputs.append(root_value)
     feeds = _fill_values(draw, graph, pb.leaves, pb.domains, numbers)
-    return Instance(graph, root.name, pb.leaves, feeds)
+    return Instance(graph, root.name, pb.leaves, feeds, {**pb.vars, **pb.bound})
 
 
 def decompose_instance(draw: Draw, case, ruleset) -> Instance:
@@ -327,7 +361,7 @@ def decompose_instance(draw: Draw, case, ruleset) -> Instance:
     graph.outputs.extend([out] if isinstance(out, str) else list(out))
     domains = {leaf.value: d for k, leaf in enumerate(leaves) if (d := proposal.domains.get(k)) is not None}
     feeds = _fill_values(draw, graph, leaves, domains, [])
-    return Instance(graph, node.name, leaves, feeds)
+    return Instance(graph, node.name, leaves, feeds, {leaf.var: leaf.value for leaf in leaves})
 
 
 # ----- both sides ---------------------------------------------------------------------------
@@ -342,7 +376,7 @@ class Outcome:
     actual: np.ndarray | None = None
 
 
-def _left_side(instance: Instance, registry) -> tuple[dict[str, np.ndarray], float]:
+def _left_side(instance: Instance, registry, *, finite: bool = True) -> tuple[dict[str, np.ndarray], float]:
     graph = instance.graph
     try:
         with np.errstate(all="ignore"):
@@ -351,7 +385,7 @@ def _left_side(instance: Instance, registry) -> tuple[dict[str, np.ndarray], flo
         raise Reject(f"the reference cannot run the instance: {str(exc).splitlines()[0]}") from None
     outputs = {name: values[name] for name in graph.outputs}
     for array in outputs.values():
-        if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        if finite and array.dtype.kind == "f" and not np.all(np.isfinite(array)):
             raise Reject("the pattern side is not finite on these values")
     scale = magnitude(list(values.values()) + list(instance.feeds.values()) + list(graph.constants.values()))
     return outputs, scale
@@ -378,6 +412,35 @@ def _compare_outputs(instance: Instance, expected: dict, after: Graph, registry,
     return Outcome(None, expected[first], actual[first])
 
 
+def _fire_rewrite(instance: Instance, rule, ruleset) -> Graph:
+    """The instance graph after ``rule`` fired at its root (Reject where it does not
+    match; FuseError where firing fails)."""
+    graph = instance.graph
+    root = next(n for n in graph.nodes if n.name == instance.root)
+    if Matcher(graph, ruleset).match(rule, root) is None:
+        failure = Matcher(graph, ruleset).explain(rule, root)
+        raise Reject(f"no match: {getattr(failure, 'message', failure)}")
+    after = graph.copy()  # keeps the rule set's registry, which the instance was built with
+    node = next(n for n in after.nodes if n.name == instance.root)
+    match = Matcher(after, ruleset).match(rule, node)
+    if not applicable(after, match):
+        raise Reject("the replacement is a graph input and the root a graph output")
+    index = GraphIndex(after)
+    with np.errstate(all="ignore"):  # the replacement may fold constants (1 / c with a zero in c)
+        apply_match(index, ruleset, match, Recorder(10))
+    index.finalize()
+    return after
+
+
+def _open_root(instance: Instance, case, ruleset) -> Graph:
+    after = instance.graph.copy()
+    index = GraphIndex(after)
+    with np.errstate(all="ignore"):
+        open_node(index, ruleset, index.by_name[instance.root], case, Recorder(10))
+    index.finalize()
+    return after
+
+
 def check_rewrite_instance(instance: Instance, rule, ruleset) -> Outcome:
     """Fire ``rule`` at the instance's root and compare the graph's outputs."""
     registry = ruleset.registry
@@ -387,15 +450,8 @@ def check_rewrite_instance(instance: Instance, rule, ruleset) -> Outcome:
         failure = Matcher(graph, ruleset).explain(rule, root)
         raise Reject(f"no match: {getattr(failure, 'message', failure)}")
     expected, scale = _left_side(instance, registry)
-    after = graph.copy()  # keeps the rule set's registry, which the instance was built with
-    node = next(n for n in after.nodes if n.name == instance.root)
-    match = Matcher(after, ruleset).match(rule, node)
-    if not applicable(after, match):
-        raise Reject("the replacement is a graph input and the root a graph output")
-    index = GraphIndex(after)
     try:
-        apply_match(index, ruleset, match, Recorder(10))
-        index.finalize()
+        after = _fire_rewrite(instance, rule, ruleset)
     except FuseError as exc:
         return Outcome(Mismatch(f"firing the rule fails: {str(exc).splitlines()[0]}"), expected[graph.outputs[0]])
     return _compare_outputs(instance, expected, after, registry, scale)
@@ -404,17 +460,33 @@ def check_rewrite_instance(instance: Instance, rule, ruleset) -> Outcome:
 def check_decompose_instance(instance: Instance, case, ruleset) -> Outcome:
     registry = ruleset.registry
     expected, scale = _left_side(instance, registry)
-    after = instance.graph.copy()
-    index = GraphIndex(after)
-    node = index.by_name[instance.root]
     try:
-        open_node(index, ruleset, node, case, Recorder(10))
-        index.finalize()
+        after = _open_root(instance, case, ruleset)
     except FuseError as exc:
         return Outcome(Mismatch(f"opening the node fails: {str(exc).splitlines()[0]}"),
                        expected[instance.graph.outputs[0]])
     return _compare_outputs(instance, expected, after, registry, scale)
 
 
+def _raw_sides(instance: Instance, after: Graph, registry) -> tuple[np.ndarray, np.ndarray]:
+    expected, _ = _left_side(instance, registry, finite=False)
+    actual, problem = _right_side(after, registry, instance.feeds)
+    if actual is None:
+        raise Reject(problem)
+    name = instance.graph.outputs[0]
+    return expected[name], actual[name]
+
+
+def rewrite_sides(instance: Instance, rule, ruleset) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides of ``rule`` on ``instance``, infinities and NaN included (float-exactness
+    compares them bit for bit)."""
+    return _raw_sides(instance, _fire_rewrite(instance, rule, ruleset), ruleset.registry)
+
+
+def decompose_sides(instance: Instance, case, ruleset) -> tuple[np.ndarray, np.ndarray]:
+    return _raw_sides(instance, _open_root(instance, case, ruleset), ruleset.registry)
+
+
 __all__ = ["Counterexample", "Instance", "Leaf", "Outcome", "Reject", "check_decompose_instance",
-           "check_rewrite_instance", "decompose_instance", "draw_array", "rewrite_instance"]
+           "check_rewrite_instance", "decompose_instance", "decompose_sides", "draw_array", "rewrite_instance",
+           "rewrite_sides"]

@@ -150,12 +150,12 @@ def test_correct_rules_hold_and_scalar_ones_are_proved(tmp_path):
     assert all(c.instances > 0 for c in report.checks)
 
 
-def test_a_guard_nothing_satisfies_is_skipped_with_the_reason(tmp_path):
+def test_a_guard_nothing_satisfies_is_under_covered_with_the_reason(tmp_path):
     path = tmp_path / "never.fuse"
     path.write_text("rewrite never: relu(x) where rank(x) > 9 => x\n")
     check = check_rules(load_rules(str(path)), max_examples=10, kinds=("rewrite",)).find("never")
-    assert check.status == "skipped"
-    assert "no instance satisfies the pattern and guard" in check.detail and "rank(x) > 9" in check.detail
+    assert check.status == "under-covered" and check.instances == 0
+    assert "no drawn instance satisfied the pattern and guard" in check.detail and "rank(x) > 9" in check.detail
 
 
 def test_a_pattern_constant_is_not_a_wildcard(tmp_path):
@@ -188,7 +188,7 @@ def test_report_serializes(planted_report):
     assert data["ok"] is False and data["counts"]["failed"] == len(PLANTED_LINES)
     failed = [c for c in data["checks"] if c["status"] == "failed"]
     assert all(c["counterexample"]["where"] == c["where"] for c in failed)
-    assert report.summary().startswith("planted: 5 rules: 0 proved, 0 checked, 5 failed")
+    assert report.summary().startswith("planted: 5 rules: 0 proved, 0 checked, 0 under-covered, 5 failed")
 
 
 # ----- sympy proofs --------------------------------------------------------------------------

@@ -1,0 +1,145 @@
+"""Float-exactness: does a rewrite change float32 results, not only real ones?
+
+A proof with sympy is over the reals: ``(x + y) - y => x`` is an identity there, yet in
+float32 ``(1 + 1e8) - 1e8`` is 0, and ``exp(x) / exp(y)`` overflows to inf/inf where
+``exp(x - y)`` is 1. So instances that satisfied the guard are drawn again in float32
+with magnitudes that stress arithmetic (tiny, large, near the exp overflow, close to
+the float32 limit, and one operand cancelling another), and both sides are compared
+exactly: the same bits, NaN where NaN, the same infinities.
+
+The verdict is "float-exact" when no stressed instance differed, else "not
+float-exact" with the largest difference and the instance it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fusionlang.errors import FuseError
+from fusionlang.testing.instances import Instance, Reject
+from fusionlang.testing.values import REAL, input_domains
+
+#: magnitudes a leaf's elements are drawn around: tiny, ordinary, just past exp's
+#: float32 overflow (88.7), large, and near float32's largest value
+MAGNITUDES = (1e-30, 1e-3, 1.0, 3.0, 100.0, 1e4, 1e8, 1e20, 1e38)
+#: stressed variants drawn per instance, and instances used per rule
+VARIANTS = 3
+INSTANCES = 8
+
+
+@dataclass
+class FloatVerdict:
+    """The float32 verdict on a rule."""
+
+    #: stressed instances compared (0: no float32 instance to stress)
+    instances: int
+    error: float = 0.0
+    #: the stressed instance with the largest difference, in one line
+    at: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.instances > 0
+
+    @property
+    def exact(self) -> bool:
+        return self.measured and self.error == 0.0
+
+    def __str__(self) -> str:
+        if not self.measured:
+            return "float-exactness not measured (no float32 instance satisfied the guard)"
+        if self.exact:
+            return f"float-exact ({self.instances} stressed float32 instances)"
+        return f"not float-exact: max error {self.error:.3g} at {self.at}"
+
+    def to_dict(self) -> dict:
+        return {"instances": self.instances, "exact": self.exact, "error": self.error, "at": self.at}
+
+
+def exact_difference(expected: np.ndarray, actual: np.ndarray) -> float:
+    """0 when the arrays are the same floats (NaN where NaN, equal infinities); else the
+    largest absolute difference, infinite where only one side is NaN or infinite."""
+    e, a = np.asarray(expected, np.float64), np.asarray(actual, np.float64)
+    if e.shape != a.shape:
+        return float("inf")
+    both_nan = np.isnan(e) & np.isnan(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both_nan | (e == a), 0.0, np.abs(e - a))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    return float(diff.max()) if diff.size else 0.0
+
+
+def _is_float32(instance: Instance) -> bool:
+    kinds = {np.dtype(leaf.ttype.dtype) for leaf in instance.leaves if leaf.fill is None}
+    floats = {k for k in kinds if k.kind == "f"}
+    return floats == {np.dtype(np.float32)}
+
+
+def _stressed_array(rng: np.random.Generator, array: np.ndarray, domain, earlier: list[np.ndarray]) -> np.ndarray:
+    if array.dtype != np.float32 or domain.kind == "index":
+        return array
+    same_shape = [a for a in earlier if a.shape == array.shape]
+    if same_shape and domain.kind == "real" and rng.random() < 0.3:
+        # cancellation: nearly the negation of an earlier operand
+        other = same_shape[int(rng.integers(len(same_shape)))].astype(np.float64)
+        return (-other * (1 + rng.uniform(-1e-6, 1e-6, array.shape))).astype(np.float32)
+    magnitude = float(rng.choice(MAGNITUDES))
+    values = magnitude * rng.uniform(1.0, 2.0, array.shape)
+    if domain.kind != "positive":
+        values = values * rng.choice(np.array([-1.0, 1.0]), array.shape)
+    with np.errstate(over="ignore"):
+        return np.minimum(values, np.finfo(np.float32).max).astype(np.float32)
+
+
+def stress(instance: Instance, rng: np.random.Generator) -> Instance:
+    """A copy of ``instance`` with its float32 leaves redrawn at stressing magnitudes
+    (literals, index operands and non-float leaves are kept)."""
+    graph = instance.graph.copy()
+    domains = input_domains(graph)
+    feeds = dict(instance.feeds)
+    earlier: list[np.ndarray] = []
+    for leaf in instance.leaves:
+        if leaf.fill is not None:
+            continue
+        source = graph.constants if leaf.kind == "const" else feeds
+        array = _stressed_array(rng, np.asarray(source[leaf.value]), domains.get(leaf.value, REAL), earlier)
+        earlier.append(array)
+        source[leaf.value] = np.require(array, requirements="C") if leaf.kind == "const" else array
+    return Instance(graph, instance.root, instance.leaves, feeds, instance.variables)
+
+
+def describe(instance: Instance) -> str:
+    """The instance's leaves on one line: ``x = float32[2] [1, 1e+08], ...``."""
+    parts = []
+    for leaf, array in instance.leaf_arrays():
+        shown = np.array2string(np.asarray(array), precision=4, threshold=6, edgeitems=1, separator=", ",
+                                max_line_width=10**6)
+        parts.append(f"{leaf.var or 'literal'} = {leaf.ttype} {' '.join(shown.split())}")
+    return ", ".join(parts)
+
+
+def float_verdict(instances: list[Instance], outcome: Callable[[Instance], tuple], seed: int) -> FloatVerdict:
+    """Stress up to INSTANCES float32 instances VARIANTS times each; ``outcome(instance)``
+    gives (left side, right side) on an instance, or raises Reject where the rule does
+    not apply to the stressed values."""
+    rng = np.random.default_rng(seed)
+    verdict = FloatVerdict(0)
+    for instance in [i for i in instances if _is_float32(i)][:INSTANCES]:
+        for _ in range(VARIANTS):
+            stressed = stress(instance, rng)
+            try:
+                with np.errstate(all="ignore"):
+                    expected, actual = outcome(stressed)
+            except (Reject, FuseError):
+                continue
+            verdict.instances += 1
+            error = exact_difference(expected, actual)
+            if error > verdict.error:
+                verdict.error, verdict.at = error, describe(stressed)
+    return verdict
+
+
+__all__ = ["FloatVerdict", "MAGNITUDES", "describe", "exact_difference", "float_verdict", "stress"]

@@ -1,0 +1,75 @@
+"""`fusionlang check`: the coverage line, the float32 verdict and `--float-exact`,
+`--budget`, and def oracles, as a user sees them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fusionlang.cli import main
+
+FLOATS = """\
+import "std/algebra.fuse"
+
+rewrite cancel_add:
+    r @ sub(add(x, y), y) where same_shape(r, x) => x
+
+rewrite drop_double_neg:
+    neg(neg(x)) => x
+"""
+
+WRONG_DEF = """\
+def rms(x; epsilon=0.000001) {
+    return x / sqrt(reduce_sum(x * x) {axes=[-1], keepdims=1} + epsilon)
+}
+oracle ([[3.0, 4.0]]) {epsilon=0.0} => [[0.8485281, 1.1313708]]
+"""
+
+
+@pytest.fixture
+def floats_file(tmp_path):
+    path = tmp_path / "floats.fuse"
+    path.write_text(FLOATS)
+    return str(path)
+
+
+def test_each_rewrite_reports_coverage_and_a_float32_verdict(floats_file, capsys):
+    assert main(["check", floats_file, "--examples", "10", "--seed", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = out.index(f"{floats_file}:3: rewrite cancel_add: proved equal over the reals (and "
+                     + out[0].split("(and ")[1])
+    assert out[head + 1].startswith("    coverage: ") and ", seed 3" in out[head + 1]
+    assert " matched the pattern and guard, " in out[head + 1] and " distinct shapes, " in out[head + 1]
+    assert out[head + 2].startswith("    float32: not float-exact: max error ")
+    assert any(line.startswith("    float32: float-exact (") for line in out)
+
+
+def test_float_exact_turns_a_changed_float32_result_into_a_failure(floats_file, capsys):
+    assert main(["check", floats_file, "--examples", "10", "--float-exact"]) == 1
+    out = capsys.readouterr().out
+    assert f"{floats_file}:3: rewrite cancel_add: failed\n    not float-exact: max error " in out
+    assert f"{floats_file}:6: rewrite drop_double_neg: proved equal over the reals" in out
+
+
+def test_json_carries_coverage_and_float32(floats_file, capsys):
+    assert main(["--json", "check", floats_file, "--examples", "10", "--rule", "cancel_add"]) == 0
+    (check,) = json.loads(capsys.readouterr().out)["reports"][0]["checks"]
+    assert check["coverage"]["satisfied"] >= 10 and check["coverage"]["seed"] == 0
+    assert check["float32"]["exact"] is False and check["float32"]["error"] > 0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_a_budget_that_is_not_positive_exits_2(floats_file, capsys, value):
+    assert main(["check", floats_file, "--budget", value]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "fusionlang: error: --budget must be a positive number of seconds"
+    assert captured.out == ""
+
+
+def test_a_wrong_def_fails_at_the_def(tmp_path, capsys):
+    path = tmp_path / "defs.fuse"
+    path.write_text(WRONG_DEF)
+    assert main(["check", str(path), "--kinds", "def"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}:1:1: def rms: failed\n    the def differs from the test vector at {path}:4:1: ")
