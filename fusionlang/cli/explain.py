@@ -54,7 +54,8 @@ def run(args) -> int:
 def _explain_rule(args) -> int:
     """Rewrite the model (no partitioning) and report on one rule: everywhere, or at
     ``--node``."""
-    from fusionlang.engine.whynot import rewrite_named, rule_report
+    from fusionlang.engine.rule_report import rule_report
+    from fusionlang.engine.whynot import rewrite_named
 
     with Stages(args) as stages:
         with stages.step("import model"):

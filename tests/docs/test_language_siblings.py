@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import fusionlang
-from fusionlang.engine.rewrite import run_test_blocks
+from fusionlang.testing.testblocks import run_test_blocks
 from fusionlang.lang import lint
 from fusionlang.ops import GraphBuilder
 from fusionlang.ops.interpreter import run as reference_run

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from fusionlang.engine.policy_check import policy_diagnostics
-from fusionlang.engine.rewrite import run_test_blocks
+from fusionlang.testing.testblocks import run_test_blocks
 from fusionlang.lang import lint, load_rules
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "language.md"

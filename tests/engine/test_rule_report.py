@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fusionlang.engine.whynot import rule_report
+from fusionlang.engine.rule_report import rule_report
 from fusionlang.errors import FuseError
 from fusionlang.lang import parse_text
 from fusionlang.ops import GraphBuilder

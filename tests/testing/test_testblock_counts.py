@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fusionlang.api import fuse
-from fusionlang.engine.rewrite import run_test_blocks
+from fusionlang.testing.testblocks import run_test_blocks
 from fusionlang.lang import parse_text
 from fusionlang.ops import GraphBuilder
 
