@@ -1,4 +1,5 @@
-"""Depthwise convolution (one input and one output channel per group) as a direct kernel.
+"""Depthwise convolution (one input and one output channel per group) and 2-D pooling as
+direct kernels.
 
 As a GEMM it would be a 1 x (OH*OW) x (KH*KW) product per channel: a register tile of MR
 rows would hold one useful row, and packing would cost more than the arithmetic. The
@@ -12,11 +13,35 @@ column as its coordinates.
 The problem is described like the GEMM's: ``problem.a`` the weights (one row of KH*KW
 taps per channel, channel = outer index 1), ``problem.b`` the input as :class:`Im2Col` with
 one channel, ``problem.c`` the output; outer indices (image, channel).
+
+Max and average pooling are the same kernel with another tap (:class:`Tap`): no weights, a
+max or a plain sum, and padding of -inf or 0. An average's divisor is the epilogue's
+business: the pool's own final statement divides by it (see :mod:`.template`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Lines, epilogue_function, param_name
+
+
+@dataclass(frozen=True)
+class Tap:
+    """How one tap of the window enters the accumulator ``acc`` from the input ``src``."""
+
+    #: the accumulator's start and the value of padding (C literals)
+    init: str
+    pad: str
+    #: C statement; ``{acc}`` and ``{src}`` stand for the accumulator and the input element
+    update: str
+    weighted: bool
+
+
+DEPTHWISE = Tap("0.0f", "0.0f", "{acc} += tap * {src};", True)
+#: NaN wins, as in the reference's np.max; padding never does
+MAX_POOL = Tap("-INFINITY", "-INFINITY", "{acc} = ({src} > {acc} || {src} != {src}) ? {src} : {acc};", False)
+SUM_POOL = Tap("0.0f", "0.0f", "{acc} += {src};", False)
 
 #: the plane method's two stack buffers (padded input, wide output) stay under this
 PLANE_BYTES = 128 * 1024
@@ -27,9 +52,9 @@ def is_depthwise(problem: GemmProblem) -> bool:
 
 
 def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *,
-                     threads: bool = False) -> str:
+                     threads: bool = False, tap: Tap = DEPTHWISE) -> str:
     """C source of ``int name(const float *W, const float *X, float *Y, <epilogue params>)``
-    (always returns 0: it allocates nothing)."""
+    (always returns 0: it allocates nothing); a pooling ``tap`` drops ``W``."""
     if not is_depthwise(problem):
         raise ValueError("not a depthwise convolution")
     x = problem.b
@@ -38,23 +63,26 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     dh, dw = x.dilation
     ph, pw = x.pads
     out = Lines()
-    out(f"/* depthwise template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
+    what = "depthwise" if tap.weighted else "pooling"
+    out(f"/* {what} template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
         f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw} */")
     epilogue_function(out, name, problem, epilogue)
     extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
     extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
-    out.open(f"int {name}(const float *restrict W, const float *restrict X, float *restrict Y{extra})")
+    weights = "const float *restrict W, " if tap.weighted else ""
+    out.open(f"int {name}({weights}const float *restrict X, float *restrict Y{extra})")
     if threads:
         out("#pragma omp parallel for collapse(2) schedule(static)")
     out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
     out.open(f"for (long o1 = 0; o1 < {problem.outer[1]}; o1++)")
-    out(f"const float *w = W + {_offset(problem.a)};")
+    if tap.weighted:
+        out(f"const float *w = W + {_offset(problem.a)};")
     out(f"const float *plane = X + {_offset(x)};")
     out(f"float *y = Y + {_offset(problem.c)};")
     if sh == 1 and sw == 1 and _plane_floats(x) * 4 <= PLANE_BYTES:
-        _plane_body(out, name, x, kh, kw, dh, dw, ph, pw, epilogue, extra_args)
+        _plane_body(out, name, x, kh, kw, dh, dw, ph, pw, epilogue, extra_args, tap)
     else:
-        _row_body(out, name, x, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args)
+        _row_body(out, name, x, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap)
     out.close()
     out.close()
     out("return 0;")
@@ -69,7 +97,11 @@ def _plane_floats(x: Im2Col) -> int:
     return height * width + x.out_h * width
 
 
-def _plane_body(out: Lines, name, x: Im2Col, kh, kw, dh, dw, ph, pw, epilogue, extra_args) -> None:
+def _update(tap: Tap, acc: str, src: str) -> str:
+    return tap.update.format(acc=acc, src=src)
+
+
+def _plane_body(out: Lines, name, x: Im2Col, kh, kw, dh, dw, ph, pw, epilogue, extra_args, tap: Tap) -> None:
     # stride 1: the channel's input is copied once into a zero-padded plane as wide as the
     # output plus the kernel's reach; then each tap is ONE long vector loop over the whole
     # (wide) output plane at a constant shift. The extra columns of each wide row are junk
@@ -78,24 +110,24 @@ def _plane_body(out: Lines, name, x: Im2Col, kh, kw, dh, dw, ph, pw, epilogue, e
     height = x.out_h + (kh - 1) * dh
     out(f"float pad[{height * width}] __attribute__((aligned(64)));")
     out(f"float acc[{x.out_h * width}] __attribute__((aligned(64)));")
-    out.open(f"for (long r = 0; r < {height}; r++)")
-    out(f"const long iy = r - {ph};")
-    out(f"float *prow = pad + r * {width}L;")
-    out.open(f"if (iy < 0 || iy >= {x.in_h})")
-    out(f"for (long c = 0; c < {width}; c++) prow[c] = 0.0f;")
-    out("continue;")
-    out.close()
-    out(f"for (long c = 0; c < {width}; c++) {{ const long ix = c - {pw}; "
-        f"prow[c] = (ix >= 0 && ix < {x.in_w}) ? plane[iy * {x.in_w}L + ix] : 0.0f; }}")
-    out.close()
+    # padding everywhere, then each input row copied whole into place: GCC 12 at -O3
+    # miscompiled the one-pass form (a select per element between the input and padding,
+    # in a fully unrolled row loop: a 6x6 plane read only 2 of each row's 6 values)
+    out(f"for (long t = 0; t < {height * width}; t++) pad[t] = {tap.pad};")
+    rows = range(max(0, -ph), min(x.in_h, height - ph))
+    cols = max(0, min(x.in_w, width - pw))
+    if cols and len(rows):
+        out(f"for (long iy = {rows.start}; iy < {rows.stop}; iy++) "
+            f"__builtin_memcpy(pad + (iy + {ph}) * {width}L + {pw}, plane + iy * {x.in_w}L, {cols} * sizeof(float));")
     span = (x.out_h - 1) * width + x.out_w
-    out(f"for (long t = 0; t < {x.out_h * width}; t++) acc[t] = 0.0f;")
+    out(f"for (long t = 0; t < {x.out_h * width}; t++) acc[t] = {tap.init};")
     out.open(f"for (long ky = 0; ky < {kh}; ky++)")
     out.open(f"for (long kx = 0; kx < {kw}; kx++)")
-    out(f"const float tap = w[ky * {kw} + kx];")
+    if tap.weighted:
+        out(f"const float tap = w[ky * {kw} + kx];")
     out(f"const float *src = pad + ky * {dh * width}L + kx * {dw}L;")
     out("#pragma omp simd")
-    out(f"for (long t = 0; t < {span}; t++) acc[t] += tap * src[t];")
+    out(f"for (long t = 0; t < {span}; t++) {_update(tap, 'acc[t]', 'src[t]')}")
     out.close()
     out.close()
     out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
@@ -106,24 +138,27 @@ def _plane_body(out: Lines, name, x: Im2Col, kh, kw, dh, dw, ph, pw, epilogue, e
     out.close()
 
 
-def _row_body(out: Lines, name, x: Im2Col, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args) -> None:
-    # any stride: one output row at a time, each tap a strided run of one input row
+def _row_body(out: Lines, name, x: Im2Col, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap: Tap) -> None:
+    # any stride: one output row at a time, each tap a strided run of one input row; the
+    # taps outside the input are skipped, which is padding for all three taps (padding
+    # never wins a max, adds 0 to a sum)
     out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
     out(f"float row[{x.out_w}] __attribute__((aligned(64)));")
-    out(f"for (long ow = 0; ow < {x.out_w}; ow++) row[ow] = 0.0f;")
+    out(f"for (long ow = 0; ow < {x.out_w}; ow++) row[ow] = {tap.init};")
     out.open(f"for (long ky = 0; ky < {kh}; ky++)")
     out(f"const long iy = oh * {sh} + ky * {dh} - {ph};")
     out(f"if (iy < 0 || iy >= {x.in_h}) continue;")
     out(f"const float *in = plane + iy * {x.in_w}L;")
     out.open(f"for (long kx = 0; kx < {kw}; kx++)")
-    out(f"const float tap = w[ky * {kw} + kx];")
+    if tap.weighted:
+        out(f"const float tap = w[ky * {kw} + kx];")
     out(f"const long x0 = kx * {dw} - {pw};")
     # ow in [lo, hi) keeps 0 <= ow * sw + x0 < in_w
     out(f"long lo = x0 >= 0 ? 0 : (-x0 + {sw - 1}) / {sw};")
     out(f"long hi = x0 >= {x.in_w} ? 0 : ({x.in_w - 1} - x0) / {sw} + 1;")
     out(f"if (hi > {x.out_w}) hi = {x.out_w};")
     out("#pragma omp simd")
-    out(f"for (long ow = lo; ow < hi; ow++) row[ow] += tap * in[ow * {sw} + x0];")
+    out(f"for (long ow = lo; ow < hi; ow++) {_update(tap, 'row[ow]', f'in[ow * {sw} + x0]')}")
     out.close()
     out.close()
     out(f"float *dst = y + oh * {x.out_w}L;")
@@ -138,4 +173,4 @@ def _offset(view) -> str:
     return " + ".join(terms)
 
 
-__all__ = ["depthwise_kernel", "is_depthwise"]
+__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Tap", "depthwise_kernel", "is_depthwise"]

@@ -43,6 +43,7 @@ from fusionlang.backend.ccompile import vector_math_declarations
 from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
 from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers, sanitize
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
+from fusionlang.backend.inplace import reuse_outputs
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import CheckedIndex
@@ -555,6 +556,7 @@ def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = F
                   check_indices: bool = True) -> CFunction:
     """The C function of one lowered group, named by a hash of its text (dedupes repeats).
     ``check_indices``: check every loaded index (gather) against its axis."""
+    group = reuse_outputs(group)
     printer = _Printer(group, C, openmp, check_indices)
     text = printer.function("@NAME@", "@COMMENT@")
     name = f"fl_k_{hashlib.sha256(text.encode()).hexdigest()[:16]}"

@@ -152,7 +152,7 @@ class CompiledGraph:
         self.lowered, self.constants, self.aliases = lower_plan(
             plan, "c" if target == "c" else "cuda", fuse=fuse,
             templates=self.templates if target == "c" and templates else None)
-        fused_away = sum(1 for lg in self.lowered.values() for a in lg.prog.arrays if a.role == "temp")
+        fused_away = _never_allocated(plan, self.templates)
         self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
                                                 scratch={gid: t.scratch for gid, t in self.templates.items()})
         if target == "c":
@@ -204,6 +204,19 @@ class CompiledGraph:
     def __repr__(self) -> str:
         return (f"<CompiledGraph {self.graph.name!r} target={self.target}: {self.stats['kernels']} kernels, "
                 f"{self.buffers.summary()}>")
+
+
+def _never_allocated(plan: FusionPlan, templates: dict) -> int:
+    """Values computed inside a kernel group that never reach memory: neither the group's
+    outputs nor the scratch its template parts pass through memory."""
+    count = 0
+    for g in plan.groups:
+        if g.kind != "kernel":
+            continue
+        scratch = set(templates[g.id].scratch) if g.id in templates else set()
+        made = {v for n in plan.nodes_of(g) for v in n.outputs if v}
+        count += len(made - set(g.outputs) - scratch)
+    return count
 
 
 def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,

@@ -1,7 +1,9 @@
 """Groups whose complex op runs as the GEMM template (:mod:`.gemm_template`) on the CPU.
 
 A group qualifies when it holds one float32 ``matmul``, ``gemm`` or 1-D/2-D ``conv`` whose
-operands come from outside the group, and everything else in it is an *epilogue*: statements
+operands come from outside the group (or, with none of those, one 1-D/2-D ``max_pool`` or
+``average_pool``, run as the depthwise kernel with a max or a sum for its tap), and
+everything else in it is an *epilogue*: statements
 over the complex op's output box that read the values computed before them at the same
 element (bias, activations, a residual add, scale and shift, clip). Then:
 
@@ -32,7 +34,7 @@ from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
                                               gemm_kernel, pack_constant, packing_floats, vector_types)
-from fusionlang.backend.depthwise_template import depthwise_kernel, is_depthwise
+from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
 from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
@@ -47,6 +49,9 @@ from fusionlang.ops.window import window_of
 
 #: the ops the templates compute (the cost model prices them at the templates' rate)
 COMPLEX_OPS = CONTRACTIONS
+#: 2-D pooling runs as the depthwise kernel with a max or a sum for its tap, when a group
+#: holds one and no complex op (an average's divisor is its final statement, an epilogue)
+POOL_TAPS = {"max_pool": MAX_POOL, "average_pool": SUM_POOL}
 #: a GEMM smaller than this many multiply-adds stays a loop nest (packing would dominate)
 MIN_MACS = 4096
 
@@ -92,6 +97,8 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     """
     graph = plan.graph
     complex_nodes = [n for n in plan.nodes_of(group) if n.op in COMPLEX_OPS]
+    if not complex_nodes:
+        complex_nodes = [n for n in plan.nodes_of(group) if n.op in POOL_TAPS]
     if group.kind != "kernel" or len(complex_nodes) != 1:
         return None
     node = complex_nodes[0]
@@ -114,6 +121,7 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
         return None
     final, epilogue = stmts
     c_array = _accumulator_target(prog, final, epilogue)
+    _tables_as_float(prog)
     if c_array is None or any(a.dtype != "float32" for a in prog.arrays):
         return None
     blocking = blocking_for(machine, problem)
@@ -124,6 +132,16 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
                          coords, final, epilogue)
+
+
+def _tables_as_float(prog: PolyProgram) -> None:
+    """Integer constant tables (an average pool's divisors) as float32 where every entry is
+    exact, since the template's parameters are float pointers."""
+    for array in prog.arrays:
+        if array.data is not None and array.dtype.startswith("int") and array.role == "input":
+            if array.data.size and np.abs(array.data).max() < 2 ** 24:
+                array.data = array.data.astype(np.float32)
+                array.dtype = "float32"
 
 
 def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine
@@ -181,6 +199,8 @@ def _problem(graph: Graph, node: Node):
         return _matmul_problem(call, node)
     if node.op == "gemm":
         return _gemm_problem(call, node)
+    if node.op in POOL_TAPS:
+        return _pool_problem(call, node)
     return _conv_problem(call, node)
 
 
@@ -216,22 +236,40 @@ def _gemm_problem(call, node: Node):
     return problem, {i_sym(0): _I, i_sym(1): _J}, node.inputs[0], node.inputs[1]
 
 
+def _window_geometry(call, x, kernel_shape):
+    """(spatial, out spatial, kernel, strides, dilations, pads begin) as 2-D, a 1-D window
+    being a 2-D one with one row."""
+    window = window_of(call, x.rank - 2, tuple(kernel_shape))
+    spatial, out_spatial = x.shape[2:], call.out_types[0].shape[2:]
+    if x.rank == 3:
+        return ((1,) + spatial, (1,) + out_spatial, (1,) + window.kernel, (1,) + window.strides,
+                (1,) + window.dilations, (0,) + window.pads_begin)
+    return spatial, out_spatial, window.kernel, window.strides, window.dilations, window.pads_begin
+
+
 def _conv_problem(call, node: Node):
     x, w = call.input(0), call.input(1)
     if x.rank not in (3, 4):
         return None
-    group = call.attrs["group"]
-    spatial = x.shape[2:]
-    window = window_of(call, x.rank - 2, tuple(call.attrs["kernel_shape"] or w.shape[2:]))
-    out_spatial = window.output_shape(spatial)
-    if x.rank == 3:  # 1-D as 2-D with one row
-        spatial, out_spatial = (1,) + spatial, (1,) + out_spatial
-        kernel, strides = (1,) + window.kernel, (1,) + window.strides
-        dilations, pads = (1,) + window.dilations, (0,) + window.pads_begin
-    else:
-        kernel, strides, dilations, pads = window.kernel, window.strides, window.dilations, window.pads_begin
+    spatial, out_spatial, kernel, strides, dilations, pads = _window_geometry(
+        call, x, call.attrs["kernel_shape"] or w.shape[2:])
+    return _windowed_problem(x, spatial, out_spatial, kernel, strides, dilations, pads, call.attrs["group"],
+                             w.shape[0], node.inputs[1], node.inputs[0])
+
+
+def _pool_problem(call, node: Node):
+    """A pool as a depthwise convolution without weights: one channel per group."""
+    x = call.input(0)
+    if x.rank not in (3, 4):
+        return None
+    geometry = _window_geometry(call, x, call.attrs["kernel_shape"])
+    channels = x.shape[1]
+    return _windowed_problem(x, *geometry, channels, channels, node.inputs[0], node.inputs[0])
+
+
+def _windowed_problem(x, spatial, out_spatial, kernel, strides, dilations, pads, group: int, oc: int,
+                      a_value: str, b_value: str):
     batch, channels = x.shape[:2]
-    oc = w.shape[0]
     cg, mg = channels // group, oc // group
     kg = cg * kernel[0] * kernel[1]
     h, wd = spatial
@@ -249,7 +287,7 @@ def _conv_problem(call, node: Node):
         row = sp.floor(_J / ow)
         # the column as j - ow * row, so an identity read's offset cancels to j
         coords[i_sym(2)], coords[i_sym(3)] = row, _J - ow * row
-    return problem, coords, node.inputs[1], node.inputs[0]
+    return problem, coords, a_value, b_value
 
 
 _I = sp.Symbol("i", integer=True, nonnegative=True)
@@ -346,13 +384,15 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
                        and a is not tg.c_param)
     epilogue = Epilogue(body, epi_params)
     depthwise = is_depthwise(tg.problem)
+    pool = POOL_TAPS.get(tg.final.node.op)
     if depthwise:
-        inner = depthwise_kernel("@NAME@_gemm", tg.problem, epilogue, threads=openmp)
+        inner = depthwise_kernel("@NAME@_gemm", tg.problem, epilogue, threads=openmp, tap=pool or DEPTHWISE)
     else:
         inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
                             packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
     inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
-    args = [names[id(tg.a_param)], names[id(tg.b_param)], names[id(tg.c_param)]]
+    args = [names[id(tg.a_param)]] if pool is None else []
+    args += [names[id(tg.b_param)], names[id(tg.c_param)]]
     args += [names[id(a)] for a in tg.params if a is not tg.a_param and a is not tg.b_param and a is not tg.c_param]
     call = f"@NAME@_gemm({', '.join(args)})"
     if depthwise:  # allocates nothing
@@ -363,7 +403,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
                    f"    if ({call}) {{ fl_err[0] = {ALLOC}; fl_err[2] = {nbytes}; }}\n}}\n")
     text = vector_types(tg.blocking.vl) + inner + wrapper
     name = f"fl_t_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    kind = "depthwise" if depthwise else "GEMM"
+    kind = "pooling" if pool else "depthwise" if depthwise else "GEMM"
     comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
     return name, comment + text.replace("@NAME@", name), not depthwise
 

@@ -164,8 +164,10 @@ def test_dimensions_a_dependence_crosses_are_left_inside():
     b.output(b.lrn(p, size=5, alpha=1e-3, beta=0.75, bias=1.0))
     graph = b.build()
     assert backend.check_group(graph, [n.name for n in graph.nodes]) is None
-    compiled = compile_and_check(graph, rtol=1e-4, atol=1e-5)
+    # (the loop nest, not the pooling template the C target runs such a pool as)
+    compiled = compile_and_check(graph, rtol=1e-4, atol=1e-5, templates=False)
     assert compiled.kernels[0].nests == 1 and compiled.kernels[0].strategy.startswith("fused(outer=2")
+    compile_and_check(graph, rtol=1e-4, atol=1e-5)
 
 
 def test_an_illegal_fused_schedule_is_rejected_by_isl():

@@ -86,6 +86,87 @@ def test_conv_groups_with_random_epilogues_match_the_reference(data):
     _check(b.build(), feeds)
 
 
+@settings(max_examples=25)
+@given(data=st.data())
+def test_pool_groups_every_attribute_with_random_epilogues_and_specials_match_the_reference(data):
+    draw = data.draw
+    op = draw(st.sampled_from(["max_pool", "average_pool"]))
+    rank = draw(st.sampled_from([1, 2]))
+    spatial = tuple(draw(st.integers(1, 9)) for _ in range(rank))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    strides = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    dilations = tuple(draw(st.integers(1, 2)) for _ in range(rank))
+    pads = tuple(draw(st.integers(0, k - 1)) for k in kernel * 2)  # ONNX: pads below the kernel
+    attrs = dict(kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads,
+                 ceil_mode=draw(st.integers(0, 1)))
+    if op == "average_pool":
+        attrs["count_include_pad"] = draw(st.integers(0, 1))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    channels, batch = draw(st.integers(1, 4)), draw(st.integers(1, 2))
+    x = rng.standard_normal((batch, channels) + spatial).astype(np.float32)
+    specials = draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, -0.0]), min_size=1, max_size=3))
+    for value in specials:
+        x.flat[int(rng.integers(x.size))] = value
+    b = GraphBuilder("pool")
+    try:
+        y = getattr(b, op)(b.input("x", x.shape), **attrs)
+    except fusionlang.FuseError:
+        return  # the window does not fit the input
+    out_shape = b.build().types[y].shape
+    feeds = {"x": x}
+    y = _epilogue(draw, b, y, out_shape, feeds, rng, 1)
+    b.output(y)
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    compiled = fusionlang.compile(plan, "c")
+    assert "gemm template" in [k.strategy for k in compiled.kernels]
+    got = compiled.run(feeds)
+    with np.errstate(all="ignore"):
+        want = reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_array_equal(np.isnan(got[name]), np.isnan(want[name]))
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])  # the plane body and the row body
+def test_max_pool_template_propagates_nan_and_never_picks_padding(strides):
+    x = np.full((1, 2, 6, 7), -np.inf, np.float32)
+    x[0, 0, 2, 3] = np.nan
+    x[0, 1] = -3.0
+    b = GraphBuilder("pool")
+    b.output(b.max_pool(b.input("x", x.shape), kernel_shape=(3, 3), strides=strides, pads=(1, 1, 1, 1)))
+    graph = b.build()
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"]
+    got = compiled.run({"x": x})[graph.outputs[0]]
+    np.testing.assert_array_equal(got, reference.run(graph, {"x": x})[graph.outputs[0]])
+    assert np.isnan(got[0, 0]).any() and (got[0, 1] == -3.0).all()
+
+
+@pytest.mark.parametrize("op", ["depthwise", "max_pool", "average_pool"])
+def test_stride_one_windows_on_every_plane_size_up_to_17_match_the_reference(op):
+    # the padded-plane body on each width, a multiple of 8 included: GCC 12 miscompiled an
+    # earlier form of its padding copy on a 6x6 and a 14x14 plane (2 of 6 values per row)
+    rng = np.random.default_rng(5)
+    b = GraphBuilder(op)
+    feeds = {}
+    for size in range(1, 18):
+        shape = (1, 3, size, size + (size % 3))
+        feeds[f"x{size}"] = rng.standard_normal(shape).astype(np.float32)
+        x = b.input(f"x{size}", shape)
+        if op == "depthwise":
+            w = b.constant(rng.standard_normal((3, 1, 3, 3)).astype(np.float32))
+            b.output(b.conv(x, w, pads=(1, 1, 1, 1), group=3))
+        else:
+            b.output(getattr(b, op)(x, kernel_shape=(3, 3), pads=(1, 1, 1, 1)))
+    graph = b.build()
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"] * 17
+    got, want = compiled.run(feeds), reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 @settings(max_examples=15)
 @given(data=st.data())
 def test_matmul_groups_with_batches_broadcasts_and_epilogues_match_the_reference(data):
