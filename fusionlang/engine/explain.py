@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import networkx as nx
+
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.decisions import Verdict, feedback_note, history, shaping
 from fusionlang.engine.partition import STRATEGIES
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import describe_entry, strategy_options
 from fusionlang.errors import FuseError
+from fusionlang.lang import format_expr
 
 
 @dataclass
@@ -136,7 +139,6 @@ def _class_rule(ruleset, graph, node) -> str:
     rule = ruleset.class_rule_of_node(graph, node)
     if rule is None:
         return ""
-    from fusionlang.lang import format_expr
 
     guard = f" when {format_expr(rule.guard)}" if rule.guard is not None else ""
     return f"{rule.span}: class {node.op} : {rule.category}{guard}"
@@ -248,7 +250,6 @@ class _Refuser:
         return " (set by an option)"
 
     def _cycle_through(self, a: int, b: int) -> int | None:
-        import networkx as nx
 
         for mid in self.quotient.successors(a):
             if mid != b and nx.has_path(self.quotient, mid, b):

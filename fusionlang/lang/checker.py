@@ -37,6 +37,7 @@ from fusionlang.lang.testgraph import build_test_graph
 from fusionlang.lang.vocab import (CLASS_FLAGS, FORMULA_CONSTANTS, FORMULA_FUNCTIONS, FUSE_FLAGS, META,
                                    RESERVED_NAMES)
 from fusionlang.ops.registry import OpDef, OpRegistry
+from fusionlang.ops.interpreter import run as run_reference
 
 #: fuse options whose values name categories
 _CATEGORY_OPTIONS = ("path", "sink", "relation")
@@ -303,12 +304,11 @@ class _Checker:
             return list(types)
 
         def reference(arrays, attr_values):
-            from fusionlang.ops.interpreter import run
 
             graph = Graph(f"def {d.name.text}")
             outs = instantiate(graph, [TensorType.of(a) for a in arrays], attr_values)
             graph.outputs = list(outs)
-            results = run(graph, dict(zip(params, arrays)), registry)
+            results = run_reference(graph, dict(zip(params, arrays)), registry)
             return [results[o] for o in outs]
 
         self.registry.register(OpDef(name=d.name.text, inputs=params, infer=infer, reference=reference, access=None,

@@ -14,6 +14,7 @@ from fusionlang.lang.statictypes import (ANY, BOOL, INT, LIST, META_ARGUMENTS, R
                                          describe, fits, is_number, type_of_value)
 from fusionlang.lang.vocab import EXPECT_FUNCTIONS, EXPECT_NAMES, META, PREDICATES, Signature
 from fusionlang.ops.registry import OpRegistry
+from fusionlang.lang.instantiate import is_static_expr
 
 _STATIC_WHEN_STATIC = ("min", "max", "abs")
 
@@ -104,7 +105,6 @@ class ExprChecker:
 
     def is_static(self, e) -> bool:
         """True when ``e`` computes a static value, not a tensor (see is_static_expr)."""
-        from fusionlang.lang.instantiate import is_static_expr
 
         return is_static_expr(e, self._is_tensor_var, self.registry)
 

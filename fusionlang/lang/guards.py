@@ -19,6 +19,7 @@ from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Span
 from fusionlang.lang.limits import MAX_EVAL_STEPS, MAX_INT_BITS, MAX_LIST_ELEMENTS
+from fusionlang.lang.printer import format_expr
 
 
 class GuardError(Exception):
@@ -97,7 +98,6 @@ def normalize(value):
 
 
 def _text(expr) -> str:
-    from fusionlang.lang.printer import format_expr
 
     return format_expr(expr)
 

@@ -21,6 +21,7 @@ from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span
 from fusionlang.lang.parser import parse_module
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.ops.registry import REGISTRY, OpRegistry
+from fusionlang.lang.checker import clear_memo
 
 #: a rule file larger than this is refused unread (also stops endless /proc-like files)
 MAX_RULE_FILE_BYTES = 16 * 1024 * 1024
@@ -48,7 +49,6 @@ def standard_names() -> list[str]:
 
 def clear_caches() -> None:
     """Forget parsed files, checked rule sets and memoized checks."""
-    from fusionlang.lang.checker import clear_memo
 
     _MODULES.clear()
     _RULESETS.clear()

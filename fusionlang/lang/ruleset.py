@@ -19,6 +19,7 @@ from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import NO_SPAN, Span
 from fusionlang.lang.guards import Bindings, Context, guard_holds
 from fusionlang.ops.registry import OpRegistry
+from fusionlang.lang.guards import normalize
 
 #: flags that set an entry apart from the plain aggregation table
 SPECIAL_FLAGS = frozenset({"stitch", "horizontal", "sibling"})
@@ -153,7 +154,6 @@ class DecomposeRule:
 
 
 def _same_attr(actual, wanted) -> bool:
-    from fusionlang.lang.guards import normalize
 
     return normalize(actual) == normalize(wanted)
 

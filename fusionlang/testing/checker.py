@@ -40,15 +40,23 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed as hyp
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
+from fusionlang.api import fuse
 from fusionlang.errors import FuseError
+from fusionlang.ir.printer import format_graph
+from fusionlang.ir.types import TensorType
+from fusionlang.lang import load_rules
 from fusionlang.lang.ruleset import RuleSet
+from fusionlang.ops.access import v_sym
+from fusionlang.ops.scalar import Sigmoid
 from fusionlang.testing.coverage import Coverage
+from fusionlang.testing.deforacle import body_trial, vector_mismatch
 from fusionlang.testing.floatexact import FloatVerdict, float_verdict
+from fusionlang.testing.graphgen import graphs as graph_strategy
 from fusionlang.testing.guardshapes import ShapeDemands, shape_demands
 from fusionlang.testing.instances import (Counterexample, Reject, check_decompose_instance, check_rewrite_instance,
                                           decompose_instance, decompose_sides, draw_array, rewrite_instance,
                                           rewrite_sides)
-from fusionlang.testing.symbolic import prove_decomposition, prove_rewrite
+from fusionlang.testing.symbolic import prove_decomposition, prove_rewrite, scalar_formula
 from fusionlang.testing.testblocks import run_test_blocks
 from fusionlang.testing.values import REAL, compare
 
@@ -189,6 +197,7 @@ def _codebase_constants_off():
     test had imported the backend). Drawing without them keeps ``--seed`` reproducible.
     This reaches into hypothesis internals; where they differ, nothing is changed."""
     try:
+        # here, not at the top: a hypothesis without this internal module is left as it is
         from hypothesis.internal.conjecture import providers
 
         empty = type(providers._local_constants)(integers=type(providers._local_constants.integers)(),
@@ -377,8 +386,6 @@ def _defined_at(formula: sp.Expr, point: dict) -> bool:
 def check_def(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) -> RuleCheck:
     """A formula def: its NumPy reference (a walk of the sympy tree) against sympy's own
     numeric evaluation of the same formula, element by element."""
-    from fusionlang.ir.types import TensorType
-    from fusionlang.testing.symbolic import scalar_formula
 
     started = time.perf_counter()
     if not rule.is_formula:
@@ -392,8 +399,6 @@ def check_def(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) 
     formula = scalar_formula(registry, rule.name, n, attrs)
     if formula is None:
         return RuleCheck("def", rule.name, where, "skipped", detail="no scalar formula to evaluate")
-    from fusionlang.ops.access import v_sym
-    from fusionlang.ops.scalar import Sigmoid
 
     # sympy evaluates exp, not our Sigmoid (kept whole for code printing)
     formula = formula.replace(Sigmoid, lambda a: 1 / (1 + sp.exp(-a)))
@@ -430,7 +435,6 @@ def check_def(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) 
 def check_def_oracles(rule, ruleset: RuleSet, *, max_examples: int = 30, seed: int = 0) -> RuleCheck:
     """A def against its oracles: each test vector once, each oracle body on
     ``max_examples`` drawn inputs. A failure points at the def's ``file:line:col``."""
-    from fusionlang.testing.deforacle import body_trial, vector_mismatch
 
     started = time.perf_counter()
     decl = rule.decl
@@ -506,9 +510,6 @@ def check_fuse_entry(entry, ruleset: RuleSet) -> RuleCheck:
 def check_strategy(strategy: str, ruleset: RuleSet, where: str, *, graphs: int = 30, seed: int = 0) -> RuleCheck:
     """Plans the strategy makes on random graphs are valid: every op in one group,
     groups acyclic and in a topological order (FusionPlan.validate)."""
-    from fusionlang.api import fuse
-    from fusionlang.ir.printer import format_graph
-    from fusionlang.testing.graphgen import graphs as graph_strategy
 
     started = time.perf_counter()
 
@@ -580,7 +581,6 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
     verdict is reached.
     """
     if not isinstance(ruleset, RuleSet):
-        from fusionlang.lang import load_rules
 
         ruleset = load_rules(ruleset)
     kinds = set(kinds)
