@@ -15,6 +15,7 @@ import numpy as np
 
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
+from fusionlang.backend.chunks import chunk_kernels
 from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
@@ -49,7 +50,8 @@ class CRuntime:
         if len(functions) <= SINGLE_UNIT:
             units = [self.source]
         else:
-            units = [C_PRELUDE + src for src in functions.values()] + [self.driver]
+            units = [C_PRELUDE + "\n".join(functions[name] for name in chunk)
+                     for chunk in chunk_kernels(functions)] + [self.driver]
         self.library_path = build_library(units, openmp=cg.openmp, sanitize=cg.sanitize)
         self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
