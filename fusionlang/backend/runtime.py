@@ -19,7 +19,7 @@ import numpy as np
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
-from fusionlang.backend.schedule import schedule_program
+from fusionlang.backend.schedule_store import schedule_key, scheduled_group
 from fusionlang.backend.template import plan_template
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import CodegenError, FuseError
@@ -54,8 +54,11 @@ class KernelInfo:
 
 def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool = True,
                 constants=None) -> LoweredGroup:
+    """``group`` as a loop nest: the schedule the feedback check selected for a group of its
+    structure is replayed (:mod:`.schedule_store`), else one is selected now."""
     prog = build_program(plan.graph, group.nodes, constants=constants)
-    return lower(schedule_program(prog, target, fuse))
+    key = schedule_key(plan.graph, group.nodes, constants, target, fuse)
+    return lower(scheduled_group(prog, key, target, fuse))
 
 
 def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
