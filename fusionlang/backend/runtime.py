@@ -24,7 +24,9 @@ from fusionlang.backend.template import plan_template
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import CodegenError, FuseError
 from fusionlang.ops.checking import op_call
-from fusionlang.ops.interpreter import check_feeds, registry_of
+from fusionlang.ops.evaluate import evaluate_node
+from fusionlang.ops.interpreter import check_feeds
+from fusionlang.ops.registry import registry_of
 
 #: "cuda-emu" runs the CUDA kernels on the CPU with CUDA's execution model emulated
 #: (threads, barriers, warp shuffles): slow, for testing generated CUDA without a GPU
@@ -62,24 +64,17 @@ def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool
 
 
 def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
-    """A "const" group: evaluate it now with the reference implementations."""
+    """A "const" group: evaluate it now (:func:`fusionlang.ops.evaluate.evaluate_node`)."""
     graph = plan.graph
     registry = registry_of(graph)
     for node in plan.nodes_of(group):
-        args = []
-        for v in node.inputs:
-            if not v:
-                args.append(None)
-                continue
-            if v not in constants:
-                raise CodegenError(f"group {group.id} is marked const but node {node.name!r} reads {v!r}, "
-                                   f"which is not a constant")
-            args.append(constants[v])
-        while args and args[-1] is None:
-            args.pop()
-        results = registry.get(node.op).reference(args, node.attrs)
+        missing = [v for v in node.present_inputs() if v not in constants]
+        if missing:
+            raise CodegenError(f"group {group.id} is marked const but node {node.name!r} reads {missing[0]!r}, "
+                               f"which is not a constant")
+        results = evaluate_node(node, [constants[v] if v else None for v in node.inputs], registry)
         for out, arr in zip(node.outputs, results):
-            constants[out] = np.ascontiguousarray(np.asarray(arr).astype(graph.types[out].dtype, copy=False))
+            constants[out] = np.ascontiguousarray(arr.astype(graph.types[out].dtype, copy=False))
 
 
 def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
