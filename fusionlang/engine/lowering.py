@@ -15,6 +15,7 @@ from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_trace import Recorder, decomposition_node_budget
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
+from fusionlang.lang import load_rules
 from fusionlang.ops.interpreter import registry_of
 
 #: the rule library whose decompositions lower what a policy kept whole
@@ -75,8 +76,6 @@ def on_primitives(feedback, ruleset, graph: Graph):
 
 
 def _lowering_rulesets(ruleset) -> list:
-    from fusionlang.lang import load_rules
-
     return [r for r in (ruleset, load_rules(LOWERING_RULES)) if r is not None]
 
 
