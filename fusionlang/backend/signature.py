@@ -5,9 +5,11 @@ schedule, so a block a model repeats is judged and scheduled once.
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
 import numpy as np
 
-from fusionlang.engine.plan import boundary
 from fusionlang.ir.graph import Graph
 
 
@@ -23,7 +25,7 @@ def group_signature(graph: Graph, node_names: list[str], constants: dict | None 
     in the graph."""
     constants = graph.constants if constants is None else constants
     nodes = in_graph_order(graph, node_names)
-    _, used_after = boundary(graph, {n.name for n in nodes})
+    used_after = _used_after(graph, nodes)
     produced = {v: (k, j) for k, n in enumerate(nodes) for j, v in enumerate(n.outputs) if v}
     outside: dict[str, int] = {}
     signature = []
@@ -43,8 +45,46 @@ def group_signature(graph: Graph, node_names: list[str], constants: dict | None 
 
 
 def in_graph_order(graph: Graph, node_names: list[str]) -> list:
-    order = {n.name: k for k, n in enumerate(graph.nodes)}
+    order = _layout(graph).order
     return [graph.nodes[order[n]] for n in sorted(set(node_names), key=order.__getitem__)]
+
+
+def _used_after(graph: Graph, nodes: list) -> set[str]:
+    """Values the nodes produce that another node reads or that leave the graph."""
+    layout = _layout(graph)
+    members = {n.name for n in nodes}
+    return {v for n in nodes for v in n.outputs
+            if v and (v in layout.outputs or any(r not in members for r in layout.readers.get(v, ())))}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    #: node name -> position; value -> names of the nodes reading it; the graph outputs
+    order: dict
+    readers: dict
+    outputs: frozenset
+    #: what the layout was made from: the node list (by identity) and its length
+    made_from: tuple
+
+
+#: graph -> its layout: a model's partition asks for hundreds of signatures of one graph,
+#: and a whole-graph scan for each was a tenth of planning densenet121
+_LAYOUTS: "weakref.WeakKeyDictionary[Graph, _Layout]" = weakref.WeakKeyDictionary()
+
+
+def _layout(graph: Graph) -> _Layout:
+    """The graph's node positions and readers, made again when its node list or outputs
+    changed (as the feedback memo, it assumes nodes are not rewired in place)."""
+    made_from = (id(graph.nodes), len(graph.nodes), tuple(graph.outputs))
+    found = _LAYOUTS.get(graph)
+    if found is None or found.made_from != made_from:
+        readers: dict[str, list[str]] = {}
+        for node in graph.nodes:
+            for v in node.present_inputs():
+                readers.setdefault(v, []).append(node.name)
+        found = _Layout({n.name: k for k, n in enumerate(graph.nodes)}, readers, frozenset(graph.outputs), made_from)
+        _LAYOUTS[graph] = found
+    return found
 
 
 def _type_key(graph: Graph, value: str) -> tuple:
