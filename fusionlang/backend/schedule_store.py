@@ -26,7 +26,8 @@ from fusionlang.ops.interpreter import registry_of
 _CHOICES: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()
 #: choices remembered per registry (the oldest are forgotten first)
 CHOICE_LIMIT = 20000
-#: (signature, target, fuse) -> schedule searches made for it (tests: one per fused group)
+#: (signature, target, fuse) -> schedule searches made for it (tests: one per fused group);
+#: like the choices, at most CHOICE_LIMIT keys
 SEARCHES: Counter = Counter()
 
 
@@ -46,6 +47,8 @@ def known_choice(graph: Graph, key: tuple | None) -> ScheduleChoice | None:
 def select(prog: PolyProgram, key: tuple | None, target: str = "c", fuse: bool = True):
     """:func:`.schedule.select_program` on ``prog``, counted and kept under ``key``."""
     selected = select_program(prog, target, fuse)
+    if key not in SEARCHES and len(SEARCHES) >= CHOICE_LIMIT:
+        del SEARCHES[next(iter(SEARCHES))]  # bounded like the choices: a long process forgets the oldest
     SEARCHES[key] += 1
     if key is not None:
         known = _CHOICES.setdefault(registry_of(prog.graph), {})
