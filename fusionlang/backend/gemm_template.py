@@ -201,18 +201,23 @@ def pack_constant(flat: np.ndarray, problem: GemmProblem, blocking: Blocking, wh
     side, step = (problem.m, blocking.mr) if which == "a" else (problem.n, blocking.nr)
     padded = _round_up(side, step)
     outer_shape = [n if s else 1 for n, s in zip(problem.outer, view.outer_strides)]
-    blocks = []
+    packed = np.zeros(int(np.prod(outer_shape, dtype=np.int64)) * padded * problem.k, np.float32)
+    whole = side // step  # slivers with no padding
+    pos = 0
     for outer in np.ndindex(*outer_shape):
         base = view.offset + sum(o * s for o, s in zip(outer, view.outer_strides))
         # A[s, k], or B[k, s] gathered transposed: element (s, k) is at base + s*s_step + k*k_step
         s_step, k_step = (view.rows, view.cols) if which == "a" else (view.cols, view.rows)
-        full = np.zeros((padded, problem.k), np.float32)
-        full[:side] = _strided(flat, base, (side, problem.k), (s_step, k_step))
+        source = _strided(flat, base, (side, problem.k), (s_step, k_step))
         for pc in range(0, problem.k, blocking.kc):
             kc = min(blocking.kc, problem.k - pc)
-            sliver = full[:, pc:pc + kc].reshape(padded // step, step, kc).transpose(0, 2, 1)
-            blocks.append(sliver.reshape(-1))
-    return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+            # per KC block, sliver b holds [p, t] = source[b*step + t, pc + p] (zero past the side)
+            block = packed[pos:pos + padded * kc].reshape(padded // step, kc, step)
+            block[:whole] = source[:whole * step, pc:pc + kc].reshape(whole, step, kc).transpose(0, 2, 1)
+            if side > whole * step:
+                block[whole, :, :side - whole * step] = source[whole * step:, pc:pc + kc].T
+            pos += padded * kc
+    return packed
 
 
 def _strided(flat: np.ndarray, base: int, shape: tuple[int, int], steps: tuple[int, int]) -> np.ndarray:
