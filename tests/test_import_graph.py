@@ -23,11 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fusionlang"
 # KNOWN CYCLES: the allow-list. Each entry is one strongly connected set of modules that
 # is still a cycle today; the test fails if any other cycle appears, and also if a listed
 # one is gone (so the list cannot go stale). Empty it as the cycles are removed.
-KNOWN_CYCLES: list[frozenset[str]] = [
-    # backend runtimes fill in their owner; being removed by the "pipeline" work (issue 15)
-    frozenset({"fusionlang.backend.runtime", "fusionlang.backend.runtime_c", "fusionlang.backend.runtime_cuda",
-               "fusionlang.backend.cuda_emu"}),
-]
+KNOWN_CYCLES: list[frozenset[str]] = []
 # ---------------------------------------------------------------------------------------
 
 #: the layers on top: they may import every package, and no package imports them

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from fusionlang.backend.feedback import check_group
 from fusionlang.backend.nvrtc import nvrtc_available, nvrtc_compile
-from fusionlang.backend.runtime import TARGETS, CompiledGraph, KernelInfo, compile, lower_plan
-from fusionlang.backend.runtime_cuda import cuda_available
+from fusionlang.backend.kernel_info import KernelInfo
+from fusionlang.backend.runtime import TARGETS, CompiledGraph, compile, lower_plan
+from fusionlang.backend.runtime_cuda import build_cuda_program, cuda_available
 
 
 def cuda_sources(plan, *, check_indices: bool = True) -> dict[str, str]:
     """Compilable CUDA translation units of ``plan`` (name -> source); needs no GPU."""
-    from fusionlang.backend.runtime_cuda import build_program
-
     lowered, _, _ = lower_plan(plan, "cuda")
-    return build_program(plan, lowered, check_indices).sources()
+    return build_cuda_program(plan, lowered, check_indices).sources()
 
 
 def default_target() -> str:

@@ -1,9 +1,9 @@
 """Compile generated C with the system compiler, cache the results, load them with ctypes.
 
-Each kernel is compiled to its own object file, cached on disk under a hash of its source,
-the flags and the compiler, so a kernel shared by many groups or models (every ResNet
-bottleneck has the same shapes) compiles once; objects compile in parallel. A graph's
-objects and its driver are then linked into one shared library, also cached.
+Each translation unit (a chunk of kernels, :mod:`.chunks`) is compiled to its own object
+file, cached on disk under a hash of its source, the flags and the compiler, so the same
+kernels compile once; objects compile in parallel. A graph's objects and its driver are then
+linked into one shared library, also cached.
 
 Cache: ``$FUSIONLANG_CACHE_DIR`` or ``~/.cache/fusionlang``. Compiler: ``$CC`` or ``cc``.
 Every cached file has the SHA-256 of its bytes beside it (``NAME.sha256``) and is used only

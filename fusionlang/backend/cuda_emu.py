@@ -25,7 +25,8 @@ from fusionlang.backend.ccompile import cache_dir, cached_build, link_libraries
 from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
-from fusionlang.backend.runtime_cuda import build_program, kernel_infos
+from fusionlang.backend.kernel_build import KernelBuild
+from fusionlang.backend.runtime_cuda import build_cuda_program, kernel_infos
 from fusionlang.errors import CodegenError
 
 #: threads per block in emulation (kernels read blockDim, so any multiple of 32 is valid)
@@ -139,17 +140,20 @@ def _build(source: str) -> Path:
 
 
 class EmuRuntime:
-    def __init__(self, cg):
-        self.cg = cg
-        self.program = build_program(cg.plan, cg.lowered, cg.check_indices)
-        cg.kernels.extend(kernel_infos(cg, self.program))
+    """The CUDA kernels of a :class:`.kernel_build.KernelBuild` built for the CPU with the
+    emulation shim: ``kernels`` and ``source`` say what was built, ``run`` runs it."""
+
+    def __init__(self, build: KernelBuild):
+        self.graph, self.buffers, self.constants = build.graph, build.buffers, build.constants
+        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices)
+        self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
         launchers = {}
         for la in self.program.launches:
             types = [t for gid in la.groups for t in self.program.groups[gid].param_types]
             launchers.setdefault(la.kernel, _launcher(la.kernel, types))
         self.lib = ctypes.CDLL(str(_build(SHIM + self.source + "\n" + "\n".join(launchers.values()))))
-        buffers = cg.buffers
+        buffers = build.buffers
         self.arena = np.zeros(buffers.arena_bytes + ALIGN, np.uint8)
         self.base = (-self.arena.ctypes.data) % ALIGN
         self.scratch = np.zeros(max(self.program.scratch_bytes, 16), np.uint8)
@@ -168,12 +172,12 @@ class EmuRuntime:
             data = np.ascontiguousarray(array.data)
             self.keep.append(data)
             return data.ctypes.data
-        root = self.cg.buffers.root(array.value)
-        b = self.cg.buffers.buffers[root]
+        root = self.buffers.root(array.value)
+        b = self.buffers.buffers[root]
         if b.kind == "input":
             return feeds[root].ctypes.data
         if b.kind == "const":
-            data = np.ascontiguousarray(self.cg.constants[root])
+            data = np.ascontiguousarray(self.constants[root])
             self.keep.append(data)
             return data.ctypes.data
         return self.arena.ctypes.data + self.base + b.offset
@@ -194,7 +198,7 @@ class EmuRuntime:
         def read(name, b, t):
             start = self.base + b.offset
             return np.frombuffer(self.arena, np.dtype(t.dtype), t.size, start).reshape(t.shape).copy()
-        return gather_outputs(self.cg, feeds, read)
+        return gather_outputs(self.graph, self.buffers, self.constants, feeds, read)
 
 
 __all__ = ["EMU_BLOCK", "EmuRuntime"]

@@ -201,21 +201,35 @@ def pack_constant(flat: np.ndarray, problem: GemmProblem, blocking: Blocking, wh
     side, step = (problem.m, blocking.mr) if which == "a" else (problem.n, blocking.nr)
     padded = _round_up(side, step)
     outer_shape = [n if s else 1 for n, s in zip(problem.outer, view.outer_strides)]
-    blocks = []
+    packed = np.zeros(int(np.prod(outer_shape, dtype=np.int64)) * padded * problem.k, np.float32)
+    whole = side // step  # slivers with no padding
+    pos = 0
     for outer in np.ndindex(*outer_shape):
         base = view.offset + sum(o * s for o, s in zip(outer, view.outer_strides))
-        s_idx, k_idx = np.arange(side)[:, None], np.arange(problem.k)[None, :]
-        if which == "a":  # A[s, k]
-            idx = base + s_idx * view.rows + k_idx * view.cols
-        else:  # B[k, s], gathered transposed
-            idx = base + k_idx * view.rows + s_idx * view.cols
-        full = np.zeros((padded, problem.k), np.float32)
-        full[:side] = flat[idx]
+        # A[s, k], or B[k, s] gathered transposed: element (s, k) is at base + s*s_step + k*k_step
+        s_step, k_step = (view.rows, view.cols) if which == "a" else (view.cols, view.rows)
+        source = _strided(flat, base, (side, problem.k), (s_step, k_step))
         for pc in range(0, problem.k, blocking.kc):
             kc = min(blocking.kc, problem.k - pc)
-            sliver = full[:, pc:pc + kc].reshape(padded // step, step, kc).transpose(0, 2, 1)
-            blocks.append(sliver.reshape(-1))
-    return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+            # per KC block, sliver b holds [p, t] = source[b*step + t, pc + p] (zero past the side)
+            block = packed[pos:pos + padded * kc].reshape(padded // step, kc, step)
+            block[:whole] = source[:whole * step, pc:pc + kc].reshape(whole, step, kc).transpose(0, 2, 1)
+            if side > whole * step:
+                block[whole, :, :side - whole * step] = source[whole * step:, pc:pc + kc].T
+            pos += padded * kc
+    return packed
+
+
+def _strided(flat: np.ndarray, base: int, shape: tuple[int, int], steps: tuple[int, int]) -> np.ndarray:
+    """``flat[base + i*steps[0] + j*steps[1]]`` over ``shape``: a strided view when every
+    element is in range (vgg19's first dense layer: an index array of 100 million int64
+    took 4 s to build and gather), else gathered by index (which raises as before)."""
+    last = base + sum((n - 1) * step for n, step in zip(shape, steps))
+    if min(shape) > 0 and min(steps) >= 0 and base >= 0 and last < flat.size:
+        return np.lib.stride_tricks.as_strided(flat[base:], shape, tuple(step * flat.itemsize for step in steps),
+                                               writeable=False)
+    i, j = np.arange(shape[0])[:, None], np.arange(shape[1])[None, :]
+    return flat[base + i * steps[0] + j * steps[1]]
 
 
 # ----- printing ------------------------------------------------------------------------

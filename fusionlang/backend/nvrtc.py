@@ -14,7 +14,7 @@ DEFAULT_OPTIONS = ("-std=c++17",)
 def nvrtc_available() -> str | None:
     """None if NVRTC can be used here, else why not."""
     try:
-        from cupy_backends.cuda.libs import nvrtc
+        from cupy_backends.cuda.libs import nvrtc  # here: CuPy is optional and slow to import
 
         nvrtc.getVersion()
     except Exception as exc:  # noqa: BLE001 - any failure to load means "unavailable"
@@ -25,7 +25,7 @@ def nvrtc_available() -> str | None:
 def nvrtc_compile(source: str, arch: str = "compute_90", name: str = "fusionlang.cu") -> str:
     """PTX of ``source``; raises CodegenError with NVRTC's log when it does not compile."""
     try:
-        from cupy_backends.cuda.libs import nvrtc
+        from cupy_backends.cuda.libs import nvrtc  # here: CuPy is optional and slow to import
     except Exception as exc:  # noqa: BLE001
         raise CodegenError(f"NVRTC is not available: {exc}") from None
     prog = nvrtc.createProgram(source, name, [], [])

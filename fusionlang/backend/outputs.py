@@ -7,20 +7,20 @@ from typing import Callable
 import numpy as np
 
 
-def gather_outputs(cg, feeds, read_buffer: Callable) -> dict[str, np.ndarray]:
+def gather_outputs(graph, buffers, constants, feeds, read_buffer: Callable) -> dict[str, np.ndarray]:
     """Fresh arrays for the graph's outputs: an output that is a fed input or a constant
     (possibly through views) is copied from there, any other is ``read_buffer(name,
     buffer, type)`` from the runtime's own memory."""
     out = {}
-    for name in cg.graph.outputs:
-        t = cg.graph.types[name]
-        root = cg.buffers.root(name) if name in cg.buffers.buffers else name
-        buffer = cg.buffers.buffers.get(root)
+    for name in graph.outputs:
+        t = graph.types[name]
+        root = buffers.root(name) if name in buffers.buffers else name
+        buffer = buffers.buffers.get(root)
         kind = buffer.kind if buffer is not None else "const"
         if kind == "input":
             out[name] = feeds[root].reshape(t.shape).copy()
         elif kind == "const":
-            out[name] = np.asarray(cg.constants[root]).reshape(t.shape).copy()
+            out[name] = np.asarray(constants[root]).reshape(t.shape).copy()
         else:
             out[name] = read_buffer(name, buffer, t)
     return out

@@ -183,12 +183,6 @@ class PolyProgram:
     inputs: list[str]
     outputs: list[str]
     ctx: isl.Context
-    domain: isl.UnionSet | None = None
-    #: flow dependences on non-accumulator arrays
-    deps_data: isl.UnionMap | None = None
-    #: flow dependences through accumulators; "carried" = update -> update only
-    deps_acc: isl.UnionMap | None = None
-    deps_acc_carried: isl.UnionMap | None = None
     #: nodes that inlining would recompute inside their readers (see inline_producers)
     inlinable: tuple[str, ...] = ()
     #: nodes recomputed inside their readers in this program (they have no statement)
@@ -197,9 +191,39 @@ class PolyProgram:
     registry: object = None
     constants: dict | None = None
 
+    # The domain and dependences are computed on first use: the GEMM template only reads
+    # a program's statements, and dependence analysis was most of building one.
+    @property
+    def domain(self) -> isl.UnionSet:
+        found = self.__dict__.get("_domain")
+        if found is None:
+            found = self.__dict__["_domain"] = domain_of(self)
+        return found
+
+    @property
+    def deps_data(self) -> isl.UnionMap:
+        """Flow dependences on non-accumulator arrays."""
+        return self._dependences()["data"]
+
+    @property
+    def deps_acc(self) -> isl.UnionMap:
+        """Flow dependences through accumulators."""
+        return self._dependences()["acc"]
+
+    @property
+    def deps_acc_carried(self) -> isl.UnionMap:
+        """Accumulator dependences from update to update only."""
+        return self._dependences()["acc_carried"]
+
     @property
     def deps(self) -> isl.UnionMap:
         return self.deps_data.union(self.deps_acc)
+
+    def _dependences(self) -> dict:
+        found = self.__dict__.get("_flow")
+        if found is None:
+            found = self.__dict__["_flow"] = compute_dependences(self)
+        return found
 
     def stmt(self, name: str) -> PolyStmt:
         for s in self.stmts:
@@ -689,7 +713,6 @@ def build_program(graph: Graph, names: list[str], registry=None, constants=None,
     prog = PolyProgram(graph, b.nodes, arrays, b.stmts, b.inputs, b.outputs, isl.Context(),
                        inlinable=tuple(b.inlinable), inlined=tuple(n.name for n, _ in b.inlined.values()),
                        registry=b.registry, constants=constants)
-    compute_dependences(prog)
     return prog
 
 
@@ -732,8 +755,10 @@ def original_order(prog: PolyProgram) -> isl.UnionMap:
     return _union_map(prog, texts)
 
 
-def compute_dependences(prog: PolyProgram) -> None:
-    prog.domain = domain_of(prog)
+def compute_dependences(prog: PolyProgram) -> dict[str, isl.UnionMap]:
+    """Flow dependences of ``prog`` in its original order: "data", "acc" (through
+    accumulators) and "acc_carried" (update to update)."""
+    domain = prog.domain
     order = original_order(prog)
     reads = {"data": [], "acc": []}
     writes = {"data": [], "acc": []}
@@ -745,15 +770,14 @@ def compute_dependences(prog: PolyProgram) -> None:
         writes[kind].append(access_map_text(s, s.write))
     deps = {}
     for kind in ("data", "acc"):
-        sink = _union_map(prog, reads[kind]).intersect_domain(prog.domain)
-        source = _union_map(prog, writes[kind]).intersect_domain(prog.domain)
+        sink = _union_map(prog, reads[kind]).intersect_domain(domain)
+        source = _union_map(prog, writes[kind]).intersect_domain(domain)
         flow = (isl.UnionAccessInfo.from_sink(sink).set_must_source(source)
                 .set_schedule_map(order).compute_flow())
         deps[kind] = flow.get_must_dependence()
-    prog.deps_data = deps["data"]
-    prog.deps_acc = deps["acc"]
     updates = domain_of(prog, [s for s in prog.stmts if s.kind == "update"])
-    prog.deps_acc_carried = deps["acc"].intersect_domain(updates).intersect_range(updates)
+    deps["acc_carried"] = deps["acc"].intersect_domain(updates).intersect_range(updates)
+    return deps
 
 
 __all__ = ["Access", "Array", "NotAffine", "PolyProgram", "PolyStmt", "build_program", "inline_producers",

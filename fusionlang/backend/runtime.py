@@ -11,72 +11,55 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 
+from fusionlang.backend.cuda_emu import EmuRuntime
+from fusionlang.backend.kernel_build import KernelBuild
+from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
-from fusionlang.backend.schedule import schedule_program
+from fusionlang.backend.runtime_c import CRuntime
+from fusionlang.backend.runtime_cuda import CudaRuntime
+from fusionlang.backend.schedule_store import schedule_key, scheduled_group
 from fusionlang.backend.template import plan_template
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import CodegenError, FuseError
 from fusionlang.ops.checking import op_call
-from fusionlang.ops.interpreter import check_feeds, registry_of
+from fusionlang.ops.evaluate import evaluate_node
+from fusionlang.ops.interpreter import check_feeds
+from fusionlang.ops.registry import registry_of
 
-#: "cuda-emu" runs the CUDA kernels on the CPU with CUDA's execution model emulated
-#: (threads, barriers, warp shuffles): slow, for testing generated CUDA without a GPU
-TARGETS = ("c", "cuda", "cuda-emu")
-
-
-@dataclass
-class KernelInfo:
-    """One compiled kernel of a group: its function ``name``, the number of loop nests
-    after loop fusion, the generated ``source``, the schedule ``strategy`` used, and how
-    many launches it makes."""
-
-    group: int
-    name: str
-    nests: int
-    source: str
-    nodes: list[str]
-    strategy: str
-    #: kernel parameters as value names (None for constant tables of an op's access spec)
-    params: list = field(default_factory=list)
-    launches: int = 1
-
-    def to_dict(self) -> dict:
-        return {"group": self.group, "name": self.name, "nests": self.nests, "nodes": self.nodes,
-                "strategy": self.strategy, "launches": self.launches}
+#: target -> the runtime that builds and runs its kernels. "cuda-emu" runs the CUDA kernels
+#: on the CPU with CUDA's execution model emulated (threads, barriers, warp shuffles): slow,
+#: for testing generated CUDA without a GPU
+RUNTIMES = {"c": CRuntime, "cuda": CudaRuntime, "cuda-emu": EmuRuntime}
+TARGETS = tuple(RUNTIMES)
 
 
 def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool = True,
                 constants=None) -> LoweredGroup:
+    """``group`` as a loop nest: the schedule the feedback check selected for a group of its
+    structure is replayed (:mod:`.schedule_store`), else one is selected now."""
     prog = build_program(plan.graph, group.nodes, constants=constants)
-    return lower(schedule_program(prog, target, fuse))
+    key = schedule_key(plan.graph, group.nodes, constants, target, fuse)
+    return lower(scheduled_group(prog, key, target, fuse))
 
 
 def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
-    """A "const" group: evaluate it now with the reference implementations."""
+    """A "const" group: evaluate it now (:func:`fusionlang.ops.evaluate.evaluate_node`)."""
     graph = plan.graph
     registry = registry_of(graph)
     for node in plan.nodes_of(group):
-        args = []
-        for v in node.inputs:
-            if not v:
-                args.append(None)
-                continue
-            if v not in constants:
-                raise CodegenError(f"group {group.id} is marked const but node {node.name!r} reads {v!r}, "
-                                   f"which is not a constant")
-            args.append(constants[v])
-        while args and args[-1] is None:
-            args.pop()
-        results = registry.get(node.op).reference(args, node.attrs)
+        missing = [v for v in node.present_inputs() if v not in constants]
+        if missing:
+            raise CodegenError(f"group {group.id} is marked const but node {node.name!r} reads {missing[0]!r}, "
+                               f"which is not a constant")
+        results = evaluate_node(node, [constants[v] if v else None for v in node.inputs], registry)
         for out, arr in zip(node.outputs, results):
-            constants[out] = np.ascontiguousarray(np.asarray(arr).astype(graph.types[out].dtype, copy=False))
+            constants[out] = np.ascontiguousarray(arr.astype(graph.types[out].dtype, copy=False))
 
 
 def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
@@ -146,32 +129,20 @@ class CompiledGraph:
         self.sanitize = sanitize
         #: loaded indices (gather) are checked against their axis; a bad one is an InputError
         self.check_indices = check_indices
-        self.kernels: list[KernelInfo] = []
-        #: group id -> TemplateGroup: complex ops run as the CPU GEMM template (C target)
-        self.templates: dict = {}
-        self.lowered, self.constants, self.aliases = lower_plan(
+        templated: dict = {}
+        lowered, self.constants, self.aliases = lower_plan(
             plan, "c" if target == "c" else "cuda", fuse=fuse,
-            templates=self.templates if target == "c" and templates else None)
-        fused_away = _never_allocated(plan, self.templates)
+            templates=templated if target == "c" and templates else None)
+        fused_away = _never_allocated(plan, templated)
         self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
-                                                scratch={gid: t.scratch for gid, t in self.templates.items()})
-        if target == "c":
-            from fusionlang.backend.runtime_c import CRuntime
-
-            self._runtime = CRuntime(self)
-        elif target == "cuda-emu":
-            from fusionlang.backend.cuda_emu import EmuRuntime
-
-            self._runtime = EmuRuntime(self)
-        else:
-            from fusionlang.backend.runtime_cuda import CudaRuntime
-
-            self._runtime = CudaRuntime(self)
-        # the polyhedral programs and loop IR are not needed to run: let them go (isl
-        # contexts, sympy trees), and the graph from before rewriting with them, so a
-        # compiled graph holds little beyond its constants and buffers
-        self.lowered = {}
-        self.templates = {}
+                                                scratch={gid: t.scratch for gid, t in templated.items()})
+        build = KernelBuild(plan, lowered, templated, self.constants, self.buffers, openmp=self.openmp,
+                            threads=threads, sanitize=sanitize, check_indices=check_indices)
+        # the build (polyhedral programs, loop IR: isl contexts, sympy trees) is not needed
+        # to run and is let go here; so is the graph from before rewriting, so a compiled
+        # graph holds little beyond its constants and buffers
+        self._runtime = RUNTIMES[target](build)
+        self.kernels: list[KernelInfo] = self._runtime.kernels
         self.plan = dataclasses.replace(plan, original=None)
         self.stats: dict[str, Any] = {
             "target": target,
@@ -241,4 +212,4 @@ def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, saniti
         raise CodegenError(f"expression too deep to compile: {exc}") from None
 
 
-__all__ = ["CompiledGraph", "KernelInfo", "TARGETS", "compile", "lower_group"]
+__all__ = ["RUNTIMES", "TARGETS", "CompiledGraph", "KernelInfo", "compile", "lower_group"]

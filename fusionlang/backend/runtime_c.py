@@ -15,72 +15,78 @@ import numpy as np
 
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
+from fusionlang.backend.chunks import chunk_kernels
 from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.failures import RECORD, failure
+from fusionlang.backend.kernel_build import KernelBuild
+from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.backend.template import emit_template
 
 
 class CRuntime:
-    def __init__(self, cg):
-        from fusionlang.backend.runtime import KernelInfo
+    """The kernels of a :class:`.kernel_build.KernelBuild` as one shared library: ``kernels``
+    and ``source`` say what was built, ``run`` and ``execute`` run it."""
 
-        self.cg = cg
+    def __init__(self, build: KernelBuild):
+        self.graph, self.buffers, self.constants = build.graph, build.buffers, build.constants
+        self.kernels: list[KernelInfo] = []
         self.slots: dict[tuple, int] = {}
         self.slot_arrays: dict[int, np.ndarray] = {}  # keeps constants alive
         functions: dict[str, str] = {}
         calls = []
-        for group in cg.plan.groups:
-            parts, main, strategy = self._functions(group)
+        for group in build.plan.groups:
+            parts, main, strategy = self._functions(build, group)
             if not parts:
                 continue
             for fn in parts:
                 functions.setdefault(fn.name, fn.source)
                 calls.append((fn, [self._slot_of(a) for a in fn.params]))
-            cg.kernels.append(KernelInfo(group.id, main.name, sum(fn.nests for fn in parts),
+            self.kernels.append(KernelInfo(group.id, main.name, sum(fn.nests for fn in parts),
                                          "\n".join(fn.source for fn in parts), list(group.nodes), strategy,
                                          [a.value for a in main.params]))
         self.functions = functions
         #: (function, slot of each parameter) in launch order
         self.calls = calls
-        self.driver = self._driver(calls)
+        self.driver = self._driver(calls, build)
         self.source = C_PRELUDE + "\n" + "\n".join(functions.values()) + "\n" + self.driver
         if len(functions) <= SINGLE_UNIT:
             units = [self.source]
         else:
-            units = [C_PRELUDE + src for src in functions.values()] + [self.driver]
-        self.library_path = build_library(units, openmp=cg.openmp, sanitize=cg.sanitize)
+            units = [C_PRELUDE + "\n".join(functions[name] for name in chunk)
+                     for chunk in chunk_kernels(functions)] + [self.driver]
+        self.library_path = build_library(units, openmp=build.openmp, sanitize=build.sanitize)
         self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
         self.entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.entry.restype = ctypes.c_int
         self.errors = np.zeros(RECORD, np.int64)
         self.table = (ctypes.c_void_p * max(1, len(self.slots)))()
-        self._allocate()
+        self._allocate(build.sanitize)
 
-    def _functions(self, group) -> tuple[list[CFunction], CFunction | None, str]:
+    @staticmethod
+    def _functions(build: KernelBuild, group) -> tuple[list[CFunction], CFunction | None, str]:
         """(the C functions one group runs, in order; the one that names it; its strategy):
         one loop-nest kernel, or the template call with the loop nests of the parts before
         and after it."""
-        cg = self.cg
         label = f"group {group.id}"
-        planned = cg.templates.get(group.id)
+        planned = build.templates.get(group.id)
         if planned is None:
-            lowered = cg.lowered.get(group.id)
+            lowered = build.lowered.get(group.id)
             if lowered is None:
                 return [], None, ""
-            fn = emit_function(lowered, label, openmp=cg.openmp, check_indices=cg.check_indices)
+            fn = emit_function(lowered, label, openmp=build.openmp, check_indices=build.check_indices)
             return [fn], fn, lowered.scheduled.tree.strategy
-        name, source, fallible = emit_template(planned, label, openmp=cg.openmp)
+        name, source, fallible = emit_template(planned, label, openmp=build.openmp)
         main = CFunction(name, source, list(planned.params), 1, fallible=fallible)
         parts = [main]
         if planned.before is not None:
-            parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=cg.openmp,
-                                          check_indices=cg.check_indices))
+            parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=build.openmp,
+                                          check_indices=build.check_indices))
         if planned.after is not None:
-            parts.append(emit_function(planned.after, f"{label}, after its template", openmp=cg.openmp,
-                                       check_indices=cg.check_indices))
+            parts.append(emit_function(planned.after, f"{label}, after its template", openmp=build.openmp,
+                                       check_indices=build.check_indices))
         return parts, main, "gemm template"
 
     # ----- slots ----------------------------------------------------------------------
@@ -91,13 +97,14 @@ class CRuntime:
                 self.slots[key] = len(self.slots)
                 self.slot_arrays[self.slots[key]] = np.ascontiguousarray(array.data)
             return self.slots[key]
-        root = self.cg.buffers.root(array.value)
+        root = self.buffers.root(array.value)
         key = ("value", root)
         if key not in self.slots:
             self.slots[key] = len(self.slots)
         return self.slots[key]
 
-    def _driver(self, calls) -> str:
+    @staticmethod
+    def _driver(calls, build: KernelBuild) -> str:
         """``int fl_run(void** slots, int64_t* err)``: the kernels in order; it stops after a
         fallible kernel that filled the error record, noting which call that was."""
         protos, body = {}, []
@@ -117,18 +124,17 @@ class CRuntime:
             if fn.fallible:
                 body.append(f"  if (err[0]) {{ err[3] = {k}; return 1; }}")
         head = "#include <stdint.h>\n#include <stddef.h>\n"
-        if self.cg.openmp and self.cg.threads is not None:
+        if build.openmp and build.threads is not None:
             head += "#include <omp.h>\n"
-            body.insert(0, f"  omp_set_num_threads({self.cg.threads});")
+            body.insert(0, f"  omp_set_num_threads({build.threads});")
         return (head + "\n".join(protos.values())
                 + "\nint fl_run(void** s, int64_t* err) {\n" + "\n".join(body) + "\n  return 0;\n}\n")
 
-    def _allocate(self) -> None:
-        cg = self.cg
-        buffers = cg.buffers
+    def _allocate(self, sanitize: bool) -> None:
+        buffers = self.buffers
         self.arena = None
         self.separate: dict[str, np.ndarray] = {}
-        if cg.sanitize:
+        if sanitize:
             for b in buffers.buffers.values():
                 if b.kind == "arena":
                     self.separate[b.value] = np.zeros(max(b.nbytes, 1), np.uint8)
@@ -141,7 +147,7 @@ class CRuntime:
                 continue
             b = buffers.buffers[key]
             if b.kind == "const":
-                arr = np.ascontiguousarray(cg.constants[key])
+                arr = np.ascontiguousarray(self.constants[key])
                 self.slot_arrays[slot] = arr
                 self.table[slot] = arr.ctypes.data
             elif b.kind == "arena":
@@ -150,26 +156,25 @@ class CRuntime:
     def _address(self, value: str) -> int:
         if self.arena is None:
             return self.separate[value].ctypes.data
-        return self.arena.ctypes.data + self.base + self.cg.buffers.buffers[value].offset
+        return self.arena.ctypes.data + self.base + self.buffers.buffers[value].offset
 
     def _array(self, value: str) -> np.ndarray:
         """A view of a value's current contents (arena or separate buffer)."""
-        t = self.cg.graph.types[value]
-        root = self.cg.buffers.root(value)
+        t = self.graph.types[value]
+        root = self.buffers.root(value)
         if self.arena is None:
             raw = self.separate[root]
             start = 0
         else:
             raw = self.arena
-            start = self.base + self.cg.buffers.buffers[root].offset
+            start = self.base + self.buffers.buffers[root].offset
         count = t.size
         return np.frombuffer(raw, dtype=np.dtype(t.dtype), count=count, offset=start).reshape(t.shape)
 
     # ----- running ----------------------------------------------------------------------
     def execute(self, feeds: dict[str, np.ndarray]) -> None:
-        cg = self.cg
         for (kind, key), slot in self.slots.items():
-            if kind == "value" and cg.buffers.buffers[key].kind == "input":
+            if kind == "value" and self.buffers.buffers[key].kind == "input":
                 self.table[slot] = feeds[key].ctypes.data
         self.errors[:] = 0
         if self.entry(ctypes.cast(self.table, ctypes.c_void_p), self.errors.ctypes.data):
@@ -179,7 +184,7 @@ class CRuntime:
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run, with each output the kernels can write straight into a fresh array the
         caller receives (copying a 16 MiB output out of the arena cost 1.7 to 2 ms)."""
-        direct = {name: np.empty(self.cg.graph.types[name].shape, self.cg.graph.types[name].dtype)
+        direct = {name: np.empty(self.graph.types[name].shape, self.graph.types[name].dtype)
                   for name in self.direct_outputs}
         for name, array in direct.items():
             self.table[self.slots[("value", name)]] = array.ctypes.data
@@ -188,22 +193,22 @@ class CRuntime:
         finally:  # execute() alone (benchmarks) keeps using the arena, never the caller's arrays
             for name in direct:
                 self.table[self.slots[("value", name)]] = self._address(name)
-        return gather_outputs(self.cg, feeds, lambda name, b, t: direct[name] if name in direct
-                              else self._array(name).copy())
+        return gather_outputs(self.graph, self.buffers, self.constants, feeds,
+                              lambda name, b, t: direct[name] if name in direct else self._array(name).copy())
 
     @cached_property
     def direct_outputs(self) -> tuple[str, ...]:
         """Graph outputs with an arena buffer of their own that no other output re-labels:
         the kernels may write them into the caller's arrays. Outputs that are views of
         another value, listed twice, fed inputs or constants are copied as before."""
-        cg = self.cg
         if self.arena is None:
             return ()
-        outputs = cg.graph.outputs
-        roots = [cg.buffers.root(n) if n in cg.buffers.buffers else n for n in outputs]
+        buffers = self.buffers
+        outputs = self.graph.outputs
+        roots = [buffers.root(n) if n in buffers.buffers else n for n in outputs]
         found = []
         for name, root in zip(outputs, roots):
-            buffer = cg.buffers.buffers.get(name)
+            buffer = buffers.buffers.get(name)
             if buffer is not None and buffer.kind == "arena" and root == name and roots.count(root) == 1 \
                     and ("value", name) in self.slots:
                 found.append(name)

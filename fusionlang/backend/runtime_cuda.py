@@ -14,6 +14,8 @@ import numpy as np
 
 from fusionlang.backend.emit_cuda import CUDA_PRELUDE, CudaGroup, emit_group, horizontal_kernel
 from fusionlang.backend.failures import RECORD, failure
+from fusionlang.backend.kernel_build import KernelBuild
+from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.errors import CodegenError
@@ -67,7 +69,8 @@ class CudaProgram:
         return max((k.scratch_bytes for g in self.groups.values() for k in g.kernels), default=0)
 
 
-def build_program(plan, lowered: dict, check_indices: bool = True) -> CudaProgram:
+def build_cuda_program(plan, lowered: dict, check_indices: bool = True) -> CudaProgram:
+    """The CUDA text and launches of ``plan``'s ``lowered`` groups (horizontal packs included)."""
     groups: dict[int, CudaGroup] = {}
     sites = 0
     for group in plan.groups:
@@ -107,18 +110,16 @@ def build_program(plan, lowered: dict, check_indices: bool = True) -> CudaProgra
     return prog
 
 
-def kernel_infos(cg, program: CudaProgram) -> list:
+def kernel_infos(build: KernelBuild, program: CudaProgram) -> list[KernelInfo]:
     """KernelInfo per group; a horizontal pack's launch is counted on its first member."""
-    from fusionlang.backend.runtime import KernelInfo
-
     infos = []
     first_of_pack = {la.groups[0] for la in program.launches if len(la.groups) > 1}
     packed = {gid for la in program.launches if len(la.groups) > 1 for gid in la.groups}
     for gid, g in program.groups.items():
-        group = cg.plan.group(gid)
+        group = build.plan.group(gid)
         launches = (1 if gid in first_of_pack else 0) if gid in packed else len(g.kernels)
         infos.append(KernelInfo(gid, g.name, g.nests, g.source, list(group.nodes),
-                                cg.lowered[gid].scheduled.tree.strategy, [a.value for a in g.params],
+                                build.lowered[gid].scheduled.tree.strategy, [a.value for a in g.params],
                                 launches=launches))
     return infos
 
@@ -126,7 +127,7 @@ def kernel_infos(cg, program: CudaProgram) -> list:
 def cuda_available() -> bool:
     """Whether CuPy is installed and sees at least one CUDA device."""
     try:
-        import cupy
+        import cupy  # here, not at the top: CuPy is optional and slow to import
 
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # noqa: BLE001 - no driver, no device, no CuPy: all mean "no"
@@ -134,27 +135,30 @@ def cuda_available() -> bool:
 
 
 class CudaRuntime:
-    def __init__(self, cg):
+    """The kernels of a :class:`.kernel_build.KernelBuild` as one CuPy module: ``kernels``
+    and ``source`` say what was built, ``run`` and ``execute`` run it."""
+
+    def __init__(self, build: KernelBuild):
         if not cuda_available():
             raise CodegenError("target 'cuda' needs a CUDA device visible to CuPy (none found); use target 'c'")
-        import cupy
+        import cupy  # here, not at the top: CuPy is optional and slow to import
 
         self.cp = cupy
-        self.cg = cg
-        self.program = build_program(cg.plan, cg.lowered, cg.check_indices)
-        cg.kernels.extend(kernel_infos(cg, self.program))
+        self.graph, self.buffers, self.constants = build.graph, build.buffers, build.constants
+        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices)
+        self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
         self.errors = cupy.zeros(RECORD, dtype=cupy.int64)
         self.module = cupy.RawModule(code=self.source, options=("-std=c++17",))
-        buffers = cg.buffers
+        buffers = build.buffers
         self.arena = cupy.zeros(buffers.arena_bytes + ALIGN, dtype=cupy.uint8)
         self.scratch = cupy.zeros(max(self.program.scratch_bytes, 16), dtype=cupy.uint8)
         self.device: dict[str, object] = {}
         for name, b in buffers.buffers.items():
             if b.kind == "const":
-                self.device[name] = cupy.asarray(np.ascontiguousarray(cg.constants[name]))
+                self.device[name] = cupy.asarray(np.ascontiguousarray(build.constants[name]))
             elif b.kind == "input":
-                t = cg.graph.types[name]
+                t = build.graph.types[name]
                 self.device[name] = cupy.empty(t.shape, dtype=t.dtype)
         self.aux: dict[int, object] = {}
         self.launches = []
@@ -165,7 +169,6 @@ class CudaRuntime:
                 args.extend(self._arg(a) for a in self.program.groups[gid].params)
             args += [self.scratch, self.errors]
             self.launches.append((fn, la.grid, la.block, tuple(args)))
-        cg.stats_extra = {"launches": len(self.launches)}
 
     def _arg(self, array):
         cp = self.cp
@@ -173,14 +176,14 @@ class CudaRuntime:
             if id(array) not in self.aux:
                 self.aux[id(array)] = cp.asarray(np.ascontiguousarray(array.data))
             return self.aux[id(array)]
-        root = self.cg.buffers.root(array.value)
-        b = self.cg.buffers.buffers[root]
+        root = self.buffers.root(array.value)
+        b = self.buffers.buffers[root]
         if b.kind in ("const", "input"):
             return self.device[root]
         return self.arena[b.offset:b.offset + max(b.nbytes, 1)]
 
     def execute(self, feeds: dict[str, np.ndarray]) -> None:
-        for name, b in self.cg.buffers.buffers.items():
+        for name, b in self.buffers.buffers.items():
             if b.kind == "input":
                 self.device[name].set(feeds[name])
         self.errors.fill(0)
@@ -196,7 +199,7 @@ class CudaRuntime:
 
         def read(name, b, t):
             return self.arena[b.offset:b.offset + t.nbytes].get().view(t.dtype).reshape(t.shape).copy()
-        return gather_outputs(self.cg, feeds, read)
+        return gather_outputs(self.graph, self.buffers, self.constants, feeds, read)
 
 
-__all__ = ["CudaProgram", "CudaRuntime", "build_program", "cuda_available"]
+__all__ = ["CudaProgram", "CudaRuntime", "build_cuda_program", "cuda_available", "kernel_infos"]

@@ -27,6 +27,8 @@ class Scheduled:
     ast: isl.AstNode
     #: why more fused candidates were rejected (for reports and check_group)
     rejected: list[str]
+    #: how the schedule was selected, to replay it (None: nothing was selected)
+    choice: "ScheduleChoice | None" = None
 
     @property
     def nests(self) -> int:
@@ -135,44 +137,103 @@ def build_ast(prog: PolyProgram, schedule: isl.Schedule) -> isl.AstNode:
     return build.node_from_schedule(schedule)
 
 
-def select_tree(prog: PolyProgram, target: str = "c", fuse: bool = True):
-    """(tree, isl schedule, rejected): the first legal candidate that is one loop nest,
-    else the first legal one (the most fused)."""
-    rejected = []
+@dataclass(frozen=True)
+class ScheduleChoice:
+    """The schedule :func:`select_program` chose, as the decisions that lead to it and no
+    names, so a program of the same structure (a repeated block, or the same group built
+    again for compiling) gets it back with :func:`replay_program` instead of a search:
+    whether producers were inlined, the legality answers the candidate generator's probes
+    got, and which candidate was taken. ``nests`` and ``strategy`` check the replay;
+    ``rejected``: why more fused candidates were not taken; ``violates``: some fused
+    candidate of the program as built broke a dependence."""
+
+    inline: bool
+    candidate: int
+    probes: tuple[bool, ...]
+    nests: int
+    strategy: str
+    rejected: tuple[str, ...]
+    violates: bool
+
+
+def _search_tree(prog: PolyProgram, target: str, fuse: bool):
+    """(tree, isl schedule, rejected, candidate index, probe answers): the first legal
+    candidate that is one loop nest, else the first legal one (the most fused)."""
+    rejected, probes = [], []
     first = None
 
     def legal(tree) -> bool:
-        return is_legal(prog, to_isl(prog, tree))
+        probes.append(is_legal(prog, to_isl(prog, tree)))
+        return probes[-1]
 
-    for tree in candidate_trees(prog, target, fuse, legal):
+    for k, tree in enumerate(candidate_trees(prog, target, fuse, legal)):
         sched = to_isl(prog, tree)
         if not is_legal(prog, sched):
             rejected.append(f"{tree.strategy}: violates a dependence")
             continue
         if tree.nests == 1:
-            return tree, sched, rejected
+            return tree, sched, rejected, k, tuple(probes)
         if first is None:
-            first = (tree, sched)
+            first = (tree, sched, k, len(probes))
         rejected.append(f"{tree.strategy}: {tree.nests} loop nests")
     if first is None:
         raise CodegenError("no legal schedule found (the unfused order should always be legal)")
-    return first[0], first[1], rejected
+    tree, sched, k, asked = first
+    return tree, sched, rejected, k, tuple(probes[:asked])
+
+
+def select_tree(prog: PolyProgram, target: str = "c", fuse: bool = True):
+    """(tree, isl schedule, rejected): the first legal candidate that is one loop nest,
+    else the first legal one (the most fused)."""
+    tree, sched, rejected, _, _ = _search_tree(prog, target, fuse)
+    return tree, sched, rejected
 
 
 def select_program(prog: PolyProgram, target: str = "c", fuse: bool = True):
-    """(program, tree, isl schedule, rejected): as :func:`select_tree`, or with ``prog``'s
-    producers inlined (:func:`.poly.inline_producers`) where that schedules better: fewer
-    loop nests, or on the GPU as many nests with more parallel outer loops (a thread per
-    output point of a matmul rather than per row). Inlining recomputes the producers, so
-    on the CPU a group that fuses by contraction or shifted placement keeps its program."""
-    tree, sched, rejected = select_tree(prog, target, fuse)
+    """(program, tree, isl schedule, rejected, choice): as :func:`select_tree`, or with
+    ``prog``'s producers inlined (:func:`.poly.inline_producers`) where that schedules
+    better: fewer loop nests, or on the GPU as many nests with more parallel outer loops (a
+    thread per output point of a matmul rather than per row). Inlining recomputes the
+    producers, so on the CPU a group that fuses by contraction or shifted placement keeps
+    its program. ``choice`` replays the selection (:func:`replay_program`)."""
+    tree, sched, rejected, k, probes = _search_tree(prog, target, fuse)
+    violates = any("violates" in r for r in rejected)
+    plain = (prog, tree, sched, rejected,
+             ScheduleChoice(False, k, probes, tree.nests, tree.strategy, tuple(rejected), violates))
     if not fuse or not prog.inlinable or (tree.nests <= 1 and target == "c"):
-        return prog, tree, sched, rejected
+        return plain
     inlined = inline_producers(prog)
-    tree_i, sched_i, rejected_i = select_tree(inlined, target, fuse)
+    tree_i, sched_i, rejected_i, k_i, probes_i = _search_tree(inlined, target, fuse)
     if _rank(tree_i, target) < _rank(tree, target):
-        return inlined, tree_i, sched_i, rejected_i
-    return prog, tree, sched, rejected
+        return inlined, tree_i, sched_i, rejected_i, ScheduleChoice(True, k_i, probes_i, tree_i.nests,
+                                                                     tree_i.strategy, tuple(rejected_i), violates)
+    return plain
+
+
+def replay_program(prog: PolyProgram, choice: ScheduleChoice, target: str = "c", fuse: bool = True):
+    """(program, tree, isl schedule) as ``choice`` selected them for a program of the same
+    structure as ``prog``, with no search: one candidate is built and its legality checked
+    once. None when the replay does not give the recorded tree or a legal one (then
+    search)."""
+    if choice.inline:
+        if not prog.inlinable:
+            return None
+        prog = inline_producers(prog)
+    answers = iter(choice.probes)
+    tree = None
+    try:
+        for k, candidate in enumerate(candidate_trees(prog, target, fuse, lambda _: next(answers))):
+            if k == choice.candidate:
+                tree = candidate
+                break
+    except StopIteration:  # asked more than the recorded search did: not the same structure
+        return None
+    if tree is None or tree.nests != choice.nests or tree.strategy != choice.strategy:
+        return None
+    sched = to_isl(prog, tree)
+    if not is_legal(prog, sched):
+        return None
+    return prog, tree, sched
 
 
 def _rank(tree: FusedTree, target: str) -> tuple[int, int]:
@@ -187,9 +248,16 @@ def schedule_program(prog: PolyProgram, target: str = "c", fuse: bool = True) ->
     :func:`select_program`)."""
     if not prog.stmts:  # nothing to compute (every tensor empty, or only views)
         return Scheduled(prog, FusedTree(TLeaf([]), {}, {}, 0, "empty"), None, None, [])
-    prog, tree, sched, rejected = select_program(prog, target, fuse)
+    prog, tree, sched, rejected, choice = select_program(prog, target, fuse)
+    return finish_schedule(prog, tree, sched, rejected, choice)
+
+
+def finish_schedule(prog: PolyProgram, tree: FusedTree, sched: isl.Schedule, rejected: list[str],
+                    choice: ScheduleChoice | None = None) -> Scheduled:
+    """The selected schedule with its parallel loops marked and its AST built."""
     mark_parallel(prog, sched, tree)
-    return Scheduled(prog, tree, sched, build_ast(prog, sched), rejected)
+    return Scheduled(prog, tree, sched, build_ast(prog, sched), rejected, choice)
 
 
-__all__ = ["Scheduled", "build_ast", "is_legal", "mark_parallel", "schedule_program", "select_program", "to_isl"]
+__all__ = ["ScheduleChoice", "Scheduled", "build_ast", "finish_schedule", "is_legal", "mark_parallel", "replay_program",
+           "schedule_program", "select_program", "select_tree", "to_isl"]

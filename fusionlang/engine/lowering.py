@@ -1,4 +1,5 @@
-"""Opening compound ops inside their groups, after partitioning.
+"""Opening compound ops inside their groups, after partitioning (and for the feedback check
+during it: both use the graph's one opening).
 
 A policy may keep a compound op whole while it partitions (tvm.fuse treats softmax as
 one out-ewise-fusable op, as TVM does); the loop layer only compiles primitive ops. So the
@@ -9,12 +10,16 @@ replaces: group count, stitches and horizontal packs are unchanged.
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
 from fusionlang.engine.passes import _case_for, open_node
 from fusionlang.engine.plan import FusionPlan, make_groups
 from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_trace import Recorder, decomposition_node_budget
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
+from fusionlang.lang import load_rules
 from fusionlang.ops.interpreter import registry_of
 
 #: the rule library whose decompositions lower what a policy kept whole
@@ -59,38 +64,67 @@ def _lowering_case(rulesets, node):
                     f"{', '.join(r.name or '?' for r in rulesets)} opens it (its attributes: {node.attrs})")
 
 
+@dataclass
+class OpenedGraph:
+    """A copy of a graph with every compound op opened (:func:`open_compound_ops`), and
+    for each opened node the primitive nodes that replace it."""
+
+    graph: Graph
+    replaced: dict[str, list[str]]
+    #: what it was opened from: the rule set, and the graph's node list (by identity) and length
+    made_from: tuple = ()
+
+    def members(self, names) -> list[str]:
+        """``names`` of the original graph, each opened node replaced by its pieces."""
+        return [new for old in names for new in self.replaced.get(old, [old])]
+
+
+#: graph -> its compound ops opened: the feedback check and the lowering after
+#: partitioning share one opening instead of one per question plus one at the end
+_OPENED: "weakref.WeakKeyDictionary[Graph, OpenedGraph]" = weakref.WeakKeyDictionary()
+
+
+def opened(graph: Graph, ruleset) -> OpenedGraph | None:
+    """``graph`` with its compound ops opened (made once per graph and rule set; the graph
+    must not be edited in place afterwards), or None when it has none."""
+    registry = registry_of(graph, ruleset.registry if ruleset is not None else None)
+    made_from = (id(ruleset), id(graph.nodes), len(graph.nodes))
+    found = _OPENED.get(graph)
+    if found is None or found.made_from != made_from:
+        compound = compound_nodes(graph, registry)
+        if not compound:
+            return None
+        copy = graph.copy()
+        replaced = open_compound_ops(copy, [n.name for n in copy.nodes if n.name in compound],
+                                     _lowering_rulesets(ruleset))
+        found = _OPENED[graph] = OpenedGraph(copy, replaced, made_from)
+    return found
+
+
 def on_primitives(feedback, ruleset, graph: Graph):
     """``feedback`` asked about a group of ``graph`` as it will be compiled: with its
-    compound ops opened (in a copy of the graph)."""
-    compound = compound_nodes(graph, ruleset.registry)
-
-    def check(graph: Graph, members: list[str]):
-        opened = [m for m in members if m in compound]
-        if not opened:
-            return feedback(graph, members)
-        graph = graph.copy()
-        replaced = open_compound_ops(graph, opened, _lowering_rulesets(ruleset))
-        return feedback(graph, [new for old in members for new in replaced.get(old, [old])])
+    compound ops opened (in the graph's one opened copy, :func:`opened`)."""
+    def check(asked: Graph, members: list[str]):
+        opening = opened(asked, ruleset) if asked is graph else None
+        if opening is None:
+            return feedback(asked, members)
+        return feedback(opening.graph, opening.members(members))
     return check
 
 
 def _lowering_rulesets(ruleset) -> list:
-    from fusionlang.lang import load_rules
-
     return [r for r in (ruleset, load_rules(LOWERING_RULES)) if r is not None]
 
 
 def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
-    none). ``ruleset``'s own decompositions are tried before the standard ones."""
-    rulesets = _lowering_rulesets(ruleset)
-    # the plan's graph knows its own ops (a rule file's defs) even when no rule set is given
-    compound = compound_nodes(plan.graph, registry_of(plan.graph, ruleset.registry if ruleset is not None else None))
-    if not compound:
+    none). ``ruleset``'s own decompositions are tried before the standard ones; the opening
+    the feedback check made is reused (:func:`opened`)."""
+    opening = opened(plan.graph, ruleset)
+    if opening is None:
         return plan
-    graph = plan.graph.copy()
-    replaced = open_compound_ops(graph, [n.name for n in graph.nodes if n.name in compound], rulesets)
-    members = [[new for old in g.nodes for new in replaced.get(old, [old])] for g in plan.groups]
+    graph = opening.graph.copy()  # the plan's own: the shared opening stays as it is
+    members = [opening.members(g.nodes) for g in plan.groups]
     fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost)) for g in plan.groups]
     groups = make_groups(graph, members, fields)
     lowered = FusionPlan(graph=graph, groups=groups, strategy=plan.strategy, rules=plan.rules,
@@ -100,4 +134,4 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     return lowered
 
 
-__all__ = ["compound_nodes", "lower_compound_groups", "on_primitives", "open_compound_ops"]
+__all__ = ["OpenedGraph", "compound_nodes", "lower_compound_groups", "on_primitives", "open_compound_ops", "opened"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusionlang.errors import RewriteError
-from fusionlang.frontend.fold import fold_constants
+from fusionlang.ops.evaluate import fold_constants
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar

@@ -1,7 +1,7 @@
 """Graph surgery: put the values a rule built in place of the node it replaces.
 
 Shared by rewrites and decompositions. New nodes whose inputs are all constants are
-folded on the spot through the reference interpreter (``fusionlang.frontend.fold``), so
+folded on the spot through the reference interpreter (``fusionlang.ops.evaluate``), so
 a replacement such as ``w * reshape(g / sqrt(var + eps))`` over constant weights leaves a
 single new constant. The replaced node's output names survive (consumers and graph
 outputs keep reading the same names), and the node computing its first output takes its
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from fusionlang.engine.match import Match
 from fusionlang.errors import RewriteError
-from fusionlang.frontend.fold import fold_node
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import ast as A
+from fusionlang.ops.evaluate import fold_node
 from fusionlang.ops.registry import OpRegistry
 from fusionlang.engine.rewrite_index import GraphIndex
 

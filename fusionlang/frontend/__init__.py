@@ -4,7 +4,7 @@
 subgraphs are already folded; ``fold_constants`` is that folding as a reusable pass.
 """
 
-from fusionlang.frontend.fold import fold_constants
 from fusionlang.frontend.onnx_import import from_onnx
+from fusionlang.ops.evaluate import fold_constants
 
 __all__ = ["fold_constants", "from_onnx"]

@@ -21,9 +21,9 @@ import onnx
 from onnx import numpy_helper
 
 from fusionlang.errors import FuseError, ModelError, ShapeError, UnsupportedOpError
-from fusionlang.frontend.fold import fold_constants, fold_node
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_ops import CONVERTERS
+from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.types import TensorType, canonical_dtype

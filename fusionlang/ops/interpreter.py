@@ -1,4 +1,5 @@
-"""The NumPy reference interpreter: the oracle every fused program is compared with."""
+"""The NumPy reference interpreter: the oracle every fused program is compared with (each node
+evaluated by :func:`.evaluate.evaluate_node`, as constant folding does)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,10 @@ from typing import Mapping
 
 import numpy as np
 
-from fusionlang.errors import FuseError, InputError, ShapeError
+from fusionlang.errors import InputError, ShapeError
 from fusionlang.ir.graph import Graph
-from fusionlang.ops.registry import REGISTRY, OpRegistry
-
-
-def registry_of(graph: Graph, registry: OpRegistry | None = None) -> OpRegistry:
-    """The registry to interpret ``graph`` with: explicit, else the graph's, else built-ins."""
-    return registry or graph.registry or REGISTRY
+from fusionlang.ops.evaluate import evaluate_node
+from fusionlang.ops.registry import OpRegistry, registry_of
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -55,19 +52,9 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray], registry: OpRegistry | No
         for value in node.present_inputs():
             last_use[value] = position
     for position, node in enumerate(graph.nodes):
-        opdef = registry.get(node.op, f"node {node.name!r}")
-        args = [env[v] if v else None for v in node.inputs]
-        while args and args[-1] is None:
-            args.pop()
-        try:
-            results = opdef.reference(args, node.attrs)
-        except FuseError:
-            raise
-        except (ValueError, IndexError, TypeError) as exc:
-            raise ShapeError(f"node {node.name!r} ({node.op}): {exc}") from exc
+        results = evaluate_node(node, [env[v] if v else None for v in node.inputs], registry)
         for out, array in zip(node.outputs, results):
             expected = graph.types[out]
-            array = np.asarray(array)
             if array.shape != expected.shape:
                 raise ShapeError(f"node {node.name!r} ({node.op}): computed shape {list(array.shape)} "
                                  f"but its type says {expected}")

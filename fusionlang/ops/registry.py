@@ -255,5 +255,10 @@ class OpRegistry:
 REGISTRY = OpRegistry()
 
 
+def registry_of(graph, registry: OpRegistry | None = None) -> OpRegistry:
+    """The registry to interpret ``graph`` with: explicit, else the graph's, else built-ins."""
+    return registry or graph.registry or REGISTRY
+
+
 def register(opdef: OpDef) -> OpDef:
     return REGISTRY.register(opdef)

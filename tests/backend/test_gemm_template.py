@@ -166,3 +166,17 @@ def test_blocking_follows_the_machine():
 
 def test_cache_sizes_parse_like_sysfs_prints_them():
     assert _parse_size("48K") == 48 * 1024 and _parse_size("2M") == 2 << 20 and _parse_size("512") == 512
+
+
+
+@pytest.mark.parametrize("rows,cols", [(7, 1), (1, 5), (0, 1), (3, 0), (50, 1)])
+def test_a_constant_operand_is_read_where_its_view_addresses(rows, cols):
+    from fusionlang.backend.gemm_template import _strided
+
+    flat = np.random.default_rng(3).standard_normal(200).astype(np.float32)
+    if 2 + 4 * rows + 6 * cols >= flat.size:  # past the end: an IndexError, as gathering gave
+        with pytest.raises(IndexError):
+            _strided(flat, 2, (5, 7), (rows, cols))
+        return
+    want = np.array([[flat[2 + i * rows + j * cols] for j in range(7)] for i in range(5)], np.float32)
+    np.testing.assert_array_equal(_strided(flat, 2, (5, 7), (rows, cols)), want)

@@ -63,3 +63,20 @@ def test_a_compound_op_no_rule_opens_is_a_clear_error():
     with pytest.raises(FuseError, match=rf"node '{softmax}' \(softmax\) is a compound op and no decomposition in "
                                         r"\S+ opens it"):
         open_compound_ops(graph, [softmax], [no_cases])
+
+
+def test_fuse_opens_each_compound_op_once_for_feedback_and_lowering(monkeypatch):
+    import fusionlang.backend.feedback as feedback
+    import fusionlang.engine.lowering as lowering
+
+    opened = []
+    real = lowering.open_node
+    monkeypatch.setattr(lowering, "open_node", lambda index, ruleset, node, case, recorder:
+                        opened.append(node.name) or real(index, ruleset, node, case, recorder))
+    feedback.forget_verdicts()
+    graph = attention_scores()
+    plan = fusionlang.fuse(graph, "tvm", "tvm")  # tvm keeps softmax whole; the feedback check asks about it
+    assert compound(plan) == []
+    originals = {n.name for n in graph.nodes if REGISTRY.get(n.op).compound}
+    assert originals <= set(opened)
+    assert len(opened) == len(set(opened))

@@ -1,8 +1,11 @@
-"""Constant folding: a node whose inputs are all constants becomes constants.
+"""Constant evaluation, in one place: a node computed by its op's NumPy reference.
 
-The values are computed by the op's NumPy reference (the same code the interpreter runs),
-so a folded graph computes exactly what the unfolded one did. Folded outputs keep their
-value names, so nothing downstream has to be renamed.
+The reference interpreter runs every node through :func:`evaluate_node`; the importer and
+the rewrite engine fold constant-only nodes with :func:`fold_node` and
+:func:`fold_constants`; compile evaluates a plan's "const" groups with
+:func:`evaluate_node`. So a folded graph computes exactly what the unfolded one did, and a
+failing reference reads the same wherever it runs. Folded outputs keep their value names,
+so nothing downstream has to be renamed.
 """
 
 from __future__ import annotations
@@ -11,8 +14,28 @@ import numpy as np
 
 from fusionlang.errors import FuseError, ShapeError
 from fusionlang.ir.graph import Graph, Node
-from fusionlang.ops.interpreter import registry_of
-from fusionlang.ops.registry import OpRegistry
+from fusionlang.ops.registry import OpRegistry, registry_of
+
+
+def evaluate_node(node: Node, args: list, registry: OpRegistry, *, failing: str = "") -> list[np.ndarray]:
+    """``node``'s outputs computed from ``args`` (one per input, None where an optional
+    input is absent) by its op's reference. A reference that fails raises ShapeError
+    naming the node (``failing`` says in what, e.g. "constant folding failed: ")."""
+    opdef = registry.get(node.op, f"node {node.name!r}")
+    args = list(args)
+    while args and args[-1] is None:
+        args.pop()
+    try:
+        results = opdef.reference(args, node.attrs)
+    except FuseError:
+        raise
+    except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
+        raise ShapeError(f"node {node.name!r} ({node.op}): {failing}{exc}") from exc
+    results = [np.asarray(array) for array in results]
+    if len(results) < len(node.outputs):
+        raise ShapeError(f"node {node.name!r} ({node.op}): {failing}computed {len(results)} values for "
+                         f"{len(node.outputs)} outputs")
+    return results
 
 
 def is_foldable(graph: Graph, node: Node) -> bool:
@@ -29,21 +52,8 @@ def fold_node(graph: Graph, node: Node, registry: OpRegistry | None = None) -> b
     """
     if not is_foldable(graph, node):
         return False
-    registry = registry_of(graph, registry)
-    opdef = registry.get(node.op, f"node {node.name!r}")
     args = [graph.constants[v] if v else None for v in node.inputs]
-    while args and args[-1] is None:
-        args.pop()
-    try:
-        results = opdef.reference(args, node.attrs)
-    except FuseError:
-        raise
-    except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
-        raise ShapeError(f"node {node.name!r} ({node.op}): constant folding failed: {exc}") from exc
-    results = [np.asarray(array) for array in results]
-    if len(results) < len(node.outputs):
-        raise ShapeError(f"node {node.name!r} ({node.op}): folding computed {len(results)} values for "
-                         f"{len(node.outputs)} outputs")
+    results = evaluate_node(node, args, registry_of(graph, registry), failing="constant folding failed: ")
     for out, array in zip(node.outputs, results):
         want = graph.types[out]
         if array.shape != want.shape or array.dtype != np.dtype(want.dtype):
@@ -72,3 +82,6 @@ def fold_constants(graph: Graph, registry: OpRegistry | None = None) -> int:
             kept.append(node)
     graph.nodes = kept
     return folded
+
+
+__all__ = ["evaluate_node", "fold_constants", "fold_node", "is_foldable"]

@@ -1,0 +1,29 @@
+"""What a compiled graph reports about each of its kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class KernelInfo:
+    """One compiled kernel of a group: its function ``name``, the number of loop nests
+    after loop fusion, the generated ``source``, the schedule ``strategy`` used, and how
+    many launches it makes."""
+
+    group: int
+    name: str
+    nests: int
+    source: str
+    nodes: list[str]
+    strategy: str
+    #: kernel parameters as value names (None for constant tables of an op's access spec)
+    params: list = field(default_factory=list)
+    launches: int = 1
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "name": self.name, "nests": self.nests, "nodes": self.nodes,
+                "strategy": self.strategy, "launches": self.launches}
+
+
+__all__ = ["KernelInfo"]

@@ -1,0 +1,65 @@
+"""isl schedules each fused group once per compile: the feedback check's selected schedule
+is kept (by group signature) and compile replays it (fusionlang.backend.schedule_store)."""
+
+from __future__ import annotations
+
+import numpy as np
+from helpers import random_feeds
+
+import fusionlang
+import fusionlang.backend.feedback as feedback
+import fusionlang.backend.schedule_store as schedule_store
+from fusionlang import reference
+from fusionlang.ops import GraphBuilder
+
+
+def _block(b: GraphBuilder, x: str, bias: str) -> str:
+    mean = b.reduce_mean(x, axes=(1,))
+    centered = b.sub(x, mean)
+    var = b.reduce_mean(b.mul(centered, centered), axes=(1,))
+    normed = b.div(centered, b.sqrt(b.add(var, bias)))
+    e = b.exp(b.sub(normed, b.reduce_max(normed, axes=(1,))))
+    return b.add(x, b.div(e, b.reduce_sum(e, axes=(1,))))
+
+
+def blocks(count=3):
+    """``count`` alike blocks (a normalization, a softmax, a residual): groups that repeat."""
+    b = GraphBuilder("blocks")
+    x = b.input("x", (8, 16))
+    bias = b.constant(np.full((1, 16), 0.5, np.float32), name="bias")
+    for _ in range(count):
+        x = _block(b, x, bias)
+    b.output(x)
+    return b.build()
+
+
+def test_each_fused_group_is_scheduled_once_across_feedback_and_compile():
+    feedback.forget_verdicts()
+    graph = blocks()
+    plan = fusionlang.fuse(graph, "apollo")
+    searched_by_feedback = dict(schedule_store.SEARCHES)
+    compiled = fusionlang.compile(plan, "c")
+    assert searched_by_feedback, "the feedback check selected no schedule"
+    assert max(schedule_store.SEARCHES.values()) == 1
+    # compile replayed what feedback selected rather than selecting again
+    assert dict(schedule_store.SEARCHES) == searched_by_feedback
+    feeds = random_feeds(graph)
+    np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_a_replayed_schedule_compiles_to_the_code_a_fresh_search_gives():
+    feedback.forget_verdicts()
+    plan = fusionlang.fuse(blocks(), "apollo")
+    replayed = fusionlang.compile(plan, "c").sources
+    feedback.forget_verdicts()
+    searched = fusionlang.compile(plan, "c").sources
+    assert sum(schedule_store.SEARCHES.values()) > 0
+    assert replayed == searched
+
+
+def test_without_feedback_compile_schedules_each_group_structure_once():
+    feedback.forget_verdicts()
+    plan = fusionlang.fuse(blocks(), "apollo", feedback=False)
+    fusionlang.compile(plan, "c")
+    assert schedule_store.SEARCHES and max(schedule_store.SEARCHES.values()) == 1
