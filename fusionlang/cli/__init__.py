@@ -23,6 +23,7 @@ from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flag
 from fusionlang.cli.flags import OneLineParser
 from fusionlang.cli.text import safe
 from fusionlang.errors import FuseError
+from fusionlang.lang import render
 
 #: exit status when stdout is closed early (128 + SIGPIPE, as shells report it)
 EXIT_PIPE = 141
@@ -94,8 +95,6 @@ def _fields_on_one_line(diag):
 def format_error(exc: FuseError, color: bool = False) -> str:
     """The message a FuseError prints: rendered diagnostics, or one line."""
     if getattr(exc, "diagnostics", None):
-        from fusionlang.lang import render
-
         diagnostics = [_fields_on_one_line(d) for d in exc.diagnostics]
         plain = "\n".join(render(d) for d in diagnostics)
         if safe(plain) != plain:  # a source line or name holds control characters: no color

@@ -17,6 +17,8 @@ import sys
 
 from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, is_quiet, print_json, wants_json
 from fusionlang.errors import FuseError, InputError
+from fusionlang.lang import load_rules
+from fusionlang.lang.diagnostics import suggest
 
 HELP = "property-check every rule of .fuse rule files"
 
@@ -38,17 +40,22 @@ def configure(p) -> None:
                    help="check only rules with this name (repeatable)")
 
 
-def run(args) -> int:
-    from fusionlang.lang import load_rules
-
+def _checker():
+    """fusionlang.testing.checker, imported here and not at the top: it needs hypothesis,
+    an optional extra, and every other command runs without it."""
     try:
-        from fusionlang.testing.checker import KINDS, STATUSES
+        from fusionlang.testing import checker
     except ModuleNotFoundError as exc:
         if exc.name != "hypothesis":
             raise
         raise FuseError("fusionlang check draws its instances with hypothesis, which is not installed "
                         "(pip install hypothesis, or the package's 'test' extra)") from None
+    return checker
 
+
+def run(args) -> int:
+    checker = _checker()
+    KINDS, STATUSES = checker.KINDS, checker.STATUSES
     if args.examples < 1:
         raise InputError("--examples must be at least 1")
     if args.budget is not None and not args.budget > 0:
@@ -63,7 +70,7 @@ def run(args) -> int:
     seen: set[tuple[str, str, str]] = set()
     names = set(args.rule) if args.rule else None
     if names is not None:
-        _require_known_rules(args.rule, rulesets, kinds)
+        _require_known_rules(checker, args.rule, rulesets, kinds)
 
     def select(kind: str, name: str, where: str) -> bool:
         key = (kind, name, where)
@@ -84,7 +91,7 @@ def run(args) -> int:
 
     reports = []
     for ruleset in rulesets:
-        reports.append(_check(ruleset, args, kinds, select, show))
+        reports.append(_check(checker, ruleset, args, kinds, select, show))
     failed = sum(len(r.failures) for r in reports)
     if as_json:
         print_json({"ok": failed == 0, "reports": [r.to_dict() for r in reports]})
@@ -95,29 +102,22 @@ def run(args) -> int:
     return EXIT_MISMATCH if failed else EXIT_OK
 
 
-def _require_known_rules(wanted, rulesets, kinds) -> None:
+def _require_known_rules(checker, wanted, rulesets, kinds) -> None:
     """Every --rule name must name a rule of the given kinds: checking nothing and
     exiting 0 would read as success."""
-    from fusionlang.lang.diagnostics import suggest
-    from fusionlang.testing.checker import rule_names
-
     known: set[str] = set()
     for ruleset in rulesets:
-        known |= rule_names(ruleset, kinds)
+        known |= checker.rule_names(ruleset, kinds)
     for name in wanted:
         if name not in known:
             hint = suggest(name, sorted(known))
             raise InputError(f"--rule: unknown rule {name!r}; nothing was checked" + (f" ({hint})" if hint else ""))
 
 
-def _check(ruleset, args, kinds, select, show):
-    from fusionlang.testing.checker import check_rules
-
+def _check(checker, ruleset, args, kinds, select, show):
     try:
-        from fusionlang.testing.checker import TIME_BUDGET
-
-        return check_rules(ruleset, max_examples=args.examples, seed=args.seed, kinds=kinds, select=select,
-                           budget=args.budget if args.budget is not None else TIME_BUDGET,
-                           float_exact=args.float_exact, progress=show)
+        return checker.check_rules(ruleset, max_examples=args.examples, seed=args.seed, kinds=kinds, select=select,
+                                   budget=args.budget if args.budget is not None else checker.TIME_BUDGET,
+                                   float_exact=args.float_exact, progress=show)
     finally:
         sys.stdout.flush()

@@ -19,11 +19,17 @@ import sys
 import time
 
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
+from fusionlang.api import fuse
 from fusionlang.cli.flags import strategy_option
 from fusionlang.cli.paths import readable_file
 from fusionlang.cli.text import safe_console
 from fusionlang.errors import InputError
+from fusionlang.frontend import from_onnx
+from fusionlang.lang import load_rules as load
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -104,9 +110,6 @@ class Stages:
 
     def __enter__(self):
         if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
-            from rich.text import Text
 
             class Count(ProgressColumn):
                 """"3/12" for stages that know their size, nothing for the others."""
@@ -150,7 +153,6 @@ class Stages:
             self.timings[description] = self.timings.get(description, 0.0) + elapsed
             if task is not None:
                 self._progress.remove_task(task)
-                from rich.text import Text
 
                 done = Text("✓ ", style="green") if finished else Text("✗ ", style="red")
                 done.append(description)
@@ -177,7 +179,6 @@ def strategy_overrides(args) -> dict | None:
 
 def fuse_model(args, stages):
     """(graph, rule set, plan) for ``args.model`` fused with ``args.rules``, each step shown."""
-    from fusionlang.api import fuse
 
     with stages.step("import model"):
         graph = load_graph(args.model, parse_shapes(args.input_shape))
@@ -204,15 +205,11 @@ def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
 
 
 def load_graph(path: str, shapes=None):
-    from fusionlang.frontend import from_onnx
-
     # a directory, fifo or device is refused before ONNX reads it (a fifo would block)
     return from_onnx(readable_file(path, "model"), input_shapes=shapes)
 
 
 def load_rules(name_or_path: str):
-    from fusionlang.lang import load_rules as load
-
     return load(name_or_path)
 
 

@@ -14,12 +14,19 @@ import time
 from importlib import resources
 
 import numpy as np
+from rich import box
+from rich.table import Table
+from rich.text import Text
 
+from fusionlang.api import compile as compile_plan
+from fusionlang.api import from_onnx, fuse, load_rules
 from fusionlang.cli import flags
 from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, Stages, compare, console, print_json, wants_json
 from fusionlang.cli.feeds import read_feeds
 from fusionlang.cli.paths import check_writable_file, write_text
 from fusionlang.cli.text import print_line, safe
+from fusionlang.reference import run as reference_run
+from fusionlang.report import render_report
 
 HELP = "fuse, compile and run the embedded transformer block, checked against the reference"
 
@@ -49,10 +56,7 @@ def _best_of(n: int, fn) -> tuple[float, object]:
 
 
 def run(args) -> int:
-    from fusionlang.api import compile as compile_plan
-    from fusionlang.api import from_onnx, fuse, load_rules
-    from fusionlang.backend import default_target
-    from fusionlang.reference import run as reference_run
+    from fusionlang.backend import default_target  # here: islpy's import cost, for this command only
 
     target = default_target() if args.target == "auto" else args.target
     model = resources.files("fusionlang").joinpath("data", "demo_block.onnx")
@@ -73,7 +77,6 @@ def run(args) -> int:
         with stages.step("run reference interpreter"):
             reference_seconds, expected = _best_of(min(args.repeat, 3), lambda: reference_run(graph, feeds))
         if args.report:
-            from fusionlang.report import render_report
 
             with stages.step("report"):
                 write_text(args.report, render_report(plan, compiled=compiled,
@@ -140,10 +143,6 @@ def _locations(rules: list[str]) -> str:
 
 
 def _print_summary(out, plan, r: dict) -> None:
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
     title = Text("fusionlang demo", style="bold")
     title.append(safe(f"  transformer block · rules {r['rules']} · strategy {r['strategy']} · target {r['target']}"),
                  style="dim")

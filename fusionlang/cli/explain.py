@@ -16,10 +16,16 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from fusionlang.cli.common import (EXIT_OK, Stages, add_model_arguments, console, fuse_model, load_graph,
-                                   load_rules, parse_shapes, print_json, strategy_overrides, wants_json)
+from rich.text import Text
+
+from fusionlang.cli.common import (EXIT_OK, Stages, add_model_arguments, console, fuse_model, load_graph, load_rules,
+                                   parse_shapes, print_json, strategy_overrides, wants_json)
 from fusionlang.cli.text import safe
-from fusionlang.errors import InputError
+from fusionlang.engine.explain import explain
+from fusionlang.engine.rewrite import apply_rules
+from fusionlang.engine.rule_report import rule_report
+from fusionlang.engine.whynot import rewrite_named, why_not
+from fusionlang.errors import InputError, RewriteError
 
 HELP = "explain why a node was (not) fused with its neighbours, or why a rewrite did (not) fire"
 
@@ -34,8 +40,6 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    from fusionlang.engine.explain import explain
-
     if args.rule is not None:
         return _explain_rule(args)
     if args.node is None:
@@ -54,8 +58,6 @@ def run(args) -> int:
 def _explain_rule(args) -> int:
     """Rewrite the model (no partitioning) and report on one rule: everywhere, or at
     ``--node``."""
-    from fusionlang.engine.rule_report import rule_report
-    from fusionlang.engine.whynot import rewrite_named
 
     with Stages(args) as stages:
         with stages.step("import model"):
@@ -79,9 +81,6 @@ def _explain_rule(args) -> int:
 
 def _why_not_at(graph, ruleset, rule: str, node: str):
     """why_not at ``node`` of the rewritten graph (or of the model, if rewriting removed it)."""
-    from fusionlang.engine.rewrite import apply_rules
-    from fusionlang.engine.whynot import why_not
-    from fusionlang.errors import RewriteError
 
     try:
         rewritten = apply_rules(graph, ruleset).graph
@@ -95,7 +94,6 @@ def _why_not_at(graph, ruleset, rule: str, node: str):
 
 def _print_lines(args, lines: list[str]) -> None:
     out = console(args)
-    from rich.text import Text
 
     for k, line in enumerate(lines):
         # made safe before rich sees it: Text() would drop some control characters unseen

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import sys
 
+from fusionlang.api import compile as compile_plan
 from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, wants_json
 from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.paths import check_writable_file, write_text
+from fusionlang.report import render_report
 
 HELP = "partition a model into fused groups and print a summary"
 
@@ -48,8 +50,6 @@ def fired_lines(fired: dict[str, int], ruleset) -> list[str]:
 
 
 def run(args) -> int:
-    from fusionlang.api import compile as compile_plan
-
     if args.json_file == "-":
         args.json = True  # the plan on stdout is this command's --json output
     out = console(args)
@@ -67,7 +67,6 @@ def run(args) -> int:
         if args.json_file and args.json_file != "-":
             write_text(args.json_file, plan.to_json(indent=2))
         if args.report:
-            from fusionlang.report import render_report
 
             with stages.step("report"):
                 write_text(args.report, render_report(plan, compiled=compiled, layout=args.layout))

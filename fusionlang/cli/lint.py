@@ -9,6 +9,9 @@ from __future__ import annotations
 import sys
 
 from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_OK, Stages, is_quiet, print_json, use_color, wants_json
+from fusionlang.engine.policy_check import policy_diagnostics
+from fusionlang.lang import lint, load_rules, render
+from fusionlang.testing.testblocks import failed_test_diagnostics
 
 HELP = "parse and check .fuse rule files and run their test blocks"
 
@@ -18,9 +21,6 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    from fusionlang.lang import lint, render
-    from fusionlang.testing.testblocks import failed_test_diagnostics
-
     diagnostics = []
     tests_run = 0
     with Stages(args) as stages:
@@ -53,7 +53,5 @@ def run(args) -> int:
 
 def _policy_diagnostics(path: str) -> list:
     """The rule set's strategies and fuse entries against the partitioners (engine.policy_check)."""
-    from fusionlang.engine.policy_check import policy_diagnostics
-    from fusionlang.lang import load_rules
 
     return policy_diagnostics(load_rules(path))

@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 
+from fusionlang.api import compile as compile_plan
+from fusionlang.api import fuse
 from fusionlang.cli import flags
 from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console, load_graph,
                                    parse_shapes, strategy_overrides, wants_json)
@@ -15,6 +17,7 @@ from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
 from fusionlang.cli.text import print_line
+from fusionlang.reference import run as reference_run
 
 HELP = "run a model (compiled, or with the reference interpreter)"
 
@@ -49,13 +52,10 @@ def run(args) -> int:
         feeds = read_feeds(graph, args.input, args.random_inputs)
         started = time.perf_counter()
         if args.target == "reference":
-            from fusionlang.reference import run as reference_run
 
             with stages.step("run (reference interpreter)"):
                 outputs = reference_run(graph, feeds)
         else:
-            from fusionlang.api import compile as compile_plan
-            from fusionlang.api import fuse
 
             with stages.step("rewrite + partition"):
                 plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args))
@@ -66,7 +66,6 @@ def run(args) -> int:
             with stages.step(f"run ({args.target})"):
                 outputs = compiled.run(feeds)
             if args.check:
-                from fusionlang.reference import run as reference_run
 
                 with stages.step("check against the reference interpreter"):
                     expected = reference_run(graph, feeds)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 import sys
 
+from rich.console import Console
+from rich.text import Text
+
 #: C0 and C1 controls but tab and newline, DEL, line and paragraph separators,
 #: bidirectional embeddings, overrides and isolates, and lone surrogates
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -42,8 +45,6 @@ def print_line(text: str, stream=None) -> None:
 
 def safe_console(**options):
     """A rich Console whose ``print`` makes every string and Text it is given safe."""
-    from rich.console import Console
-    from rich.text import Text
 
     class SafeConsole(Console):
         def print(self, *objects, **kwargs):

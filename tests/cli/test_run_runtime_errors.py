@@ -40,9 +40,13 @@ def test_unchecked_indices_still_gather_good_ones(tmp_path, capsys):
 
 
 def softmax_model(path, width: int) -> str:
-    node = helper.make_node("Softmax", ["x"], ["y"], name="softmax", axis=-1)
-    graph = helper.make_graph([node], "long_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, width])])
+    """Per row, the largest of softmax(x) * x: the softmax row is a local buffer of its kernel
+    (an output row cannot hold it, the output is one number per row)."""
+    nodes = [helper.make_node("Softmax", ["x"], ["p"], name="softmax", axis=-1),
+             helper.make_node("Mul", ["p", "x"], ["px"], name="weigh"),
+             helper.make_node("ReduceMax", ["px"], ["y"], name="largest", axes=[-1], keepdims=1)]
+    graph = helper.make_graph(nodes, "long_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return str(path)
 
