@@ -384,11 +384,45 @@ def _left_side(instance: Instance, registry, *, finite: bool = True) -> tuple[di
     except FuseError as exc:
         raise Reject(f"the reference cannot run the instance: {str(exc).splitlines()[0]}") from None
     outputs = {name: values[name] for name in graph.outputs}
-    for array in outputs.values():
-        if finite and array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+    for name, array in outputs.items():
+        if finite and array.dtype.kind == "f" and not np.all(np.isfinite(array)) \
+                and not _structurally_infinite(instance, registry, name, array):
             raise Reject("the pattern side is not finite on these values")
     scale = magnitude(list(values.values()) + list(instance.feeds.values()) + list(graph.constants.values()))
     return outputs, scale
+
+
+def _structurally_infinite(instance: Instance, registry, name: str, array: np.ndarray) -> bool:
+    """Are the pattern side's infinities and NaNs there in float64 too? Then they come from
+    the ops themselves (a max over a window of padding alone is -inf), not from float32
+    running out of range, and the rule must reproduce them: the instance is kept. An
+    overflow (finite in float64) is rejected: rules are claimed over the reals, and the
+    float32 verdict judges overflow separately."""
+    try:
+        wide = _widened(instance.graph)
+        feeds = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in instance.feeds.items()}
+        with np.errstate(all="ignore"):
+            again = np.asarray(run(wide, feeds, registry)[name])
+    except Exception:  # an op that insists on float32: judge as before
+        return False
+    if again.shape != array.shape:
+        return False
+    odd = ~np.isfinite(array)
+    same_inf = np.isinf(array) & (np.asarray(array, np.float64) == again)
+    same_nan = np.isnan(array) & np.isnan(again)
+    return bool(np.all((same_inf | same_nan)[odd]))
+
+
+def _widened(graph: Graph) -> Graph:
+    """``graph`` with its float32 values and constants as float64."""
+    wide = graph.copy()
+    for value, t in list(wide.types.items()):
+        if t.dtype == "float32":
+            wide.types[value] = TensorType(t.shape, "float64")
+    for value, c in list(wide.constants.items()):
+        if c.dtype == np.float32:
+            wide.constants[value] = c.astype(np.float64)
+    return wide
 
 
 def _right_side(graph: Graph, registry, feeds) -> tuple[dict[str, np.ndarray] | None, str]:
