@@ -49,6 +49,8 @@ def _check(call: OpCall) -> None:
                         f"per axis of {x}")
     if any(n < 0 for n in attrs["sizes"]) or any(not s > 0 for s in attrs["scales"]):
         raise call.fail(f"sizes {list(attrs['sizes'])} must be >= 0 and scales {list(attrs['scales'])} > 0")
+    if any(n == 0 < m for n, m in zip(x.shape, attrs["sizes"])):
+        raise call.fail(f"cannot resize the empty {x} to {list(attrs['sizes'])}: there is nothing to interpolate")
     if attrs["coordinate_transformation_mode"] == "tf_crop_and_resize" and len(attrs["roi"]) != 2 * x.rank:
         raise call.fail(f"tf_crop_and_resize needs roi with {2 * x.rank} entries (starts, then ends), "
                         f"got {list(attrs['roi'])}")
@@ -151,30 +153,33 @@ def resized_axes(attrs: dict, shape: tuple[int, ...]) -> list[int]:
 def _reference(xs, attrs):
     x = xs[0]
     _check(OpCall("resize", "?", attrs, [TensorType.of(x)]))
-    result = x.astype(np.float64)
+    # nearest copies cells: no detour through float64, which would round large int64 values
+    result = x if attrs["mode"] == "nearest" else x.astype(np.float64)
     extrapolated = np.zeros(tuple(attrs["sizes"]), bool)
     for axis in resized_axes(attrs, x.shape):
         table = axis_table(attrs, axis, x.shape[axis])
         if result.shape[axis] == 0 or table.taps.shape[0] == 0:
             shape = list(result.shape)
             shape[axis] = table.taps.shape[0]
-            result = np.zeros(shape)
+            result = np.zeros(shape, result.dtype)
             continue
-        picked = np.take(result, table.taps, axis=axis)  # axis -> (out, T)
-        w = table.weights.reshape((1,) * axis + table.weights.shape + (1,) * (x.ndim - axis - 1))
-        result = (picked * w).sum(axis=axis + 1)
         if table.outside is not None:
             extrapolated |= table.outside.astype(bool).reshape((1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1))
-    result = np.where(extrapolated, attrs["extrapolation_value"], result)
-    return [np.ascontiguousarray(result.astype(x.dtype))]
+        picked = np.take(result, table.taps, axis=axis)  # axis -> (out, T)
+        if attrs["mode"] == "nearest":  # one tap of weight 1
+            result = picked.squeeze(axis + 1)
+            continue
+        w = table.weights.reshape((1,) * axis + table.weights.shape + (1,) * (x.ndim - axis - 1))
+        result = (picked * w).sum(axis=axis + 1)
+    if extrapolated.any():
+        result = np.where(extrapolated, attrs["extrapolation_value"], result)
+    return [np.asarray(result.astype(x.dtype), order="C")]  # ascontiguousarray makes a scalar 1-d
 
 
 def _access(call: OpCall) -> list[Stmt]:
     _check(call)
     x, out = call.input(0), call.out_types[0]
     axes = resized_axes(call.attrs, x.shape)
-    if 0 in x.shape and 0 not in out.shape:
-        raise call.fail(f"cannot resize the empty {x} to {list(out.shape)}")
     tables = {axis: axis_table(call.attrs, axis, x.shape[axis]) for axis in axes}
     aux, reads, outside = {}, [], []
 
@@ -191,9 +196,9 @@ def _access(call: OpCall) -> list[Stmt]:
     for combo in itertools.product(*(range(tables[a].taps.shape[1]) for a in axes)):
         index, weight = [i_sym(k) for k in range(x.rank)], sp.Integer(1)
         for axis, tap in zip(axes, combo):
-            index[axis] = read(f"taps{axis}", (i_sym(axis), tap))
+            index[axis] = read(f"taps{axis}", (i_sym(axis), sp.Integer(tap)))
             if call.attrs["mode"] != "nearest":
-                weight = weight * read(f"weights{axis}", (i_sym(axis), tap))
+                weight = weight * read(f"weights{axis}", (i_sym(axis), sp.Integer(tap)))
         total = total + weight * read(0, index)
     if outside:
         any_outside = sp.Or(*(sp.Ne(v, 0) for v in outside))
