@@ -702,8 +702,6 @@ def _arg_extreme(ctx: NodeContext) -> None:
 @converts("Resize", "Upsample")
 def _resize(ctx: NodeContext) -> None:
     x = ctx.type(0)
-    if ctx.attr("antialias", 0):
-        raise ctx.unsupported("antialias=1")
     scales, sizes, roi = _resize_targets(ctx, x.shape)
     mode = ctx.attr("mode", "nearest")
     legacy = ctx.op_type == "Upsample" or ctx.opset < 11  # output cell i reads input i / scale
@@ -715,7 +713,8 @@ def _resize(ctx: NodeContext) -> None:
              "nearest_mode": "floor" if legacy else ctx.attr("nearest_mode", "round_prefer_floor"),
              "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
              "exclude_outside": ctx.attr("exclude_outside", 0),
-             "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0))}
+             "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0)),
+             "antialias": ctx.attr("antialias", 0)}
     ctx.emit_output("resize", [ctx.input(0)], attrs)
 
 

@@ -1,4 +1,5 @@
-"""Resize: nearest, linear or cubic interpolation of every axis to a fixed output shape.
+"""Resize: nearest, linear or cubic interpolation (optionally antialiased) of every axis to a
+fixed output shape.
 
 Interpolation is separable, so each resized axis gets a table, computed once from the
 attributes: for every output position, the input cells it reads (taps) and their weights,
@@ -56,6 +57,8 @@ def _check(call: OpCall) -> None:
                         f"got {list(attrs['roi'])}")
     if attrs["mode"] != "nearest":
         require_float(call, x)
+    elif attrs["antialias"]:
+        raise call.fail("antialias applies to linear and cubic modes, not nearest")
 
 
 def _infer(call: OpCall) -> list[TensorType]:
@@ -109,6 +112,23 @@ def _cubic_weights(ratio: np.ndarray, a: float) -> np.ndarray:
     return np.where(d <= 1, near, far)
 
 
+def _antialias_weights(ratio: np.ndarray, scale: float, mode: str, a: float) -> np.ndarray:
+    """Downsampling by ``scale`` < 1 widens the kernel by 1 / scale (a low-pass filter);
+    the weights are renormalized to sum to 1."""
+    scale = min(scale, 1.0)
+    reach = 1 if mode == "linear" else 2
+    first = int(np.floor(-reach / scale) + 1)
+    r = (np.arange(first, 2 - first)[None, :] - ratio[:, None]) * scale  # scaled distance of each cell
+    if mode == "linear":
+        weights = np.clip(1 - np.abs(r), 0, 1)
+    else:
+        d = np.abs(r)
+        near = ((a + 2) * d - (a + 3)) * d * d + 1
+        far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        weights = np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
 def axis_table(attrs: dict, axis: int, n: int) -> AxisTable:
     """The taps and weights of one axis of length n (as ONNX's reference defines them: the
     cells nearest the coordinate, edge cells repeated past the ends)."""
@@ -119,6 +139,8 @@ def axis_table(attrs: dict, axis: int, n: int) -> AxisTable:
     mode = attrs["mode"]
     if mode == "nearest":
         weights = _nearest_weights(ratio, attrs["nearest_mode"])
+    elif attrs["antialias"]:
+        weights = _antialias_weights(ratio, float(attrs["scales"][axis]), mode, float(attrs["cubic_coeff_a"]))
     elif mode == "linear":
         weights = np.stack([1 - ratio, ratio], axis=1)
     else:
@@ -181,11 +203,15 @@ def _access(call: OpCall) -> list[Stmt]:
     x, out = call.input(0), call.out_types[0]
     axes = resized_axes(call.attrs, x.shape)
     tables = {axis: axis_table(call.attrs, axis, x.shape[axis]) for axis in axes}
-    aux, reads, outside = {}, [], []
+    aux, reads, outside, loaded = {}, [], [], {}
 
     def read(source, index) -> sp.Symbol:
-        reads.append(Read(source, tuple(index)))
-        return v_sym(len(reads) - 1)
+        """The value of one load; a table entry every tap combination uses is loaded once."""
+        key = (source, tuple(index))
+        if key not in loaded:
+            reads.append(Read(source, tuple(index)))
+            loaded[key] = v_sym(len(reads) - 1)
+        return loaded[key]
 
     for axis, table in tables.items():
         aux[f"taps{axis}"], aux[f"weights{axis}"] = table.taps, table.weights
@@ -219,11 +245,12 @@ register(
                "cubic_coeff_a": Attr("float", -0.75, "the cubic kernel's a"),
                "exclude_outside": Attr("int", 0, "1: weights of cells past the ends are 0, the rest rescaled"),
                "extrapolation_value": Attr("float", 0.0, "value outside the roi (tf_crop_and_resize)"),
-               "roi": Attr("floats", (), "starts then ends of every axis, as fractions (tf_crop_and_resize)")},
+               "roi": Attr("floats", (), "starts then ends of every axis, as fractions (tf_crop_and_resize)"),
+               "antialias": Attr("int", 0, "1: linear and cubic downsampling widen the kernel by 1 / scale")},
         infer=_infer,
         reference=_reference,
         access=_access,
-        doc="ONNX Resize (no antialias) to a fixed output shape: per-axis tables of taps and weights, "
+        doc="ONNX Resize to a fixed output shape: per-axis tables of taps and weights, "
             "read as constants by the compiled code.",
     )
 )

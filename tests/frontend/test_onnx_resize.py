@@ -22,9 +22,6 @@ from fusionlang.errors import ModelError, ShapeError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
 from onnx_cases import make_model, random_array, run_onnxruntime
 
-#: node cases the converter refuses, with why
-REFUSED = {"antialias": "antialias=1"}
-
 NODE_CASES = {case.name: case for case in collect_testcases(None)
               if case.name.startswith(("test_resize", "test_upsample"))}
 
@@ -43,10 +40,10 @@ def with_constant_parameters(model: onnx.ModelProto, arrays: list) -> onnx.Model
 
 def test_the_node_cases_are_found():
     assert len(NODE_CASES) >= 40
-    assert sum(any(word in name for word in REFUSED) for name in NODE_CASES) == 4
+    assert sum("antialias" in name for name in NODE_CASES) == 4
 
 
-@pytest.mark.parametrize("name", sorted(n for n in NODE_CASES if not any(word in n for word in REFUSED)))
+@pytest.mark.parametrize("name", sorted(NODE_CASES))
 def test_node_case_with_constant_parameters_compiles_to_c(name):
     case = NODE_CASES[name]
     inputs, expected = case.data_sets[0]
@@ -59,12 +56,11 @@ def test_node_case_with_constant_parameters_compiles_to_c(name):
     np.testing.assert_allclose(got, expected[0], rtol=case.rtol, atol=case.atol)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in NODE_CASES if "antialias" in n))
-def test_antialias_is_refused_as_an_unsupported_form(name):
-    case = NODE_CASES[name]
-    model = with_constant_parameters(case.model, case.data_sets[0][0])
-    with pytest.raises(UnsupportedOpError, match=r"Resize \(domain ai\.onnx, opset \d+\) is not supported in this "
-                                                 r"form: antialias=1$"):
+def test_antialias_with_nearest_is_refused():
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="aa", mode="nearest", antialias=1)
+    model = make_model([node], {"x": [1, 1, 4, 4]}, {"y": None}, 19, {"scales": np.array([1, 1, 0.5, 0.5], np.float32)})
+    with pytest.raises(ShapeError, match=r"^node 'aa' \(resize\): antialias applies to linear and cubic modes, "
+                                         r"not nearest$"):
         from_onnx(model)
 
 

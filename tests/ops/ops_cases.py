@@ -196,7 +196,7 @@ def _arg_extreme(a, arrays, x):
 def _resize(a, arrays, x):
     """Resize given sizes where every scale is the sizes' own, else given scales (float32)."""
     attrs = {k: a[k] for k in ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
-                               "exclude_outside", "extrapolation_value")}
+                               "exclude_outside", "extrapolation_value", "antialias")}
     roi = np.asarray(a["roi"], np.float32) if a["roi"] else None
     if all(s == n / m for s, n, m in zip(a["scales"], a["sizes"], x.shape)):
         return OnnxForm("Resize", attrs, [roi, None, _i64(a["sizes"])])
@@ -490,6 +490,10 @@ def _resize_cases() -> list[Case]:
     cases += [Case("resize", [x], {**by_scales, "mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}),
               Case("resize", [x], {**by_sizes, "mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
                                    "roi": (0, 0, 0.2, -0.1, 1, 1, 0.9, 1.3), "extrapolation_value": 3.0}),
+              Case("resize", [normal(1, 2, 9, 8)], {"sizes": (1, 2, 4, 3), "scales": (1.0, 1.0, 4 / 9, 3 / 8),
+                                                    "mode": "linear", "antialias": 1}),
+              Case("resize", [normal(1, 2, 9, 8)], {"sizes": (1, 2, 4, 3), "scales": (1.0, 1.0, 4 / 9, 3 / 8),
+                                                    "mode": "cubic", "antialias": 1}),
               Case("resize", [ints(1, 1, 3, 3, dtype="int32")], {"sizes": (1, 1, 5, 2), "scales": (1.0, 1.0, 5 / 3, 2 / 3)})]
     return cases
 

@@ -663,7 +663,8 @@ def _resize(op):
         attrs = {"sizes": tuple(sizes), "scales": tuple(scales), "mode": mode,
                  "coordinate_transformation_mode": coordinates,
                  "nearest_mode": d(st.sampled_from(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])),
-                 "cubic_coeff_a": d(st.sampled_from([-0.75, -0.5])), "exclude_outside": d(st.integers(0, 1))}
+                 "cubic_coeff_a": d(st.sampled_from([-0.75, -0.5])), "exclude_outside": d(st.integers(0, 1)),
+                 "antialias": 0 if mode == "nearest" else d(st.integers(0, 1))}
         if coordinates == "tf_crop_and_resize":
             starts = [d(finite_floats(-0.3, 0.6)) for _ in shape]
             attrs["roi"] = tuple(starts + [s + d(finite_floats(0.1, 1.0)) for s in starts])
