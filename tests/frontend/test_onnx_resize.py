@@ -16,6 +16,7 @@ import pytest
 from onnx import helper, numpy_helper
 from onnx.backend.test.case.node import collect_testcases
 
+import fusionlang
 import fusionlang.onnx_backend as backend
 from fusionlang.cli import main
 from fusionlang.errors import ModelError, ShapeError, UnsupportedOpError
@@ -140,3 +141,14 @@ def test_sizes_with_axes_fuse_with_a_neighbour():
     model = make_model(nodes, {"x": [1, 2, 3, 4]}, {"y": None}, 19, {"sizes": np.array([7, 5], np.int64)})
     x = random_array((1, 2, 3, 4))
     np.testing.assert_allclose(compiled(model, x), run_onnxruntime(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rules", ["tvm", "dnnfusion"])
+def test_a_resize_and_the_relu_after_it_are_one_group(rules):
+    # TVM classes resize injective and DNNFusion one-to-many: an elementwise consumer joins it
+    # (Apollo's table fuses no injective producer with its consumer, resize no more than gather)
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["r"], mode="cubic"),
+             helper.make_node("Relu", ["r"], ["y"])]
+    model = make_model(nodes, {"x": [1, 2, 3, 4]}, {"y": None}, 19, {"scales": np.array([1, 1, 2, 1.5], np.float32)})
+    plan = fusionlang.fuse(from_onnx(model), rules)
+    assert [sorted(plan.graph.node(n).op for n in g.nodes) for g in plan.groups] == [["relu", "resize"]]
