@@ -146,7 +146,8 @@ def axis_table(attrs: dict, axis: int, n: int) -> AxisTable:
     else:
         weights = _cubic_weights(ratio, float(attrs["cubic_coeff_a"]))
     taps = weights.shape[1]
-    # ratio in (0, 1] puts the coordinate just right of cell base + (ratio == 1) - 1 ... base
+    # the taps straddle the coordinate, half each side; with ratio in (0, 1] an integer
+    # coordinate counts as lying just right of the cell before it (the left cell wins ties)
     left = base.astype(np.int64) - (ratio == 1) - (taps // 2 - 1)
     cells = left[:, None] + np.arange(taps)[None, :]
     if attrs["exclude_outside"]:
