@@ -76,8 +76,8 @@ def test_scales_computed_at_run_time_are_refused_in_one_line(tmp_path, capsys):
     status = main(["run", resize_model(tmp_path / "m.onnx"), "--random-inputs", "0"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.strip() == ("fusionlang: error: node 'up' (Resize): input 2 (scales) must be a constant, but 'scales' is "
-                           "computed at run time")
+    assert err.strip() == ("fusionlang: error: node 'up' (Resize): input 2 (scales) must be a constant, but "
+                           "'scales' is computed at run time")
 
 
 def test_scales_and_sizes_together_are_refused():

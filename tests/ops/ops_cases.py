@@ -494,7 +494,8 @@ def _resize_cases() -> list[Case]:
                                                     "mode": "linear", "antialias": 1}),
               Case("resize", [normal(1, 2, 9, 8)], {"sizes": (1, 2, 4, 3), "scales": (1.0, 1.0, 4 / 9, 3 / 8),
                                                     "mode": "cubic", "antialias": 1}),
-              Case("resize", [ints(1, 1, 3, 3, dtype="int32")], {"sizes": (1, 1, 5, 2), "scales": (1.0, 1.0, 5 / 3, 2 / 3)})]
+              Case("resize", [ints(1, 1, 3, 3, dtype="int32")],
+                   {"sizes": (1, 1, 5, 2), "scales": (1.0, 1.0, 5 / 3, 2 / 3)})]
     return cases
 
 

@@ -172,8 +172,8 @@ REJECTED = [
     ("resize", [T((2, 0))], {"sizes": (2, 3), "scales": (1.0, 2.0)}, ": cannot resize the empty f32[2,0] to [2, 3]: "
                                                                      "there is nothing to interpolate"),
     ("resize", [T((2, 3))], {"sizes": (2, 6), "scales": (1.0, 2.0), "coordinate_transformation_mode":
-                             "tf_crop_and_resize"}, ": tf_crop_and_resize needs roi with 4 entries (starts, then ends), "
-                                                    "got []"),
+                             "tf_crop_and_resize"},
+     ": tf_crop_and_resize needs roi with 4 entries (starts, then ends), got []"),
     ("resize", [T((2, 3), "int64")], {"sizes": (2, 6), "scales": (1.0, 2.0), "mode": "linear"},
      ": input must be a floating-point tensor, got int64"),
     # shape-valued ops
