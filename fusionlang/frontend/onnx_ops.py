@@ -696,3 +696,82 @@ def _arg_extreme(ctx: NodeContext) -> None:
                         {"axes": (axis,), "keepdims": 1})
     ctx.emit_output("index_of", [x, extreme], {"axis": axis, "keepdims": keepdims,
                                                 "last": ctx.attr("select_last_index", 0)})
+
+
+# ----- resize: scales or sizes known at import, turned into a fixed output shape --------
+@converts("Resize", "Upsample")
+def _resize(ctx: NodeContext) -> None:
+    x = ctx.type(0)
+    scales, sizes, roi = _resize_targets(ctx, x.shape)
+    mode = ctx.attr("mode", "nearest")
+    legacy = ctx.op_type == "Upsample" or ctx.opset < 11  # output cell i reads input i / scale
+    if legacy and mode == "nearest" and any(s < 1 for s in scales):
+        raise ctx.unsupported("nearest downsampling before opset 11 (its rounding is not specified)")
+    attrs = {"sizes": sizes, "scales": scales, "mode": mode, "roi": roi,
+             "coordinate_transformation_mode": "asymmetric" if legacy else
+             ctx.attr("coordinate_transformation_mode", "half_pixel"),
+             "nearest_mode": "floor" if legacy else ctx.attr("nearest_mode", "round_prefer_floor"),
+             "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
+             "exclude_outside": ctx.attr("exclude_outside", 0),
+             "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0)),
+             "antialias": ctx.attr("antialias", 0)}
+    ctx.emit_output("resize", [ctx.input(0)], attrs)
+
+
+def _resize_targets(ctx: NodeContext, shape: tuple[int, ...]) -> tuple[tuple, tuple, tuple]:
+    """(scales, output sizes, roi) of every axis, from whichever of scales and sizes is given."""
+    rank = len(shape)
+    if ctx.op_type == "Upsample" or ctx.opset < 11:
+        given = ctx.attr("scales") if ctx.opset < 9 else ctx.const(1, "scales").ravel().tolist()
+        return _from_scales(ctx, shape, tuple(range(rank)), [float(np.float32(s)) for s in given or ()]) + ((),)
+    axes = tuple(a % rank if -rank <= a < rank else a for a in ctx.attr("axes", range(rank)))
+    if any(not 0 <= a < rank for a in axes) or len(set(axes)) != len(axes):
+        raise ctx.fail(f"axes {list(ctx.attr('axes'))} should be distinct axes of rank {rank}", ShapeError)
+    roi = _resize_roi(ctx, axes, rank)
+    has_scales = ctx.has_input(2) and ctx.const(2, "scales").size > 0
+    if ctx.has_input(3) and ctx.const(3, "sizes").size > 0:
+        if has_scales:
+            raise ctx.fail("scales and sizes are both given; only one may be")
+        return _from_sizes(ctx, shape, axes, ctx.ints(3, "sizes")) + (roi,)
+    if not has_scales:
+        raise ctx.fail("one of scales and sizes is required")
+    return _from_scales(ctx, shape, axes, ctx.const(2, "scales").ravel().tolist()) + (roi,)
+
+
+def _from_scales(ctx: NodeContext, shape, axes, given) -> tuple[tuple, tuple]:
+    if len(given) != len(axes):
+        raise ctx.fail(f"scales {given} should have {len(axes)} entries", ShapeError)
+    if any(not s > 0 for s in given):
+        raise ctx.fail(f"scales {given} must be positive", ShapeError)
+    scales = [1.0] * len(shape)
+    for a, s in zip(axes, given):
+        scales[a] = float(s)
+    return tuple(scales), tuple(int(math.floor(s * n)) for s, n in zip(scales, shape))
+
+
+def _from_sizes(ctx: NodeContext, shape, axes, given) -> tuple[tuple, tuple]:
+    if len(given) != len(axes) or any(n <= 0 for n in given):
+        raise ctx.fail(f"sizes {list(given)} should be {len(axes)} positive lengths", ShapeError)
+    sizes, scales = list(shape), [1.0] * len(shape)
+    for a, n in zip(axes, given):
+        sizes[a], scales[a] = n, n / shape[a]
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise ctx.fail(f"keep_aspect_ratio_policy={policy!r} should be stretch, not_larger or not_smaller")
+    if policy != "stretch":  # one scale for all the axes, the output rounded half up
+        scale = (min if policy == "not_larger" else max)(scales[a] for a in axes)
+        for a in axes:
+            scales[a], sizes[a] = scale, int(scale * shape[a] + 0.5)
+    return tuple(scales), tuple(sizes)
+
+
+def _resize_roi(ctx: NodeContext, axes, rank: int) -> tuple:
+    if ctx.attr("coordinate_transformation_mode") != "tf_crop_and_resize":
+        return ()
+    given = ctx.const(1, "roi").ravel().tolist()
+    if len(given) != 2 * len(axes):
+        raise ctx.fail(f"roi {given} should have {2 * len(axes)} entries", ShapeError)
+    roi = [0.0] * rank + [1.0] * rank
+    for k, a in enumerate(axes):
+        roi[a], roi[rank + a] = float(given[k]), float(given[len(axes) + k])
+    return tuple(roi)

@@ -193,6 +193,16 @@ def _arg_extreme(a, arrays, x):
     return OnnxForm("", graph=graph)
 
 
+def _resize(a, arrays, x):
+    """Resize given sizes where every scale is the sizes' own, else given scales (float32)."""
+    attrs = {k: a[k] for k in ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                               "exclude_outside", "extrapolation_value", "antialias")}
+    roi = np.asarray(a["roi"], np.float32) if a["roi"] else None
+    if all(s == n / m for s, n, m in zip(a["scales"], a["sizes"], x.shape)):
+        return OnnxForm("Resize", attrs, [roi, None, _i64(a["sizes"])])
+    return OnnxForm("Resize", attrs, [roi, np.asarray(a["scales"], np.float32)])
+
+
 _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "constant_of_shape": _constant_of_shape,
     "clip": _clip,
@@ -213,6 +223,7 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "cumsum": lambda a, arrays, x: OnnxForm("CumSum", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
                                             [_i64(a["axis"])]),
     "index_of": _arg_extreme,
+    "resize": _resize,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
                                            [] if len(arrays) > 1 else [_i64(a["k"])]),
 }
@@ -462,7 +473,30 @@ def _index_cases() -> list[Case]:
         Case("index_of", _ties(2, np.max), {"axis": 2, "keepdims": 0, "last": 1}),
         Case("index_of", _ties(0, np.min), {"axis": 0, "last": 1}),
         Case("index_of", _ties(-1, np.min), {"axis": -1, "keepdims": 0}),
-    ]
+    ] + _resize_cases()
+
+
+def _resize_cases() -> list[Case]:
+    """One case per mode and coordinate mode, upsampling one axis and downsampling another."""
+    x = normal(1, 2, 4, 6)
+    by_scales = {"sizes": (1, 2, 7, 3), "scales": (1.0, 1.0, float(np.float32(1.8)), 0.5)}
+    by_sizes = {"sizes": (1, 2, 7, 3), "scales": (1.0, 1.0, 7 / 4, 3 / 6)}
+    cases = [Case("resize", [x], {**by_scales, "mode": "nearest", "nearest_mode": rule,
+                                  "coordinate_transformation_mode": "asymmetric"})
+             for rule in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")]
+    for mode in ("linear", "cubic"):
+        cases += [Case("resize", [x], {**by_sizes, "mode": mode, "coordinate_transformation_mode": coordinates})
+                  for coordinates in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")]
+    cases += [Case("resize", [x], {**by_scales, "mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}),
+              Case("resize", [x], {**by_sizes, "mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+                                   "roi": (0, 0, 0.2, -0.1, 1, 1, 0.9, 1.3), "extrapolation_value": 3.0}),
+              Case("resize", [normal(1, 2, 9, 8)], {"sizes": (1, 2, 4, 3), "scales": (1.0, 1.0, 4 / 9, 3 / 8),
+                                                    "mode": "linear", "antialias": 1}),
+              Case("resize", [normal(1, 2, 9, 8)], {"sizes": (1, 2, 4, 3), "scales": (1.0, 1.0, 4 / 9, 3 / 8),
+                                                    "mode": "cubic", "antialias": 1}),
+              Case("resize", [ints(1, 1, 3, 3, dtype="int32")],
+                   {"sizes": (1, 1, 5, 2), "scales": (1.0, 1.0, 5 / 3, 2 / 3)})]
+    return cases
 
 
 CASES: list[Case] = (_unary_cases() + _binary_cases() + _reduce_cases() + _nn_cases() + _linalg_cases()

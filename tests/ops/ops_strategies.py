@@ -641,3 +641,37 @@ def _gather_nd(op):
         return [normal(rng, data_shape), indices], {"batch_dims": b}
 
     return draw()
+
+
+@strategy("resize")
+def _resize(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 4, min_side=1, max_side=5))
+        mode = d(st.sampled_from(["nearest", "linear", "cubic"]))
+        coordinates = d(st.sampled_from(["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                         "asymmetric", "tf_crop_and_resize"]))
+        scales, sizes = [], []
+        for n in shape:  # a scale, with the output length it gives, or a length, with its exact scale
+            if d(st.booleans()):
+                scale = float(np.float32(d(st.sampled_from([0.4, 0.6, 1.0, 1.5, 2.0, 2.7]))))
+                scales.append(scale)
+                sizes.append(max(int(scale * n), 1))
+            else:
+                sizes.append(d(st.integers(1, 7)))
+                scales.append(sizes[-1] / n)
+        attrs = {"sizes": tuple(sizes), "scales": tuple(scales), "mode": mode,
+                 "coordinate_transformation_mode": coordinates,
+                 "nearest_mode": d(st.sampled_from(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])),
+                 "cubic_coeff_a": d(st.sampled_from([-0.75, -0.5])), "exclude_outside": d(st.integers(0, 1)),
+                 "antialias": 0 if mode == "nearest" else d(st.integers(0, 1))}
+        if coordinates == "tf_crop_and_resize":
+            starts = [d(finite_floats(-0.3, 0.6)) for _ in shape]
+            attrs["roi"] = tuple(starts + [s + d(finite_floats(0.1, 1.0)) for s in starts])
+            attrs["extrapolation_value"] = d(finite_floats(-2, 2))
+        rng = rng_of(d(SEEDS))
+        if mode == "nearest" and d(st.booleans()):  # nearest copies cells of any dtype
+            return [small_ints(rng, shape, dtype=d(st.sampled_from(["int64", "int32", "uint8"])), low=0)], attrs
+        return [normal(rng, shape)], attrs
+
+    return draw()

@@ -162,6 +162,20 @@ REJECTED = [
     ("remainder", [T((2,)), T((2,), "int64")], {}, ": inputs have different dtypes: float32, int64"),
     ("shrink", [T((2,), "bool")], {}, ": shrink needs a numeric input, got bool"),
     ("mish", [T((2,), "int64")], {}, ": input must be a floating-point tensor, got int64"),
+    # resize: the tables need one size and scale per axis, a known mode, cells to read
+    ("resize", [T((2, 3))], {"sizes": (4,), "scales": (2.0,)}, ": sizes [4] and scales [2.0] should have one entry "
+                                                                "per axis of f32[2,3]"),
+    ("resize", [T((2, 3))], {"sizes": (2, 6), "scales": (1.0, 0.0)}, ": sizes [2, 6] must be >= 0 and scales "
+                                                                     "[1.0, 0.0] > 0"),
+    ("resize", [T((2, 3))], {"sizes": (2, 6), "scales": (1.0, 2.0), "nearest_mode": "round"},
+     ": nearest_mode='round' should be one of round_prefer_floor, round_prefer_ceil, floor, ceil"),
+    ("resize", [T((2, 0))], {"sizes": (2, 3), "scales": (1.0, 2.0)}, ": cannot resize the empty f32[2,0] to [2, 3]: "
+                                                                     "there is nothing to interpolate"),
+    ("resize", [T((2, 3))], {"sizes": (2, 6), "scales": (1.0, 2.0), "coordinate_transformation_mode":
+                             "tf_crop_and_resize"},
+     ": tf_crop_and_resize needs roi with 4 entries (starts, then ends), got []"),
+    ("resize", [T((2, 3), "int64")], {"sizes": (2, 6), "scales": (1.0, 2.0), "mode": "linear"},
+     ": input must be a floating-point tensor, got int64"),
     # shape-valued ops
     ("constant_of_shape", [T((2,), "int64")], {}, ": input 0 must be a constant (its value decides the output shape)"),
     ("constant_of_shape", [], {}, ": the shape is missing: give a shape input or a `shape` attribute"),
@@ -193,7 +207,7 @@ def test_every_op_family_has_a_rejection():
     for required in ("conv", "conv_transpose", "max_pool", "average_pool", "batch_norm", "layer_norm", "softmax",
                      "gemm", "matmul", "reshape", "concat", "split", "slice", "pad", "gather", "expand", "tile",
                      "gather_elements", "gather_nd", "trilu", "cumsum", "index_of", "is_nan", "is_inf", "remainder",
-                     "shrink", "mish"):
+                     "shrink", "mish", "resize"):
         assert required in families
 
 
