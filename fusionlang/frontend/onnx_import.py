@@ -35,8 +35,8 @@ MIN_OPSET, MAX_OPSET = 6, 21
 
 
 #: how each API gives what a run knows, for messages
-GIVE_SHAPES = ("pass input_shapes={name: [dims...]} (command line: --input-shape NAME=DxD..., or --input "
-               "NAME=FILE.npy to take the shape from the file)")
+GIVE_SHAPES = ("pass input_shapes={name: [dims...]} (command line: --input-shape NAME=DxD...; `fusionlang run` "
+               "also takes it from --input NAME=FILE.npy)")
 
 
 def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
