@@ -165,7 +165,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """The model and the policy it is fused with: shared by fuse, run and explain."""
     p.add_argument("model", help="an ONNX model file")
     p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
-                   help="static shape for an input with symbolic dims (repeatable)")
+                   help="static shape for an input with symbolic dims (repeatable; run also takes it from --input)")
     p.add_argument("--rules", default="apollo", help="rule set: apollo, xla, tvm, dnnfusion or a .fuse file")
     p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
                    help="partitioner (default: the rule set's own strategy)")
