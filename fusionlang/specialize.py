@@ -102,12 +102,15 @@ class Specializer:
 
 
 def specialized_graph(model: Any, feeds: Mapping[str, np.ndarray],
-                      input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> tuple[Graph, set[str]]:
-    """(graph, inputs bound as constants): ``model`` imported with the shapes and values
-    of ``feeds`` it needs (only those: other feeds stay graph inputs)."""
+                      input_shapes: Mapping[str, tuple[int, ...]] | None = None
+                      ) -> tuple[Graph, set[str], set[str]]:
+    """(graph, inputs whose shapes were taken, inputs bound as constants): ``model``
+    imported with the shapes and values of ``feeds`` it needs (only those: other feeds
+    stay graph inputs of their declared shapes)."""
+    shapes: set[str] = set()
     values: set[str] = set()
-    graph = import_bound(model, feeds, dict(input_shapes or {}), set(), values)
-    return graph, values
+    graph = import_bound(model, feeds, dict(input_shapes or {}), shapes, values)
+    return graph, shapes, values
 
 
 def import_bound(model: Any, feeds: Mapping[str, np.ndarray], input_shapes: Mapping[str, tuple[int, ...]],

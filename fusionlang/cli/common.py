@@ -211,10 +211,11 @@ def load_graph(path: str, shapes=None):
 
 
 def load_graph_for_feeds(path: str, shapes, feeds) -> tuple:
-    """(graph, inputs bound as constants): the model specialized on the ``--input``
-    arrays where it needs run-time shapes (symbolic dims) or values (axes, pads...)."""
+    """(graph, inputs whose shapes were taken, inputs bound as constants): the model
+    specialized on the ``--input`` arrays where it needs run-time shapes (symbolic dims)
+    or values (axes, pads...)."""
     try:
-        return load_graph(path, shapes), set()
+        return load_graph(path, shapes), set(), set()
     except RuntimeInputError:
         if not feeds:
             raise

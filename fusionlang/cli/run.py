@@ -48,7 +48,7 @@ def run(args) -> int:
         given = read_input_files(args.input)
         with stages.step("import model"):
             # symbolic dims and inputs read as axes, pads, shape... take the --input arrays'
-            graph, bound = load_graph_for_feeds(args.model, parse_shapes(args.input_shape), given)
+            graph, shaped, bound = load_graph_for_feeds(args.model, parse_shapes(args.input_shape), given)
         # before random inputs, the reference or a compile allocate them
         check_tensor_sizes(graph, random_inputs=args.random_inputs is not None)
         feeds = complete_feeds(graph, {n: a for n, a in given.items() if n not in bound}, args.random_inputs)
@@ -74,6 +74,8 @@ def run(args) -> int:
         elapsed = time.perf_counter() - started
     report = {"model": args.model, "target": args.target, "seconds": elapsed,
               "outputs": {k: list(v.shape) for k, v in outputs.items()}}
+    if shaped or bound:
+        report["specialized"] = {"shapes": sorted(shaped), "values": sorted(bound)}
     files = write_outputs(outputs, args.output_dir) if args.output_dir else {}
     if args.output_dir:
         report["files"] = {name: str(path) for name, path in files.items()}
@@ -84,6 +86,10 @@ def run(args) -> int:
     if wants_json(args):
         print(json.dumps(report, indent=2))
     else:
+        if shaped or bound:
+            out.print("specialized on the --input files: " + "; ".join(
+                f"{what} of {', '.join(sorted(names))}" for what, names in (("shapes", shaped), ("values", bound))
+                if names))
         for name, value in outputs.items():
             out.print(f"{name}: {value.dtype}{list(value.shape)}  mean {float(np.mean(value)):.6g}")
         for name, path in files.items():

@@ -55,6 +55,7 @@ def test_symbolic_batch_takes_its_shape_from_the_input_file(capsys, tmp_path, sy
     x = array_file(tmp_path, "x", np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
     report = run_json(capsys, ["run", symbolic_batch, "--input", x, "--check"])
     assert report["outputs"] == {"y": [5, 3]} and report["check"] == "ok"
+    assert report["specialized"] == {"shapes": ["x"], "values": []}
 
 
 def test_shape_fed_as_input_is_taken_from_the_input_file(capsys, tmp_path, reshape):
@@ -62,6 +63,9 @@ def test_shape_fed_as_input_is_taken_from_the_input_file(capsys, tmp_path, resha
     s = array_file(tmp_path, "s", np.array([3, 2], np.int64))
     report = run_json(capsys, ["run", reshape, "--input", x, "--input", s, "--check"])
     assert report["outputs"] == {"y": [3, 2]} and report["check"] == "ok"
+    assert report["specialized"] == {"shapes": [], "values": ["s"]}
+    assert main(["run", reshape, "--input", x, "--input", s]) == 0
+    assert "specialized on the --input files: values of s\n" in capsys.readouterr().out
 
 
 def test_symbolic_batch_without_a_shape_names_input_shape(capsys, symbolic_batch):
@@ -69,7 +73,8 @@ def test_symbolic_batch_without_a_shape_names_input_shape(capsys, symbolic_batch
         f"fusionlang: error: model {symbolic_batch!r} has inputs whose shapes only a run knows: input 'x' dim 0 "
         "('N'); pass input_shapes={name: [dims...]} (command line: --input-shape NAME=DxD...; `fusionlang run` "
         "also takes it from --input NAME=FILE.npy)")
-    assert main(["run", symbolic_batch, "--input-shape", "x=2x3", "--random-inputs", "0"]) == 0
+    assert "specialized" not in run_json(capsys, ["run", symbolic_batch, "--input-shape", "x=2x3", "--random-inputs",
+                                                  "0"])
 
 
 def test_shape_input_without_a_value_names_the_input_flag(capsys, tmp_path, reshape):
