@@ -5,9 +5,9 @@ the default rules and compiles it (target ``c``, or ``cuda`` when CuPy sees a de
 ``rep.run`` runs the compiled code. A model whose input dims are symbolic, or that feeds
 axes, pads, shape or repeats as graph inputs, is prepared lazily: each run specializes it
 on that run's shapes and values (:class:`fusionlang.Specializer`, a bounded cache; the
-rep's ``specializer.specializations`` counts the compiles). A graph the backend cannot compile (an op with no
-loop form, a dtype the emitters lack) runs on the reference interpreter instead, with a
-warning, and ``rep.fallback`` says why. ``prepare(model, target="reference")`` asks for
+rep's ``specializer.specializations`` counts the compiles). A graph the backend cannot
+compile (an op with no loop form, a dtype the emitters lack) runs on the reference
+interpreter instead, with a warning, and ``rep.fallback`` says why. ``prepare(model, target="reference")`` asks for
 the interpreter outright.
 
     import fusionlang.onnx_backend as backend
