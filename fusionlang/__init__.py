@@ -14,6 +14,7 @@ from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import FuseError
 from fusionlang.ir import Graph, Node, TensorType
 from fusionlang.ops import GraphBuilder
+from fusionlang.specialize import Specializer
 
 __version__ = "0.1.0"
 
@@ -24,6 +25,7 @@ __all__ = [
     "GraphBuilder",
     "Group",
     "Node",
+    "Specializer",
     "TensorType",
     "check_rules",
     "compile",

@@ -15,12 +15,18 @@ from fusionlang.ir.graph import Graph
 from fusionlang.lang import load_rules as _load_rules
 
 
-def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
-    """Import an ONNX model (path, bytes or ModelProto) as a statically shaped Graph."""
+def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = None,
+              constant_inputs: dict[str, Any] | None = None) -> Graph:
+    """Import an ONNX model (path, bytes or ModelProto) as a statically shaped Graph.
+
+    ``input_shapes`` gives shapes to symbolic input dims; ``constant_inputs`` binds graph
+    inputs the model reads as axes, pads, shape or repeats to values (name -> array). A
+    model needing either raises RuntimeInputError naming the inputs; ``Specializer``
+    compiles such a model per run, from its feeds."""
     # imported on use: the frontend loads onnx (and its protobuf), which only importing needs
     from fusionlang.frontend import from_onnx as _from_onnx
 
-    return _from_onnx(path_or_model, input_shapes=input_shapes)
+    return _from_onnx(path_or_model, input_shapes=input_shapes, constant_inputs=constant_inputs)
 
 
 def load_rules(name_or_path):

@@ -31,6 +31,19 @@ class ModelError(FuseError):
     """A model file cannot be read or imported (truncated, malformed, unsupported form)."""
 
 
+class RuntimeInputError(ModelError):
+    """A valid model needs what only a run knows about some graph inputs: their shapes
+    (symbolic dims) or their values (axes, pads, shape... fed as inputs, which fusionlang
+    compiles as constants). ``shapes`` and ``values`` name those inputs; the message says
+    how to give them. Specializing on each run's feeds (``fusionlang.Specializer``, the
+    ONNX backend, ``fusionlang run --input``) gives both."""
+
+    def __init__(self, message: str, *, shapes=(), values=()):
+        super().__init__(message)
+        self.shapes = tuple(shapes)
+        self.values = tuple(values)
+
+
 class RuleError(FuseError):
     """A .fuse rule file is malformed; carries one or more diagnostics."""
 

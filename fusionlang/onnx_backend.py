@@ -2,9 +2,12 @@
 
 ``prepare`` imports the model with :func:`fusionlang.frontend.from_onnx`, fuses it with
 the default rules and compiles it (target ``c``, or ``cuda`` when CuPy sees a device);
-``rep.run`` runs the compiled code. A graph the backend cannot compile (an op with no
-loop form, a dtype the emitters lack) runs on the reference interpreter instead, with a
-warning, and ``rep.fallback`` says why. ``prepare(model, target="reference")`` asks for
+``rep.run`` runs the compiled code. A model whose input dims are symbolic, or that feeds
+axes, pads, shape or repeats as graph inputs, is prepared lazily: each run specializes it
+on that run's shapes and values (:class:`fusionlang.Specializer`, a bounded cache; the
+rep's ``specializer.specializations`` counts the compiles). A graph the backend cannot
+compile (an op with no loop form, a dtype the emitters lack) runs on the reference
+interpreter instead, with a warning, and ``rep.fallback`` says why. ``prepare(model, target="reference")`` asks for
 the interpreter outright.
 
     import fusionlang.onnx_backend as backend
@@ -26,11 +29,12 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupl
 
 import fusionlang
 from fusionlang.backend import cuda_available, default_target
-from fusionlang.errors import CodegenError, InputError, ModelError
+from fusionlang.errors import CodegenError, InputError, ModelError, RuntimeInputError
 from fusionlang.frontend import from_onnx
 from fusionlang.frontend.onnx_import import MAX_OPSET
 from fusionlang.ir.graph import Graph
 from fusionlang.ops.interpreter import run as interpret
+from fusionlang.specialize import Specializer
 
 
 def executor(graph: Graph, target: str, rules: str = "apollo"):
@@ -61,16 +65,36 @@ class FusionlangRep(BackendRep):
         return self._outputs(*(results[name] for name in self.graph.outputs))
 
     def feeds(self, inputs: Any) -> dict[str, np.ndarray]:
-        names = self.graph.inputs
-        if isinstance(inputs, Mapping):
-            return dict(inputs)
-        if isinstance(inputs, np.ndarray):
-            inputs = [inputs]
-        if not isinstance(inputs, Sequence):
-            raise InputError(f"inputs must be a dict, a list or an array, got {type(inputs).__name__}")
-        if len(inputs) != len(names):
-            raise InputError(f"got {len(inputs)} inputs, the model takes {len(names)} ({', '.join(names)})")
-        return dict(zip(names, inputs))
+        return _feeds_by_name(inputs, self.graph.inputs)
+
+
+class SpecializingRep(BackendRep):
+    """A model prepared lazily: each run compiles it for that run's input shapes and the
+    values of its shape-like inputs, or reuses the compile of an earlier run with the same."""
+
+    def __init__(self, model: onnx.ModelProto, target: str, rules: str = "apollo",
+                 input_shapes: Mapping[str, Sequence[int]] | None = None):
+        self.target = target
+        self.specializer = Specializer(model, input_shapes=input_shapes,
+                                       build=lambda graph: executor(graph, target, rules)[0])
+        self._names = [v.name for v in model.graph.output]
+        self._outputs = namedtupledict("Outputs", self._names)
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        results = self.specializer.run(_feeds_by_name(inputs, self.specializer.inputs))
+        return self._outputs(*(results[name] for name in self._names))
+
+
+def _feeds_by_name(inputs: Any, names: Sequence[str]) -> dict[str, np.ndarray]:
+    if isinstance(inputs, Mapping):
+        return dict(inputs)
+    if isinstance(inputs, np.ndarray):
+        inputs = [inputs]
+    if not isinstance(inputs, Sequence):
+        raise InputError(f"inputs must be a dict, a list or an array, got {type(inputs).__name__}")
+    if len(inputs) != len(names):
+        raise InputError(f"got {len(inputs)} inputs, the model takes {len(names)} ({', '.join(names)})")
+    return dict(zip(names, inputs))
 
 
 class FusionlangBackend(Backend):
@@ -83,14 +107,20 @@ class FusionlangBackend(Backend):
         return kind == DeviceType.CPU or (kind == DeviceType.CUDA and cuda_available())
 
     @classmethod
-    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> FusionlangRep:
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> BackendRep:
         """Import, fuse and compile ``model``. Keywords: ``target`` ("c", "cuda",
         "reference"; default from ``device``), ``rules`` (default "apollo"),
-        ``input_shapes`` for symbolic input dims."""
+        ``input_shapes`` for symbolic input dims. A model that needs run-time shapes or
+        values (symbolic dims, axes/pads/shape fed as inputs) gets a SpecializingRep."""
         if not cls.supports_device(device):
             raise ModelError(f"fusionlang's ONNX backend cannot run on {device!r} here")
         target = kwargs.get("target") or ("cuda" if Device(device).type == DeviceType.CUDA else "c")
-        return FusionlangRep(from_onnx(model, kwargs.get("input_shapes")), target, kwargs.get("rules", "apollo"))
+        rules = kwargs.get("rules", "apollo")
+        try:
+            graph = from_onnx(model, kwargs.get("input_shapes"))
+        except RuntimeInputError:
+            return SpecializingRep(model, target, rules, kwargs.get("input_shapes"))
+        return FusionlangRep(graph, target, rules)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:

@@ -27,9 +27,10 @@ from fusionlang.api import fuse
 from fusionlang.cli.flags import strategy_option
 from fusionlang.cli.paths import readable_file
 from fusionlang.cli.text import safe_console
-from fusionlang.errors import InputError
+from fusionlang.errors import InputError, RuntimeInputError
 from fusionlang.frontend import from_onnx
 from fusionlang.lang import load_rules as load
+from fusionlang.specialize import specialized_graph
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -164,7 +165,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """The model and the policy it is fused with: shared by fuse, run and explain."""
     p.add_argument("model", help="an ONNX model file")
     p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
-                   help="static shape for an input with symbolic dims (repeatable)")
+                   help="static shape for an input with symbolic dims (repeatable; run also takes it from --input)")
     p.add_argument("--rules", default="apollo", help="rule set: apollo, xla, tvm, dnnfusion or a .fuse file")
     p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
                    help="partitioner (default: the rule set's own strategy)")
@@ -207,6 +208,18 @@ def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
 def load_graph(path: str, shapes=None):
     # a directory, fifo or device is refused before ONNX reads it (a fifo would block)
     return from_onnx(readable_file(path, "model"), input_shapes=shapes)
+
+
+def load_graph_for_feeds(path: str, shapes, feeds) -> tuple:
+    """(graph, inputs whose shapes were taken, inputs bound as constants): the model
+    specialized on the ``--input`` arrays where it needs run-time shapes (symbolic dims)
+    or values (axes, pads...)."""
+    try:
+        return load_graph(path, shapes), set(), set()
+    except RuntimeInputError:
+        if not feeds:
+            raise
+    return specialized_graph(path, feeds, shapes)
 
 
 def load_rules(name_or_path: str):

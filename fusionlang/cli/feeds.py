@@ -24,6 +24,11 @@ _NPY_MAGIC = b"\x93NUMPY"
 def read_feeds(graph, items: list[str] | None, random_seed: int | None) -> dict[str, np.ndarray]:
     """name -> array for every graph input: from ``items`` (NAME=FILE.npy), the rest
     seeded noise when ``random_seed`` is given (InputError when it is not)."""
+    return complete_feeds(graph, read_input_files(items), random_seed)
+
+
+def read_input_files(items: list[str] | None) -> dict[str, np.ndarray]:
+    """name -> array of each ``--input NAME=FILE.npy``."""
     feeds = {}
     for item in items or []:
         name, sep, path = item.partition("=")
@@ -33,6 +38,13 @@ def read_feeds(graph, items: list[str] | None, random_seed: int | None) -> dict[
             feeds[name] = read_array(path)
         except InputError as exc:
             raise InputError(f"--input {name}: {exc}") from None
+    return feeds
+
+
+def complete_feeds(graph, given: dict[str, np.ndarray], random_seed: int | None) -> dict[str, np.ndarray]:
+    """``given`` and, for every graph input it lacks, seeded noise when ``random_seed``
+    is given (InputError when it is not)."""
+    feeds = dict(given)
     missing = [n for n in graph.inputs if n not in feeds]
     if missing and random_seed is None:
         shapes = ", ".join(f"{n} {graph.types[n]}" for n in missing)

@@ -10,9 +10,9 @@ import numpy as np
 from fusionlang.api import compile as compile_plan
 from fusionlang.api import fuse
 from fusionlang.cli import flags
-from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console, load_graph,
-                                   parse_shapes, strategy_overrides, wants_json)
-from fusionlang.cli.feeds import read_feeds
+from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console,
+                                   load_graph_for_feeds, parse_shapes, strategy_overrides, wants_json)
+from fusionlang.cli.feeds import complete_feeds, read_input_files
 from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
@@ -45,11 +45,13 @@ def run(args) -> int:
     if args.output_dir:
         check_output_directory(args.output_dir)  # before the work, not after it
     with Stages(args) as stages:
+        given = read_input_files(args.input)
         with stages.step("import model"):
-            graph = load_graph(args.model, parse_shapes(args.input_shape))
+            # symbolic dims and inputs read as axes, pads, shape... take the --input arrays'
+            graph, shaped, bound = load_graph_for_feeds(args.model, parse_shapes(args.input_shape), given)
         # before random inputs, the reference or a compile allocate them
         check_tensor_sizes(graph, random_inputs=args.random_inputs is not None)
-        feeds = read_feeds(graph, args.input, args.random_inputs)
+        feeds = complete_feeds(graph, {n: a for n, a in given.items() if n not in bound}, args.random_inputs)
         started = time.perf_counter()
         if args.target == "reference":
 
@@ -72,6 +74,8 @@ def run(args) -> int:
         elapsed = time.perf_counter() - started
     report = {"model": args.model, "target": args.target, "seconds": elapsed,
               "outputs": {k: list(v.shape) for k, v in outputs.items()}}
+    if shaped or bound:
+        report["specialized"] = {"shapes": sorted(shaped), "values": sorted(bound)}
     files = write_outputs(outputs, args.output_dir) if args.output_dir else {}
     if args.output_dir:
         report["files"] = {name: str(path) for name, path in files.items()}
@@ -82,6 +86,10 @@ def run(args) -> int:
     if wants_json(args):
         print(json.dumps(report, indent=2))
     else:
+        if shaped or bound:
+            out.print("specialized on the --input files: " + "; ".join(
+                f"{what} of {', '.join(sorted(names))}" for what, names in (("shapes", shaped), ("values", bound))
+                if names))
         for name, value in outputs.items():
             out.print(f"{name}: {value.dtype}{list(value.shape)}  mean {float(np.mean(value)):.6g}")
         for name, path in files.items():

@@ -89,8 +89,7 @@ class NodeContext:
             raise self.fail(f"input {k} ({what}) is required")
         array = self._imp.constant_value(self.proto.input[k])
         if array is None:
-            raise self.fail(f"input {k} ({what}) must be a constant, but {self.proto.input[k]!r} "
-                            "is computed at run time")
+            raise self._imp.runtime_value_error(self, k, what)
         return array
 
     def ints(self, k: int, what: str) -> tuple[int, ...]:

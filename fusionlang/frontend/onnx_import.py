@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from fusionlang.errors import FuseError, ModelError, ShapeError, UnsupportedOpError
+from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.ops.evaluate import fold_constants, fold_node
@@ -34,20 +34,30 @@ from fusionlang.ops.registry import REGISTRY
 MIN_OPSET, MAX_OPSET = 6, 21
 
 
-def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+#: how each API gives what a run knows, for messages
+GIVE_SHAPES = ("pass input_shapes={name: [dims...]} (command line: --input-shape NAME=DxD...; `fusionlang run` "
+               "also takes it from --input NAME=FILE.npy)")
+
+
+def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+              constant_inputs: Mapping[str, Any] | None = None) -> Graph:
     """Import an ONNX model (a path, serialized bytes or an ``onnx.ModelProto``).
 
     Opsets 6 to 21 are read with each op's form for that opset. Newer opsets are read
     with the opset-21 forms: the converted ops have kept their inputs and attributes since
     (up to opset 28, apart from Cast's and CastLike's float8-only ``round_mode``).
     ``input_shapes`` gives static shapes for graph inputs whose dims are symbolic or
-    missing (it may also override declared dims). Raises ModelError for unreadable models
-    and unsupported forms, UnsupportedOpError for ops without a conversion, and
+    missing (it may also override declared dims). ``constant_inputs`` binds graph inputs to
+    values (name -> array) that the graph holds as constants: what a model feeds as axes,
+    pads, shape or repeats must be known to compile it. A model that needs shapes or values
+    it was not given raises RuntimeInputError (a ModelError) naming the inputs and how to
+    give them; ``fusionlang.Specializer`` gives both from each run's feeds. Raises
+    ModelError for unreadable models and unsupported forms, UnsupportedOpError for ops without a conversion, and
     ShapeError when shapes do not fit; each names the node involved. Every op type without
     a conversion is named in one UnsupportedOpError, before anything is converted.
     """
     proto, label = load_model(model)
-    return _Importer(proto, label, dict(input_shapes or {})).run()
+    return _Importer(proto, label, dict(input_shapes or {}), dict(constant_inputs or {})).run()
 
 
 def load_model(model) -> tuple[onnx.ModelProto, str]:
@@ -73,6 +83,12 @@ def load_model(model) -> tuple[onnx.ModelProto, str]:
     return model, label
 
 
+def declared_inputs(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs a run feeds: declared inputs that no initializer defaults."""
+    initialized = {t.name for t in model.graph.initializer}
+    return [vi.name for vi in model.graph.input if vi.name not in initialized]
+
+
 def _parse(data: bytes, label: str) -> onnx.ModelProto:
     proto = onnx.ModelProto()
     try:
@@ -88,10 +104,12 @@ def _describe(exc: BaseException) -> str:
 
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto, label: str, input_shapes: dict[str, Sequence[int]]):
+    def __init__(self, model: onnx.ModelProto, label: str, input_shapes: dict[str, Sequence[int]],
+                 constant_inputs: dict[str, Any] | None = None):
         self.model = model
         self.label = label
         self.input_shapes = input_shapes
+        self.constant_inputs = constant_inputs or {}
         self.graph = Graph(model.graph.name or "model")
         self.opset = _default_opset(model, label)
         #: ONNX value -> graph value, for outputs of removed Identity/Dropout nodes
@@ -118,6 +136,7 @@ class _Importer:
 
         check_supported(self.model, self.label, self.opset, CONVERTERS)
         self._read_initializers()
+        self._bind_constant_inputs()
         self._add_inputs()
         for index, node in enumerate(g.node):
             ctx = NodeContext(self, node, index)
@@ -156,10 +175,19 @@ class _Importer:
                 raise ModelError(f"cannot read initializer {tensor.name!r} of model {self.label!r}: "
                                  f"{_describe(exc)}") from exc
 
+    def _bind_constant_inputs(self) -> None:
+        """Graph inputs given values become pending constants, like initializers."""
+        declared = {vi.name: vi for vi in self.model.graph.input if vi.name not in self.pending}
+        for name, value in self.constant_inputs.items():
+            if name not in declared:
+                raise InputError(f"constant_inputs names {name!r}, which is not a graph input of {self.label!r} "
+                                 f"(inputs: {', '.join(sorted(declared)) or 'none'})")
+            self.pending[name] = _bound_value(declared[name], value)
+
     def _add_inputs(self) -> None:
         declared = [vi for vi in self.model.graph.input if vi.name not in self.pending]
         names = {vi.name for vi in declared}
-        stray = sorted(set(self.input_shapes) - names)
+        stray = sorted(set(self.input_shapes) - names - set(self.constant_inputs))
         if stray:
             raise ModelError(f"input_shapes names {stray[0]!r}, which is not a graph input of {self.label!r} "
                              f"(inputs: {', '.join(sorted(names)) or 'none'})")
@@ -188,8 +216,41 @@ class _Importer:
                 shape = tuple(d.dim_value for d in dims)
             self.graph.add_input(vi.name, TensorType(shape, dtype))
         if problems:
-            raise ModelError(f"model {self.label!r} has inputs without static shapes: {'; '.join(problems)}; "
-                             "pass input_shapes={name: [dims...]}")
+            raise RuntimeInputError(f"model {self.label!r} has inputs whose shapes only a run knows: "
+                                    f"{'; '.join(problems)}; {GIVE_SHAPES}",
+                                    shapes=[vi.name for vi in declared if vi.name not in self.graph.types])
+
+    def runtime_value_error(self, ctx: NodeContext, k: int, what: str) -> ModelError:
+        """The error for input k of ``ctx``, which must be a constant but is not: a
+        RuntimeInputError naming the graph inputs its value comes from, when it has any."""
+        name = ctx.proto.input[k]
+        sources = self._graph_inputs_feeding(name)
+        if not sources:
+            return ctx.fail(f"input {k} ({what}) must be a constant, but {name!r} is computed at run time")
+        listed = ", ".join(repr(s) for s in sources)
+        binding = ", ".join(f"{s!r}: array" for s in sources)
+        files = " ".join(f"--input {s}=FILE.npy" for s in sources)
+        return RuntimeInputError(
+            f"node {ctx.label!r} ({ctx.op_type}): input {k} ({what}) comes from graph input {listed}, whose value "
+            f"only a run knows (fusionlang compiles it as a constant): give it with constant_inputs={{{binding}}} "
+            f"in fusionlang.from_onnx, run the model through fusionlang.Specializer (as the ONNX backend does), "
+            f"or `fusionlang run MODEL {files}`", values=sources)
+
+    def _graph_inputs_feeding(self, name: str) -> list[str]:
+        """The graph inputs (not initializers) ONNX value ``name`` is computed from."""
+        producers = {out: node for node in self.model.graph.node for out in node.output if out}
+        inputs = {vi.name for vi in self.model.graph.input} - {t.name for t in self.model.graph.initializer}
+        found, seen, todo = [], set(), [name]
+        while todo:
+            value = todo.pop()
+            if value in seen or not value:
+                continue
+            seen.add(value)
+            if value in inputs:
+                found.append(value)
+            elif value in producers:
+                todo.extend(producers[value].input)
+        return sorted(found)
 
     # ----- values -----------------------------------------------------------------------
     def defines(self, name: str) -> bool:
@@ -273,6 +334,22 @@ class _Importer:
         if fold_node(self.graph, node):
             self.graph.nodes.pop()
         return names
+
+
+def _bound_value(info: onnx.ValueInfoProto, value: Any) -> np.ndarray:
+    """``value`` as graph input ``info``'s declared dtype; InputError if its shape disagrees."""
+    array = np.asarray(value)
+    tensor_type = info.type.tensor_type
+    dtype = onnx_dtype(tensor_type.elem_type, f"graph input {info.name!r}")
+    if array.dtype != np.dtype(dtype):
+        raise InputError(f"constant_inputs[{info.name!r}] has dtype {array.dtype}, the model declares {dtype}")
+    if tensor_type.HasField("shape"):
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+        if len(dims) != array.ndim or any(d is not None and d != n for d, n in zip(dims, array.shape)):
+            shown = ["?" if d is None else d for d in dims]
+            raise InputError(f"constant_inputs[{info.name!r}] has shape {list(array.shape)}, the model declares "
+                             f"{shown}")
+    return array
 
 
 def _default_opset(model: onnx.ModelProto, label: str) -> int:

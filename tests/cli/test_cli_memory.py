@@ -97,9 +97,10 @@ def test_a_memory_error_no_check_foresaw(capsys, models, monkeypatch):
     def exhausted(*args, **kwargs):
         raise MemoryError("Unable to allocate 3.55 PiB for an array with shape (100000, 100000, 100000)")
 
-    monkeypatch.setattr(fusionlang.cli.run, "read_feeds", exhausted)
+    monkeypatch.setattr(fusionlang.cli.run, "complete_feeds", exhausted)
     assert error_line(capsys, ["run", models["small"], "--random-inputs", "0"]) == (
         "fusionlang: error: out of memory: Unable to allocate 3.55 PiB for an array with shape (100000, 100000, 100000)")
-    monkeypatch.setattr(fusionlang.cli.run, "read_feeds", lambda *a: (_ for _ in ()).throw(MemoryError()))
+    monkeypatch.setattr(fusionlang.cli.run, "complete_feeds",
+                        lambda *a: (_ for _ in ()).throw(MemoryError()))
     assert error_line(capsys, ["run", models["small"], "--random-inputs", "0"]) == (
         "fusionlang: error: out of memory: an allocation failed")

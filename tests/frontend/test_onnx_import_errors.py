@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from fusionlang.errors import FuseError, ModelError, ShapeError, UnsupportedOpError
+from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
 from onnx_cases import I64, make_model, tensor_info
 
@@ -131,23 +131,51 @@ def test_legacy_broadcast_axis_mismatch():
         from_onnx(model)
 
 
-def test_non_constant_reshape_shape():
+def test_shape_fed_as_input_names_the_input_and_how_to_give_it():
     model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="r")],
                        {"x": [2, 3], "s": ([2], I64)}, {"y": None}, 13)
-    with pytest.raises(ModelError, match=r"node 'r' \(Reshape\): input 1 \(shape\) must be a constant, but 's' "
-                                         r"is computed at run time"):
+    with pytest.raises(RuntimeInputError) as info:
         from_onnx(model)
+    assert str(info.value) == (
+        "node 'r' (Reshape): input 1 (shape) comes from graph input 's', whose value only a run knows (fusionlang "
+        "compiles it as a constant): give it with constant_inputs={'s': array} in fusionlang.from_onnx, run the "
+        "model through fusionlang.Specializer (as the ONNX backend does), or `fusionlang run MODEL --input "
+        "s=FILE.npy`")
+    assert "malformed" not in str(info.value) and info.value.values == ("s",)
+    graph = from_onnx(model, constant_inputs={"s": np.array([3, 2], np.int64)})
+    assert graph.inputs == ["x"] and graph.types["y"].shape == (3, 2)
+
+
+def test_value_computed_from_an_input_names_that_input():
+    nodes = [helper.make_node("Add", ["s", "one"], ["t"]), helper.make_node("Reshape", ["x", "t"], ["y"], name="r")]
+    model = make_model(nodes, {"x": [2, 3], "s": ([2], I64)}, {"y": None}, 13, {"one": np.ones(2, np.int64)})
+    with pytest.raises(RuntimeInputError, match=r"input 1 \(shape\) comes from graph input 's'"):
+        from_onnx(model)
+    graph = from_onnx(model, constant_inputs={"s": np.array([-2, 5], np.int64)})
+    assert graph.types["y"].shape == (1, 2 * 3)
+
+
+def test_constant_inputs_must_name_inputs_and_fit_them():
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="r")],
+                       {"x": [2, 3], "s": ([2], I64)}, {"y": None}, 13)
+    with pytest.raises(InputError, match="constant_inputs names 'w', which is not a graph input"):
+        from_onnx(model, constant_inputs={"w": np.array([1])})
+    with pytest.raises(InputError, match=r"constant_inputs\['s'\] has dtype int32, the model declares int64"):
+        from_onnx(model, constant_inputs={"s": np.array([3, 2], np.int32)})
+    with pytest.raises(InputError, match=r"constant_inputs\['s'\] has shape \[3\], the model declares \[2\]"):
+        from_onnx(model, constant_inputs={"s": np.array([3, 2, 1], np.int64)})
 
 
 def test_symbolic_dim_needs_input_shapes():
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [tensor_info("x", ["N", 3, None])], [tensor_info("y", None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    with pytest.raises(ModelError) as info:
+    with pytest.raises(RuntimeInputError) as info:
         from_onnx(model)
     message = str(info.value)
-    assert "inputs without static shapes: input 'x' dim 0 ('N'), dim 2" in message
-    assert "pass input_shapes=" in message
+    assert "inputs whose shapes only a run knows: input 'x' dim 0 ('N'), dim 2" in message
+    assert "pass input_shapes=" in message and "--input-shape NAME=DxD" in message
+    assert info.value.shapes == ("x",)
     graph = from_onnx(model, input_shapes={"x": [4, 3, 2]})
     assert graph.types["x"].shape == (4, 3, 2)
     assert graph.types["y"].shape == (4, 3, 2)

@@ -42,8 +42,11 @@ def test_range_of_constants_is_folded_at_import():
 
 
 @pytest.mark.parametrize("inputs, limit, delta, message", [
-    ({"start": ([], I64)}, 6, 1, "node 'range' (Range): input 0 (start) must be a constant, but 'start' is computed "
-                                 "at run time"),
+    ({"start": ([], I64)}, 6, 1, "node 'range' (Range): input 0 (start) comes from graph input 'start', whose "
+                                 "value only a run knows (fusionlang compiles it as a constant): give it with "
+                                 "constant_inputs={'start': array} in fusionlang.from_onnx, run the model through "
+                                 "fusionlang.Specializer (as the ONNX backend does), or `fusionlang run MODEL "
+                                 "--input start=FILE.npy`"),
     ({}, 6, 0, "node 'range' (Range): delta is 0: the range never ends"),
     ({}, 10**15, 1, "node 'range' (Range): Range of 1000000000000000 elements is too large to fold at import "
                     "(at most 134217728)"),
