@@ -53,6 +53,14 @@ IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": s
 SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
 
 
+def _start(reduce: str, dtype: str) -> sp.Expr:
+    """A reduction's starting value: its identity, but for bool, where -oo and oo would be
+    stored as true (a max over nothing is false, a min over nothing true)."""
+    if dtype == "bool" and reduce in ("max", "min"):
+        return sp.Integer(0 if reduce == "max" else 1)
+    return IDENTITY[reduce]
+
+
 class NotAffine(Exception):
     """A sympy expression that isl cannot represent (quasi-affine forms only)."""
 
@@ -654,7 +662,7 @@ class _Builder:
         acc = self.new_array(out_extents, dtype, "acc")
         acc_at = Access(acc, tuple(i_sym(k) for k in range(len(out_extents))), ACC)
         self.stmts.append(PolyStmt(base + "_init", "init", node, order, out_extents, write=acc_at,
-                                   expr=IDENTITY[spec.reduce], acc=acc, compute_dtype=dtype))
+                                   expr=_start(spec.reduce, out.dtype), acc=acc, compute_dtype=dtype))
         body = as_expr(spec.body)
         reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, body)]
         reads, body = self.inline_scalars(reads, body)

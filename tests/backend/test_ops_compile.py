@@ -67,3 +67,15 @@ def test_op_compiles_to_c_and_matches_the_reference(op, data):
         want = reference.run(graph, feeds)
     got = backend.compile(per_node_plan(graph)).run(feeds)
     assert_matches(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "int64", "float32"])
+@pytest.mark.parametrize("op", ["reduce_max", "reduce_min"])
+def test_max_and_min_over_an_empty_axis_start_at_the_dtypes_identity(op, dtype):
+    # bool's max started at -INFINITY, stored as true
+    b = GraphBuilder("empty")
+    b.output(getattr(b, op)(b.input("x", (2, 0, 3), dtype), axes=[1], keepdims=1))
+    graph = b.build()
+    feeds = {"x": np.zeros((2, 0, 3), dtype)}
+    got = backend.compile(per_node_plan(graph), "c").run(feeds)[graph.outputs[0]]
+    np.testing.assert_array_equal(got, reference.run(graph, feeds)[graph.outputs[0]])
