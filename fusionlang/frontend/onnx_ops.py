@@ -696,3 +696,38 @@ def _arg_extreme(ctx: NodeContext) -> None:
                         {"axes": (axis,), "keepdims": 1})
     ctx.emit_output("index_of", [x, extreme], {"axis": axis, "keepdims": keepdims,
                                                 "last": ctx.attr("select_last_index", 0)})
+
+
+# ----- losses -------------------------------------------------------------------------
+@converts("NegativeLogLikelihoodLoss")
+def _nll_loss(ctx: NodeContext) -> None:
+    _reduced_nll(ctx, ctx.input(0))
+
+
+@converts("SoftmaxCrossEntropyLoss")
+def _softmax_cross_entropy_loss(ctx: NodeContext) -> None:
+    # ONNX's own definition: log_softmax over the classes (axis 1), then NLL of that;
+    # output 1, when the model names it, is the log-probability itself
+    log_prob = ctx.emit1("log_softmax", [ctx.input(0)], {"axis": 1}, ctx.output(1))
+    _reduced_nll(ctx, log_prob)
+
+
+def _reduced_nll(ctx: NodeContext, log_prob: str) -> None:
+    """nll_loss of ``log_prob`` against input 1 (weights: input 2), then ONNX's reduction."""
+    reduction = ctx.attr("reduction", "mean")
+    if isinstance(reduction, bytes):
+        reduction = reduction.decode()
+    if reduction not in ("none", "sum", "mean"):
+        raise ctx.fail(f"reduction={reduction!r} should be 'none', 'sum' or 'mean'")
+    inputs = [log_prob, ctx.input(1)] + ([ctx.input(2)] if ctx.has_input(2) else [])
+    attrs = {"ignore_index": ctx.attrs["ignore_index"]} if "ignore_index" in ctx.attrs else {}
+    if reduction == "none":
+        ctx.emit("nll_loss", inputs, attrs, [ctx.output(0), ""])
+        return
+    loss, weight = ctx.emit("nll_loss", inputs, attrs, ["", ""])
+    if reduction == "sum":
+        ctx.emit_output("reduce_sum", [loss], {"keepdims": 0})
+        return
+    total = ctx.emit1("reduce_sum", [loss], {"keepdims": 0})
+    # the mean is over the weight the elements carry (their count without weights)
+    ctx.emit_output("div", [total, ctx.emit1("reduce_sum", [weight], {"keepdims": 0})])

@@ -16,6 +16,7 @@ from fusionlang.ops import gather_elements as _gather_elements  # noqa: F401
 from fusionlang.ops import gather_nd as _gather_nd  # noqa: F401
 from fusionlang.ops import index_of as _index_of  # noqa: F401
 from fusionlang.ops import linalg as _linalg  # noqa: F401
+from fusionlang.ops import loss as _loss  # noqa: F401
 from fusionlang.ops import norm as _norm  # noqa: F401
 from fusionlang.ops import pad as _pad  # noqa: F401
 from fusionlang.ops import pool as _pool  # noqa: F401
