@@ -32,6 +32,13 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "Shrink": ("test_shrink_hard", "test_shrink_soft"),
     "Mish": ("test_mish",),
     "HardSwish": ("test_hardswish",),
+    "NegativeLogLikelihoodLoss": ("test_nllloss_NC", "test_nllloss_NCd1_mean_weight_negative_ii",
+                                  "test_nllloss_NCd1d2_reduction_sum", "test_nllloss_NCd1d2_with_weight_reduction_sum_ii",
+                                  "test_nllloss_NCd1d2d3_none_no_weight_negative_ii",
+                                  "test_nllloss_NCd1d2d3d4d5_mean_weight"),
+    "SoftmaxCrossEntropyLoss": ("test_sce_mean", "test_sce_none_weights_log_prob", "test_sce_sum",
+                                "test_sce_mean_no_weight_ii_4d_log_prob", "test_sce_NCd1_mean_weight_negative_ii",
+                                "test_sce_NCd1d2d3_sum_weight_high_ii_log_prob", "test_sce_mean_weight_ii_3d"),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)
     "expanded": ("test_attention_4d_causal_expanded", "test_attention_3d_gqa_attn_mask_expanded",
                  "test_rms_normalization_3d_axis1_epsilon_expanded",
