@@ -731,3 +731,14 @@ def _reduced_nll(ctx: NodeContext, log_prob: str) -> None:
     total = ctx.emit1("reduce_sum", [loss], {"keepdims": 0})
     # the mean is over the weight the elements carry (their count without weights)
     ctx.emit_output("div", [total, ctx.emit1("reduce_sum", [weight], {"keepdims": 0})])
+
+
+# ----- bit shifts ---------------------------------------------------------------------
+@converts("BitShift")
+def _bit_shift(ctx: NodeContext) -> None:
+    direction = ctx.attr("direction", "")
+    if isinstance(direction, bytes):
+        direction = direction.decode()
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.fail(f"direction={direction!r} should be 'LEFT' or 'RIGHT'")
+    ctx.emit_output("bit_shift", [ctx.input(0), ctx.input(1)], {"direction": direction.lower()})
