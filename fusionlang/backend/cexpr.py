@@ -24,7 +24,7 @@ from sympy.printing.c import C99CodePrinter
 
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import CheckedIndex, Fmod, IsInf, IsNan, Sigmoid
+from fusionlang.ops.scalar import BitShift, CheckedIndex, Fmod, IsInf, IsNan, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,14 @@ def helpers(flavor: Flavor) -> str:
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }}
 {q} {i} fl_imax({i} a, {i} b) {{ return a > b ? a : b; }}
+{q} {i} fl_shl({i} a, {i} s, int bits, int is_signed) {{
+  if (s < 0 || s >= bits) return 0;
+  unsigned long long u = (unsigned long long)a << s, top = 64 - bits;
+  /* keep `bits` bits, sign-extended for a signed type: what the narrower type would hold */
+  u = (u << top) >> top;
+  return is_signed && bits < 64 && (u >> (bits - 1)) ? ({i})(u | (~0ULL << (bits - 1))) : ({i})u;
+}}
+{q} {i} fl_shr({i} a, {i} s, int bits) {{ return (s < 0 || s >= bits) ? (a < 0 ? -1 : 0) : a >> s; }}
 {q} {i} fl_iwrap({i} a, {i} n) {{ return a < 0 ? a + n : a; }}
 {q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
 {q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
@@ -543,10 +551,25 @@ class ValuePrinter(C99CodePrinter):
         if isinstance(expr, IsInf):
             inf = float_literal(float("inf"), self.fdtype, self.flavor)
             return f"({'fabsf' if self._single else 'fabs'}({self._print(expr.args[0])}) == {inf})"
+        if isinstance(expr, BitShift):
+            a, s, bits, signed, left = expr.args
+            a, s = self._as_int(a), self._as_int(s)
+            if left:
+                return f"fl_shl({a}, {s}, {int(bits)}, {int(bool(signed))})"
+            return f"fl_shr({a}, {s}, {int(bits)})"
         if isinstance(expr, Fmod):
             a, b = (self._print(arg) for arg in expr.args)
             return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"
         return super()._print_Function(expr)
+
+    def _as_int(self, e) -> str:
+        """``e`` as a C integer: an integer constant printed exactly (not as a double literal,
+        which rounds beyond 2**53)."""
+        i = self.flavor.int_type
+        if isinstance(e, sp.Integer):
+            v = int(e)
+            return f"(({i}){v + 1}LL - 1)" if v == -(1 << 63) else f"(({i}){v}LL)"
+        return f"(({i})({self._print(e)}))"
 
     def _fast(self, expr, name):
         if self._single and self.flavor.name == "c":

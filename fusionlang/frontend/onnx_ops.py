@@ -775,3 +775,49 @@ def _resize_roi(ctx: NodeContext, axes, rank: int) -> tuple:
     for k, a in enumerate(axes):
         roi[a], roi[rank + a] = float(given[k]), float(given[len(axes) + k])
     return tuple(roi)
+
+
+# ----- losses -------------------------------------------------------------------------
+@converts("NegativeLogLikelihoodLoss")
+def _nll_loss(ctx: NodeContext) -> None:
+    _reduced_nll(ctx, ctx.input(0))
+
+
+@converts("SoftmaxCrossEntropyLoss")
+def _softmax_cross_entropy_loss(ctx: NodeContext) -> None:
+    # ONNX's own definition: log_softmax over the classes (axis 1), then NLL of that;
+    # output 1, when the model names it, is the log-probability itself
+    log_prob = ctx.emit1("log_softmax", [ctx.input(0)], {"axis": 1}, ctx.output(1))
+    _reduced_nll(ctx, log_prob)
+
+
+def _reduced_nll(ctx: NodeContext, log_prob: str) -> None:
+    """nll_loss of ``log_prob`` against input 1 (weights: input 2), then ONNX's reduction."""
+    reduction = ctx.attr("reduction", "mean")
+    if isinstance(reduction, bytes):
+        reduction = reduction.decode()
+    if reduction not in ("none", "sum", "mean"):
+        raise ctx.fail(f"reduction={reduction!r} should be 'none', 'sum' or 'mean'")
+    inputs = [log_prob, ctx.input(1)] + ([ctx.input(2)] if ctx.has_input(2) else [])
+    attrs = {"ignore_index": ctx.attrs["ignore_index"]} if "ignore_index" in ctx.attrs else {}
+    if reduction == "none":
+        ctx.emit("nll_loss", inputs, attrs, [ctx.output(0), ""])
+        return
+    loss, weight = ctx.emit("nll_loss", inputs, attrs, ["", ""])
+    if reduction == "sum":
+        ctx.emit_output("reduce_sum", [loss], {"keepdims": 0})
+        return
+    total = ctx.emit1("reduce_sum", [loss], {"keepdims": 0})
+    # the mean is over the weight the elements carry (their count without weights)
+    ctx.emit_output("div", [total, ctx.emit1("reduce_sum", [weight], {"keepdims": 0})])
+
+
+# ----- bit shifts ---------------------------------------------------------------------
+@converts("BitShift")
+def _bit_shift(ctx: NodeContext) -> None:
+    direction = ctx.attr("direction", "")
+    if isinstance(direction, bytes):
+        direction = direction.decode()
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.fail(f"direction={direction!r} should be 'LEFT' or 'RIGHT'")
+    ctx.emit_output("bit_shift", [ctx.input(0), ctx.input(1)], {"direction": direction.lower()})

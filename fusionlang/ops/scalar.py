@@ -59,6 +59,30 @@ class Fmod(sp.Function):
     nargs = 2
 
 
+class BitShift(sp.Function):
+    """ONNX BitShift of an integer a by s bits (args: a, s, bits, signed, left): bits shifted
+    out of a ``bits``-wide integer are lost, and a shift count outside [0, bits) gives 0, or
+    -1 when shifting a negative value right (NumPy's results, not C's undefined ones)."""
+
+    nargs = 5
+
+
+def bit_shift(a, s, bits: int, signed: bool, left: bool):
+    """BitShift on int64 arrays holding ``bits``-wide values (the NumPy form of BitShift)."""
+    a, s = np.asarray(a).astype(np.int64), np.asarray(s).astype(np.int64)
+    in_range = (s >= 0) & (s < bits)
+    count = np.where(in_range, s, 0).astype(np.uint64)
+    if not left:
+        return np.where(in_range, a >> count.astype(np.int64), np.where(a < 0, -1, 0))
+    shifted = a.astype(np.uint64) << count
+    if bits < 64:
+        shifted &= np.uint64((1 << bits) - 1)
+    out = shifted.astype(np.int64)
+    if signed and bits < 64:
+        out = np.where(out >= 1 << (bits - 1), out - (1 << bits), out)
+    return np.where(in_range, out, 0)
+
+
 def _chebyshev_fit(fn, lo: float, hi: float, degree: int) -> np.ndarray:
     nodes = np.polynomial.chebyshev.chebpts1(degree + 1)
     values = [fn(lo + (u + 1) * (hi - lo) / 2) for u in nodes]
@@ -232,6 +256,9 @@ class _Evaluator:
         if isinstance(e, CheckedIndex):
             i, n = self.run(args[0]), self.run(args[1])
             return np.where(np.asarray(i) < 0, np.asarray(i) + n, i)
+        if isinstance(e, BitShift):
+            a, shift = self.run(args[0]), self.run(args[1])
+            return bit_shift(a, shift, int(args[2]), bool(args[3]), bool(args[4])).astype(self.dtype)
         if isinstance(e, Fmod):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.fmod(self.run(args[0]), self.run(args[1]))

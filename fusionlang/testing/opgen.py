@@ -340,6 +340,17 @@ def _gather(draw, op, n, known, fixed, registry):
     return Proposal([data, indices], {"axis": axis}, {1: Domain("index", data.shape[axis])})
 
 
+def _nll_loss(draw, op, n, known, fixed, registry):
+    x = known[0] or _channels_first(draw, known, 2, 4)
+    if x.rank < 2:
+        raise NoProposal("nll_loss needs an (N, C, d...) input")
+    target = TensorType((x.shape[0],) + x.shape[2:], draw(st.sampled_from(("int64", "int32"))))
+    types = [x, target] + [TensorType((x.shape[1],), x.dtype)] * (n - 2)
+    # ignore_index drawn among the classes too, so some targets are ignored
+    ignore = draw(st.integers(-1, x.shape[1] - 1))
+    return Proposal(types, {"ignore_index": ignore}, {1: Domain("index", x.shape[1])})
+
+
 # ----- windows and products ---------------------------------------------------------------
 
 
@@ -465,7 +476,7 @@ GENERATORS: dict[str, Callable] = {
     "layer_norm": _layer_norm, "lrn": _lrn, "softmax": _softmax, "log_softmax": _softmax,
     "transpose": _transpose, "reshape": _reshape, "flatten": _flatten, "squeeze": _squeeze,
     "unsqueeze": _unsqueeze, "expand": _expand, "tile": _tile, "concat": _concat, "slice": _slice, "pad": _pad,
-    "gather": _gather, "conv": _conv, "conv_transpose": _conv_transpose, "max_pool": _pool, "average_pool": _pool,
+    "gather": _gather, "nll_loss": _nll_loss, "conv": _conv, "conv_transpose": _conv_transpose, "max_pool": _pool, "average_pool": _pool,
     "global_average_pool": _global_pool, "global_max_pool": _global_pool, "matmul": _matmul, "gemm": _gemm,
 }
 for _name in REDUCTIONS:

@@ -567,6 +567,21 @@ def _remainder(op):
     return draw()
 
 
+@strategy("bit_shift")
+def _bit_shift(op):
+    @st.composite
+    def draw(d):
+        in_shapes = d(mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4)).input_shapes
+        rng = rng_of(d(SEEDS))
+        info = np.iinfo(d(st.sampled_from(["int8", "uint8", "int32", "int64"])))
+        # the whole range of the type, and counts from below 0 to past the width
+        a = rng.integers(info.min, info.max, in_shapes[0], dtype=info.dtype, endpoint=True)
+        s = rng.integers(max(info.min, -3), info.bits + 3, in_shapes[1]).astype(info.dtype)
+        return [a, s], {"direction": d(st.sampled_from(["left", "right"]))}
+
+    return draw()
+
+
 @strategy("trilu")
 def _trilu(op):
     @st.composite
