@@ -72,12 +72,15 @@ def resize_model(path, opset: int = 19, **attrs) -> str:
     return str(path)
 
 
-def test_scales_computed_at_run_time_are_refused_in_one_line(tmp_path, capsys):
+def test_scales_fed_at_run_time_without_a_value_are_refused_in_one_line(tmp_path, capsys):
     status = main(["run", resize_model(tmp_path / "m.onnx"), "--random-inputs", "0"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.strip() == ("fusionlang: error: node 'up' (Resize): input 2 (scales) must be a constant, but "
-                           "'scales' is computed at run time")
+    assert err.strip() == ("fusionlang: error: node 'up' (Resize): input 2 (scales) comes from graph input "
+                           "'scales', whose value only a run knows (fusionlang compiles it as a constant): give it "
+                           "with constant_inputs={'scales': array} in fusionlang.from_onnx, run the model through "
+                           "fusionlang.Specializer (as the ONNX backend does), or "
+                           "`fusionlang run MODEL --input scales=FILE.npy`")
 
 
 def test_scales_and_sizes_together_are_refused():

@@ -36,6 +36,14 @@ def test_every_case_of_decompose_fuse_is_covered():
     assert len(CASES) == sum(len(c) for c in OPENED.decompositions.values())
 
 
+#: decompositions that stay more than one kernel under apollo, and why
+KERNELS = {
+    # the target's class is gathered (injective), and apollo fuses no injective op into
+    # the elementwise ops after it: the gather and the loss are two kernels
+    "nll_loss": 2,
+}
+
+
 @pytest.mark.parametrize("op,case", CASES, ids=[f"{op}@{case.where}" for op, case in CASES])
 @settings(max_examples=max(5, settings.default.max_examples // 4))
 @given(data=st.data())
@@ -47,4 +55,4 @@ def test_decomposed_op_fuses_back_into_one_kernel(op, case, data):
     graph, feeds = _with_constant_parameters(instance)
     verdict = check_equivalence(graph, POLICY, "apollo", feeds=feeds)
     assert verdict.ok, verdict.report()
-    assert verdict.kernels == 1, verdict.report()
+    assert verdict.kernels <= KERNELS.get(op, 1), verdict.report()
