@@ -50,12 +50,13 @@ def _touches(a: Assign, array) -> bool:
 def _candidate(group: LoweredGroup, store: Assign, order: list) -> object | None:
     """The local ``store`` can write its output over, or None."""
     out = store.array
-    if store.reduce is not None or not order[_at(store, order)][1]:
+    stack = order[_at(store, order)][1]
+    if store.reduce is not None or not stack:
         return None
     if sum(a.array is out for a, _ in order) != 1 or any(
             ld.array is out for a, _ in order for ld in a.loads.values()):
         return None
-    loop = order[_at(store, order)][1][-1]
+    loop = stack[-1]
     for a, stack in order:
         if not stack or stack[-1] is not loop:
             continue

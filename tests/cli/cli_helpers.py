@@ -12,6 +12,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from fusionlang.cli import main
+
 
 def conv_bn_pool_model(path) -> str:
     """x -> conv -> bn -> relu -> pool -> y: after folding, conv+relu fuse and the max_pool
@@ -62,3 +64,12 @@ def run_on_terminal(*args, cwd=None) -> tuple[int, str]:
     status = proc.wait(timeout=300)
     os.close(master)
     return status, b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def one_line_error(capsys, argv) -> str:
+    """Run the CLI in-process on ``argv``; it must exit 2 with one line on stderr, which is returned."""
+    status = main(argv)
+    out, err = capsys.readouterr()
+    assert status == 2 and out == ""
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    return err[:-1]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from cli_helpers import conv_bn_pool_model
+from cli_helpers import conv_bn_pool_model, one_line_error
 
 from fusionlang.cli import main
 from fusionlang.cli.flags import MAX_REPEAT, MAX_SEED, MAX_THREADS
@@ -12,14 +12,6 @@ from fusionlang.cli.flags import MAX_REPEAT, MAX_SEED, MAX_THREADS
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return conv_bn_pool_model(tmp_path_factory.mktemp("flags") / "m.onnx")
-
-
-def one_line_error(capsys, argv) -> str:
-    status = main(argv)
-    out, err = capsys.readouterr()
-    assert status == 2 and out == ""
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    return err[:-1]
 
 
 @pytest.mark.parametrize("value, reason", [

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import onnx
 import pytest
+from cli_helpers import one_line_error
 from onnx import TensorProto, helper
 
 from fusionlang.cli import main
@@ -41,14 +42,6 @@ def array_file(tmp_path, name, array) -> str:
 def run_json(capsys, argv) -> dict:
     assert main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
-
-
-def one_line_error(capsys, argv) -> str:
-    status = main(argv)
-    out, err = capsys.readouterr()
-    assert status == 2 and out == ""
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    return err[:-1]
 
 
 def test_symbolic_batch_takes_its_shape_from_the_input_file(capsys, tmp_path, symbolic_batch):
