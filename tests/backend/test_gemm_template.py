@@ -137,6 +137,33 @@ def test_implicit_gemm_conv_matches_a_direct_convolution(batch, group, cg, mg, h
     np.testing.assert_allclose(y, _conv_reference(x, w, stride, dilation, pads, group), rtol=1e-4, atol=1e-4 * kg)
 
 
+def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers():
+    # two convs of different shapes, same blocking: the micro-kernel and the im2col packing
+    # are printed in both sources, compiled once in a unit holding both, and serve both
+    blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
+                        host().vector_floats * MICRO_TILES[host().isa][0][1])
+    rng = np.random.default_rng(0)
+    cases, sources = [], [vector_types(blocking.vl)]
+    for index, (h, stride) in enumerate([(7, 1), (9, 2)]):
+        oh = (h + 2 - 3) // stride + 1
+        x = rng.standard_normal((1, 2, h, h)).astype(np.float32)
+        w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+        problem = GemmProblem(3, oh * oh, 18, Operand(18, 1, 0, ()), Im2Col(2, h, h, (3, 3), (stride, stride), (1, 1),
+                                                                           (1, 1), oh, oh, 0, ()),
+                              Operand(oh * oh, 1, 0, ()))
+        sources.append(gemm_kernel(f"fl_conv_{index}", problem, blocking))
+        cases.append((x, w, stride, np.zeros((1, 3, oh, oh), np.float32)))
+    unit = "#include <stdlib.h>\n" + "\n".join(sources)
+    micro = f"void fl_gemm_micro_{blocking.mr}x{blocking.nv}v{blocking.vl}("
+    assert all(micro in s for s in sources[1:]) and unit.count(f"#ifndef FL_SHARED_fl_gemm_micro_") == 2
+    lib = load_library(build_library([unit]))
+    for index, (x, w, stride, y) in enumerate(cases):
+        fn = getattr(lib, f"fl_conv_{index}")
+        assert fn(_ptr(w), _ptr(x), _ptr(y)) == 0
+        np.testing.assert_allclose(y, _conv_reference(x, w, (stride, stride), (1, 1), (1, 1), 1), rtol=1e-4,
+                                   atol=1e-4)
+
+
 def test_problem_refuses_inconsistent_views():
     with pytest.raises(ValueError, match="outer strides"):
         GemmProblem(2, 2, 2, Operand(2, 1), Operand(2, 1), Operand(2, 1), (3,))
