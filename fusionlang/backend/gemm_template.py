@@ -271,6 +271,8 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     writes its own columns of C); packing stays on one thread."""
     if packed_b and isinstance(problem.b, Im2Col):
         raise ValueError("an im2col operand cannot be passed packed")
+    if is_gemv(problem) and not (packed_a or packed_b):
+        return gemv_kernel(name, problem, epilogue, threads=threads)
     out = Lines()
     out(f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
         f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
@@ -284,6 +286,55 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
             _shared(out, f"fl_gemm_pack_b_{blocking.nr}", lambda o, n: _pack_b(o, n, blocking))
     epilogue_function(out, name, problem, epilogue)
     _driver(out, name, problem, blocking, epilogue, packed_a, packed_b, threads)
+    return out.text()
+
+
+def is_gemv(problem: GemmProblem) -> bool:
+    """One row of output (a batch-1 dense layer): the matrix is read once, in place, so
+    packing it (at compile time: a transposed copy of every weight) buys nothing."""
+    return problem.m == 1 and isinstance(problem.b, Operand)
+
+
+def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False) -> str:
+    """C source of ``int name(A, B, C, <epilogue params>)`` for a one-row problem, reading
+    B as it lies: a dot product per output when B's K axis is contiguous (a transposed
+    weight), else an AXPY over the output row per K step. Returns 0 (it allocates nothing)."""
+    a, b, c = problem.a, problem.b, problem.c
+    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
+    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
+    out = Lines()
+    out(f"/* GEMV template: n={problem.n} k={problem.k} outer={list(problem.outer)}, B read in place */")
+    epilogue_function(out, name, problem, epilogue)
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
+    for d, extent in enumerate(problem.outer):
+        out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
+    out(f"const float *a_o = A + {_outer_offset(a, False, problem, None, 'a')};")
+    out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
+    out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
+    if b.rows == 1 or b.cols != 1:
+        if threads:
+            out("#pragma omp parallel for schedule(static)")
+        out.open(f"for (long j = 0; j < {problem.n}; j++)")
+        out(f"const float *w = b_o + j * {b.cols}L;")
+        out("float acc = 0.0f;")
+        out("#pragma omp simd reduction(+:acc)")
+        out(f"for (long p = 0; p < {problem.k}; p++) acc += a_o[p * {a.cols}L] * w[p * {b.rows}L];")
+        out(f"c_o[j * {c.cols}L] = acc;")
+        out.close()
+    else:
+        out(f"for (long j = 0; j < {problem.n}; j++) c_o[j] = 0.0f;")
+        out.open(f"for (long p = 0; p < {problem.k}; p++)")
+        out(f"const float ap = a_o[p * {a.cols}L], *w = b_o + p * {b.rows}L;")
+        out("#pragma omp simd")
+        out(f"for (long j = 0; j < {problem.n}; j++) c_o[j] += ap * w[j];")
+        out.close()
+    if epilogue is not None:
+        out(f"{name}_epilogue(c_o, 0, 1, 0, {problem.n}{outer_args}{extra_args});")
+    for _ in problem.outer:
+        out.close()
+    out("return 0;")
+    out.close()
     return out.text()
 
 
@@ -461,6 +512,8 @@ def _b_panel(bl: Blocking) -> int:
 
 def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, packed_b: bool = False) -> int:
     """Floats of packing buffers the kernel allocates on each call."""
+    if is_gemv(problem) and not (packed_a or packed_b):
+        return 0
     return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl))
 
 
@@ -576,5 +629,5 @@ def param_name(decl: str) -> str:
 
 
 __all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Operand", "blocking_for", "epilogue_function",
-           "gemm_kernel", "packing_floats", "param_name",
+           "gemm_kernel", "gemv_kernel", "is_gemv", "packing_floats", "param_name",
            "pack_constant", "packed_size", "vector_types"]
