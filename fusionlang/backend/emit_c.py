@@ -92,27 +92,23 @@ ALLOC_C = """static inline void* fl_alloc(size_t n) {
 """
 
 
-#: non-temporal copy of a row (see backend.streaming): whole aligned vectors are streamed,
-#: the unaligned head and the tail are plain stores; without x86 vector streaming, a copy
-STREAM_C = """#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
+#: a non-temporal store of one aligned vector of FL_STREAM_LANES floats (see backend.streaming),
+#: and the fence after a kernel's last one; without x86 vector streaming, plain stores
+STREAM_C = """#if defined(__x86_64__) && defined(__AVX512F__)
 #include <immintrin.h>
-#endif
-static inline void fl_stream_f32(float *restrict dst, const float *restrict src, long n) {
-  long i = 0;
-#if defined(__x86_64__) && defined(__AVX512F__)
-  for (; i < n && ((uintptr_t)(dst + i) & 63); i++) dst[i] = src[i];
-  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+#define FL_STREAM_LANES 16
+static inline void fl_stream_lanes(float *dst, const float *src) { _mm512_stream_ps(dst, _mm512_load_ps(src)); }
+static inline void fl_stream_fence(void) { _mm_sfence(); }
 #elif defined(__x86_64__) && defined(__AVX__)
-  for (; i < n && ((uintptr_t)(dst + i) & 31); i++) dst[i] = src[i];
-  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+#include <immintrin.h>
+#define FL_STREAM_LANES 8
+static inline void fl_stream_lanes(float *dst, const float *src) { _mm256_stream_ps(dst, _mm256_load_ps(src)); }
+static inline void fl_stream_fence(void) { _mm_sfence(); }
+#else
+#define FL_STREAM_LANES 4
+static inline void fl_stream_lanes(float *dst, const float *src) { for (int i = 0; i < 4; i++) dst[i] = src[i]; }
+static inline void fl_stream_fence(void) {}
 #endif
-  for (; i < n; i++) dst[i] = src[i];
-}
-static inline void fl_stream_fence(void) {
-#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
-  _mm_sfence();
-#endif
-}
 """
 
 
@@ -381,22 +377,42 @@ class _Printer:
         return store, offset, span[0], span[1]
 
     def streamed_loop(self, f: For, depth: int) -> None:
-        """``f`` computed into an L1 row buffer, then copied out with non-temporal stores."""
+        """``f`` with its row stored by non-temporal vector stores: plain stores up to the
+        first vector boundary of the output, then chunks of FL_STREAM_LANES computed into a
+        vector-sized buffer (kept in a register) and streamed, then plain stores again."""
         store, offset, first, last = self.streamed_store(f)
-        ind, v, n = "  " * depth, f.var.name, last - first + 1
-        self.lines.append(f"{ind}{{")
-        self.lines.append(f"{ind}  float fl_row[{n}] __attribute__((aligned(64)));")
-        self.lines.append(f"{ind}  #pragma omp simd")
-        self.lines.append(f"{ind}  for ({self.flavor.int_type} {v} = {first}; {v} <= {last}; {v} += 1) {{")
-        self.row_target[store.array.id] = f"fl_row[{v} - {first}]"
-        self.declare(self.inner.get(id(f), []), ind + "    ")  # scalars only: nothing to free
-        self.body(f.body, depth + 2)
-        del self.row_target[store.array.id]
-        self.lines.append(f"{ind}  }}")
+        ind, v, it = "  " * depth, f.var.name, self.flavor.int_type
         start = IndexPrinter()(offset.xreplace({f.var: sp.Integer(first)}))
-        self.lines.append(f"{ind}  fl_stream_f32(&{self.names[store.array.id]}[{start}], fl_row, {n});")
-        self.lines.append(f"{ind}}}")
+        lines = self.lines
+        lines.append(f"{ind}{{")
+        lines.append(f"{ind}  float *fl_dst = &{self.names[store.array.id]}[{start}];")
+        lines.append(f"{ind}  {it} {v} = {first};")
+        self.plain_pass(f, depth + 1,
+                        f"; {v} <= {last} && ((uintptr_t)(fl_dst + ({v} - {first})) & (FL_STREAM_LANES * 4 - 1))")
+        lines.append(f"{ind}  for (; {v} + FL_STREAM_LANES - 1 <= {last}; {v} += FL_STREAM_LANES) {{")
+        lines.append(f"{ind}    float fl_row[FL_STREAM_LANES] __attribute__((aligned(64)));")
+        lines.append(f"{ind}    #pragma omp simd")
+        lines.append(f"{ind}    for ({it} fl_l = {v}; fl_l < {v} + FL_STREAM_LANES; fl_l += 1) {{")
+        self.shifted = {f.var: "fl_l"}
+        self.row_target[store.array.id] = f"fl_row[fl_l - {v}]"
+        self.declare(self.inner.get(id(f), []), ind + "      ")  # scalars only: nothing to free
+        self.body(f.body, depth + 3)
+        del self.row_target[store.array.id]
+        self.shifted = {}
+        lines.append(f"{ind}    }}")
+        lines.append(f"{ind}    fl_stream_lanes(fl_dst + ({v} - {first}), fl_row);")
+        lines.append(f"{ind}  }}")
+        self.plain_pass(f, depth + 1, f"; {v} <= {last}")
+        lines.append(f"{ind}}}")
         self.streams = True
+
+    def plain_pass(self, f: For, depth: int, header: str) -> None:
+        """``f``'s body in a loop ``for (<header>; v += 1)`` on the variable declared before."""
+        ind = "  " * depth
+        self.lines.append(f"{ind}for ({header}; {f.var.name} += 1) {{")
+        self.declare(self.inner.get(id(f), []), ind + "  ")
+        self.body(f.body, depth + 1)
+        self.lines.append(f"{ind}}}")
 
     def declare(self, storages, ind: str) -> list[str]:
         """Print the declarations of ``storages``; returns the lines that free them at the

@@ -51,7 +51,7 @@ def test_a_streamed_output_is_written_from_an_l1_row_and_matches_the_reference(k
     assert streamed_values(graph, host()) == set(graph.outputs)
     compiled = compile(single_group_plan(graph), "c")
     source = compiled.kernels[0].source
-    assert "fl_stream_f32(" in source and "fl_stream_fence();" in source
+    assert "fl_stream_lanes(" in source and "fl_stream_fence();" in source
     assert "__builtin_prefetch" not in source
     x = np.random.default_rng(1).standard_normal(graph.types["x"].shape).astype(np.float32) * 4
     want = reference.run(graph, {"x": x})[graph.outputs[0]]
@@ -62,6 +62,6 @@ def test_a_streamed_output_is_written_from_an_l1_row_and_matches_the_reference(k
 
 def test_threads_and_small_outputs_do_not_stream():
     graph = _rows("softmax", _big_rows(host().l2), 1001)
-    assert "fl_stream_f32(" not in compile(single_group_plan(graph), "c", threads=2).kernels[0].source
+    assert "fl_stream_lanes(" not in compile(single_group_plan(graph), "c", threads=2).kernels[0].source
     small = _rows("softmax", 5, 37)
-    assert "fl_stream_f32(" not in compile(single_group_plan(small), "c").kernels[0].source
+    assert "fl_stream_lanes(" not in compile(single_group_plan(small), "c").kernels[0].source
