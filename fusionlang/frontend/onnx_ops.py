@@ -82,6 +82,20 @@ SIMPLE: dict[str, tuple[str, dict[str, str]]] = {
     "Mod": ("remainder", {"fmod": "fmod"}),
     "Shrink": ("shrink", {"lambd": "lambd", "bias": "bias"}),
     "Mish": ("mish", {}),
+    "Tan": ("tan", {}),
+    "Asin": ("asin", {}),
+    "Acos": ("acos", {}),
+    "Atan": ("atan", {}),
+    "Sinh": ("sinh", {}),
+    "Cosh": ("cosh", {}),
+    "Asinh": ("asinh", {}),
+    "Acosh": ("acosh", {}),
+    "Atanh": ("atanh", {}),
+    "Round": ("round", {}),
+    "BitwiseAnd": ("bitwise_and", {}),
+    "BitwiseOr": ("bitwise_or", {}),
+    "BitwiseXor": ("bitwise_xor", {}),
+    "BitwiseNot": ("bitwise_not", {}),
 }
 
 
@@ -642,6 +656,32 @@ def _hard_swish(ctx: NodeContext) -> None:
     x = ctx.input(0)
     gate = ctx.emit1("hard_sigmoid", [x], {"alpha": 1 / 6, "beta": 0.5})
     ctx.emit_output("mul", [x, gate])
+
+
+# ONNX's own function bodies: Celu is alpha * Elu(x / alpha), ThresholdedRelu keeps x above
+# alpha, Swish is x * Sigmoid(alpha * x)
+@converts("Celu")
+def _celu(ctx: NodeContext) -> None:
+    alpha = ctx.constant(ctx.attr("alpha", 1.0), ctx.type(0).dtype)
+    elu = ctx.emit1("elu", [ctx.emit1("div", [ctx.input(0), alpha])], {"alpha": 1.0})
+    ctx.emit_output("mul", [alpha, elu])
+
+
+@converts("ThresholdedRelu")
+def _thresholded_relu(ctx: NodeContext) -> None:
+    x, dtype = ctx.input(0), ctx.type(0).dtype
+    above = ctx.emit1("greater", [x, ctx.constant(ctx.attr("alpha", 1.0), dtype)])
+    ctx.emit_output("where", [above, x, ctx.constant(0, dtype)])
+
+
+@converts("Swish")
+def _swish(ctx: NodeContext) -> None:
+    x, alpha = ctx.input(0), ctx.attr("alpha", 1.0)
+    if alpha == 1.0:
+        ctx.emit_output("silu", [x])
+        return
+    scaled = ctx.emit1("mul", [x, ctx.constant(alpha, ctx.type(0).dtype)])
+    ctx.emit_output("mul", [x, ctx.emit1("sigmoid", [scaled])])
 
 
 # ----- ops with a constant input that fusionlang keeps as an attribute ------------------

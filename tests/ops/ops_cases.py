@@ -100,6 +100,9 @@ _ONNX_NAMES = {
     "global_average_pool": "GlobalAveragePool", "global_max_pool": "GlobalMaxPool", "transpose": "Transpose",
     "flatten": "Flatten", "shape": "Shape", "softmax": "Softmax",
     "log_softmax": "LogSoftmax",
+    "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh",
+    "acosh": "Acosh", "atanh": "Atanh", "round": "Round", "bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr",
+    "bitwise_xor": "BitwiseXor", "bitwise_not": "BitwiseNot",
 }
 _RENAMED_ATTRS = {
     "gemm": {"trans_a": "transA", "trans_b": "transB"},
@@ -471,6 +474,20 @@ def _index_cases() -> list[Case]:
         Case("shrink", [normal(3, 5)]),
         Case("shrink", [normal(3, 5)], {"lambd": 0.3, "bias": 0.2}),
         Case("mish", [normal(3, 5)]),
+        # the inverse functions' domain edges and beyond (NaN), and overflowing cosh/sinh
+        *(Case(op, [const(np.array([-2, -1, -0.5, 0, 0.5, 1, 2, 1e-8, np.nan, np.inf, -np.inf], np.float32))])
+          for op in ("asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tan")),
+        Case("acosh", [positive(3, 4, low=1.0, high=9.0)]),
+        Case("round", [const(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.7, 1e8 + 2, np.nan, -np.inf],
+                                      np.float32))], note="ties to even"),
+        Case("bitwise_and", [ints(3, 4, low=-128, high=128, dtype="int8"), ints(4, low=-128, high=128, dtype="int8")]),
+        Case("bitwise_or", [ints(3, 4, low=0, high=256, dtype="uint8"), ints(3, 1, low=0, high=256, dtype="uint8")]),
+        Case("bitwise_xor", [ints(3, 4, low=-2**31, high=2**31, dtype="int32"),
+                             ints(3, 4, low=-2**31, high=2**31, dtype="int32")]),
+        Case("bitwise_xor", [const(np.array([INT64_MIN, INT64_MAX, -1, 2**53 + 1], np.int64)),
+                             const(np.array([1, INT64_MIN, 2**62, 1], np.int64))], note="every bit of int64"),
+        Case("bitwise_not", [ints(3, 4, low=0, high=256, dtype="uint8")]),
+        Case("bitwise_not", [const(np.array([INT64_MIN, INT64_MAX, -1, 0], np.int64))]),
         Case("trilu", [normal(2, 4, 5)]),
         Case("trilu", [normal(4, 5), const(np.array(-1))], {"upper": 0}),
         Case("trilu", [ints(5, 3)], {"k": 2}),
