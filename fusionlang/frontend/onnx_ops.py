@@ -451,11 +451,37 @@ def _finite_or_zero(ctx: NodeContext, value: str) -> str:
 @converts("Softmax", "LogSoftmax")
 def _softmax(ctx: NodeContext) -> None:
     op = "softmax" if ctx.op_type == "Softmax" else "log_softmax"
+    _along_axis(ctx, lambda x, axis, output: ctx.emit1(op, [x], {"axis": axis}, output))
+
+
+@converts("Hardmax")
+def _hardmax(ctx: NodeContext) -> None:
+    # 1 at the first maximum along the axis, 0 elsewhere: the place of the maximum
+    # (ArgMax's index_of) compared with the positions along the axis
+    dtype = ctx.type(0).dtype
+
+    def one_hot_of_max(x: str, axis: int, output: str) -> str:
+        shape = ctx.graph.types[x].shape
+        if not -len(shape) <= axis < len(shape):
+            raise ctx.fail(f"axis={axis} is out of range for rank {len(shape)}", ShapeError)
+        axis %= len(shape)
+        extreme = ctx.emit1("reduce_max", [x], {"axes": (axis,), "keepdims": 1})
+        place = ctx.emit1("index_of", [x, extreme], {"axis": axis, "keepdims": 1, "last": 0})
+        positions = np.arange(shape[axis], dtype=np.int64).reshape((-1,) + (1,) * (len(shape) - axis - 1))
+        hit = ctx.emit1("equal", [ctx.constant(positions), place])
+        return ctx.emit1("cast", [hit], {"to": dtype}, output)
+
+    _along_axis(ctx, one_hot_of_max)
+
+
+def _along_axis(ctx: NodeContext, apply: Callable[[str, int, str], str]) -> None:
+    """Output 0 is ``apply(x, axis, output)`` along ONNX's axis attribute; before opset 13
+    (Softmax, LogSoftmax, Hardmax) the input is flattened to 2-D at ``axis`` and each row
+    is one such axis."""
     x = ctx.input(0)
     if ctx.opset >= 13:
-        ctx.emit_output(op, [x], {"axis": ctx.attr("axis", -1)})
+        apply(x, ctx.attr("axis", -1), ctx.output(0))
         return
-    # before opset 13 the input is flattened to 2-D at `axis` and normalized per row
     shape = ctx.type(0).shape
     rank = len(shape)
     axis = ctx.attr("axis", 1)
@@ -464,11 +490,10 @@ def _softmax(ctx: NodeContext) -> None:
     axis = axis % rank if rank else 0
     if math.prod(shape[axis + 1:]) == 1:
         # the rows are exactly the `axis` fibres: no reshaping needed
-        ctx.emit_output(op, [x], {"axis": axis})
+        apply(x, axis, ctx.output(0))
         return
     rows = ctx.emit1("reshape", [x], {"shape": (math.prod(shape[:axis]), math.prod(shape[axis:]))})
-    normalized = ctx.emit1(op, [rows], {"axis": 1})
-    ctx.emit_output("reshape", [normalized], {"shape": shape})
+    ctx.emit_output("reshape", [apply(rows, 1, "")], {"shape": shape})
 
 
 # ----- matrix products ----------------------------------------------------------------
@@ -682,6 +707,71 @@ def _swish(ctx: NodeContext) -> None:
         return
     scaled = ctx.emit1("mul", [x, ctx.constant(alpha, ctx.type(0).dtype)])
     ctx.emit_output("mul", [x, ctx.emit1("sigmoid", [scaled])])
+
+
+# ----- data movement between channels and space -----------------------------------------
+@converts("DepthToSpace", "SpaceToDepth")
+def _depth_space(ctx: NodeContext) -> None:
+    # ONNX's definitions: a reshape into blocks, a transpose, a reshape back
+    x = ctx.type(0)
+    block = ctx.attr("blocksize")
+    if x.rank != 4:
+        raise ctx.fail(f"input {x} must have rank 4 (N, C, H, W)", ShapeError)
+    if block is None or block < 1:
+        raise ctx.fail(f"blocksize={block} must be a positive integer")
+    mode = ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise ctx.fail(f"mode={mode!r} should be 'DCR' or 'CRD'")
+    n, c, h, w = x.shape
+    if ctx.op_type == "DepthToSpace":
+        if c % (block * block):
+            raise ctx.fail(f"channels {c} are not a multiple of blocksize**2 = {block * block}", ShapeError)
+        depth = c // (block * block)
+        blocks, perm = ((n, block, block, depth, h, w), (0, 3, 4, 1, 5, 2)) if mode == "DCR" else \
+            ((n, depth, block, block, h, w), (0, 1, 4, 2, 5, 3))
+        final = (n, depth, h * block, w * block)
+    else:
+        if h % block or w % block:
+            raise ctx.fail(f"spatial dims {[h, w]} are not multiples of blocksize={block}", ShapeError)
+        blocks = (n, c, h // block, block, w // block, block)
+        perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+        final = (n, c * block * block, h // block, w // block)
+    moved = ctx.emit1("transpose", [ctx.emit1("reshape", [ctx.input(0)], {"shape": blocks})], {"perm": perm})
+    ctx.emit_output("reshape", [moved], {"shape": final})
+
+
+# ----- constants whose shape is known at import -----------------------------------------
+@converts("EyeLike")
+def _eye_like(ctx: NodeContext) -> None:
+    x = ctx.type(0)
+    if x.rank != 2:
+        raise ctx.fail(f"input {x} must have rank 2", ShapeError)
+    dtype = onnx_dtype(ctx.attrs["dtype"], f"node {ctx.label!r} dtype") if "dtype" in ctx.attrs else x.dtype
+    ctx.set_constant(0, np.eye(*x.shape, k=ctx.attr("k", 0), dtype=dtype))
+
+
+#: the longest window folded at import (1 GiB of float64), as for Range
+MAX_FOLDED_WINDOW = 2**27
+#: cosine-sum windows: the coefficients a_k of sum_k (-1)**k a_k cos(2 pi k n / N)
+WINDOWS = {"HannWindow": (0.5, 0.5), "HammingWindow": (25 / 46, 21 / 46), "BlackmanWindow": (0.42, 0.5, 0.08)}
+
+
+@converts(*WINDOWS)
+def _window_function(ctx: NodeContext) -> None:
+    # the size is a value: a graph input is bound per run (the Specializer), then folded here
+    size = ctx.const(0, "size")
+    if size.size != 1 or size.dtype.kind not in "iu":
+        raise ctx.fail(f"size must be one integer, got {size.dtype} of shape {list(size.shape)}")
+    size = int(size.reshape(()))
+    if not 0 <= size <= MAX_FOLDED_WINDOW:
+        raise ctx.fail(f"size={size} should be in [0, {MAX_FOLDED_WINDOW}]")
+    dtype = onnx_dtype(ctx.attr("output_datatype", 1), f"node {ctx.label!r} output_datatype")
+    # periodic: the period is size; symmetric: size - 1 (ONNX's reference, as PyTorch)
+    period = size if ctx.attr("periodic", 1) else size - 1
+    phase = 2 * np.pi * np.arange(size, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = [(-1) ** k * a * np.cos(k * phase / period) for k, a in enumerate(WINDOWS[ctx.op_type])]
+    ctx.set_constant(0, np.sum(terms, axis=0).astype(dtype))
 
 
 # ----- ops with a constant input that fusionlang keeps as an attribute ------------------

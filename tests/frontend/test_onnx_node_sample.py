@@ -211,6 +211,12 @@ SAMPLE: dict[str, tuple[str, ...]] = {
              "test_cosh", "test_sinh_example", "test_tan"),
     "Bitwise": ("test_bitwise_and_i32_2d", "test_bitwise_or_ui8_bcast_4v3d", "test_bitwise_xor_i32_2d",
                 "test_bitwise_not_2d", "test_bitwise_not_4d"),
+    "data movement": ("test_depthtospace_example", "test_depthtospace_crd_mode_example", "test_spacetodepth",
+                      "test_spacetodepth_crd_mode_example"),
+    "EyeLike": ("test_eyelike_populate_off_main_diagonal", "test_eyelike_with_dtype"),
+    "Hardmax": ("test_hardmax_axis_0", "test_hardmax_default_axis", "test_hardmax_negative_axis",
+                "test_hardmax_one_hot"),
+    "windows": ("test_hannwindow", "test_hammingwindow_symmetric", "test_blackmanwindow"),
     "activations": ("test_celu", "test_thresholdedrelu_default", "test_thresholdedrelu_example", "test_swish",
                     "test_round"),
 }
