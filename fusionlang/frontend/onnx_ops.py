@@ -571,6 +571,30 @@ def _average_pool(ctx: NodeContext) -> None:
     ctx.emit_output("average_pool", [ctx.input(0)], attrs)
 
 
+@converts("LpPool")
+def _lp_pool(ctx: NodeContext) -> None:
+    # (sum of |x|**p over the window, zero padding included)**(1/p): the window's sum is
+    # an average pool counting the pads, times the window's size
+    x, dtype = ctx.input(0), ctx.type(0).dtype
+    p = float(ctx.attr("p", 2))
+    if not p > 0:
+        raise ctx.fail(f"p={p} must be positive")
+    kernel = tuple(ctx.attr("kernel_shape", ()))
+    powered = {1.0: lambda: ctx.emit1("abs", [x]), 2.0: lambda: ctx.emit1("mul", [x, x])}.get(
+        p, lambda: ctx.emit1("pow", [ctx.emit1("abs", [x]), ctx.constant(p, dtype)]))()
+    attrs = {**_window(ctx, kernel), "ceil_mode": ctx.attr("ceil_mode", 0), "count_include_pad": 1}
+    mean = ctx.emit1("average_pool", [powered], attrs)
+    size = ctx.constant(math.prod(kernel), dtype)
+    if p == 1.0:
+        ctx.emit_output("mul", [mean, size])
+        return
+    total = ctx.emit1("mul", [mean, size])
+    if p == 2.0:
+        ctx.emit_output("sqrt", [total])
+    else:
+        ctx.emit_output("pow", [total, ctx.constant(1 / p, dtype)])
+
+
 @converts("ConvTranspose")
 def _conv_transpose(ctx: NodeContext) -> None:
     x, w = ctx.type(0), ctx.type(1)
@@ -673,6 +697,38 @@ def _layer_norm(ctx: NodeContext) -> None:
                       mean_output=ctx.output(1) if ctx.output_used(1) else "")
     if ctx.output_used(2):
         ctx.emit1("rsqrt", [ctx.emit1("add", [var, ctx.constant(epsilon, stash)])], output=ctx.output(2))
+
+
+@converts("GroupNormalization")
+def _group_norm(ctx: NodeContext) -> None:
+    x = ctx.type(0)
+    groups = ctx.attr("num_groups")
+    if groups is None or x.rank < 2 or groups < 1 or x.shape[1] % groups:
+        raise ctx.fail(f"num_groups={groups} must be positive and divide the channels of {x}", ShapeError)
+    scale, bias = ctx.input(1), ctx.input(2)
+    if ctx.opset < 21:  # scale and bias per group: each repeated over its channels
+        scale, bias = (_per_channel_of_group(ctx, v, groups, x.shape[1]) for v in (scale, bias))
+    ctx.emit_output("group_norm", [ctx.input(0), scale, bias],
+                    {"num_groups": groups, "epsilon": ctx.attr("epsilon", 1e-5)})
+
+
+def _per_channel_of_group(ctx: NodeContext, value: str, groups: int, channels: int) -> str:
+    if ctx.graph.types[value].shape != (groups,):
+        raise ctx.fail(f"scale and bias should have shape [{groups}] (one per group), got "
+                       f"{ctx.graph.types[value]}", ShapeError)
+    column = ctx.emit1("reshape", [value], {"shape": (groups, 1)})
+    spread = ctx.emit1("expand", [column], {"shape": (groups, channels // groups)})
+    return ctx.emit1("reshape", [spread], {"shape": (channels,)})
+
+
+@converts("MeanVarianceNormalization")
+def _mean_variance_norm(ctx: NodeContext) -> None:
+    ctx.emit_output("mean_variance_norm", [ctx.input(0)], {"axes": tuple(ctx.attr("axes", (0, 2, 3)))})
+
+
+@converts("LpNormalization")
+def _lp_norm(ctx: NodeContext) -> None:
+    ctx.emit_output("lp_norm", [ctx.input(0)], {"axis": ctx.attr("axis", -1), "p": ctx.attr("p", 2)})
 
 
 # ----- activations written with other ops ---------------------------------------------

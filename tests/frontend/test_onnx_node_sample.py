@@ -217,6 +217,10 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "Hardmax": ("test_hardmax_axis_0", "test_hardmax_default_axis", "test_hardmax_negative_axis",
                 "test_hardmax_one_hot"),
     "windows": ("test_hannwindow", "test_hammingwindow_symmetric", "test_blackmanwindow"),
+    "normalizations": ("test_group_normalization_epsilon", "test_group_normalization_example", "test_mvn",
+                       "test_l1normalization_axis_0", "test_l2normalization_axis_1", "test_lpnormalization_default"),
+    "LpPool": ("test_lppool_1d_default", "test_lppool_2d_pads", "test_lppool_2d_same_lower",
+               "test_lppool_2d_dilations", "test_lppool_3d_default"),
     "activations": ("test_celu", "test_thresholdedrelu_default", "test_thresholdedrelu_example", "test_swish",
                     "test_round"),
 }
