@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_einsum import convert_einsum
 
 Converter = Callable[[NodeContext], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -513,6 +514,9 @@ def _gemm(ctx: NodeContext) -> None:
     attrs = {"alpha": ctx.attr("alpha", 1.0), "beta": ctx.attr("beta", 1.0),
              "trans_a": ctx.attr("transA", 0), "trans_b": ctx.attr("transB", 0)}
     ctx.emit_output("gemm", inputs, attrs)
+
+
+converts("Einsum")(convert_einsum)
 
 
 # ----- windows: conv and pooling ------------------------------------------------------

@@ -221,6 +221,8 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                        "test_l1normalization_axis_0", "test_l2normalization_axis_1", "test_lpnormalization_default"),
     "LpPool": ("test_lppool_1d_default", "test_lppool_2d_pads", "test_lppool_2d_same_lower",
                "test_lppool_2d_dilations", "test_lppool_3d_default"),
+    "Einsum": ("test_einsum_batch_diagonal", "test_einsum_batch_matmul", "test_einsum_inner_prod",
+               "test_einsum_scalar", "test_einsum_sum", "test_einsum_transpose"),
     "activations": ("test_celu", "test_thresholdedrelu_default", "test_thresholdedrelu_example", "test_swish",
                     "test_round"),
 }
