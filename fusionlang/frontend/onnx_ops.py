@@ -13,6 +13,7 @@ explicit pads.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Callable
 
@@ -517,6 +518,40 @@ def _gemm(ctx: NodeContext) -> None:
 
 
 converts("Einsum")(convert_einsum)
+
+#: the largest matrices Det expands by cofactors (the expansion has 2**n * n products)
+MAX_DET_SIZE = 5
+
+
+@converts("Det")
+def _det(ctx: NodeContext) -> None:
+    # Laplace expansion along the rows: det(rows k.., columns cols) sums, over each column
+    # c of cols with alternating signs, x[k, c] * det(rows k+1.., cols without c); the
+    # minors are shared across the terms (one per subset of columns), all elementwise over
+    # the batch axes, so the whole expansion fuses into one loop over the batch
+    x = ctx.type(0)
+    if x.rank < 2 or x.shape[-1] != x.shape[-2]:
+        raise ctx.fail(f"input {x} must be square matrices [..., M, M]", ShapeError)
+    n = x.shape[-1]
+    if not 1 <= n <= MAX_DET_SIZE:
+        raise ctx.unsupported(f"Det of {n}x{n} matrices (cofactor expansion up to {MAX_DET_SIZE}x{MAX_DET_SIZE})")
+    batch = x.shape[:-2]
+
+    def element(i: int, j: int) -> str:
+        cell = ctx.emit1("slice", [ctx.input(0)], {"starts": (i, j), "ends": (i + 1, j + 1), "axes": (-2, -1),
+                                                   "steps": (1, 1)})
+        return ctx.emit1("reshape", [cell], {"shape": batch})
+
+    elements = {(i, j): element(i, j) for i in range(n) for j in range(n)}
+    minors: dict[tuple[int, ...], str] = {(c,): elements[n - 1, c] for c in range(n)}
+    for row in range(n - 2, -1, -1):
+        for cols in itertools.combinations(range(n), n - row):
+            total = ""
+            for t, c in enumerate(cols):
+                term = ctx.emit1("mul", [elements[row, c], minors[cols[:t] + cols[t + 1:]]])
+                total = term if not total else ctx.emit1("sub" if t % 2 else "add", [total, term])
+            minors[cols] = total
+    ctx.alias(0, minors[tuple(range(n))])
 
 
 # ----- windows: conv and pooling ------------------------------------------------------

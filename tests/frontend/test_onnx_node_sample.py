@@ -223,6 +223,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                "test_lppool_2d_dilations", "test_lppool_3d_default"),
     "Einsum": ("test_einsum_batch_diagonal", "test_einsum_batch_matmul", "test_einsum_inner_prod",
                "test_einsum_scalar", "test_einsum_sum", "test_einsum_transpose"),
+    "Det": ("test_det_2d", "test_det_nd"),
     "activations": ("test_celu", "test_thresholdedrelu_default", "test_thresholdedrelu_example", "test_swish",
                     "test_round"),
 }
