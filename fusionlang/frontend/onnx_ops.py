@@ -796,12 +796,22 @@ def _thresholded_relu(ctx: NodeContext) -> None:
 
 @converts("Swish")
 def _swish(ctx: NodeContext) -> None:
-    x, alpha = ctx.input(0), ctx.attr("alpha", 1.0)
+    _swish_of(ctx, ctx.input(0), ctx.output(0))
+
+
+@converts("SwiGLU")
+def _swiglu(ctx: NodeContext) -> None:
+    # Swish(a) * b, ONNX's function body
+    ctx.emit_output("mul", [_swish_of(ctx, ctx.input(0), ""), ctx.input(1)])
+
+
+def _swish_of(ctx: NodeContext, x: str, output: str) -> str:
+    """x * sigmoid(alpha * x), named ``output`` ('' for a fresh name)."""
+    alpha = ctx.attr("alpha", 1.0)
     if alpha == 1.0:
-        ctx.emit_output("silu", [x])
-        return
+        return ctx.emit1("silu", [x], output=output)
     scaled = ctx.emit1("mul", [x, ctx.constant(alpha, ctx.type(0).dtype)])
-    ctx.emit_output("mul", [x, ctx.emit1("sigmoid", [scaled])])
+    return ctx.emit1("mul", [x, ctx.emit1("sigmoid", [scaled])], output=output)
 
 
 # ----- data movement between channels and space -----------------------------------------

@@ -225,7 +225,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                "test_einsum_scalar", "test_einsum_sum", "test_einsum_transpose"),
     "Det": ("test_det_2d", "test_det_nd"),
     "activations": ("test_celu", "test_thresholdedrelu_default", "test_thresholdedrelu_example", "test_swish",
-                    "test_round"),
+                    "test_swiglu", "test_swiglu_alpha", "test_round"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 

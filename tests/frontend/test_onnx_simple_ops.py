@@ -105,6 +105,16 @@ def test_a_negative_window_size_is_refused():
         from_onnx(model)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_swiglu_is_swish_of_a_times_b(alpha):
+    node = helper.make_node("SwiGLU", ["a", "b"], ["y"], alpha=alpha)
+    model = make_model([node], {"a": [3, 4], "b": [3, 4]}, {"y": None}, 28)
+    a, b = random_array((3, 4), seed=1) * 3, random_array((3, 4), seed=2)
+    got = backend.prepare(model, target="c").run({"a": a, "b": b})[0]
+    want = a / (1 + np.exp(-alpha * a.astype(np.float64))) * b
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("op_type, attrs, opset", [("Celu", {"alpha": 0.7}, 12), ("Celu", {}, 12),
                                                    ("ThresholdedRelu", {"alpha": 0.4}, 10),
                                                    ("ThresholdedRelu", {}, 10), ("Swish", {"alpha": 0.3}, 24),
