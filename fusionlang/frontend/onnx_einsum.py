@@ -48,6 +48,9 @@ def parse_equation(ctx: NodeContext, equation: str, ranks: list[int]) -> tuple[l
     broadcast = max(widths, default=0)
     ellipsis = [str(k) for k in range(broadcast)]
     inputs = [_spell(term, ellipsis[broadcast - width:]) for term, width in zip(terms, widths)]
+    if arrow and ellipsis and "..." not in rhs:
+        # numpy's rule: the broadcast axes are kept, never summed silently
+        raise ctx.fail(f"equation {equation!r}: the output must keep the axes '...' stands for")
     if arrow:
         output = _spell(rhs, ellipsis)
     else:
