@@ -49,6 +49,15 @@ def test_group_norm_groups_must_divide_the_channels(tmp_path, capsys):
     assert capsys.readouterr().err == f"fusionlang: error: {message}\n"
 
 
+def test_group_norm_18_needs_a_scale_per_group():
+    node = helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], name="gn", num_groups=2)
+    inits = {"scale": np.ones(4, np.float32), "bias": np.zeros(4, np.float32)}
+    model = make_model([node], {"x": [2, 4, 5]}, {"y": None}, 18, inits)
+    message = "node 'gn' (GroupNormalization): scale and bias should have shape [2] (one per group), got f32[4]"
+    with pytest.raises(ShapeError, match="^" + re.escape(message) + "$"):
+        from_onnx(model)
+
+
 @pytest.mark.parametrize("axes", [None, [1], [0, -1]])
 def test_mean_variance_norm_matches_onnxruntime(axes):
     attrs = {} if axes is None else {"axes": axes}

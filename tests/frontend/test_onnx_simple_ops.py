@@ -98,10 +98,15 @@ def test_windows_of_a_run_time_size_match_onnx(op_type, periodic):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
-def test_a_negative_window_size_is_refused():
+@pytest.mark.parametrize("size, message", [
+    (np.array(-3, np.int64), "size=-3 should be in [0, 134217728]"),
+    (np.array(4.0, np.float32), "size must be one integer, got float32 of shape []"),
+    (np.array([3, 4], np.int64), "size must be one integer, got int64 of shape [2]"),
+])
+def test_a_bad_window_size_is_refused(size, message):
     node = helper.make_node("HannWindow", ["size"], ["y"], name="n")
-    model = make_model([node], {}, {"y": None}, 17, {"size": np.array(-3, np.int64)})
-    with pytest.raises(ModelError, match=re.escape("node 'n' (HannWindow): size=-3 should be in [0, ")):
+    model = make_model([node], {}, {"y": None}, 17, {"size": size})
+    with pytest.raises(ModelError, match="^" + re.escape(f"node 'n' (HannWindow): {message}") + "$"):
         from_onnx(model)
 
 
