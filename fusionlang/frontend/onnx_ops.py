@@ -22,7 +22,7 @@ from onnx import numpy_helper
 
 from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
-from fusionlang.frontend.onnx_dft import convert_dft
+from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
 
 Converter = Callable[[NodeContext], None]
@@ -520,6 +520,7 @@ def _gemm(ctx: NodeContext) -> None:
 
 converts("Einsum")(convert_einsum)
 converts("DFT")(convert_dft)
+converts("STFT")(convert_stft)
 
 #: the largest matrices Det expands by cofactors (the expansion has 2**n * n products)
 MAX_DET_SIZE = 5

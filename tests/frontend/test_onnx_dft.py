@@ -93,3 +93,49 @@ def test_a_dft_too_long_for_its_matrix_exits_2_with_one_line(tmp_path, capsys):
     assert main(["fuse", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a DFT of 4096 to 4096 points (its matrix would exceed 16777216 elements)" in err
+
+
+def stft_model(shape, step: int, window: np.ndarray | None, length: int | None, **attrs) -> onnx.ModelProto:
+    inits = {"step": np.array(step, np.int64)}
+    inputs = ["signal", "step", "", ""]
+    if window is not None:
+        inits["window"], inputs[2] = window, "window"
+    if length is not None:
+        inits["length"], inputs[3] = np.array(length, np.int64), "length"
+    node = helper.make_node("STFT", _trimmed(inputs), ["y"], name="stft", **attrs)
+    return make_model([node], {"signal": list(shape)}, {"y": None}, 17, inits)
+
+
+@pytest.mark.parametrize("shape, step, windowed, length, onesided", [
+    ((1, 64, 1), 8, False, 16, 1),
+    ((2, 50, 1), 7, True, None, 1),
+    ((2, 40, 2), 5, True, 12, 0),
+    ((1, 12, 1), 12, False, 12, 0),
+])
+def test_stft_matches_framed_numpy_ffts(shape, step, windowed, length, onesided):
+    rng = np.random.default_rng(step)
+    signal = rng.standard_normal(shape).astype(np.float32)
+    frame = length or 10
+    window = np.hanning(frame).astype(np.float32) if windowed else None
+    model = stft_model(shape, step, window, length, onesided=onesided)
+    got = backend.prepare(model, target="c").run({"signal": signal})[0]
+    samples = signal[..., 0] + (1j * signal[..., 1] if shape[-1] == 2 else 0)
+    frames = 1 + (shape[1] - frame) // step
+    spectra = np.stack([np.fft.fft(samples[:, f * step:f * step + frame] * (1 if window is None else window), axis=1)
+                        for f in range(frames)], axis=1)
+    if onesided:
+        spectra = spectra[:, :, : frame // 2 + 1]
+    want = np.stack([spectra.real, spectra.imag], axis=-1)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, step, window, length, error, message", [
+    ((1, 16, 1), 4, None, None, ModelError, "one of window and frame_length is required"),
+    ((1, 16, 1), 4, None, 20, ShapeError, "frame_step=4 must be positive and frame_length=20 in [1, 16]"),
+    ((1, 16, 1), 0, None, 8, ShapeError, "frame_step=0 must be positive and frame_length=8 in [1, 16]"),
+    ((1, 16, 1), 4, np.ones(5, np.float32), 8, ShapeError, "window f32[5] should have shape [8] (the frame length)"),
+])
+def test_bad_stft_frames_are_refused(shape, step, window, length, error, message):
+    with pytest.raises(error, match="^" + re.escape(f"node 'stft' (STFT): {message}") + "$"):
+        from_onnx(stft_model(shape, step, window, length))
