@@ -882,6 +882,38 @@ def _window_function(ctx: NodeContext) -> None:
     ctx.set_constant(0, np.sum(terms, axis=0).astype(dtype))
 
 
+#: the most elements a MelWeightMatrix folded at import may have
+MAX_FOLDED_MEL = 2**24
+
+
+@converts("MelWeightMatrix")
+def _mel_weight_matrix(ctx: NodeContext) -> None:
+    # ONNX's reference, step by step and in the inputs' own dtypes (its rounding decides
+    # which spectrogram bin each mel edge falls in): triangles between mel-spaced edges
+    names = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
+    mels, dft_length, rate, low, high = (ctx.const(k, name).reshape(()) for k, name in enumerate(names))
+    bins = int(dft_length) // 2 + 1
+    if int(mels) < 1 or int(dft_length) < 1 or int(rate) < 1 or bins * int(mels) > MAX_FOLDED_MEL:
+        raise ctx.fail(f"num_mel_bins={int(mels)}, dft_length={int(dft_length)} and sample_rate={int(rate)} must be "
+                       f"positive, the matrix at most {MAX_FOLDED_MEL} elements")
+    low_mel = 2595 * np.log1p(low / 700) / np.log(10)
+    high_mel = 2595 * np.log1p(high / 700) / np.log(10)
+    step = (high_mel - low_mel) / (int(mels) + 2)
+    edges = 700 * np.expm1((np.arange(0, int(mels) + 2) * step + low_mel) / 2595 * np.log(10))
+    edges = (((dft_length + 1) * edges) // rate).astype(int)
+    if edges.min() < 0 or edges.max() >= bins:
+        raise ctx.fail(f"the mel edges [{low}, {high}] Hz fall outside the {bins} spectrogram bins")
+    out = np.zeros((bins, int(mels)))
+    for i, (left, center, right) in enumerate(zip(edges, edges[1:], edges[2:])):
+        if center == left:
+            out[center, i] = 1
+        else:
+            out[left:center + 1, i] = (np.arange(left, center + 1) - left) / (center - left)
+        if right > center:
+            out[center:right, i] = (right - np.arange(center, right)) / (right - center)
+    ctx.set_constant(0, out.astype(onnx_dtype(ctx.attr("output_datatype", 1), f"node {ctx.label!r} output_datatype")))
+
+
 # ----- ops with a constant input that fusionlang keeps as an attribute ------------------
 @converts("Trilu")
 def _trilu(ctx: NodeContext) -> None:

@@ -216,7 +216,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "EyeLike": ("test_eyelike_populate_off_main_diagonal", "test_eyelike_with_dtype"),
     "Hardmax": ("test_hardmax_axis_0", "test_hardmax_default_axis", "test_hardmax_negative_axis",
                 "test_hardmax_one_hot"),
-    "windows": ("test_hannwindow", "test_hammingwindow_symmetric", "test_blackmanwindow"),
+    "windows": ("test_hannwindow", "test_hammingwindow_symmetric", "test_blackmanwindow", "test_melweightmatrix"),
     "normalizations": ("test_group_normalization_epsilon", "test_group_normalization_example", "test_mvn",
                        "test_l1normalization_axis_0", "test_l2normalization_axis_1", "test_lpnormalization_default"),
     "LpPool": ("test_lppool_1d_default", "test_lppool_2d_pads", "test_lppool_2d_same_lower",

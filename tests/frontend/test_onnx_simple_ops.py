@@ -132,3 +132,26 @@ def test_activations_from_function_bodies_match_onnx(op_type, attrs, opset):
     got = backend.prepare(model, target="c").run({"x": x})[0]
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+def mel_model(mels, dft_length, rate, low, high, **attrs) -> onnx.ModelProto:
+    names = ["mels", "n", "rate", "low", "high"]
+    values = [np.int32(mels), np.int32(dft_length), np.int32(rate), np.float32(low), np.float32(high)]
+    node = helper.make_node("MelWeightMatrix", names, ["y"], name="mel", **attrs)
+    return make_model([node], {}, {"y": None}, 17, {k: np.array(v) for k, v in zip(names, values)})
+
+
+@pytest.mark.parametrize("params, attrs", [((8, 16, 8192, 0, 4096), {}), ((10, 64, 16000, 20, 7000), {}),
+                                           ((4, 32, 8000, 100, 3000), {"output_datatype": TensorProto.DOUBLE})])
+def test_mel_weight_matrix_matches_onnx(params, attrs):
+    model = mel_model(*params, **attrs)
+    got = backend.prepare(model, target="c").run({})[0]
+    want = ReferenceEvaluator(model).run(None, {})[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_mel_edges_past_the_spectrogram_are_refused():
+    message = "node 'mel' (MelWeightMatrix): the mel edges [0.0, 20000.0] Hz fall outside the 9 spectrogram bins"
+    with pytest.raises(ModelError, match="^" + re.escape(message) + "$"):
+        from_onnx(mel_model(8, 16, 8192, 0, 20000))
