@@ -914,6 +914,27 @@ def _mel_weight_matrix(ctx: NodeContext) -> None:
     ctx.set_constant(0, out.astype(onnx_dtype(ctx.attr("output_datatype", 1), f"node {ctx.label!r} output_datatype")))
 
 
+@converts("Compress")
+def _compress(ctx: NodeContext) -> None:
+    # which positions are kept depends on the condition's values, so the output's shape
+    # does: they are read at import (a graph input is bound per run by the Specializer),
+    # and the kept positions gathered
+    keep = ctx.const(1, "condition").reshape(-1).astype(bool)
+    x, value = ctx.type(0), ctx.input(0)
+    axis = ctx.attr("axis")
+    if axis is None:  # the flattened input
+        value, axis = ctx.emit1("reshape", [value], {"shape": (x.size,)}), 0
+        length = x.size
+    elif -x.rank <= axis < x.rank:
+        length = x.shape[axis]
+    else:
+        raise ctx.fail(f"axis={axis} is out of range for rank {x.rank}", ShapeError)
+    if keep.size > length:
+        raise ctx.fail(f"condition has {keep.size} entries, more than the {length} positions it selects from",
+                       ShapeError)
+    ctx.emit_output("gather", [value, ctx.constant(np.flatnonzero(keep).astype(np.int64))], {"axis": axis})
+
+
 # ----- ops with a constant input that fusionlang keeps as an attribute ------------------
 @converts("Trilu")
 def _trilu(ctx: NodeContext) -> None:

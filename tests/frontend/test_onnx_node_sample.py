@@ -224,6 +224,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "Einsum": ("test_einsum_batch_diagonal", "test_einsum_batch_matmul", "test_einsum_inner_prod",
                "test_einsum_scalar", "test_einsum_sum", "test_einsum_transpose"),
     "Det": ("test_det_2d", "test_det_nd"),
+    "Compress": ("test_compress_0", "test_compress_default_axis", "test_compress_negative_axis"),
     "DFT": ("test_dft", "test_dft_axis", "test_dft_rfft", "test_dft_irfft", "test_dft_opset19",
             "test_dft_irfft_opset19", "test_stft", "test_stft_with_window"),
     "activations": ("test_celu", "test_thresholdedrelu_default", "test_thresholdedrelu_example", "test_swish",

@@ -155,3 +155,26 @@ def test_mel_edges_past_the_spectrogram_are_refused():
     message = "node 'mel' (MelWeightMatrix): the mel edges [0.0, 20000.0] Hz fall outside the 9 spectrogram bins"
     with pytest.raises(ModelError, match="^" + re.escape(message) + "$"):
         from_onnx(mel_model(8, 16, 8192, 0, 20000))
+
+
+@pytest.mark.parametrize("shape, axis, condition", [((3, 2), 0, [0, 1, 1]), ((3, 2), -1, [0, 1]),
+                                                    ((3, 2), None, [0, 1, 0, 0, 1]), ((4, 3), 0, [1, 0]),
+                                                    ((2, 5), 1, [1, 1, 1, 1, 1])])
+def test_compress_of_a_run_time_condition_matches_numpy(shape, axis, condition):
+    # the condition is a graph input: the backend binds each run's value and gathers
+    attrs = {} if axis is None else {"axis": axis}
+    node = helper.make_node("Compress", ["x", "c"], ["y"], **attrs)
+    model = make_model([node], {"x": list(shape), "c": ([len(condition)], TensorProto.BOOL)}, {"y": None}, 11)
+    rep = backend.prepare(model, target="c")
+    x = random_array(shape)
+    for mask in (np.array(condition, bool), ~np.array(condition, bool) | np.eye(1, len(condition), dtype=bool)[0]):
+        got = rep.run({"x": x, "c": mask})[0]
+        np.testing.assert_array_equal(got, np.compress(mask, x, axis=axis))
+
+
+def test_a_condition_longer_than_the_axis_is_refused():
+    node = helper.make_node("Compress", ["x", "c"], ["y"], name="n", axis=1)
+    model = make_model([node], {"x": [2, 3]}, {"y": None}, 11, {"c": np.ones(4, bool)})
+    message = "node 'n' (Compress): condition has 4 entries, more than the 3 positions it selects from"
+    with pytest.raises(ShapeError, match="^" + re.escape(message) + "$"):
+        from_onnx(model)
