@@ -24,7 +24,7 @@ from sympy.printing.c import C99CodePrinter
 
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import BitShift, CheckedIndex, Fmod, IsInf, IsNan, Sigmoid
+from fusionlang.ops.scalar import BitShift, Bitwise, CheckedIndex, Fmod, IsInf, IsNan, RoundHalfEven, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -557,6 +557,11 @@ class ValuePrinter(C99CodePrinter):
             if left:
                 return f"fl_shl({a}, {s}, {int(bits)}, {int(bool(signed))})"
             return f"fl_shr({a}, {s}, {int(bits)})"
+        if isinstance(expr, Bitwise):
+            a, b = self._as_int(expr.args[0]), self._as_int(expr.args[1])
+            return f"({a} {'&|^'[int(expr.args[2])]} {b})"
+        if isinstance(expr, RoundHalfEven):  # rint rounds ties to even in the default rounding mode
+            return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
         if isinstance(expr, Fmod):
             a, b = (self._print(arg) for arg in expr.args)
             return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"

@@ -100,6 +100,9 @@ _ONNX_NAMES = {
     "global_average_pool": "GlobalAveragePool", "global_max_pool": "GlobalMaxPool", "transpose": "Transpose",
     "flatten": "Flatten", "shape": "Shape", "softmax": "Softmax",
     "log_softmax": "LogSoftmax",
+    "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh",
+    "acosh": "Acosh", "atanh": "Atanh", "round": "Round", "bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr",
+    "bitwise_xor": "BitwiseXor", "bitwise_not": "BitwiseNot",
 }
 _RENAMED_ATTRS = {
     "gemm": {"trans_a": "transA", "trans_b": "transB"},
@@ -111,6 +114,7 @@ _ONNX_OPS = {
     "average_pool": "AveragePool", "batch_norm": "BatchNormalization", "instance_norm": "InstanceNormalization",
     "layer_norm": "LayerNormalization", "is_nan": "IsNaN", "is_inf": "IsInf", "gather_elements": "GatherElements",
     "gather_nd": "GatherND", "remainder": "Mod", "shrink": "Shrink", "mish": "Mish",
+    "mean_variance_norm": "MeanVarianceNormalization", "lp_norm": "LpNormalization",
 }
 _WINDOW_KEYS = ("kernel_shape", "strides", "pads", "dilations", "group", "ceil_mode", "count_include_pad",
                 "output_padding", "storage_order")
@@ -193,6 +197,23 @@ def _arg_extreme(a, arrays, x):
     return OnnxForm("", graph=graph)
 
 
+def _group_norm(a, arrays, x):
+    """GroupNormalization-18 (the opset the comparison runs) takes scale and bias per group:
+    the cases repeat each group's value over its channels, so its first channel's is it."""
+    groups, channels = a["num_groups"], x.shape[1]
+    firsts = helper.make_tensor("v", TensorProto.INT64, [groups], list(range(0, channels, channels // groups)))
+
+    def graph(ins, out):
+        nodes = [helper.make_node("Constant", [], ["gn_firsts"], value=firsts)]
+        for k in (1, 2):
+            nodes.append(helper.make_node("Gather", [ins[k], "gn_firsts"], [f"gn_group{k}"], axis=0))
+        nodes.append(helper.make_node("GroupNormalization", [ins[0], "gn_group1", "gn_group2"], [out],
+                                      num_groups=groups, epsilon=a["epsilon"]))
+        return nodes
+
+    return OnnxForm("", graph=graph)
+
+
 def _resize(a, arrays, x):
     """Resize given sizes where every scale is the sizes' own, else given scales (float32)."""
     attrs = {k: a[k] for k in ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
@@ -227,6 +248,7 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
                                             [_i64(a["axis"])]),
     "index_of": _arg_extreme,
     "resize": _resize,
+    "group_norm": _group_norm,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
                                            [] if len(arrays) > 1 else [_i64(a["k"])]),
 }
@@ -349,6 +371,18 @@ def _nn_cases() -> list[Case]:
         Case("batch_norm_train", [normal(4, 3, 5, 2), normal(3), normal(3)], tol=(1e-4, 1e-4)),
         Case("instance_norm", [normal(2, 3, 4, 5), normal(3), normal(3)], tol=(1e-4, 1e-4)),
         Case("instance_norm", [normal(2, 3, 6), normal(3), normal(3)], {"epsilon": 0.1}, tol=(1e-4, 1e-4)),
+        Case("group_norm", [normal(2, 4, 3, 5), const(np.array([0.5, 0.5, 2.0, 2.0], np.float32)),
+                            const(np.array([0.1, 0.1, -1.0, -1.0], np.float32))], {"num_groups": 2}, tol=(1e-4, 1e-4)),
+        Case("group_norm", [normal(2, 3, 4), normal(3), normal(3)], {"num_groups": 3, "epsilon": 0.1},
+             tol=(1e-4, 1e-4)),
+        Case("group_norm", [normal(3, 6), const(np.ones(6, np.float32)), const(np.zeros(6, np.float32))],
+             {"num_groups": 1}, tol=(1e-4, 1e-4)),
+        Case("mean_variance_norm", [normal(2, 3, 4, 5)], tol=(1e-4, 1e-4)),
+        Case("mean_variance_norm", [normal(3, 4, 5)], {"axes": (1, -1)}, tol=(1e-4, 1e-4)),
+        Case("lp_norm", [normal(3, 4, 5)], {"axis": 1, "p": 1}),
+        Case("lp_norm", [normal(3, 4, 5)], {"axis": -1, "p": 2}),
+        Case("lp_norm", [const(np.array([[0, 0, 0], [3, -4, 0]], np.float32))], {"axis": 1, "p": 2},
+             note="a zero norm gives 0"),
         Case("layer_norm", [normal(3, 4, 8), normal(8), normal(8)], tol=(1e-4, 1e-4),
              note="onnxruntime uses E[x^2] - E[x]^2 for the variance"),
         Case("layer_norm", [normal(3, 4, 5), normal(4, 5)], {"axis": 1, "epsilon": 1e-3}, tol=(1e-4, 1e-4)),
@@ -471,6 +505,20 @@ def _index_cases() -> list[Case]:
         Case("shrink", [normal(3, 5)]),
         Case("shrink", [normal(3, 5)], {"lambd": 0.3, "bias": 0.2}),
         Case("mish", [normal(3, 5)]),
+        # the inverse functions' domain edges and beyond (NaN), and overflowing cosh/sinh
+        *(Case(op, [const(np.array([-2, -1, -0.5, 0, 0.5, 1, 2, 1e-8, np.nan, np.inf, -np.inf], np.float32))])
+          for op in ("asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tan")),
+        Case("acosh", [positive(3, 4, low=1.0, high=9.0)]),
+        Case("round", [const(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.7, 1e8 + 2, np.nan, -np.inf],
+                                      np.float32))], note="ties to even"),
+        Case("bitwise_and", [ints(3, 4, low=-128, high=128, dtype="int8"), ints(4, low=-128, high=128, dtype="int8")]),
+        Case("bitwise_or", [ints(3, 4, low=0, high=256, dtype="uint8"), ints(3, 1, low=0, high=256, dtype="uint8")]),
+        Case("bitwise_xor", [ints(3, 4, low=-2**31, high=2**31, dtype="int32"),
+                             ints(3, 4, low=-2**31, high=2**31, dtype="int32")]),
+        Case("bitwise_xor", [const(np.array([INT64_MIN, INT64_MAX, -1, 2**53 + 1], np.int64)),
+                             const(np.array([1, INT64_MIN, 2**62, 1], np.int64))], note="every bit of int64"),
+        Case("bitwise_not", [ints(3, 4, low=0, high=256, dtype="uint8")]),
+        Case("bitwise_not", [const(np.array([INT64_MIN, INT64_MAX, -1, 0], np.int64))]),
         Case("trilu", [normal(2, 4, 5)]),
         Case("trilu", [normal(4, 5), const(np.array(-1))], {"upper": 0}),
         Case("trilu", [ints(5, 3)], {"k": 2}),
