@@ -47,13 +47,20 @@ CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float
 
 #: C type of each dtype in memory
 CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
-          "uint8": "unsigned char", "bool": "unsigned char"}
+          "uint8": "unsigned char", "bool": "unsigned char",
+          "int16": "int16_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t"}
+
+#: CUDA spellings of the <stdint.h> types above: NVRTC compiles without the C headers
+CUDA_CTYPES = {"int16_t": "short", "uint16_t": "unsigned short", "uint32_t": "unsigned int",
+               "uint64_t": "unsigned long long"}
 
 
 def ctype(dtype: str, flavor: Flavor) -> str:
     t = CTYPES.get(dtype)
     if dtype == "int64":
         return flavor.int_type
+    if flavor.name == "cuda" and t in CUDA_CTYPES:
+        return CUDA_CTYPES[t]
     if t is None:
         raise CodegenError(f"dtype {dtype} has no C type")
     return t

@@ -543,7 +543,8 @@ def _row_offset(offset: sp.Expr, outer: sp.Symbol, inner: sp.Symbol) -> bool:
 
 
 def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}[dtype]
+    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1,
+            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}[dtype]
 
 
 def group_comment(group: LoweredGroup, label: str) -> str:
