@@ -273,7 +273,9 @@ class _CudaPrinter(_Printer):
             self.lines.append(f"{ind}__syncthreads();")
             return
         accs = set(loop.simd_accs) if loop is not None else set()
-        if loop is not None and accs and written <= accs and accs <= self.block_scalars():
+        float_accs = all(self.g.storage[aid].array.dtype in ("float32", "float64") for aid in accs)
+        if loop is not None and accs and written <= accs and accs <= self.block_scalars() and float_accs:
+            # (an integer accumulator has no block all-reduce: thread 0 runs its loop below)
             # per-thread partials of each accumulator, then a block all-reduce
             saved = dict(self.names)
             partial = {}
