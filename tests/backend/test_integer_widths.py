@@ -121,6 +121,21 @@ def test_integer_reductions_are_exact_over_the_whole_range(dtype, reduce):
     assert_exact(fusionlang.compile(per_node_plan(graph), target="c").run({"x": x}), _reference(graph, {"x": x}))
 
 
+@pytest.mark.parametrize("dtype", ("uint64", "int64", "int16"))
+@pytest.mark.parametrize("reduce", REDUCE)
+def test_long_integer_rows_reduce_across_a_cuda_block_exactly(dtype, reduce):
+    # rows longer than a block: per-thread partials in int64/uint64, then a block all-reduce
+    x = extremes(dtype, (3, 1500), np.random.default_rng(3))
+    b = GraphBuilder("rows")
+    v = b.input("x", x.shape, dtype)
+    b.output(b.add(b.op(reduce, v, axes=[1], keepdims=1), v))
+    graph = b.build()
+    compiled = fusionlang.compile(single_group_plan(graph), target="cuda-emu")
+    suffix = "ll" if dtype.startswith("int") and reduce in ("reduce_max", "reduce_min") else "ull"
+    assert f"fl_block_{reduce[len('reduce_'):]}_{suffix}(part" in compiled.sources
+    assert_exact(compiled.run({"x": x}), _reference(graph, {"x": x}))
+
+
 def test_uint64_division_modulo_and_shift_past_int64_max():
     big = np.array([2**64 - 1, 2**63, 2**63 + 5, 10, 2**64 - 1, 7], np.uint64)
     div = np.array([2**63, 3, 0, 2**64 - 1, 2**64 - 1, 0], np.uint64)
