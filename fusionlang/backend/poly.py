@@ -50,7 +50,8 @@ from fusionlang.ops.interpreter import registry_of
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
 
 #: dtypes generated code can hold (float16 has no portable C type)
-SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool", "int16", "uint16", "uint32", "uint64")
+SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool",
+                    "int16", "uint16", "uint32", "uint64")
 
 
 def _start(reduce: str, dtype: str) -> sp.Expr:
