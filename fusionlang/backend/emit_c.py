@@ -41,7 +41,8 @@ import sympy as sp
 
 from fusionlang.backend.ccompile import vector_math_declarations
 from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
-from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers, sanitize
+from fusionlang.backend.cexpr import (C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers,
+                                     integer_literal, sanitize)
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
 from fusionlang.backend.inplace import reuse_outputs
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
@@ -244,6 +245,8 @@ class _Printer:
             if s in a.loads:
                 if s not in rendered:
                     rendered[s] = self.load(a.loads[s], dtype, symbol)
+                    if a.loads[s].array.dtype == "uint16":  # C promotes it to int, where * overflows
+                        rendered[s] = f"((unsigned int){rendered[s]})"
                 text = rendered[s]
                 return text
             return self.shifted.get(s, s.name)
@@ -256,10 +259,16 @@ class _Printer:
         def integer(s: sp.Symbol) -> bool:
             return a.loads[s].array.dtype not in ("float32", "float64") if s in a.loads else True
 
-        vp = ValuePrinter(dtype, self.flavor, symbol, integer)
-        value = vp.doprint(a.value)
+        def unsigned64(s: sp.Symbol) -> bool:
+            return s in a.loads and a.loads[s].array.dtype == "uint64"
+
+        vp = ValuePrinter(dtype, self.flavor, symbol, integer, unsigned64)
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype
+        if a.reduce is None and isinstance(as_expr(a.value), sp.Integer) and out_dtype.startswith(("int", "uint")):
+            # exact, as an integer (a double literal rounds 2**64 - 1 to 2**64, out of range)
+            return f"{target} = {integer_literal(int(as_expr(a.value)))};"
+        value = vp.doprint(a.value)
         if a.reduce is not None:
             flag = self.flags.get(a.array.id)
             if flag is not None:
@@ -272,6 +281,8 @@ class _Printer:
             if a.reduce == "prod":
                 return f"{target} *= {value};"
             fn = f"fl_{a.reduce}{'f' if dtype == 'float32' else 'd'}"
+            if out_dtype in ("int64", "uint64"):  # an integer accumulator (poly._accumulator_dtype)
+                fn = f"fl_{'u' if out_dtype == 'uint64' else 'i'}{a.reduce}"
             return f"{target} = {fn}({target}, {value});"
         if out_dtype == "bool":
             return f"{target} = (({value}) != 0);"
@@ -640,7 +651,8 @@ def _row_offset(offset: sp.Expr, outer: sp.Symbol, inner: sp.Symbol) -> bool:
 
 
 def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}[dtype]
+    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1,
+            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}[dtype]
 
 
 def group_comment(group: LoweredGroup, label: str) -> str:

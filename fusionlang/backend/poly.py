@@ -50,7 +50,8 @@ from fusionlang.ops.interpreter import registry_of
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
 
 #: dtypes generated code can hold (float16 has no portable C type)
-SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
+SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool",
+                    "int16", "uint16", "uint32", "uint64")
 
 
 def _start(reduce: str, dtype: str) -> sp.Expr:
@@ -58,7 +59,24 @@ def _start(reduce: str, dtype: str) -> sp.Expr:
     stored as true (a max over nothing is false, a min over nothing true)."""
     if dtype == "bool" and reduce in ("max", "min"):
         return sp.Integer(0 if reduce == "max" else 1)
+    if np.dtype(dtype).kind in "iu" and reduce in ("max", "min"):
+        info = np.iinfo(dtype)
+        return sp.Integer(int(info.min if reduce == "max" else info.max))
     return IDENTITY[reduce]
+
+
+def _accumulator_dtype(reduce: str, out_dtype: str, compute_dtype: str, finalized: bool) -> str:
+    """The dtype a reduction accumulates in. An integer result of a plain sum, product, max
+    or min accumulates in 64-bit integers, exactly as the reference does: a double loses
+    int64 and uint64 values past 2**53, and converting an overflowed sum back is undefined.
+    Sums and products in uint64 (they wrap, and the low bits are the narrower type's result);
+    max and min in the signedness of the result. A finalized one (a mean) stays in double."""
+    kind = np.dtype(out_dtype).kind
+    if kind not in "iu" or finalized:
+        return compute_dtype
+    if reduce in ("sum", "prod"):
+        return "uint64"
+    return "uint64" if kind == "u" else "int64"
 
 
 class NotAffine(Exception):
@@ -361,6 +379,10 @@ def _compute_dtype(dtype: str) -> str:
     return dtype if dtype in ("float32", "float64") else "float64"
 
 
+def _integer_array(a: Access) -> bool:
+    return a.array is not None and np.dtype(a.array.dtype).kind in "iu"
+
+
 def _needed_reads(spec: Stmt, expr: sp.Expr) -> list[int]:
     """Read positions an expression needs, with reads used inside other reads' indices."""
     want = {int(s.name[1:]) for s in as_expr(expr).free_symbols if s.name.startswith("v") and s.name[1:].isdigit()}
@@ -612,13 +634,17 @@ class _Builder:
 
     def inline_scalars(self, reads: list[Access], expr: sp.Expr) -> tuple[list[Access], sp.Expr]:
         """Reads of one-element constants become literals in the expression (no load, and
-        the compiler can fold ``x * 0.5``)."""
+        the compiler can fold ``x * 0.5``). Not an integer one beside integer loads: literals
+        print as doubles, and integer arithmetic in double is inexact past 2**53 (uint64 and
+        int64 values), so it stays a load of its own C type."""
         kept = []
         for a in reads:
             constant = a.array is not None and a.array.role == "input" and a.array.value
             value = self.constants.get(a.array.value) if constant else None
             used_in_index = any(a.vsym in as_expr(e).free_symbols for b in reads for e in b.index)
-            if value is None or np.size(value) != 1 or a.guarded or used_in_index:
+            beside_integers = value is not None and np.asarray(value).dtype.kind in "iu" \
+                and any(_integer_array(b) for b in reads if b is not a)
+            if value is None or np.size(value) != 1 or a.guarded or used_in_index or beside_integers:
                 kept.append(a)
                 continue
             v = np.asarray(value).reshape(-1)[0]
@@ -659,7 +685,8 @@ class _Builder:
                                        write=Access(out, write_index), expr=body, compute_dtype=dtype))
             return
         red_extents = tuple(int(n) for n in spec.reduce_extents)
-        acc = self.new_array(out_extents, dtype, "acc")
+        acc = self.new_array(out_extents, _accumulator_dtype(spec.reduce, out.dtype, dtype, spec.finalize is not None),
+                             "acc")
         acc_at = Access(acc, tuple(i_sym(k) for k in range(len(out_extents))), ACC)
         self.stmts.append(PolyStmt(base + "_init", "init", node, order, out_extents, write=acc_at,
                                    expr=_start(spec.reduce, out.dtype), acc=acc, compute_dtype=dtype))

@@ -18,6 +18,10 @@ DTYPES = {
     "int32": "i32",
     "int8": "i8",
     "uint8": "u8",
+    "int16": "i16",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
     "bool": "bool",
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}

@@ -92,10 +92,17 @@ def bitwise(a, b, kind: int):
 
 
 def bit_shift(a, s, bits: int, signed: bool, left: bool):
-    """BitShift on int64 arrays holding ``bits``-wide values (the NumPy form of BitShift)."""
-    a, s = np.asarray(a).astype(np.int64), np.asarray(s).astype(np.int64)
+    """BitShift on int64 arrays holding ``bits``-wide values (the NumPy form of BitShift);
+    unsigned ones in uint64, where a uint64 from 2**63 on stays positive and shifts right
+    logically."""
+    a, s = np.asarray(a).astype(np.uint64 if not signed else np.int64), np.asarray(s).astype(np.int64)
     in_range = (s >= 0) & (s < bits)
     count = np.where(in_range, s, 0).astype(np.uint64)
+    if not signed:
+        shifted = (a << count) if left else (a >> count)
+        if bits < 64:
+            shifted &= np.uint64((1 << bits) - 1)
+        return np.where(in_range, shifted, np.uint64(0))
     if not left:
         return np.where(in_range, a >> count.astype(np.int64), np.where(a < 0, -1, 0))
     shifted = a.astype(np.uint64) << count

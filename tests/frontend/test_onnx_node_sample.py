@@ -39,6 +39,13 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "BitShift": ("test_bitshift_left_uint8", "test_bitshift_right_int8_negative_input",
                  "test_bitshift_left_int32_overflow", "test_bitshift_right_int8_shift_ge_width",
                  "test_bitshift_left_int8_negative_shift", "test_bitshift_right_int64"),
+    # the integer widths int16, uint16, uint32, uint64 (element types, not ops)
+    "int16/uint16/uint32/uint64": ("test_add_uint64", "test_sub_uint32", "test_mul_uint16", "test_mul_int16",
+                                   "test_div_uint64", "test_div_int16", "test_mod_uint64",
+                                   "test_mod_mixed_sign_int16", "test_max_uint64", "test_min_uint32",
+                                   "test_greater_equal_uint64_expanded", "test_less_int16", "test_equal_uint16",
+                                   "test_bitshift_right_uint64", "test_bitshift_left_uint16",
+                                   "test_pow_types_float32_uint64"),
     "SoftmaxCrossEntropyLoss": ("test_sce_mean", "test_sce_none_weights_log_prob", "test_sce_sum",
                                 "test_sce_mean_no_weight_ii_4d_log_prob", "test_sce_NCd1_mean_weight_negative_ii",
                                 "test_sce_NCd1d2d3_sum_weight_high_ii_log_prob", "test_sce_mean_weight_ii_3d"),
