@@ -52,7 +52,8 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray], registry: OpRegistry | No
         for value in node.present_inputs():
             last_use[value] = position
     for position, node in enumerate(graph.nodes):
-        results = evaluate_node(node, [env[v] if v else None for v in node.inputs], registry)
+        results = evaluate_node(node, [env[v] if v else None for v in node.inputs], registry,
+                                out_dtypes=[graph.types[out].dtype for out in node.outputs])
         for out, array in zip(node.outputs, results):
             expected = graph.types[out]
             if array.shape != expected.shape:

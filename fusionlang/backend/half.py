@@ -1,0 +1,84 @@
+"""float16 and bfloat16 in generated code: stored as 16-bit patterns, computed in float32.
+
+C has no portable 16-bit float type (``_Float16`` is a GCC extension on some targets, CUDA's
+``__half`` needs cuda_fp16.h on NVRTC's include path), so a 16-bit tensor is an array of
+``unsigned short`` bit patterns. A load widens its element to float32 (exact), the statement
+computes in float32, and a store rounds the result once to 16 bits, to nearest even, as
+ONNX Runtime and the reference interpreter do (:func:`fusionlang.ops.evaluate.evaluate_node`).
+
+The conversions are integer-only, so they do not depend on the floating-point environment
+(rounding mode, flush-to-zero) and are the same text for C and CUDA:
+
+- ``fl_h2f``: float16 -> float32, exact for every pattern (subnormals, infinities, NaN
+  payloads kept, so every float16 pattern survives a round trip).
+- ``fl_f2h``: float32 -> float16, round to nearest even; past 65520 (the tie above the
+  largest float16, 65504) infinity; below 2**-14 a subnormal (or a signed zero); NaN stays
+  NaN with its sign and its payload's top bits (the quiet bit set if none would remain).
+- ``fl_bf2f`` / ``fl_f2bf``: bfloat16 is float32's top half, so widening is a shift and
+  narrowing rounds the low 16 bits away to nearest even (overflow to infinity and
+  subnormals come out of the same carry); NaN is kept quiet.
+"""
+
+from __future__ import annotations
+
+from fusionlang.ir.types import HALF_FLOATS
+
+#: the functions converting each 16-bit dtype: (to float32, from float32)
+CONVERSIONS = {"float16": ("fl_h2f", "fl_f2h"), "bfloat16": ("fl_bf2f", "fl_f2bf")}
+
+_SOURCE = """{q} float fl_bits_f(unsigned int u) {{ union {{ unsigned int u; float f; }} v; v.u = u; return v.f; }}
+{q} unsigned int fl_f_bits(float f) {{ union {{ float f; unsigned int u; }} v; v.f = f; return v.u; }}
+{q} float fl_h2f(unsigned short h) {{
+  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1fu) return fl_bits_f(sign | 0x7f800000u | (man << 13));
+  if (exp != 0) return fl_bits_f(sign | ((exp + 112u) << 23) | (man << 13));
+  /* zero or subnormal: man * 2^-24, exact in float32 */
+  return fl_bits_f(sign | fl_f_bits((float)man * 5.9604644775390625e-08f));
+}}
+{q} unsigned short fl_f2h(float f) {{
+  unsigned int u = fl_f_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) {{
+    unsigned int payload = (a >> 13) & 0x3ffu;
+    return (unsigned short)(sign | 0x7c00u | (payload ? payload : 0x200u));
+  }}
+  if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (a >= 0x38800000u) {{
+    unsigned int r = a - 0x38000000u;
+    return (unsigned short)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+  }}
+  unsigned int e = a >> 23;
+  if (e < 102u) return (unsigned short)sign;
+  /* a subnormal float16: the 24-bit significand shifted right by 126 - e, to nearest even */
+  unsigned int m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;
+  unsigned int q = m >> shift, rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  q += (rest > half) | ((rest == half) & q);
+  return (unsigned short)(sign | (q & 0xffffu));
+}}
+{q} float fl_bf2f(unsigned short b) {{ return fl_bits_f((unsigned int)b << 16); }}
+{q} unsigned short fl_f2bf(float f) {{
+  unsigned int u = fl_f_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}}
+"""
+
+
+def half_helpers(fn_prefix: str) -> str:
+    """The conversion functions, with ``fn_prefix`` (``static inline``, or CUDA's device
+    qualifiers) before each."""
+    return _SOURCE.format(q=fn_prefix)
+
+
+def widen(dtype: str, ref: str) -> str:
+    """C text loading ``ref`` (an element of a ``dtype`` array) as a compute value."""
+    if dtype in HALF_FLOATS:
+        return f"{CONVERSIONS[dtype][0]}({ref})"
+    return ref
+
+
+def narrow(dtype: str, value: str) -> str:
+    """C text of the float32 ``value`` rounded to the 16-bit ``dtype``."""
+    return f"{CONVERSIONS[dtype][1]}({value})"
+
+
+__all__ = ["CONVERSIONS", "half_helpers", "narrow", "widen"]
