@@ -16,7 +16,7 @@ The conversions are integer-only, so they do not depend on the floating-point en
   NaN with its sign and its payload's top bits (the quiet bit set if none would remain).
 - ``fl_bf2f`` / ``fl_f2bf``: bfloat16 is float32's top half, so widening is a shift and
   narrowing rounds the low 16 bits away to nearest even (overflow to infinity and
-  subnormals come out of the same carry); NaN is kept quiet.
+  subnormals come out of the same carry); NaN as for float16.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ _SOURCE = """{q} float fl_bits_f(unsigned int u) {{ union {{ unsigned int u; flo
 {q} float fl_bf2f(unsigned short b) {{ return fl_bits_f((unsigned int)b << 16); }}
 {q} unsigned short fl_f2bf(float f) {{
   unsigned int u = fl_f_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | ((u & 0x7f0000u) ? 0u : 0x40u));
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }}
 """
