@@ -31,7 +31,9 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
             if np.can_cast(array.dtype, want.dtype, casting="same_kind"):
                 array = array.astype(want.dtype)
             else:
-                raise InputError(f"input {name!r}: expected dtype {want.dtype}, got {array.dtype}")
+                # (NumPy saves bfloat16 as raw 2-byte records, which load back as void)
+                hint = "; pass bfloat16 values as float32, which .npy files can hold" if want.dtype == "bfloat16" else ""
+                raise InputError(f"input {name!r}: expected dtype {want.dtype}, got {array.dtype}{hint}")
         arrays[name] = array
     return arrays
 

@@ -207,6 +207,11 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                         "test_tile", "test_tile_precomputed", "test_unsqueeze_axis_0", "test_unsqueeze_axis_1",
                         "test_unsqueeze_axis_2", "test_unsqueeze_two_axes", "test_unsqueeze_three_axes",
                         "test_unsqueeze_unsorted_axes", "test_unsqueeze_negative_axes"),
+    "float16 and bfloat16": ("test_cast_FLOAT_to_FLOAT16", "test_cast_FLOAT16_to_DOUBLE", "test_cast_FLOAT_to_BFLOAT16",
+                             "test_cast_BFLOAT16_to_FLOAT", "test_castlike_FLOAT_to_BFLOAT16_expanded",
+                             "test_max_float16", "test_mod_mixed_sign_float16", "test_isinf_float16",
+                             "test_celu_bfloat16_expanded", "test_range_bfloat16_type_positive_delta",
+                             "test_attention_4d_fp16_expanded", "test_attention_3d_causal_bf16_expanded"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
