@@ -251,8 +251,9 @@ class _Printer:
             return f"{target} = {fn}({target}, {value});"
         if out_dtype == "bool":
             return f"{target} = (({value}) != 0);"
-        if out_dtype in HALF_FLOATS:  # rounded once, from the float32 it was computed in
-            return f"{target} = {narrow(out_dtype, value)};"
+        if out_dtype in HALF_FLOATS:  # rounded once, from the float32 (or a loaded double) it was computed in
+            double = any(ld.array.dtype == "float64" for ld in a.loads.values())
+            return f"{target} = {narrow(out_dtype, value, double)};"
         if out_dtype not in ("float32", "float64") or out_dtype != dtype:
             return f"{target} = ({ctype(out_dtype, self.flavor)})({value});"
         return f"{target} = {value};"

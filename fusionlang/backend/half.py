@@ -17,6 +17,12 @@ The conversions are integer-only, so they do not depend on the floating-point en
 - ``fl_bf2f`` / ``fl_f2bf``: bfloat16 is float32's top half, so widening is a shift and
   narrowing rounds the low 16 bits away to nearest even (overflow to infinity and
   subnormals come out of the same carry); NaN as for float16.
+- ``fl_d2f_odd``: a double rounded to float32 *to odd* (truncated, the last bit set when
+  inexact). A float64 cast to float16 through a plain float32 would round twice (a double
+  just above a float16 tie lands on the tie, then goes to even); rounded to odd first,
+  float32's 13 spare bits keep the tie broken, so ``fl_f2h`` rounds once, correctly, as
+  NumPy does. bfloat16 from float64 goes through a plain float32, as ml_dtypes (the
+  reference) and ONNX Runtime do.
 """
 
 from __future__ import annotations
@@ -54,6 +60,13 @@ _SOURCE = """{q} float fl_bits_f(unsigned int u) {{ union {{ unsigned int u; flo
   q += (rest > half) | ((rest == half) & q);
   return (unsigned short)(sign | (q & 0xffffu));
 }}
+{q} float fl_d2f_odd(double d) {{
+  float f = (float)d;
+  if (d != d || (double)f == d) return f;
+  unsigned int u = fl_f_bits(f);
+  if (fabs((double)f) > fabs(d)) u -= 1u;  /* toward zero (inf becomes the largest float) */
+  return fl_bits_f(u | 1u);
+}}
 {q} float fl_bf2f(unsigned short b) {{ return fl_bits_f((unsigned int)b << 16); }}
 {q} unsigned short fl_f2bf(float f) {{
   unsigned int u = fl_f_bits(f);
@@ -76,8 +89,11 @@ def widen(dtype: str, ref: str) -> str:
     return ref
 
 
-def narrow(dtype: str, value: str) -> str:
-    """C text of the float32 ``value`` rounded to the 16-bit ``dtype``."""
+def narrow(dtype: str, value: str, double: bool = False) -> str:
+    """C text of ``value`` (float32, or a double with ``double``) rounded to the 16-bit
+    ``dtype``."""
+    if double and dtype == "float16":
+        value = f"fl_d2f_odd({value})"
     return f"{CONVERSIONS[dtype][1]}({value})"
 
 

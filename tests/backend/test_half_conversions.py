@@ -27,6 +27,8 @@ def _library():
     wrappers = "".join(_BATCH.format(name=widen, src="unsigned short", dst="float")
                        + _BATCH.format(name=narrow, src="float", dst="unsigned short")
                        for widen, narrow in CONVERSIONS.values())
+    wrappers += "static inline unsigned short fl_d2h(double d) { return fl_f2h(fl_d2f_odd(d)); }\n"
+    wrappers += _BATCH.format(name="fl_d2h", src="double", dst="unsigned short")
     return load_library(build_library([half_helpers(C.fn_prefix) + wrappers]))
 
 
@@ -104,3 +106,18 @@ def test_nan_payload_that_would_vanish_stays_nan():
     nan_low = np.array([0x7F800001, 0xFF800FFF], np.uint32).view(np.float32)
     out = narrow("float16", nan_low).view(np.float16)
     assert np.isnan(out).all() and np.signbit(out).tolist() == [False, True]
+
+
+def test_float64_to_float16_rounds_once():
+    """Doubles just beside every float16 tie: through a plain float32 they would land on the
+    tie and round to even; rounded to odd first they round as NumPy's direct cast does."""
+    values = ALL_PATTERNS.view(np.float16).astype(np.float64)
+    values = np.sort(values[np.isfinite(values)])
+    ties = (values[:-1] + values[1:]) / 2
+    nudge = np.abs(ties) * 2.0 ** -30 + 2.0 ** -60
+    rng = np.random.default_rng(5)
+    doubles = np.concatenate([ties + nudge, ties - nudge, ties, rng.standard_normal(1 << 16) * 1000,
+                              [np.inf, -np.inf, np.nan, 1e300, -1e-300, 0.0, -0.0]])
+    with np.errstate(over="ignore"):
+        want = doubles.astype(np.float16).view(np.uint16)
+    assert_same_patterns(_call("fl_d2h", doubles, np.uint16), want, "float16")

@@ -138,3 +138,16 @@ def test_each_op_in_16_bits_compiles_and_matches_reference(op, dtype):
     for name in want:
         assert got[name].dtype == want[name].dtype
         assert compare(want[name], got[name], scale=scale) is None, compare(want[name], got[name], scale=scale)
+
+
+def test_cast_from_float64_to_float16_rounds_once():
+    """A double just above a float16 tie must round up, as the reference's NumPy cast does
+    (float32 in between would land on the tie and round to even)."""
+    ties = np.array([1 + 2.0 ** -11, 3 + 2.0 ** -10, -(1 + 3 * 2.0 ** -11), 65520.0])
+    doubles = np.concatenate([ties + np.abs(ties) * 2.0 ** -30, ties - np.abs(ties) * 2.0 ** -30])
+    b = GraphBuilder("narrow64")
+    x = b.input("x", doubles.shape, "float64")
+    b.output(b.cast(x, to="float16"))
+    graph = b.build()
+    got = backend.compile(per_node_plan(graph)).run({"x": doubles})[graph.outputs[0]]
+    assert got.view(np.uint16).tolist() == reference.run(graph, {"x": doubles})[graph.outputs[0]].view(np.uint16).tolist()
