@@ -35,30 +35,32 @@ CONVERSIONS = {"float16": ("fl_h2f", "fl_f2h"), "bfloat16": ("fl_bf2f", "fl_f2bf
 _SOURCE = """{q} float fl_bits_f(unsigned int u) {{ union {{ unsigned int u; float f; }} v; v.u = u; return v.f; }}
 {q} unsigned int fl_f_bits(float f) {{ union {{ float f; unsigned int u; }} v; v.f = f; return v.u; }}
 {q} float fl_h2f(unsigned short h) {{
-  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0x1fu) return fl_bits_f(sign | 0x7f800000u | (man << 13));
-  if (exp != 0) return fl_bits_f(sign | ((exp + 112u) << 23) | (man << 13));
-  /* zero or subnormal: man * 2^-24, exact in float32 */
-  return fl_bits_f(sign | fl_f_bits((float)man * 5.9604644775390625e-08f));
+  /* selects by masks, with the float multiply done either way: GCC leaves a loop with a
+     conditional float operation (which could trap) or these selects unvectorized */
+  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, em = h & 0x7fffu;
+  unsigned int special = 0u - (unsigned int)(em >= 0x7c00u), small = 0u - (unsigned int)(em < 0x400u);
+  /* rebias the exponent by 112; infinity and NaN (exponent 31) by 224, to 255 */
+  unsigned int bits = (em << 13) + 0x38000000u + (special & 0x38000000u);
+  /* zero or subnormal: em * 2^-24, exact in float32 */
+  unsigned int subnormal = fl_f_bits((float)(int)em * 5.9604644775390625e-08f);
+  return fl_bits_f(sign | (bits & ~small) | (subnormal & small));
 }}
 {q} unsigned short fl_f2h(float f) {{
   unsigned int u = fl_f_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) {{
-    unsigned int payload = (a >> 13) & 0x3ffu;
-    return (unsigned short)(sign | 0x7c00u | (payload ? payload : 0x200u));
-  }}
-  if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
-  if (a >= 0x38800000u) {{
-    unsigned int r = a - 0x38000000u;
-    return (unsigned short)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
-  }}
-  unsigned int e = a >> 23;
-  if (e < 102u) return (unsigned short)sign;
-  /* a subnormal float16: the 24-bit significand shifted right by 126 - e, to nearest even */
-  unsigned int m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;
-  unsigned int q = m >> shift, rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-  q += (rest > half) | ((rest == half) & q);
-  return (unsigned short)(sign | (q & 0xffffu));
+  unsigned int r = a - 0x38000000u, normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+  /* a subnormal float16: the 24-bit significand shifted right by 126 - e, to nearest even
+     (the shift kept in [1, 31] where the result is not used, so it is always defined) */
+  unsigned int e = a >> 23, shift = 126u - (e < 125u ? e : 125u);
+  shift = shift < 31u ? shift : 31u;
+  unsigned int m = (a & 0x7fffffu) | 0x800000u, q = m >> shift;
+  unsigned int rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  unsigned int sub = e < 102u ? 0u : q + ((rest > half) | ((rest == half) & q));
+  unsigned int payload = (a >> 13) & 0x3ffu, nan = 0x7c00u | (payload ? payload : 0x200u);
+  /* branch-free selects, so that loops converting arrays vectorize */
+  unsigned int out = a >= 0x38800000u ? normal : sub;
+  out = a >= 0x477ff000u ? 0x7c00u : out;
+  out = a > 0x7f800000u ? nan : out;
+  return (unsigned short)(sign | out);
 }}
 {q} float fl_d2f_odd(double d) {{
   float f = (float)d;
