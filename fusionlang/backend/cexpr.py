@@ -24,6 +24,7 @@ import sympy as sp
 from sympy.codegen.ast import float32, real
 from sympy.printing.c import C99CodePrinter
 
+from fusionlang.backend.half import half_helpers
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import BitShift, Bitwise, CheckedIndex, Fmod, IsInf, IsNan, RoundHalfEven, Sigmoid
@@ -50,7 +51,8 @@ CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float
 #: C type of each dtype in memory
 CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
           "uint8": "unsigned char", "bool": "unsigned char",
-          "int16": "int16_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t"}
+          "int16": "int16_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+          "float16": "unsigned short", "bfloat16": "unsigned short"}  # 16-bit floats: bit patterns (backend.half)
 
 #: CUDA spellings of the <stdint.h> types above: NVRTC compiles without the C headers
 CUDA_CTYPES = {"int16_t": "short", "uint16_t": "unsigned short", "uint32_t": "unsigned int",
@@ -176,7 +178,7 @@ def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
     u = "uint64_t" if flavor.name == "c" else "unsigned long long"
-    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name]
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q)
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}

@@ -40,12 +40,14 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from fusionlang.backend.ccompile import vector_math_declarations
-from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
 from fusionlang.backend.cexpr import (C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers,
-                                     integer_literal, sanitize)
-from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
+                                      integer_literal, sanitize)
+from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
+from fusionlang.backend.half import narrow, widen
 from fusionlang.backend.inplace import reuse_outputs
+from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
+from fusionlang.ir.types import HALF_FLOATS, is_float_dtype
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import CheckedIndex
 
@@ -228,7 +230,7 @@ class _Printer:
 
     def load(self, ld: Load, dtype: str, symbol) -> str:
         ip = IndexPrinter(symbol, self.checked_index(ld))
-        ref = self.ref(ld.array, ld.index, ip)
+        ref = widen(ld.array.dtype, self.ref(ld.array, ld.index, ip))
         checks = [f"({ip(e)} >= 0 && {ip(e)} < {n})" for e, n in ld.guard]
         if ld.cond is not None:
             checks.append(ip(ld.cond))
@@ -257,7 +259,7 @@ class _Printer:
             return self.shifted.get(s, s.name)
 
         def integer(s: sp.Symbol) -> bool:
-            return a.loads[s].array.dtype not in ("float32", "float64") if s in a.loads else True
+            return not is_float_dtype(a.loads[s].array.dtype) if s in a.loads else True
 
         def unsigned64(s: sp.Symbol) -> bool:
             return s in a.loads and a.loads[s].array.dtype == "uint64"
@@ -286,6 +288,9 @@ class _Printer:
             return f"{target} = {fn}({target}, {value});"
         if out_dtype == "bool":
             return f"{target} = (({value}) != 0);"
+        if out_dtype in HALF_FLOATS:  # rounded once, from the float32 (or a loaded double) it was computed in
+            double = any(ld.array.dtype == "float64" for ld in a.loads.values())
+            return f"{target} = {narrow(out_dtype, value, double)};"
         if out_dtype not in ("float32", "float64") or out_dtype != dtype:
             return f"{target} = ({ctype(out_dtype, self.flavor)})({value});"
         return f"{target} = {value};"
@@ -652,7 +657,7 @@ def _row_offset(offset: sp.Expr, outer: sp.Symbol, inner: sp.Symbol) -> bool:
 
 def _itemsize(dtype: str) -> int:
     return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1,
-            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}[dtype]
+            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2}[dtype]
 
 
 def group_comment(group: LoweredGroup, label: str) -> str:

@@ -59,7 +59,8 @@ def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
         if missing:
             raise CodegenError(f"group {group.id} is marked const but node {node.name!r} reads {missing[0]!r}, "
                                f"which is not a constant")
-        results = evaluate_node(node, [constants[v] if v else None for v in node.inputs], registry)
+        results = evaluate_node(node, [constants[v] if v else None for v in node.inputs], registry,
+                                out_dtypes=[graph.types[out].dtype for out in node.outputs])
         for out, arr in zip(node.outputs, results):
             constants[out] = np.ascontiguousarray(arr.astype(graph.types[out].dtype, copy=False))
 

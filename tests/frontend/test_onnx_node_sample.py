@@ -236,6 +236,11 @@ SAMPLE: dict[str, tuple[str, ...]] = {
             "test_dft_irfft_opset19", "test_stft", "test_stft_with_window"),
     "activations": ("test_celu", "test_thresholdedrelu_default", "test_thresholdedrelu_example", "test_swish",
                     "test_swiglu", "test_swiglu_alpha", "test_round"),
+    "float16 and bfloat16": ("test_cast_FLOAT_to_FLOAT16", "test_cast_FLOAT16_to_DOUBLE", "test_cast_FLOAT_to_BFLOAT16",
+                             "test_cast_BFLOAT16_to_FLOAT", "test_castlike_FLOAT_to_BFLOAT16_expanded",
+                             "test_max_float16", "test_mod_mixed_sign_float16", "test_isinf_float16",
+                             "test_celu_bfloat16_expanded", "test_range_bfloat16_type_positive_delta",
+                             "test_attention_4d_fp16_expanded", "test_attention_3d_causal_bf16_expanded"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 

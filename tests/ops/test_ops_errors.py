@@ -29,8 +29,8 @@ REJECTED = [
     ("leaky_relu", [T((2, 3))], {"alpha": "x"}, " attribute 'alpha': expected float, got 'x'"),
     ("cast", [F], {"to": "string"}, " attribute 'to': unknown dtype 'string'"),
     ("cast", [F], {"to": "complex64"}, " attribute 'to': unsupported dtype 'complex64' (supported: float32, "
-                                       "float64, float16, int64, int32, int8, uint8, int16, uint16, uint32, uint64, "
-                                       "bool)"),
+                                       "float64, float16, bfloat16, int64, int32, int8, uint8, int16, uint16, uint32, "
+                                       "uint64, bool)"),
     # elementwise
     ("add", [T((2, 3)), T((4,))], {}, ": shapes [2, 3], [4] do not broadcast"),
     ("add", [T((2, 3)), T((3,), "int64")], {}, ": inputs have different dtypes: float32, int64"),
