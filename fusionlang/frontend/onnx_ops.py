@@ -20,6 +20,7 @@ import numpy as np
 from onnx import numpy_helper
 
 from fusionlang.errors import ShapeError
+from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERTERS
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 
 Converter = Callable[[NodeContext], None]
@@ -821,3 +822,7 @@ def _bit_shift(ctx: NodeContext) -> None:
     if direction not in ("LEFT", "RIGHT"):
         raise ctx.fail(f"direction={direction!r} should be 'LEFT' or 'RIGHT'")
     ctx.emit_output("bit_shift", [ctx.input(0), ctx.input(1)], {"direction": direction.lower()})
+
+
+# ----- transformer ops (Attention, RMSNormalization, RotaryEmbedding, SwiGLU) ------------
+CONVERTERS.update(TRANSFORMER_CONVERTERS)
