@@ -121,7 +121,7 @@ QK_OUTPUT = {0: 1, 1: 1, 2: 2, 3: 3}
 @_converts("Attention")
 def _attention(ctx: NodeContext) -> None:
     q_type, k_type, v_type = ctx.type(0), ctx.type(1), ctx.type(2)
-    if not q_type.rank == k_type.rank == v_type.rank and q_type.rank in (3, 4):
+    if not (q_type.rank == k_type.rank == v_type.rank and q_type.rank in (3, 4)):
         raise ctx.fail(f"Q {q_type}, K {k_type} and V {v_type} should all be 3-D or all 4-D", ShapeError)
     mode = ctx.attr("qk_matmul_output_mode", 0)
     if mode not in QK_OUTPUT:
