@@ -9,7 +9,9 @@ past key/value cache concatenated (present_key, present_value), grouped-query he
 repeated, and every mask (attn_mask bool or float and shorter than the keys, is_causal
 with its offset, the sliding window, nonpad_kv_seqlen) summed into one additive bias of 0
 and -inf. Masks whose offsets are known at import are constants; those that depend on
-nonpad_kv_seqlen are computed from it in the graph.
+nonpad_kv_seqlen are computed from it in the graph. A softmax_precision other than the
+inputs' type runs the whole core in that type (inputs cast to it, outputs cast back).
+SwiGLU is elementwise and needs no compound op: a * sigmoid(alpha * a) * b.
 
 This module imports only the NodeContext; ``onnx_ops`` merges :data:`CONVERTERS` into
 its table.
