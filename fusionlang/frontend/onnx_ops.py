@@ -21,6 +21,7 @@ import numpy as np
 from onnx import numpy_helper
 
 from fusionlang.errors import ShapeError
+from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERTERS
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
@@ -1112,3 +1113,7 @@ def _bit_shift(ctx: NodeContext) -> None:
     if direction not in ("LEFT", "RIGHT"):
         raise ctx.fail(f"direction={direction!r} should be 'LEFT' or 'RIGHT'")
     ctx.emit_output("bit_shift", [ctx.input(0), ctx.input(1)], {"direction": direction.lower()})
+
+
+# ----- transformer ops (Attention, RMSNormalization, RotaryEmbedding, SwiGLU) ------------
+CONVERTERS.update(TRANSFORMER_CONVERTERS)

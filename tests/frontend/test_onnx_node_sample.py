@@ -49,6 +49,18 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "SoftmaxCrossEntropyLoss": ("test_sce_mean", "test_sce_none_weights_log_prob", "test_sce_sum",
                                 "test_sce_mean_no_weight_ii_4d_log_prob", "test_sce_NCd1_mean_weight_negative_ii",
                                 "test_sce_NCd1d2d3_sum_weight_high_ii_log_prob", "test_sce_mean_weight_ii_3d"),
+    # compound ops opened by std/attention.fuse and std/normalize.fuse; the converter builds
+    # heads, KV cache, grouped-query repeats and masks around the attention core
+    "Attention": ("test_attention_3d_gqa_with_past_and_present", "test_attention_4d_attn_mask_bool",
+                  "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal",
+                  "test_attention_3d_with_past_and_present_qk_matmul_softcap", "test_attention_4d_with_qk_matmul_softmax",
+                  "test_attention_4d_causal_nonpad_attn_mask_composition", "test_attention_4d_gqa_causal_nonpad_decode",
+                  "test_attention_23_fullymasked_qk_matmul_output_mode3_zero", "test_attention_4d_softcap_neginf_mask_poison",
+                  "test_attention_local_window_ext_cache_rank3_head_mask", "test_attention_3d_diff_heads_sizes_scaled"),
+    "RMSNormalization": ("test_rms_normalization_4d_axis_negative_3", "test_rms_normalization_3d_axis0_epsilon"),
+    "RotaryEmbedding": ("test_rotary_embedding_3d_input", "test_rotary_embedding_with_interleaved_rotary_dim",
+                        "test_rotary_embedding_no_position_ids_rotary_dim"),
+    "SwiGLU": ("test_swiglu_alpha",),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)
     "expanded": ("test_attention_4d_causal_expanded", "test_attention_3d_gqa_attn_mask_expanded",
                  "test_rms_normalization_3d_axis1_epsilon_expanded",

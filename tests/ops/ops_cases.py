@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from fusionlang.ops import REGISTRY
 
@@ -224,6 +224,24 @@ def _resize(a, arrays, x):
     return OnnxForm("Resize", attrs, [roi, np.asarray(a["scales"], np.float32)])
 
 
+def _rms_norm(a, arrays, x):
+    """RMSNormalization written with opset-20 ops: x / sqrt(mean(x * x) + epsilon) * scale."""
+    axes = _i64(range(a["axis"] % x.ndim, x.ndim))
+
+    def graph(ins, out):
+        return [helper.make_node("Mul", [ins[0], ins[0]], ["rms_sq"]),
+                helper.make_node("ReduceMean", ["rms_sq", "rms_axes"], ["rms_ms"], keepdims=1),
+                helper.make_node("Add", ["rms_ms", "rms_eps"], ["rms_var"]),
+                helper.make_node("Sqrt", ["rms_var"], ["rms_root"]),
+                helper.make_node("Div", [ins[0], "rms_root"], ["rms_unit"]),
+                helper.make_node("Mul", ["rms_unit", ins[1]], [out]),
+                helper.make_node("Constant", [], ["rms_axes"], value=numpy_helper.from_array(axes)),
+                helper.make_node("Constant", [], ["rms_eps"],
+                                 value=numpy_helper.from_array(np.asarray(a["epsilon"], x.dtype)))]
+
+    return OnnxForm("", graph=graph)
+
+
 _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "constant_of_shape": _constant_of_shape,
     "clip": _clip,
@@ -233,6 +251,10 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "cast": lambda a, arrays, x: OnnxForm("Cast", {"to": _ONNX_DTYPES[a["to"]]}),
     "dropout": lambda a, arrays, x: OnnxForm("Dropout"),
     "bit_shift": lambda a, arrays, x: OnnxForm("BitShift", {"direction": a["direction"].upper()}),
+    "rms_norm": _rms_norm,
+    # onnxruntime 1.32 lacks these at the tests' opset: hand oracles (onnx's reference) check them
+    "rotary_embedding": lambda a, arrays, x: OnnxForm("RotaryEmbedding", {"interleaved": a["interleaved"]}),
+    "attention": lambda a, arrays, x: OnnxForm("Attention", {"scale": a["scale"], "softcap": a["softcap"]}, outputs=4),
     "nll_loss": lambda a, arrays, x: OnnxForm("NegativeLogLikelihoodLoss",
                                               {"reduction": "none", "ignore_index": a["ignore_index"]}),
     "reshape": lambda a, arrays, x: OnnxForm("Reshape", {"allowzero": a["allowzero"]}, [_i64(a["shape"])]),
@@ -502,6 +524,17 @@ def _index_cases() -> list[Case]:
         Case("nll_loss", [normal(3, 4, 2), const(np.array([[0, 3], [-100, 2], [1, 1]])), positive(4)],
              {"ignore_index": -100}),
         Case("nll_loss", [normal(3, 4), const(np.array([2, 0, 1]))]),
+        Case("rms_norm", [normal(2, 3, 4), positive(3, 4)], {"axis": 1, "epsilon": 1e-3}),
+        Case("rms_norm", [normal(3, 5), normal(5)]),
+        Case("rotary_embedding", [normal(2, 3, 2, 8), normal(2, 3, 1, 4), normal(2, 3, 1, 4)], oracle="onnx-rotary"),
+        Case("rotary_embedding", [normal(2, 3, 2, 8), normal(2, 3, 1, 4), normal(2, 3, 1, 4)], {"interleaved": 1},
+             oracle="onnx-rotary"),
+        Case("attention", [normal(2, 3, 4, 8), normal(2, 3, 5, 8), normal(2, 3, 5, 6)], {"scale": 0.3},
+             oracle="onnx-attention"),
+        # the second row of the mask masks every key: its probabilities are 0
+        Case("attention", [normal(1, 2, 3, 4), normal(1, 2, 5, 4), normal(1, 2, 5, 4),
+                           const(np.array([[0, -np.inf, 0.5, 0, -1], [-np.inf] * 5, [1, 2, 0, 0, -np.inf]], np.float32))],
+             {"scale": 0.5, "softcap": 2.0}, oracle="onnx-attention"),
         Case("shrink", [normal(3, 5)]),
         Case("shrink", [normal(3, 5)], {"lambd": 0.3, "bias": 0.2}),
         Case("mish", [normal(3, 5)]),
