@@ -24,6 +24,7 @@ from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
+from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -1112,3 +1113,7 @@ def _bit_shift(ctx: NodeContext) -> None:
     if direction not in ("LEFT", "RIGHT"):
         raise ctx.fail(f"direction={direction!r} should be 'LEFT' or 'RIGHT'")
     ctx.emit_output("bit_shift", [ctx.input(0), ctx.input(1)], {"direction": direction.lower()})
+
+
+# ----- sequences (resolved at import time) ---------------------------------------------
+CONVERTERS.update(SEQUENCE_CONVERTERS)
