@@ -234,7 +234,7 @@ class _Importer:
         """The error for input k of ``ctx``, which must be a constant but is not: a
         RuntimeInputError naming the graph inputs its value comes from, when it has any."""
         name = ctx.proto.input[k]
-        sources = self._graph_inputs_feeding(name)
+        sources = self.graph_inputs_feeding(name)
         if not sources:
             return ctx.fail(f"input {k} ({what}) must be a constant, but {name!r} is computed at run time")
         listed = ", ".join(repr(s) for s in sources)
@@ -254,9 +254,6 @@ class _Importer:
         return ""
 
     def graph_inputs_feeding(self, name: str) -> list[str]:
-        return self._graph_inputs_feeding(name)
-
-    def _graph_inputs_feeding(self, name: str) -> list[str]:
         """The graph inputs (not initializers) ONNX value ``name`` is computed from."""
         producers = {out: node for node in self.model.graph.node for out in node.output if out}
         inputs = {vi.name for vi in self.model.graph.input} - {t.name for t in self.model.graph.initializer}
