@@ -112,6 +112,10 @@ class NodeContext:
         """Whether input k's value comes from graph inputs a run feeds (bound as constants)."""
         return bool(self._imp.graph_inputs_feeding(self.proto.input[k]))
 
+    def is_sequence(self, k: int) -> bool:
+        """Whether ONNX input k holds a sequence (made by an earlier sequence op)."""
+        return self.has_input(k) and self.proto.input[k] in self._imp.sequences
+
     def sequence(self, k: int, what: str) -> OnnxSequence:
         """The sequence ONNX input k holds; ModelError if it is missing or a tensor."""
         if not self.has_input(k):

@@ -233,6 +233,9 @@ def _size(ctx: NodeContext) -> None:
 
 @converts("Identity")
 def _identity(ctx: NodeContext) -> None:
+    if ctx.is_sequence(0):  # Identity passes sequences through too (opset 14 on)
+        ctx.set_sequence(0, ctx.sequence(0, "input"))
+        return
     ctx.alias(0, ctx.input(0))
 
 

@@ -81,6 +81,14 @@ def test_sequence_erase_removes_the_position_or_the_last(pos):
     np.testing.assert_array_equal(run_fusionlang(model, feeds)[0], np.stack(expected))
 
 
+def test_identity_passes_a_sequence_through():
+    nodes = [construct_xyz(), helper.make_node("Identity", ["seq"], ["same"]),
+             helper.make_node("SequenceAt", ["same", "pos"], ["out"])]
+    model = make_model(nodes, XYZ, {"out": None}, 14, {"pos": position(-2)})
+    feeds = feeds_xyz()
+    np.testing.assert_array_equal(run_fusionlang(model, feeds)[0], feeds["y"])
+
+
 def test_sequence_length_is_a_constant():
     nodes = [construct_xyz(), helper.make_node("SequenceErase", ["seq"], ["seq2"]),
              helper.make_node("SequenceLength", ["seq2"], ["n"])]
