@@ -108,7 +108,7 @@ def test_concat_from_sequence_with_and_without_a_new_axis(axis, new_axis):
 
 
 def split_model(split=None, axis=1, keepdims=None, shape=(2, 7)):
-    """SplitToSequence of x, then every element as an output (out0, ...) and the length."""
+    """A SplitToSequence node of x, its initializers (split, when given) and x's shape."""
     attrs = {"axis": axis} if keepdims is None else {"axis": axis, "keepdims": keepdims}
     inits = {} if split is None else {"split": np.asarray(split, np.int64)}
     split_node = helper.make_node("SplitToSequence", ["x"] + ([] if split is None else ["split"]), ["seq"], **attrs)
@@ -116,6 +116,7 @@ def split_model(split=None, axis=1, keepdims=None, shape=(2, 7)):
 
 
 def split_elements(split=None, axis=1, keepdims=None, shape=(2, 7)) -> tuple[np.ndarray, list[np.ndarray]]:
+    """x and every element of its split, each read back by SequenceAt (as many as SequenceLength says)."""
     split_node, inits, shape = split_model(split, axis, keepdims, shape)
     n_model = make_model([split_node, helper.make_node("SequenceLength", ["seq"], ["n"])], {"x": shape},
                          {"n": ([], I64)}, 12, inits)
