@@ -25,6 +25,7 @@ from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERT
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
+from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -233,6 +234,9 @@ def _size(ctx: NodeContext) -> None:
 
 @converts("Identity")
 def _identity(ctx: NodeContext) -> None:
+    if ctx.is_sequence(0):  # Identity passes sequences through too (opset 14 on)
+        ctx.set_sequence(0, ctx.sequence(0, "input"))
+        return
     ctx.alias(0, ctx.input(0))
 
 
@@ -1117,3 +1121,6 @@ def _bit_shift(ctx: NodeContext) -> None:
 
 # ----- transformer ops (Attention, RMSNormalization, RotaryEmbedding, SwiGLU) ------------
 CONVERTERS.update(TRANSFORMER_CONVERTERS)
+
+# ----- sequences (resolved at import time) ---------------------------------------------
+CONVERTERS.update(SEQUENCE_CONVERTERS)
