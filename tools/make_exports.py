@@ -93,6 +93,10 @@ def whisper_encoder(tf, rng):
 
 MODELS = {"bert": bert, "distilbert": distilbert, "gpt2": gpt2, "t5_encoder": t5_encoder, "vit": vit,
           "whisper_encoder": whisper_encoder}
+#: the exporter's opset for each export: None is its default (opset 20 in torch 2.13, which spells
+#: attention out in MatMul/Softmax); at opset 23 it emits the Attention and RMSNormalization ops
+MODEL_OPSETS = {name: (name, None) for name in MODELS} | {
+    f"{name}_opset23": (name, 23) for name in ["bert", "gpt2", "t5_encoder"]}
 
 
 class PlainOutputs:
@@ -124,14 +128,16 @@ def export_one(torch, tf, name: str) -> None:
     import onnxruntime
 
     torch.manual_seed(SEED)
-    model, feeds = MODELS[name](tf, np.random.default_rng(SEED))
+    builder, opset = MODEL_OPSETS[name]
+    model, feeds = MODELS[builder](tf, np.random.default_rng(SEED))
     model.eval()
     names = list(feeds)
     wrapper = PlainOutputs(torch, model, names)
     args = tuple(torch.from_numpy(feeds[n]) for n in names)
     path = OUT_DIR / f"{name}.onnx"
     with torch.no_grad():
-        program = torch.onnx.export(wrapper, args, input_names=names, dynamo=True, external_data=False)
+        program = torch.onnx.export(wrapper, args, input_names=names, dynamo=True, external_data=False,
+                                    opset_version=opset)
     program.save(str(path), external_data=False)
     onnx.save(without_node_metadata(onnx.load(path)), path)
     onnx.checker.check_model(onnx.load(path))
@@ -145,11 +151,11 @@ def export_one(torch, tf, name: str) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=sorted(MODELS), help="export only these models")
+    parser.add_argument("--only", nargs="+", choices=sorted(MODEL_OPSETS), help="export only these models")
     options = parser.parse_args(argv)
     torch, tf = require_exporter_stack()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for name in options.only or MODELS:
+    for name in options.only or MODEL_OPSETS:
         export_one(torch, tf, name)
     return 0
 
