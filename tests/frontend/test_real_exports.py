@@ -28,11 +28,7 @@ EXPORTS = ["bert", "distilbert", "gpt2", "t5_encoder", "vit", "whisper_encoder",
            "bert_opset23", "gpt2_opset23", "t5_encoder_opset23"]
 #: exports that import fails on today, with the op types it refuses (strict xfail: the test fails
 #: loudly once they import, so the entry gets removed)
-MISSING_OPS = {
-    "bert_opset23": ["Attention"],
-    "gpt2_opset23": ["Attention"],
-    "t5_encoder_opset23": ["Attention", "RMSNormalization"],
-}
+MISSING_OPS: dict[str, list[str]] = {}
 #: float32 through a few layers: tolerances relative to each output's largest magnitude
 RTOL, ATOL_OF_MAX = 1e-4, 1e-5
 
