@@ -46,6 +46,9 @@ KERNELS = {
     # the slices that pick the pairs and the concat (and, interleaved, the reshape) that
     # puts them back are injective: kernels of their own next to the elementwise rotation
     "rotary_embedding": 5,
+    # the reshape back from (batch, group, rest) to the channels is injective: the group's
+    # statistics and the scale and shift per channel are two kernels
+    "group_norm": 2,
 }
 
 
