@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+import ml_dtypes  # noqa: F401  registers the float8 dtypes with numpy by name
 import numpy as np
 
 from fusionlang.errors import ShapeError
@@ -19,6 +20,11 @@ DTYPES = {
     "int8": "i8",
     "uint8": "u8",
     "bool": "bool",
+    # float8 storage types (ml_dtypes' numpy types): computed on as float32
+    "float8_e4m3fn": "f8e4m3fn",
+    "float8_e4m3fnuz": "f8e4m3fnuz",
+    "float8_e5m2": "f8e5m2",
+    "float8_e5m2fnuz": "f8e5m2fnuz",
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
 

@@ -120,7 +120,7 @@ def test_newer_opsets_keep_the_forms_converted():
     # models above MAX_OPSET are read with the MAX_OPSET forms: that is only right while
     # no converted op changes its inputs or attributes (checked against the installed onnx)
     latest = onnx.defs.onnx_opset_version()
-    # float8 rounding (fusionlang has no float8); Range-27's float16 stash type, which the converter reads
+    # float8e8m0 rounding (fusionlang has no float8e8m0); Range-27's float16 stash type, which the converter reads
     allowed = {"Cast": {"round_mode"}, "CastLike": {"round_mode"}, "Range": {"stash_type"}}
     for op_type in sorted(CONVERTERS):
         old, new = onnx.defs.get_schema(op_type, MAX_OPSET), onnx.defs.get_schema(op_type, latest)
