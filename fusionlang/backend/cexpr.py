@@ -252,6 +252,9 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
             return sp.Float(expr.evalf(30), 30)
         return expr
     args = [_fold_numbers(a) for a in expr.args]  # once: each level's arguments are folded once
+    if _inexact_reciprocal(expr, args):
+        # x / c stays a division: x * (1 / c) rounds twice and can miss the quotient by an ulp
+        return sp.Pow(args[0], -1, evaluate=False)
     if expr.is_number and not isinstance(expr, (sp.Piecewise,)) and not expr.is_Relational:
         if all(isinstance(a, (sp.Integer, sp.Float)) for a in args):
             try:
@@ -271,6 +274,16 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
         return expr.func(*args, evaluate=False)
     except TypeError:
         return expr.func(*args)
+
+
+def _inexact_reciprocal(expr: sp.Basic, args: list) -> bool:
+    """Is ``expr`` 1 / c for a finite nonzero number c whose reciprocal is no power of two?"""
+    if not (isinstance(expr, sp.Pow) and expr.args[1] == -1 and isinstance(args[0], (sp.Integer, sp.Float))):
+        return False
+    value = float(args[0])
+    if value == 0 or not math.isfinite(value):
+        return False
+    return math.frexp(abs(value))[0] != 0.5
 
 
 class IndexPrinter:
