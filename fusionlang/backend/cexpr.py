@@ -26,7 +26,7 @@ from fusionlang.backend.float8_c import float8_helpers
 from fusionlang.errors import CodegenError
 from fusionlang.ir.float8 import FLOAT8_DTYPES
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import BitShift, CheckedIndex, Fmod, IsInf, IsNan, Sigmoid
+from fusionlang.ops.scalar import BitShift, CheckedIndex, Float32Round, Fmod, IsInf, IsNan, RoundEven, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -577,6 +577,11 @@ class ValuePrinter(C99CodePrinter):
         if isinstance(expr, Fmod):
             a, b = (self._print(arg) for arg in expr.args)
             return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"
+        if isinstance(expr, RoundEven):  # rint rounds in the default mode, to nearest even
+            return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
+        if isinstance(expr, Float32Round):
+            x = self._print(expr.args[0])
+            return f"({x})" if self._single else f"((double)(float)({x}))"
         return super()._print_Function(expr)
 
     def _as_int(self, e) -> str:

@@ -23,6 +23,7 @@ from onnx import numpy_helper
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_ops import CONVERTERS
+from fusionlang.frontend import onnx_quantize as _onnx_quantize  # noqa: F401  (registers its converters)
 from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
 from fusionlang.ir.graph import Graph, Node

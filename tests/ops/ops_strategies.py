@@ -690,3 +690,51 @@ def _resize(op):
         return [normal(rng, shape)], attrs
 
     return draw()
+
+
+# ----- quantization -----------------------------------------------------------------------
+_QUANTIZED = ["uint8", "int8", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
+
+
+@st.composite
+def _scales(d, rng, shape):
+    """(scale shape, attrs): one scale, one per element of an axis, or one per block along it."""
+    mode = d(st.sampled_from(["tensor", "axis", "block"]))
+    if mode == "tensor":
+        return d(st.sampled_from([(), (1,)])), {}
+    axis = d(st.integers(-len(shape), len(shape) - 1))
+    if mode == "axis":
+        return (shape[axis],), {"axis": axis}
+    block = d(st.integers(1, 3))
+    return tuple(-(-n // block) if j == axis % len(shape) else n for j, n in enumerate(shape)), \
+        {"axis": axis, "block_size": block}
+
+
+@strategy("quantize_linear", "dequantize_linear")
+def _linear_quantization(op):
+    @st.composite
+    def draw(d):
+        rng = rng_of(d(SEEDS))
+        shape = d(shapes(1, 3))
+        scale_shape, attrs = d(_scales(rng, shape))
+        to = d(st.sampled_from(_QUANTIZED))
+        scale = rng.uniform(0.01, 0.5, scale_shape).astype(np.float32)
+        if to.startswith("float8"):
+            zero = np.zeros(scale_shape, to)  # ONNX wants float8 zero points to be 0
+        else:
+            zero = small_ints(rng, scale_shape, -20, 21, "int64").astype(to) if to == "int8" else \
+                rng.integers(100, 156, scale_shape).astype(to)
+        zero = zero if d(st.booleans()) else None
+        if op == "quantize_linear":
+            # past the integer range, and past the float8 range when scales are small
+            x = (rng.standard_normal(shape) * d(st.sampled_from([1.0, 30.0, 3000.0]))).astype(np.float32)
+            return [x, scale, zero], {**attrs, "to": to}
+        if to.startswith("float8"):
+            x = rng.integers(0, 256, shape).astype(np.uint8).view(to)
+            x = np.where(np.isnan(x.astype(np.float32)), np.zeros((), to), x)  # NaN != NaN in the comparison
+        else:
+            info = np.iinfo(to)
+            x = rng.integers(info.min, info.max, shape, endpoint=True).astype(to)
+        return [x, scale, zero], attrs
+
+    return draw()
