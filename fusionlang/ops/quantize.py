@@ -4,9 +4,9 @@ point per tensor, per slice along an axis, or per block of ``block_size`` elemen
 Integer targets round x / scale to nearest even, add the zero point and saturate to the
 type; float8 targets round x / scale + zero point to the float8 type (saturating by default,
 see ir.float8). ONNX requires float8 zero points to be 0 and its reference ignores them; the
-formula is applied all the same, which is the same where the model is valid. The quotient is rounded to float32 first, as ONNX's
-reference computes it in float32, so compiled code (which computes integer results in
-double) rounds the same ties.
+formula is applied all the same, which is the same where the model is valid. A float32
+quotient is rounded to float32 first, as ONNX's reference computes it in float32, so
+compiled code (which computes integer results in double) rounds the same ties.
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ register(
 # ----- quantize_linear ----------------------------------------------------------------
 def _quantize_infer(call: OpCall) -> list[TensorType]:
     x, scale, to = call.input(0), call.input(1), call.attrs["to"]
-    if x.dtype != "float32" or scale.dtype != "float32":
-        raise call.fail(f"x and scale must be float32 tensors, got {x.dtype} and {scale.dtype}")
+    if x.dtype not in ("float32", "float64") or scale.dtype != x.dtype:
+        raise call.fail(f"x and scale must both be float32 or float64 tensors, got {x.dtype} and {scale.dtype}")
     if to not in INTEGER_TARGETS and not is_float8(to):
         raise call.fail(f"to={to} is not a quantized type ({', '.join(INTEGER_TARGETS)} or float8)")
     if call.has_input(2) and call.input(2).dtype != to:
@@ -167,7 +167,9 @@ def _quantize_reference(xs, attrs):
 
 def _quantize_access(call: OpCall) -> list[Stmt]:
     out, to = call.out_types[0], call.attrs["to"]
-    q = Float32Round(v_sym(0) / v_sym(1))
+    q = v_sym(0) / v_sym(1)
+    if call.input(0).dtype == "float32":
+        q = Float32Round(q)
     if is_float8(to):
         q = q + v_sym(2) if call.has_input(2) else q
         limit = float8_max(to)
@@ -191,6 +193,7 @@ register(
         reference=_quantize_reference,
         access=_quantize_access,
         doc="Integer targets: saturate(round_even(x / scale) + zero_point); float8 targets: x / scale + "
-            "zero_point rounded to float8. scale and zero_point as in dequantize_linear; x and scale float32.",
+            "zero_point rounded to float8. scale and zero_point as in dequantize_linear; x and scale float32 "
+            "or float64 (the quotient rounds to their type).",
     )
 )
