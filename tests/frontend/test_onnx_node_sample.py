@@ -207,6 +207,16 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                         "test_tile", "test_tile_precomputed", "test_unsqueeze_axis_0", "test_unsqueeze_axis_1",
                         "test_unsqueeze_axis_2", "test_unsqueeze_two_axes", "test_unsqueeze_three_axes",
                         "test_unsqueeze_unsorted_axes", "test_unsqueeze_negative_axes"),
+    # float8 storage, saturating or not; quantization; integer products written with other ops
+    "float8": ("test_cast_FLOAT_to_FLOAT8E4M3FN", "test_cast_no_saturate_FLOAT_to_FLOAT8E5M2",
+               "test_cast_FLOAT8E4M3FNUZ_to_FLOAT", "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded"),
+    "QuantizeLinear": ("test_quantizelinear", "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
+                       "test_quantizelinear_e4m3fn"),
+    "DequantizeLinear": ("test_dequantizelinear_axis", "test_dequantizelinear_blocked",
+                         "test_dequantizelinear_e4m3fn_zero_point"),
+    "DynamicQuantizeLinear": ("test_dynamicquantizelinear_min_adjusted",),
+    "integer products": ("test_matmulinteger", "test_qlinearmatmul_3D_int8_float32", "test_convinteger_with_padding",
+                         "test_qlinearconv"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 

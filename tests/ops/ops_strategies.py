@@ -718,7 +718,8 @@ def _linear_quantization(op):
         shape = d(shapes(1, 3))
         scale_shape, attrs = d(_scales(rng, shape))
         to = d(st.sampled_from(_QUANTIZED))
-        scale = rng.uniform(0.01, 0.5, scale_shape).astype(np.float32)
+        float_type = d(st.sampled_from(["float32", "float32", "float64"])) if op == "quantize_linear" else "float32"
+        scale = rng.uniform(0.01, 0.5, scale_shape).astype(float_type)
         if to.startswith("float8"):
             zero = np.zeros(scale_shape, to)  # ONNX wants float8 zero points to be 0
         else:
@@ -727,7 +728,7 @@ def _linear_quantization(op):
         zero = zero if d(st.booleans()) else None
         if op == "quantize_linear":
             # past the integer range, and past the float8 range when scales are small
-            x = (rng.standard_normal(shape) * d(st.sampled_from([1.0, 30.0, 3000.0]))).astype(np.float32)
+            x = (rng.standard_normal(shape) * d(st.sampled_from([1.0, 30.0, 3000.0]))).astype(float_type)
             return [x, scale, zero], {**attrs, "to": to}
         if to.startswith("float8"):
             x = rng.integers(0, 256, shape).astype(np.uint8).view(to)
