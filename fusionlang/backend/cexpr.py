@@ -22,9 +22,10 @@ import sympy as sp
 from sympy.codegen.ast import float32, real
 from sympy.printing.c import C99CodePrinter
 
-from fusionlang.backend.float8_c import float8_helpers
+from fusionlang.backend.storage_codecs import codec_helpers
 from fusionlang.errors import CodegenError
 from fusionlang.ir.float8 import FLOAT8_DTYPES
+from fusionlang.ir.int4 import INT4_DTYPES
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import BitShift, CheckedIndex, Float32Round, Fmod, IsInf, IsNan, RoundEven, Sigmoid
 
@@ -50,8 +51,8 @@ CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float
 #: C type of each dtype in memory
 CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
           "uint8": "unsigned char", "bool": "unsigned char",
-          # float8: the stored byte; loads and stores convert (backend.float8_c)
-          **{dtype: "unsigned char" for dtype in FLOAT8_DTYPES}}
+          # float8 and 4-bit integers: the stored byte; loads and stores convert (backend.storage_codecs)
+          **{dtype: "unsigned char" for dtype in FLOAT8_DTYPES + INT4_DTYPES}}
 
 
 def ctype(dtype: str, flavor: Flavor) -> str:
@@ -170,7 +171,7 @@ static inline int64_t fl_index_lane(int64_t i, int64_t n, int64_t* bad, int64_t*
 def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
-    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + float8_helpers(q)
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + codec_helpers(q)
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}

@@ -41,7 +41,7 @@ import sympy as sp
 
 from fusionlang.backend.ccompile import vector_math_declarations
 from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
-from fusionlang.backend.float8_c import FORMATS, decoder, encoder
+from fusionlang.backend.storage_codecs import FLOAT_CODED, codec
 from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter, ctype, float_literal, helpers, sanitize
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
 from fusionlang.backend.inplace import reuse_outputs
@@ -203,8 +203,8 @@ class _Printer:
     def load(self, ld: Load, dtype: str, symbol) -> str:
         ip = IndexPrinter(symbol, self.checked_index(ld))
         ref = self.ref(ld.array, ld.index, ip)
-        if ld.array.dtype in FORMATS:  # a float8 byte, decoded to float
-            ref = f"{decoder(ld.array.dtype)}({ref})"
+        if codec(ld.array.dtype):  # a float8 or 4-bit byte, decoded
+            ref = f"{codec(ld.array.dtype)[0]}({ref})"
         checks = [f"({ip(e)} >= 0 && {ip(e)} < {n})" for e, n in ld.guard]
         if ld.cond is not None:
             checks.append(ip(ld.cond))
@@ -231,14 +231,14 @@ class _Printer:
             return self.shifted.get(s, s.name)
 
         def integer(s: sp.Symbol) -> bool:
-            return a.loads[s].array.dtype not in ("float32", "float64", *FORMATS) if s in a.loads else True
+            return a.loads[s].array.dtype not in ("float32", "float64", *FLOAT_CODED) if s in a.loads else True
 
         vp = ValuePrinter(dtype, self.flavor, symbol, integer)
         value = vp.doprint(a.value)
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype
-        if out_dtype in FORMATS:  # (never an accumulator: those hold the compute dtype, float32)
-            return f"{target} = {encoder(out_dtype)}({value});"
+        if codec(out_dtype):  # (never an accumulator: those hold the compute dtype)
+            return f"{target} = {codec(out_dtype)[1]}({value});"
         if a.reduce is not None:
             flag = self.flags.get(a.array.id)
             if flag is not None:
@@ -548,7 +548,7 @@ def _row_offset(offset: sp.Expr, outer: sp.Symbol, inner: sp.Symbol) -> bool:
 
 
 def _itemsize(dtype: str) -> int:
-    if dtype in FORMATS:
+    if codec(dtype):
         return 1
     return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}[dtype]
 

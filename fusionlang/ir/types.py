@@ -25,6 +25,9 @@ DTYPES = {
     "float8_e4m3fnuz": "f8e4m3fnuz",
     "float8_e5m2": "f8e5m2",
     "float8_e5m2fnuz": "f8e5m2fnuz",
+    # 4-bit integers, one per byte (ml_dtypes' numpy types)
+    "int4": "i4",
+    "uint4": "u4",
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
 

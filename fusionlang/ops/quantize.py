@@ -15,13 +15,14 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.ir.float8 import float8_max, is_float8, to_float8
+from fusionlang.ir.int4 import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.scalar import Float32Round, RoundEven
 
 #: integer types a quantized tensor may have
-INTEGER_TARGETS = ("uint8", "int8", "uint16", "int16")
+INTEGER_TARGETS = ("uint8", "int8", "uint16", "int16", "uint4", "int4")
 _ATTRS = {
     "axis": Attr("int", 1, "the axis of a per-axis or blocked scale"),
     "block_size": Attr("int", 0, "elements per scale along axis (0: per tensor or per axis)"),
@@ -161,8 +162,8 @@ def _quantize_reference(xs, attrs):
     rounded = np.rint(q).astype(np.float64)
     if zero_point is not None:
         rounded = rounded + zero_point
-    info = np.iinfo(to)
-    return [np.asarray(np.clip(rounded, info.min, info.max).astype(to), order="C")]
+    low, high = int_range(to)
+    return [np.asarray(np.clip(rounded, low, high).astype(to), order="C")]
 
 
 def _quantize_access(call: OpCall) -> list[Stmt]:
@@ -176,8 +177,8 @@ def _quantize_access(call: OpCall) -> list[Stmt]:
         body = sp.Min(sp.Max(q, -limit), limit) if call.attrs["saturate"] else q
     else:
         shifted = RoundEven(q) + v_sym(2) if call.has_input(2) else RoundEven(q)
-        info = np.iinfo(to)
-        body = sp.Min(sp.Max(shifted, int(info.min)), int(info.max))
+        low, high = int_range(to)
+        body = sp.Min(sp.Max(shifted, low), high)
     return [Stmt(0, out.shape, _reads(call), body)]
 
 

@@ -18,11 +18,13 @@ import fusionlang.onnx_backend as backend
 from fusionlang.cli import main
 from fusionlang.errors import ModelError, ShapeError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
+from fusionlang.ir.int4 import int_range
 from onnx_cases import make_model
 
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
 
-ELEM = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8, "float8_e4m3fn": TensorProto.FLOAT8E4M3FN,
+ELEM = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8, "uint4": TensorProto.UINT4, "int4": TensorProto.INT4,
+        "float8_e4m3fn": TensorProto.FLOAT8E4M3FN,
         "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ, "float8_e5m2": TensorProto.FLOAT8E5M2,
         "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ}
 X_SHAPE = (3, 4, 6)
@@ -35,8 +37,8 @@ LAYOUTS = {"tensor": ((), {}), "axis": ((4,), {"axis": 1}), "negative_axis": ((6
 def zero_point(dtype: str, shape, rng) -> np.ndarray:
     if dtype.startswith("float8"):
         return np.zeros(shape, dtype)  # ONNX wants float8 zero points to be 0
-    info = np.iinfo(dtype)
-    return rng.integers(info.min // 4, info.max // 4 + 1, shape).astype(dtype)
+    low, high = int_range(dtype)
+    return rng.integers(low // 4, high // 4 + 1, shape).astype(dtype)
 
 
 def run_both(model, feeds, target="c"):
@@ -66,7 +68,7 @@ def quantize_model(dtype: str, layout: str, with_zero: bool, **extra):
 @pytest.mark.parametrize("dtype", list(ELEM))
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
 def test_quantize_linear_matches_onnx(layout, dtype, target):
-    with_zero = dtype in ("uint8", "int8") or layout == "tensor"
+    with_zero = not dtype.startswith("float8") or layout == "tensor"
     extra = {} if with_zero or dtype == "uint8" else {"output_dtype": ELEM[dtype]}
     model, shape = quantize_model(dtype, layout, with_zero, **extra)
     rng = np.random.default_rng(len(layout) * 7 + len(dtype))

@@ -13,6 +13,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
+from fusionlang.ir.int4 import int_range
+
 SEEDS = st.integers(0, 2**32 - 1)
 
 
@@ -693,7 +695,7 @@ def _resize(op):
 
 
 # ----- quantization -----------------------------------------------------------------------
-_QUANTIZED = ["uint8", "int8", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
+_QUANTIZED = ["uint8", "int8", "uint4", "int4", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
 
 
 @st.composite
@@ -723,8 +725,8 @@ def _linear_quantization(op):
         if to.startswith("float8"):
             zero = np.zeros(scale_shape, to)  # ONNX wants float8 zero points to be 0
         else:
-            zero = small_ints(rng, scale_shape, -20, 21, "int64").astype(to) if to == "int8" else \
-                rng.integers(100, 156, scale_shape).astype(to)
+            low, high = int_range(to)
+            zero = rng.integers(low // 4, high // 4 + 1, scale_shape).astype(to)
         zero = zero if d(st.booleans()) else None
         if op == "quantize_linear":
             # past the integer range, and past the float8 range when scales are small
@@ -734,8 +736,8 @@ def _linear_quantization(op):
             x = rng.integers(0, 256, shape).astype(np.uint8).view(to)
             x = np.where(np.isnan(x.astype(np.float32)), np.zeros((), to), x)  # NaN != NaN in the comparison
         else:
-            info = np.iinfo(to)
-            x = rng.integers(info.min, info.max, shape, endpoint=True).astype(to)
+            low, high = int_range(to)
+            x = rng.integers(low, high, shape, endpoint=True).astype(to)
         return [x, scale, zero], attrs
 
     return draw()
