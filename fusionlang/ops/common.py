@@ -10,6 +10,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.ir.float8 import is_float8
+from fusionlang.ir.int4 import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, as_expr, broadcast_index, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, OpRegistry, register
@@ -48,7 +49,7 @@ def lowest(dtype) -> np.generic:
         return dtype.type(-np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).min)
     if dtype.kind == "f":
         return dtype.type(-np.inf)
-    return dtype.type(False) if dtype.kind == "b" else dtype.type(np.iinfo(dtype).min)
+    return dtype.type(False) if dtype.kind == "b" else dtype.type(int_range(dtype)[0])
 
 
 def highest(dtype) -> np.generic:
@@ -58,7 +59,7 @@ def highest(dtype) -> np.generic:
         return dtype.type(np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).max)
     if dtype.kind == "f":
         return dtype.type(np.inf)
-    return dtype.type(True) if dtype.kind == "b" else dtype.type(np.iinfo(dtype).max)
+    return dtype.type(True) if dtype.kind == "b" else dtype.type(int_range(dtype)[1])
 
 
 def present_types(call: OpCall) -> list[TensorType]:

@@ -56,3 +56,17 @@ def test_every_4_bit_value_casts_back_exactly(dtype, to):
     got, want, _ = run_both(model, {"x": codes})
     assert got.dtype == np.dtype(name)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", list(INT4))
+def test_4_bit_reductions_start_at_the_types_extremes(dtype):
+    # not valid ONNX (no 4-bit arithmetic), but the interpreter and the code agree on it
+    nodes = [helper.make_node("ReduceMax", ["x"], ["hi"], axes=[1]), helper.make_node("ReduceMin", ["x"], ["lo"], axes=[1])]
+    model = make_model(nodes, {"x": ([3, 16], INT4[dtype])}, {"hi": None, "lo": None}, 13)
+    x = np.random.default_rng(6).integers(0, 16, (3, 16)).astype(np.uint8).view(getattr(ml_dtypes, dtype))
+    graph = from_onnx(model)
+    want = fusionlang.reference.run(graph, {"x": x})
+    got = backend.prepare(model, target="c").run({"x": x})
+    for g, name in zip(got, graph.outputs):
+        np.testing.assert_array_equal(g.view(np.uint8), want[name].view(np.uint8))
+        np.testing.assert_array_equal(g.astype(np.int32), getattr(x.astype(np.int32), "max" if name == "hi" else "min")(1, keepdims=True))
