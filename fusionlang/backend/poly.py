@@ -41,7 +41,7 @@ import sympy as sp
 
 from fusionlang.engine.plan import boundary
 from fusionlang.errors import CodegenError
-from fusionlang.ir.float8 import FLOAT8_DTYPES, is_float8
+from fusionlang.ir.float8 import NARROW_FLOAT_DTYPES, is_narrow_float
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.int4 import INT4_DTYPES
 from fusionlang.ops.access import ACC, Read, Stmt, as_expr, i_sym, r_sym, v_sym
@@ -52,7 +52,7 @@ from fusionlang.ops.interpreter import registry_of
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
 
 #: dtypes generated code can hold (float16 has no portable C type)
-SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool") + FLOAT8_DTYPES + INT4_DTYPES
+SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool") + NARROW_FLOAT_DTYPES + INT4_DTYPES
 
 
 def _start(reduce: str, dtype: str) -> sp.Expr:
@@ -360,7 +360,7 @@ def _is_pure_copy(graph: Graph, node: Node, stmts: list[Stmt]) -> bool:
 
 
 def _compute_dtype(dtype: str) -> str:
-    if dtype in FLOAT8_DTYPES:  # stored as a byte, computed on as float32 (backend.float8_c)
+    if dtype in NARROW_FLOAT_DTYPES:  # stored as a byte, computed on as float32 (backend.storage_codecs)
         return "float32"
     return dtype if dtype in ("float32", "float64") else "float64"
 
@@ -626,7 +626,7 @@ class _Builder:
                 kept.append(a)
                 continue
             v = np.asarray(value).reshape(-1)[0]
-            is_float = np.asarray(value).dtype.kind == "f" or is_float8(np.asarray(value).dtype)
+            is_float = np.asarray(value).dtype.kind == "f" or is_narrow_float(np.asarray(value).dtype)
             literal = sp.Float(float(v)) if is_float else sp.Integer(int(v))
             # not simplified: sympy's x * 0 = 0 and x / 0 = zoo are not IEEE (inf * 0 is NaN)
             expr = substituted(expr, {a.vsym: literal})

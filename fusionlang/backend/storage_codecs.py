@@ -2,6 +2,9 @@
 and each store encodes the result, with helper functions every translation unit carries.
 
 * the float8 types (backend.float8_c): a float8 byte <-> float;
+* float4_e2m1fn (FLOAT4E2M1): sign, 2 exponent bits (bias 1), 1 mantissa bit in the low
+  four bits; stores round to nearest even and saturate at 6, and NaN becomes a zero of
+  the opposite sign, bit for bit as ml_dtypes converts;
 * int4 and uint4: the value in the low four bits (ml_dtypes' layout, sign in bit 3 for
   int4) <-> an integer, stores keeping the low four bits of the truncated value, as
   ml_dtypes converts (ir.int4).
@@ -11,8 +14,31 @@ from __future__ import annotations
 
 from fusionlang.backend.float8_c import FORMATS, decoder, encoder, float8_helpers
 
-#: int4/uint4 dtype -> (decoder, encoder)
-_INT4 = {"int4": ("fl_int4_value", "fl_to_int4"), "uint4": ("fl_uint4_value", "fl_to_uint4")}
+#: 4-bit dtype -> (decoder, encoder)
+_FOUR_BIT = {"int4": ("fl_int4_value", "fl_to_int4"), "uint4": ("fl_uint4_value", "fl_to_uint4"),
+             "float4_e2m1fn": ("fl_e2m1_to_float", "fl_float_to_e2m1")}
+
+_FLOAT4_HELPERS = """{q} float fl_e2m1_to_float(unsigned char b) {{
+  union {{ unsigned int u; float f; }} v;
+  unsigned int mag = b & 7u, e = mag >> 1, m = mag & 1u;
+  v.u = e ? ((e + 126u) << 23) | (m << 22) : (m ? 0x3F000000u : 0u);  /* e = 0: 0 or 0.5 */
+  v.u |= (unsigned int)(b & 8u) << 28;
+  return v.f;
+}}
+{q} unsigned char fl_float_to_e2m1(float x) {{
+  union {{ float f; unsigned int u; }} v;
+  v.f = x;
+  unsigned int sign = (v.u >> 28) & 8u, a = v.u & 0x7FFFFFFFu, e = a >> 23, mag;
+  if (a > 0x7F800000u) return (unsigned char)(sign ^ 8u);
+  if (e >= 127u) {{  /* |x| >= 1: round the float's mantissa to one bit, to nearest even */
+    mag = ((a + (1u << 21) - 1u + ((a >> 22) & 1u)) >> 22) - (126u << 1);
+  }} else {{  /* below 1: round |x| * 2 to an integer, to nearest even */
+    unsigned int full = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u), s = 149u - (e ? e : 1u);
+    mag = s > 24u ? 0u : (full + (1u << (s - 1u)) - 1u + ((full >> s) & 1u)) >> s;
+  }}
+  return (unsigned char)(sign | (mag > 7u ? 7u : mag));
+}}
+"""
 
 _INT4_HELPERS = """{q} int fl_int4_value(unsigned char b) {{ return (int)((b & 15) ^ 8) - 8; }}
 {q} int fl_uint4_value(unsigned char b) {{ return b & 15; }}
@@ -30,13 +56,13 @@ def codec(dtype: str) -> tuple[str, str] | None:
     """(decoder, encoder) helper names of a dtype stored encoded, else None."""
     if dtype in FORMATS:
         return decoder(dtype), encoder(dtype)
-    return _INT4.get(dtype)
+    return _FOUR_BIT.get(dtype)
 
 
 def codec_helpers(prefix: str) -> str:
     """The helpers, once per translation unit; ``prefix`` qualifies functions."""
-    return float8_helpers(prefix) + _INT4_HELPERS.format(q=prefix)
+    return float8_helpers(prefix) + _FLOAT4_HELPERS.format(q=prefix) + _INT4_HELPERS.format(q=prefix)
 
 
 #: dtypes stored encoded that hold floats (a load is a float, not a C integer)
-FLOAT_CODED = tuple(FORMATS)
+FLOAT_CODED = tuple(FORMATS) + ("float4_e2m1fn",)

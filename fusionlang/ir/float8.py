@@ -19,8 +19,17 @@ import numpy as np
 FLOAT8_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 
 
+#: the float storage types narrower than float16: the float8 types and FLOAT4E2M1 (which
+#: has no infinity and no NaN: conversions to it saturate, as ml_dtypes converts)
+NARROW_FLOAT_DTYPES = FLOAT8_DTYPES + ("float4_e2m1fn",)
+
+
 def is_float8(dtype) -> bool:
     return np.dtype(dtype).name in FLOAT8_DTYPES
+
+
+def is_narrow_float(dtype) -> bool:
+    return np.dtype(dtype).name in NARROW_FLOAT_DTYPES
 
 
 def float8_max(dtype) -> float:

@@ -25,9 +25,10 @@ DTYPES = {
     "float8_e4m3fnuz": "f8e4m3fnuz",
     "float8_e5m2": "f8e5m2",
     "float8_e5m2fnuz": "f8e5m2fnuz",
-    # 4-bit integers, one per byte (ml_dtypes' numpy types)
+    # 4-bit types, one per byte (ml_dtypes' numpy types)
     "int4": "i4",
     "uint4": "u4",
+    "float4_e2m1fn": "f4e2m1",
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
 

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import sympy as sp
 
-from fusionlang.ir.float8 import is_float8
+from fusionlang.ir.float8 import is_narrow_float
 from fusionlang.ir.int4 import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, as_expr, broadcast_index, v_sym
@@ -39,13 +39,13 @@ def accumulator(dtype) -> np.dtype:
     """The dtype a reference sums in: double for floats, so the oracle's result does not
     depend on summation order (BLAS blocking, SIMD alignment) at the result's precision."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.float64) if dtype.kind == "f" or is_float8(dtype) else dtype
+    return np.dtype(np.float64) if dtype.kind == "f" or is_narrow_float(dtype) else dtype
 
 
 def lowest(dtype) -> np.generic:
     """The identity of max for ``dtype``: -inf, or the smallest integer."""
     dtype = np.dtype(dtype)
-    if is_float8(dtype):  # (only E5M2 has infinities)
+    if is_narrow_float(dtype):  # (only E5M2 has infinities)
         return dtype.type(-np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).min)
     if dtype.kind == "f":
         return dtype.type(-np.inf)
@@ -55,7 +55,7 @@ def lowest(dtype) -> np.generic:
 def highest(dtype) -> np.generic:
     """The identity of min for ``dtype``: +inf, or the largest integer."""
     dtype = np.dtype(dtype)
-    if is_float8(dtype):
+    if is_narrow_float(dtype):
         return dtype.type(np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).max)
     if dtype.kind == "f":
         return dtype.type(np.inf)

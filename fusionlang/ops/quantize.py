@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from fusionlang.ir.float8 import float8_max, is_float8, to_float8
+from fusionlang.ir.float8 import float8_max, is_float8, is_narrow_float, to_float8
 from fusionlang.ir.int4 import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, v_sym
@@ -94,9 +94,10 @@ def _reads(call: OpCall) -> tuple[Read, ...]:
 # ----- dequantize_linear --------------------------------------------------------------
 def _dequantize_infer(call: OpCall) -> list[TensorType]:
     x, scale = call.input(0), call.input(1)
-    if x.dtype not in INTEGER_TARGETS and not is_float8(x.dtype):
-        raise call.fail(f"x must be a quantized tensor ({', '.join(INTEGER_TARGETS)} or float8), got {x.dtype}")
-    if not scale.is_float or is_float8(scale.dtype):
+    if x.dtype not in INTEGER_TARGETS and not is_narrow_float(x.dtype):
+        raise call.fail(f"x must be a quantized tensor ({', '.join(INTEGER_TARGETS)}, float8 or float4), "
+                        f"got {x.dtype}")
+    if not scale.is_float or is_narrow_float(scale.dtype):
         raise call.fail(f"scale must be a float tensor, got {scale.dtype}")
     if call.has_input(2) and call.input(2).dtype != x.dtype:
         raise call.fail(f"zero_point {call.input(2)} and x {x} differ in dtype")
@@ -141,8 +142,8 @@ def _quantize_infer(call: OpCall) -> list[TensorType]:
     x, scale, to = call.input(0), call.input(1), call.attrs["to"]
     if x.dtype not in ("float32", "float64") or scale.dtype != x.dtype:
         raise call.fail(f"x and scale must both be float32 or float64 tensors, got {x.dtype} and {scale.dtype}")
-    if to not in INTEGER_TARGETS and not is_float8(to):
-        raise call.fail(f"to={to} is not a quantized type ({', '.join(INTEGER_TARGETS)} or float8)")
+    if to not in INTEGER_TARGETS and not is_narrow_float(to):
+        raise call.fail(f"to={to} is not a quantized type ({', '.join(INTEGER_TARGETS)}, float8 or float4)")
     if call.has_input(2) and call.input(2).dtype != to:
         raise call.fail(f"zero_point {call.input(2)} is not of the target dtype {to}")
     _check_params(call, x)
@@ -155,9 +156,11 @@ def _quantize_reference(xs, attrs):
     with np.errstate(over="ignore"):  # an overflowing quotient saturates
         q = x / broadcast_param(scale, x.shape, axis, block)  # in float32, as ONNX's reference
     zero_point = broadcast_param(xs[2], x.shape, axis, block) if len(xs) > 2 and xs[2] is not None else None
-    if is_float8(to):
+    if is_narrow_float(to):
         if zero_point is not None:
             q = q + zero_point.astype(np.float32)
+        if not is_float8(to):  # float4 saturates by itself
+            return [np.asarray(q.astype(to), order="C")]
         return [np.asarray(to_float8(q, to, bool(attrs["saturate"])), order="C")]
     rounded = np.rint(q).astype(np.float64)
     if zero_point is not None:
@@ -171,10 +174,10 @@ def _quantize_access(call: OpCall) -> list[Stmt]:
     q = v_sym(0) / v_sym(1)
     if call.input(0).dtype == "float32":
         q = Float32Round(q)
-    if is_float8(to):
+    if is_narrow_float(to):
         q = q + v_sym(2) if call.has_input(2) else q
-        limit = float8_max(to)
-        body = sp.Min(sp.Max(q, -limit), limit) if call.attrs["saturate"] else q
+        saturating = is_float8(to) and call.attrs["saturate"]  # (float4 saturates when stored)
+        body = sp.Min(sp.Max(q, -float8_max(to)), float8_max(to)) if saturating else q
     else:
         shifted = RoundEven(q) + v_sym(2) if call.has_input(2) else RoundEven(q)
         low, high = int_range(to)

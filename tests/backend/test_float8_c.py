@@ -80,7 +80,8 @@ def test_float32_encodes_to_the_same_byte_as_ml_dtypes(conversions, dtype):
 
 def test_ties_round_to_even_and_overflow_follows_each_format(conversions):
     # 464 lies halfway between 448 (0x7E) and 480, which E4M3FN spends on NaN: even wins
-    assert _encode(conversions, "float8_e4m3fn", np.float32([464, 465, -465, np.inf])).tolist() == [0x7E, 0x7F, 0xFF, 0x7F]
+    got = _encode(conversions, "float8_e4m3fn", np.float32([464, 465, -465, np.inf]))
+    assert got.tolist() == [0x7E, 0x7F, 0xFF, 0x7F]
     # E5M2 has infinities; FNUZ types have one NaN, 0x80, and no negative zero
     assert _encode(conversions, "float8_e5m2", np.float32([61440, -np.inf])).tolist() == [0x7C, 0xFC]
     assert _encode(conversions, "float8_e4m3fnuz", np.float32([-0.0, 1e6, np.nan])).tolist() == [0x00, 0x80, 0x80]
@@ -91,3 +92,16 @@ def test_the_conversions_are_part_of_every_cuda_unit_too():
     for dtype in FORMATS:
         assert f"static __device__ __forceinline__ float {decoder(dtype)}(" in text
         assert f"static __device__ __forceinline__ unsigned char {encoder(dtype)}(" in text
+
+
+def test_the_cuda_runtime_hands_cupy_the_bytes_of_types_it_does_not_know():
+    # CuPy has no ml_dtypes types: float8 and 4-bit buffers travel as their bytes
+    from fusionlang.backend.runtime_cuda import _as_stored
+
+    codes = np.arange(6, dtype=np.uint8)
+    for dtype in ["float8_e4m3fn", "float8_e5m2fnuz", "int4", "uint4"]:
+        stored = _as_stored(codes.view(dtype).reshape(2, 3))
+        assert stored.dtype == np.uint8 and stored.shape == (2, 3)
+        np.testing.assert_array_equal(stored.ravel(), codes)
+    floats = np.ones((2, 2), np.float32)
+    assert _as_stored(floats).dtype == np.float32

@@ -171,7 +171,8 @@ def test_a_scale_that_fits_no_layout_is_a_located_shape_error(tmp_path, capsys):
 
 def test_blocks_that_do_not_cover_the_axis_are_refused():
     node = helper.make_node("QuantizeLinear", ["x", "scale"], ["y"], name="q", axis=0, block_size=2)
-    model = make_model([node], {"x": ([5, 2], TensorProto.FLOAT), "scale": ([2, 2], TensorProto.FLOAT)}, {"y": None}, 21)
+    inputs = {"x": ([5, 2], TensorProto.FLOAT), "scale": ([2, 2], TensorProto.FLOAT)}
+    model = make_model([node], inputs, {"y": None}, 21)
     with pytest.raises(ShapeError, match=re.escape("scale of shape [2, 2] does not hold one value per block of 2 "
                                                    "along axis 0 of x f32[5,2] (expected [3, 2])")):
         from_onnx(model)

@@ -695,7 +695,8 @@ def _resize(op):
 
 
 # ----- quantization -----------------------------------------------------------------------
-_QUANTIZED = ["uint8", "int8", "uint4", "int4", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
+_QUANTIZED = ["uint8", "int8", "uint4", "int4", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+              "float8_e5m2fnuz"]
 
 
 @st.composite
@@ -722,8 +723,8 @@ def _linear_quantization(op):
         to = d(st.sampled_from(_QUANTIZED))
         float_type = d(st.sampled_from(["float32", "float32", "float64"])) if op == "quantize_linear" else "float32"
         scale = rng.uniform(0.01, 0.5, scale_shape).astype(float_type)
-        if to.startswith("float8"):
-            zero = np.zeros(scale_shape, to)  # ONNX wants float8 zero points to be 0
+        if to.startswith("float"):
+            zero = np.zeros(scale_shape, to)  # ONNX wants float8 (and float4) zero points to be 0
         else:
             low, high = int_range(to)
             zero = rng.integers(low // 4, high // 4 + 1, scale_shape).astype(to)
@@ -732,8 +733,8 @@ def _linear_quantization(op):
             # past the integer range, and past the float8 range when scales are small
             x = (rng.standard_normal(shape) * d(st.sampled_from([1.0, 30.0, 3000.0]))).astype(float_type)
             return [x, scale, zero], {**attrs, "to": to}
-        if to.startswith("float8"):
-            x = rng.integers(0, 256, shape).astype(np.uint8).view(to)
+        if to.startswith("float"):
+            x = rng.integers(0, 16 if to == "float4_e2m1fn" else 256, shape).astype(np.uint8).view(to)
             x = np.where(np.isnan(x.astype(np.float32)), np.zeros((), to), x)  # NaN != NaN in the comparison
         else:
             low, high = int_range(to)
