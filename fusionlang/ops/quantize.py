@@ -2,8 +2,8 @@
 point per tensor, per slice along an axis, or per block of ``block_size`` elements along it.
 
 Integer targets round x / scale to nearest even, add the zero point and saturate to the
-type; float8 targets round x / scale + zero point to the float8 type (saturating by default,
-see ir.float8). ONNX requires float8 zero points to be 0 and its reference ignores them; the
+type; float8 (and float4) targets round x / scale + zero point to that type (saturating by
+default, see ir.float8). ONNX requires float8 zero points to be 0 and its reference ignores them; the
 formula is applied all the same, which is the same where the model is valid. A float32
 quotient is rounded to float32 first, as ONNX's reference computes it in float32, so
 compiled code (which computes integer results in double) rounds the same ties.
@@ -196,8 +196,8 @@ register(
         infer=_quantize_infer,
         reference=_quantize_reference,
         access=_quantize_access,
-        doc="Integer targets: saturate(round_even(x / scale) + zero_point); float8 targets: x / scale + "
-            "zero_point rounded to float8. scale and zero_point as in dequantize_linear; x and scale float32 "
+        doc="Integer targets: saturate(round_even(x / scale) + zero_point); float8 and float4 targets: "
+            "x / scale + zero_point rounded to that type. scale and zero_point as in dequantize_linear; x and scale float32 "
             "or float64 (the quotient rounds to their type).",
     )
 )
