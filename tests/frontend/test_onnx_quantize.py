@@ -207,3 +207,11 @@ def test_the_interpreter_and_the_compiled_graph_agree_on_a_quantize_dequantize_c
     compiled = fusionlang.compile(fusionlang.fuse(graph, fusionlang.load_rules("apollo")), target="c")
     np.testing.assert_array_equal(compiled.run({"x": x})["y"], fusionlang.reference.run(graph, {"x": x})["y"])
     np.testing.assert_array_equal(compiled.run({"x": x})["y"], ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+def test_dynamic_quantization_of_a_double_tensor_is_a_model_error():
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dq")
+    model = make_model([node], {"x": ([3], TensorProto.DOUBLE)}, {"y": None, "s": None, "z": None}, 11)
+    with pytest.raises(ModelError, match="^node 'dq' \\(DynamicQuantizeLinear\\): x must be a float32 tensor, "
+                                         "got float64$"):
+        from_onnx(model)
