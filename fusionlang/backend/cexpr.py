@@ -25,7 +25,7 @@ from sympy.printing.c import C99CodePrinter
 from fusionlang.backend.storage_codecs import codec_helpers
 from fusionlang.errors import CodegenError
 from fusionlang.ir.float8 import NARROW_FLOAT_DTYPES
-from fusionlang.ir.int4 import INT4_DTYPES
+from fusionlang.ir.narrow_int import NARROW_INT_DTYPES
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import BitShift, CheckedIndex, Float32Round, Fmod, IsInf, IsNan, RoundEven, Sigmoid
 
@@ -52,7 +52,7 @@ CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float
 CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
           "uint8": "unsigned char", "bool": "unsigned char",
           # float8 and 4-bit integers: the stored byte; loads and stores convert (backend.storage_codecs)
-          **{dtype: "unsigned char" for dtype in NARROW_FLOAT_DTYPES + INT4_DTYPES}}
+          **{dtype: "unsigned char" for dtype in NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES}}
 
 
 def ctype(dtype: str, flavor: Flavor) -> str:

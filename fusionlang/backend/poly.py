@@ -43,7 +43,7 @@ from fusionlang.engine.plan import boundary
 from fusionlang.errors import CodegenError
 from fusionlang.ir.float8 import NARROW_FLOAT_DTYPES, is_narrow_float
 from fusionlang.ir.graph import Graph, Node
-from fusionlang.ir.int4 import INT4_DTYPES
+from fusionlang.ir.narrow_int import NARROW_INT_DTYPES
 from fusionlang.ops.access import ACC, Read, Stmt, as_expr, i_sym, r_sym, v_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.interpreter import registry_of
@@ -52,7 +52,7 @@ from fusionlang.ops.interpreter import registry_of
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
 
 #: dtypes generated code can hold (float16 has no portable C type)
-SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool") + NARROW_FLOAT_DTYPES + INT4_DTYPES
+SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool") + NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES
 
 
 def _start(reduce: str, dtype: str) -> sp.Expr:

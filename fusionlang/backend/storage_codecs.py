@@ -5,18 +5,18 @@ and each store encodes the result, with helper functions every translation unit 
 * float4_e2m1fn (FLOAT4E2M1): sign, 2 exponent bits (bias 1), 1 mantissa bit in the low
   four bits; stores round to nearest even and saturate at 6, and NaN becomes a zero of
   the opposite sign, bit for bit as ml_dtypes converts;
-* int4 and uint4: the value in the low four bits (ml_dtypes' layout, sign in bit 3 for
-  int4) <-> an integer, stores keeping the low four bits of the truncated value, as
-  ml_dtypes converts (ir.int4).
+* int4, uint4, int2 and uint2: the value in the low four or two bits (ml_dtypes' layout,
+  the top one the sign of the signed types) <-> an integer, stores keeping the low bits
+  of the truncated value, as ml_dtypes converts (ir.narrow_int).
 """
 
 from __future__ import annotations
 
 from fusionlang.backend.float8_c import FORMATS, decoder, encoder, float8_helpers
+from fusionlang.ir.narrow_int import NARROW_INT_BITS
 
-#: 4-bit dtype -> (decoder, encoder)
-_FOUR_BIT = {"int4": ("fl_int4_value", "fl_to_int4"), "uint4": ("fl_uint4_value", "fl_to_uint4"),
-             "float4_e2m1fn": ("fl_e2m1_to_float", "fl_float_to_e2m1")}
+#: float4 dtype -> (decoder, encoder)
+_FLOAT4 = {"float4_e2m1fn": ("fl_e2m1_to_float", "fl_float_to_e2m1")}
 
 _FLOAT4_HELPERS = """{q} float fl_e2m1_to_float(unsigned char b) {{
   union {{ unsigned int u; float f; }} v;
@@ -40,15 +40,16 @@ _FLOAT4_HELPERS = """{q} float fl_e2m1_to_float(unsigned char b) {{
 }}
 """
 
-_INT4_HELPERS = """{q} int fl_int4_value(unsigned char b) {{ return (int)((b & 15) ^ 8) - 8; }}
-{q} int fl_uint4_value(unsigned char b) {{ return b & 15; }}
-{q} unsigned char fl_to_int4(double v) {{
+_NARROW_INT_HELPERS = """{q} int fl_narrow_int_value(unsigned char b, int bits, int is_signed) {{
+  int v = b & ((1 << bits) - 1), sign = 1 << (bits - 1);
+  return is_signed ? (v ^ sign) - sign : v;
+}}
+{q} unsigned char fl_to_narrow_int(double v, int bits) {{
   /* NaN, infinities and values past the 64-bit range give 0, as ml_dtypes; float32 values
      from 2**27 on are multiples of 16 anyway */
   if (!(v > -9.2233720368547758e18 && v < 9.2233720368547758e18)) return 0;
-  return (unsigned char)((unsigned long long)(long long)v & 15u);
+  return (unsigned char)((unsigned long long)(long long)v & ((1u << bits) - 1u));
 }}
-{q} unsigned char fl_to_uint4(double v) {{ return fl_to_int4(v); }}
 """
 
 
@@ -56,12 +57,20 @@ def codec(dtype: str) -> tuple[str, str] | None:
     """(decoder, encoder) helper names of a dtype stored encoded, else None."""
     if dtype in FORMATS:
         return decoder(dtype), encoder(dtype)
-    return _FOUR_BIT.get(dtype)
+    if dtype in NARROW_INT_BITS:
+        return f"fl_{dtype}_value", f"fl_to_{dtype}"
+    return _FLOAT4.get(dtype)
 
 
 def codec_helpers(prefix: str) -> str:
     """The helpers, once per translation unit; ``prefix`` qualifies functions."""
-    return float8_helpers(prefix) + _FLOAT4_HELPERS.format(q=prefix) + _INT4_HELPERS.format(q=prefix)
+    out = [float8_helpers(prefix), _FLOAT4_HELPERS.format(q=prefix), _NARROW_INT_HELPERS.format(q=prefix)]
+    for dtype, bits in NARROW_INT_BITS.items():  # each type's constants passed to the generic function
+        decode, encode = codec(dtype)
+        signed = int(not dtype.startswith("u"))
+        out.append(f"{prefix} int {decode}(unsigned char b) {{ return fl_narrow_int_value(b, {bits}, {signed}); }}\n"
+                   f"{prefix} unsigned char {encode}(double v) {{ return fl_to_narrow_int(v, {bits}); }}\n")
+    return "".join(out)
 
 
 #: dtypes stored encoded that hold floats (a load is a float, not a C integer)

@@ -25,10 +25,12 @@ DTYPES = {
     "float8_e4m3fnuz": "f8e4m3fnuz",
     "float8_e5m2": "f8e5m2",
     "float8_e5m2fnuz": "f8e5m2fnuz",
-    # 4-bit types, one per byte (ml_dtypes' numpy types)
+    # 4- and 2-bit types, one per byte (ml_dtypes' numpy types)
     "int4": "i4",
     "uint4": "u4",
     "float4_e2m1fn": "f4e2m1",
+    "int2": "i2",
+    "uint2": "u2",
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
 

@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.ir.float8 import is_narrow_float
-from fusionlang.ir.int4 import int_range
+from fusionlang.ir.narrow_int import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, as_expr, broadcast_index, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, OpRegistry, register

@@ -15,14 +15,14 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.ir.float8 import float8_max, is_float8, is_narrow_float, to_float8
-from fusionlang.ir.int4 import int_range
+from fusionlang.ir.narrow_int import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.scalar import Float32Round, RoundEven
 
 #: integer types a quantized tensor may have
-INTEGER_TARGETS = ("uint8", "int8", "uint16", "int16", "uint4", "int4")
+INTEGER_TARGETS = ("uint8", "int8", "uint16", "int16", "uint4", "int4", "uint2", "int2")
 _ATTRS = {
     "axis": Attr("int", 1, "the axis of a per-axis or blocked scale"),
     "block_size": Attr("int", 0, "elements per scale along axis (0: per tensor or per axis)"),

@@ -18,7 +18,7 @@ import fusionlang.onnx_backend as backend
 from fusionlang.cli import main
 from fusionlang.errors import ModelError, ShapeError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
-from fusionlang.ir.int4 import int_range
+from fusionlang.ir.narrow_int import int_range
 from onnx_cases import make_model
 
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")

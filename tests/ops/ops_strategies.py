@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
-from fusionlang.ir.int4 import int_range
+from fusionlang.ir.narrow_int import int_range
 
 SEEDS = st.integers(0, 2**32 - 1)
 
@@ -695,7 +695,7 @@ def _resize(op):
 
 
 # ----- quantization -----------------------------------------------------------------------
-_QUANTIZED = ["uint8", "int8", "uint4", "int4", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+_QUANTIZED = ["uint8", "int8", "uint4", "int4", "uint2", "int2", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
               "float8_e5m2fnuz"]
 
 

@@ -19,14 +19,14 @@ REJECTED = [
     ("quantize_linear", [X, TensorType((), "float64")], {}, ": x and scale must both be float32 or float64 tensors, "
                                                             "got float32 and float64"),
     ("quantize_linear", [X, S], {"to": "int32"}, ": to=int32 is not a quantized type (uint8, int8, uint16, int16, "
-                                                 "uint4, int4, float8 or float4)"),
+                                                 "uint4, int4, uint2, int2, float8 or float4)"),
     ("quantize_linear", [X, S, TensorType((), "int8")], {}, ": zero_point i8[] is not of the target dtype uint8"),
     ("quantize_linear", [X, TensorType((3,)), TensorType((2,), "uint8")], {},
      ": zero_point u8[2] and scale f32[3] differ in shape"),
     ("quantize_linear", [X, S], {"block_size": -1}, ": block_size=-1 must not be negative"),
     ("quantize_linear", [X, TensorType((3,))], {"axis": 2}, ": axis=2 is out of range for rank 2"),
     ("dequantize_linear", [X, S], {}, ": x must be a quantized tensor (uint8, int8, uint16, int16, uint4, int4, "
-                                      "float8 or float4), got float32"),
+                                      "uint2, int2, float8 or float4), got float32"),
     ("dequantize_linear", [TensorType((2, 3), "uint8"), TensorType((), "int32")], {},
      ": scale must be a float tensor, got int32"),
     ("dequantize_linear", [TensorType((2, 3), "uint8"), S, TensorType((), "int8")], {},

@@ -1,5 +1,5 @@
-"""The C int4/uint4 conversions against ml_dtypes (ONNX's reference): every stored nibble
-decoded, and doubles encoded as ml_dtypes converts float32 and integer values (the low four
+"""The C int4/uint4/int2/uint2 conversions against ml_dtypes (ONNX's reference): every
+stored value decoded, and doubles encoded as ml_dtypes converts float32 and integer values (the low four
 bits of the truncated value; 0 for NaN and infinities)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from fusionlang.backend.ccompile import build_library, load_library
 from fusionlang.backend.storage_codecs import codec, codec_helpers
 
-DTYPES = ["int4", "uint4"]
+DTYPES = ["int4", "uint4", "int2", "uint2"]
 
 
 def _pointer(array: np.ndarray) -> ctypes.c_void_p:
@@ -33,10 +33,10 @@ def conversions():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_every_nibble_decodes_as_ml_dtypes_does(conversions, dtype):
-    codes = np.arange(16, dtype=np.uint8)
-    got = np.empty(16, np.int32)
-    getattr(conversions, f"dec_{dtype}")(_pointer(codes), _pointer(got), ctypes.c_long(16))
+def test_every_stored_value_decodes_as_ml_dtypes_does(conversions, dtype):
+    codes = np.arange(16 if dtype.endswith("4") else 4, dtype=np.uint8)
+    got = np.empty(codes.size, np.int32)
+    getattr(conversions, f"dec_{dtype}")(_pointer(codes), _pointer(got), ctypes.c_long(codes.size))
     np.testing.assert_array_equal(got, codes.view(getattr(ml_dtypes, dtype)).astype(np.int32))
 
 
