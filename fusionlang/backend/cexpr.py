@@ -51,7 +51,8 @@ CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float
 #: C type of each dtype in memory
 CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
           "uint8": "unsigned char", "bool": "unsigned char",
-          # float8 and 4-bit integers: the stored byte; loads and stores convert (backend.storage_codecs)
+          # float8, float4, 4- and 2-bit integers: the stored byte; loads and stores convert
+          # (backend.storage_codecs)
           **{dtype: "unsigned char" for dtype in NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES}}
 
 

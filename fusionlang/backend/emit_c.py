@@ -203,7 +203,7 @@ class _Printer:
     def load(self, ld: Load, dtype: str, symbol) -> str:
         ip = IndexPrinter(symbol, self.checked_index(ld))
         ref = self.ref(ld.array, ld.index, ip)
-        if codec(ld.array.dtype):  # a float8 or 4-bit byte, decoded
+        if codec(ld.array.dtype):  # a narrow type's byte (float8, 4- or 2-bit), decoded
             ref = f"{codec(ld.array.dtype)[0]}({ref})"
         checks = [f"({ip(e)} >= 0 && {ip(e)} < {n})" for e, n in ld.guard]
         if ld.cond is not None:

@@ -78,7 +78,8 @@ _GENERIC = """{q} float fl_f8_decode(unsigned int b, int mbits, int bias, int sp
     mag = (a + (1u << (s - 1u)) - 1u + ((a >> s) & 1u)) >> s;
     mag -= (127u - (unsigned int)bias) << mbits;
   }} else {{  /* a float8 subnormal (or zero): round m = |x| * 2^(bias - 1 + mbits) to nearest even */
-    unsigned int full = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u), s = 151u - (unsigned int)bias - (unsigned int)mbits - (e ? e : 1u);
+    unsigned int full = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u);
+    unsigned int s = 151u - (unsigned int)bias - (unsigned int)mbits - (e ? e : 1u);
     mag = s > 24u ? 0u : (full + (1u << (s - 1u)) - 1u + ((full >> s) & 1u)) >> s;
   }}
   if (mag > max_code) return (unsigned char)(special == 1 ? overflow_code : sign | overflow_code);

@@ -52,7 +52,8 @@ from fusionlang.ops.interpreter import registry_of
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
 
 #: dtypes generated code can hold (float16 has no portable C type)
-SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool") + NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES
+SUPPORTED_DTYPES = (("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
+                    + NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES)
 
 
 def _start(reduce: str, dtype: str) -> sp.Expr:

@@ -197,7 +197,7 @@ register(
         reference=_quantize_reference,
         access=_quantize_access,
         doc="Integer targets: saturate(round_even(x / scale) + zero_point); float8 and float4 targets: "
-            "x / scale + zero_point rounded to that type. scale and zero_point as in dequantize_linear; x and scale float32 "
-            "or float64 (the quotient rounds to their type).",
+            "x / scale + zero_point rounded to that type. scale and zero_point as in dequantize_linear; x and "
+            "scale float32 or float64 (the quotient rounds to their type).",
     )
 )

@@ -25,9 +25,10 @@ def _pointer(array: np.ndarray) -> ctypes.c_void_p:
 def conversions():
     decode, encode = codec("float4_e2m1fn")
     src = "#include <stdint.h>\n" + codec_helpers("static inline") + (
-        f"void dec(const unsigned char* b, float* y, long n) {{ for (long i = 0; i < n; i++) y[i] = {decode}(b[i]); }}"
-        f"\nvoid enc(const float* x, unsigned char* y, long n) {{ for (long i = 0; i < n; i++) y[i] = {encode}(x[i]); }}"
-        "\n")
+        "void dec(const unsigned char* b, float* y, long n) "
+        f"{{ for (long i = 0; i < n; i++) y[i] = {decode}(b[i]); }}\n"
+        "void enc(const float* x, unsigned char* y, long n) "
+        f"{{ for (long i = 0; i < n; i++) y[i] = {encode}(x[i]); }}\n")
     return load_library(build_library([src]))
 
 

@@ -695,8 +695,8 @@ def _resize(op):
 
 
 # ----- quantization -----------------------------------------------------------------------
-_QUANTIZED = ["uint8", "int8", "uint4", "int4", "uint2", "int2", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-              "float8_e5m2fnuz"]
+_QUANTIZED = ["uint8", "int8", "uint4", "int4", "uint2", "int2", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz",
+              "float8_e5m2", "float8_e5m2fnuz"]
 
 
 @st.composite
