@@ -23,6 +23,7 @@ from onnx import numpy_helper
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dtype
 from fusionlang.frontend.onnx_ops import CONVERTERS
+from fusionlang.frontend import onnx_quantize as _onnx_quantize  # noqa: F401  (registers its converters)
 from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
 from fusionlang.ir.graph import Graph, Node
@@ -45,7 +46,8 @@ def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
 
     Opsets 6 to 21 are read with each op's form for that opset. Newer opsets are read
     with the opset-21 forms: the converted ops have kept their inputs and attributes since
-    (up to opset 28, apart from Cast's and CastLike's float8-only ``round_mode``).
+    (up to opset 28, apart from Cast's and CastLike's float8-only ``round_mode``; the
+    opset-23 ``precision`` of QuantizeLinear and ``output_dtype`` of DequantizeLinear are read).
     ``input_shapes`` gives static shapes for graph inputs whose dims are symbolic or
     missing (it may also override declared dims). ``constant_inputs`` binds graph inputs to
     values (name -> array) that the graph holds as constants: what a model feeds as axes,

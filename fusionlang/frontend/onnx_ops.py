@@ -253,12 +253,12 @@ def _dropout(ctx: NodeContext) -> None:
 @converts("Cast")
 def _cast(ctx: NodeContext) -> None:
     to = onnx_dtype(ctx.attr("to"), f"node {ctx.label!r} (Cast) target")
-    ctx.emit_output("cast", [ctx.input(0)], {"to": to})
+    ctx.emit_output("cast", [ctx.input(0)], {"to": to, "saturate": ctx.attr("saturate", 1)})
 
 
 @converts("CastLike")
 def _cast_like(ctx: NodeContext) -> None:
-    ctx.emit_output("cast", [ctx.input(0)], {"to": ctx.type(1).dtype})
+    ctx.emit_output("cast", [ctx.input(0)], {"to": ctx.type(1).dtype, "saturate": ctx.attr("saturate", 1)})
 
 
 # ----- data movement with tensor-valued parameters -------------------------------------

@@ -25,6 +25,7 @@ from fusionlang.ops import norm as _norm  # noqa: F401
 from fusionlang.ops import norm_grouped as _norm_grouped  # noqa: F401
 from fusionlang.ops import pad as _pad  # noqa: F401
 from fusionlang.ops import pool as _pool  # noqa: F401
+from fusionlang.ops import quantize as _quantize  # noqa: F401
 from fusionlang.ops import reduce as _reduce  # noqa: F401
 from fusionlang.ops import remainder as _remainder  # noqa: F401
 from fusionlang.ops import resize as _resize  # noqa: F401

@@ -59,6 +59,20 @@ class Fmod(sp.Function):
     nargs = 2
 
 
+class RoundEven(sp.Function):
+    """x rounded to the nearest integer, ties to even (ONNX's Round and quantization; sympy's
+    round rounds ties away from zero)."""
+
+    nargs = 1
+
+
+class Float32Round(sp.Function):
+    """x rounded to float32: a quotient computed in a wider type rounds as float32 arithmetic
+    would have (double rounding of one division is exact), as ONNX's quantization computes."""
+
+    nargs = 1
+
+
 class BitShift(sp.Function):
     """ONNX BitShift of an integer a by s bits (args: a, s, bits, signed, left): bits shifted
     out of a ``bits``-wide integer are lost, and a shift count outside [0, bits) gives 0, or
@@ -203,6 +217,8 @@ _UNARY = {
     Sigmoid: np_sigmoid,
     IsNan: lambda x: np.isnan(x).astype(np.int8),
     IsInf: lambda x: np.isinf(x).astype(np.int8),
+    RoundEven: np.rint,
+    Float32Round: lambda x: np.asarray(x, np.float32),
 }
 
 _RELATIONAL = {

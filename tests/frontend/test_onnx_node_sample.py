@@ -253,6 +253,18 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                              "test_max_float16", "test_mod_mixed_sign_float16", "test_isinf_float16",
                              "test_celu_bfloat16_expanded", "test_range_bfloat16_type_positive_delta",
                              "test_attention_4d_fp16_expanded", "test_attention_3d_causal_bf16_expanded"),
+    # float8 storage, saturating or not; quantization; integer products written with other ops
+    "float8": ("test_cast_FLOAT_to_FLOAT8E4M3FN", "test_cast_no_saturate_FLOAT_to_FLOAT8E5M2",
+               "test_cast_FLOAT8E4M3FNUZ_to_FLOAT", "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded"),
+    "4- and 2-bit": ("test_cast_FLOAT_to_INT4", "test_cast_UINT4_to_UINT8", "test_castlike_FLOAT_to_FLOAT4E2M1",
+                     "test_cast_INT2_to_FLOAT", "test_quantizelinear_uint4", "test_dequantizelinear_float4e2m1"),
+    "QuantizeLinear": ("test_quantizelinear", "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
+                       "test_quantizelinear_e4m3fn"),
+    "DequantizeLinear": ("test_dequantizelinear_axis", "test_dequantizelinear_blocked",
+                         "test_dequantizelinear_e4m3fn_zero_point"),
+    "DynamicQuantizeLinear": ("test_dynamicquantizelinear_min_adjusted",),
+    "integer products": ("test_matmulinteger", "test_qlinearmatmul_3D_int8_float32", "test_convinteger_with_padding",
+                         "test_qlinearconv"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 

@@ -273,6 +273,9 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "group_norm": _group_norm,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
                                            [] if len(arrays) > 1 else [_i64(a["k"])]),
+    # (opset-19 forms: the cases give a zero point, which names the quantized type)
+    "quantize_linear": lambda a, arrays, x: OnnxForm("QuantizeLinear", {"axis": a["axis"], "saturate": a["saturate"]}),
+    "dequantize_linear": lambda a, arrays, x: OnnxForm("DequantizeLinear", {"axis": a["axis"]}),
 }
 
 
@@ -590,8 +593,22 @@ def _resize_cases() -> list[Case]:
     return cases
 
 
+def _quantization_cases() -> list[Case]:
+    # (onnxruntime takes no float8 arrays: float8 is checked against ONNX's reference in
+    # tests/frontend/test_onnx_quantize.py)
+    scale, per_channel = const(np.float32(0.07)), const(np.float32([0.02, 0.5, 0.11]))
+    wide = lambda rng: (rng.standard_normal((2, 3, 4)) * 20).astype(np.float32)  # noqa: E731
+    return [
+        Case("quantize_linear", [wide, scale, const(np.uint8(128))], {"to": "uint8"}),
+        Case("quantize_linear", [wide, per_channel, const(np.int8([-3, 0, 9]))], {"axis": 1, "to": "int8"}),
+        Case("dequantize_linear", [ints(2, 3, 4, low=0, high=256, dtype="uint8"), scale, const(np.uint8(120))]),
+        Case("dequantize_linear", [ints(2, 3, 4, low=-128, high=128, dtype="int8"), per_channel,
+                                   const(np.int8([-3, 0, 9]))], {"axis": -2}),
+    ]
+
+
 CASES: list[Case] = (_unary_cases() + _binary_cases() + _reduce_cases() + _nn_cases() + _linalg_cases()
-                     + _shape_cases() + _index_cases())
+                     + _shape_cases() + _index_cases() + _quantization_cases())
 
 
 def normalized(case: Case) -> dict:

@@ -13,6 +13,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
+from fusionlang.ir.narrow_int import int_range
+
 SEEDS = st.integers(0, 2**32 - 1)
 
 
@@ -716,5 +718,55 @@ def _resize(op):
         if mode == "nearest" and d(st.booleans()):  # nearest copies cells of any dtype
             return [small_ints(rng, shape, dtype=d(st.sampled_from(["int64", "int32", "uint8"])), low=0)], attrs
         return [normal(rng, shape)], attrs
+
+    return draw()
+
+
+# ----- quantization -----------------------------------------------------------------------
+_QUANTIZED = ["uint8", "int8", "uint4", "int4", "uint2", "int2", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz",
+              "float8_e5m2", "float8_e5m2fnuz"]
+
+
+@st.composite
+def _scales(d, rng, shape):
+    """(scale shape, attrs): one scale, one per element of an axis, or one per block along it."""
+    mode = d(st.sampled_from(["tensor", "axis", "block"]))
+    if mode == "tensor":
+        return d(st.sampled_from([(), (1,)])), {}
+    axis = d(st.integers(-len(shape), len(shape) - 1))
+    if mode == "axis":
+        return (shape[axis],), {"axis": axis}
+    block = d(st.integers(1, 3))
+    return tuple(-(-n // block) if j == axis % len(shape) else n for j, n in enumerate(shape)), \
+        {"axis": axis, "block_size": block}
+
+
+@strategy("quantize_linear", "dequantize_linear")
+def _linear_quantization(op):
+    @st.composite
+    def draw(d):
+        rng = rng_of(d(SEEDS))
+        shape = d(shapes(1, 3))
+        scale_shape, attrs = d(_scales(rng, shape))
+        to = d(st.sampled_from(_QUANTIZED))
+        float_type = d(st.sampled_from(["float32", "float32", "float64"])) if op == "quantize_linear" else "float32"
+        scale = rng.uniform(0.01, 0.5, scale_shape).astype(float_type)
+        if to.startswith("float"):
+            zero = np.zeros(scale_shape, to)  # ONNX wants float8 (and float4) zero points to be 0
+        else:
+            low, high = int_range(to)
+            zero = rng.integers(low // 4, high // 4 + 1, scale_shape).astype(to)
+        zero = zero if d(st.booleans()) else None
+        if op == "quantize_linear":
+            # past the integer range, and past the float8 range when scales are small
+            x = (rng.standard_normal(shape) * d(st.sampled_from([1.0, 30.0, 3000.0]))).astype(float_type)
+            return [x, scale, zero], {**attrs, "to": to}
+        if to.startswith("float"):
+            x = rng.integers(0, 16 if to == "float4_e2m1fn" else 256, shape).astype(np.uint8).view(to)
+            x = np.where(np.isnan(x.astype(np.float32)), np.zeros((), to), x)  # NaN != NaN in the comparison
+        else:
+            low, high = int_range(to)
+            x = rng.integers(low, high, shape, endpoint=True).astype(to)
+        return [x, scale, zero], attrs
 
     return draw()
