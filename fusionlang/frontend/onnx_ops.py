@@ -655,11 +655,12 @@ def _trilu(ctx: NodeContext) -> None:
     ctx.emit_output("trilu", [ctx.input(0)], {"upper": upper, "k": k})
 
 
-@converts("CumSum")
+@converts("CumSum", "CumProd")
 def _cumsum(ctx: NodeContext) -> None:
     axis = int(ctx.scalar(1, "axis"))
-    ctx.emit_output("cumsum", [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
-                                                "reverse": ctx.attr("reverse", 0)})
+    op = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
+    ctx.emit_output(op, [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
+                                         "reverse": ctx.attr("reverse", 0)})
 
 
 #: the most elements a Range folded at import may have (1 GiB of int64)

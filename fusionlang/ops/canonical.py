@@ -89,6 +89,7 @@ _RULES: dict[str, Canonical] = {
     **{f"reduce_{kind}": _reduce for kind in ("sum", "mean", "max", "min", "prod")},
     **{op: _axis() for op in ("softmax", "log_softmax", "concat", "split", "gather", "gather_elements",
                               "index_of", "cumsum", "layer_norm")},
+    **{op: _axis() for op in ("cumprod",)},
     "flatten": _axis(inclusive=True),
     "transpose": _transpose,
     "squeeze": _axes_of(lambda call: call.input(0).rank),

@@ -42,6 +42,8 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "SoftmaxCrossEntropyLoss": ("test_sce_mean", "test_sce_none_weights_log_prob", "test_sce_sum",
                                 "test_sce_mean_no_weight_ii_4d_log_prob", "test_sce_NCd1_mean_weight_negative_ii",
                                 "test_sce_NCd1d2d3_sum_weight_high_ii_log_prob", "test_sce_mean_weight_ii_3d"),
+    "CumProd": ("test_cumprod_1d_exclusive", "test_cumprod_1d_reverse", "test_cumprod_2d_int32",
+                "test_cumprod_2d_negative_axis"),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)
     "expanded": ("test_attention_4d_causal_expanded", "test_attention_3d_gqa_attn_mask_expanded",
                  "test_rms_normalization_3d_axis1_epsilon_expanded",

@@ -83,6 +83,8 @@ class OnnxForm:
     then: tuple[str, ...] = ()
     #: build the whole node list instead: fn(input names, output name) -> nodes
     graph: Callable | None = None
+    #: the opset of the model (None: the test's default), for ops newer than it
+    opset: int | None = None
 
 
 def _i64(values) -> np.ndarray:
@@ -225,6 +227,8 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "pad": _pad,
     "cumsum": lambda a, arrays, x: OnnxForm("CumSum", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
                                             [_i64(a["axis"])]),
+    "cumprod": lambda a, arrays, x: OnnxForm("CumProd", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
+                                             [_i64(a["axis"])], opset=26),
     "index_of": _arg_extreme,
     "resize": _resize,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
@@ -479,6 +483,10 @@ def _index_cases() -> list[Case]:
         Case("cumsum", [ints(3, 4)], {"axis": -2, "exclusive": 1}),
         Case("cumsum", [normal(3, 4)], {"axis": 0, "reverse": 1}),
         Case("cumsum", [normal(5)], {"exclusive": 1, "reverse": 1}),
+        Case("cumprod", [normal(3, 4)], {"axis": 1}),
+        Case("cumprod", [ints(3, 4, low=-3, high=4)], {"axis": -2, "exclusive": 1}),
+        Case("cumprod", [normal(3, 4)], {"axis": 0, "reverse": 1}),
+        Case("cumprod", [const(np.array([2.0, 0.0, 3.0, -1.5, 4.0], np.float32))], {"exclusive": 1, "reverse": 1}),
         Case("index_of", _ties(1, np.max), {"axis": 1}),
         Case("index_of", _ties(2, np.max), {"axis": 2, "keepdims": 0, "last": 1}),
         Case("index_of", _ties(0, np.min), {"axis": 0, "last": 1}),

@@ -596,7 +596,7 @@ def _trilu(op):
     return draw()
 
 
-@strategy("cumsum")
+@strategy("cumsum", "cumprod")
 def _cumsum(op):
     @st.composite
     def draw(d):

@@ -48,7 +48,7 @@ def _model(case: Case, attrs: dict, arrays: list) -> tuple[bytes, dict]:
             previous, outs[0] = outs[0], f"then{k}"
             nodes.append(helper.make_node(op_type, [previous], [outs[0]]))
     graph = helper.make_graph(nodes, "case", inputs, [onnx.ValueInfoProto(name=o) for o in outs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", form.opset or OPSET)])
     model.ir_version = 10
     return model.SerializeToString(), feeds
 
