@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -822,3 +823,6 @@ def _bit_shift(ctx: NodeContext) -> None:
     if direction not in ("LEFT", "RIGHT"):
         raise ctx.fail(f"direction={direction!r} should be 'LEFT' or 'RIGHT'")
     ctx.emit_output("bit_shift", [ctx.input(0), ctx.input(1)], {"direction": direction.lower()})
+
+
+CONVERTERS.update(INDEX_CONVERTERS)  # scatters, TopK, OneHot...: onnx_index_ops

@@ -29,6 +29,7 @@ from fusionlang.ops import shape as _shape  # noqa: F401
 from fusionlang.ops import slicing as _slicing  # noqa: F401
 from fusionlang.ops import softmax as _softmax  # noqa: F401
 from fusionlang.ops import trilu as _trilu  # noqa: F401
+from fusionlang.ops import scatter as _scatter  # noqa: F401
 from fusionlang.ops.access import ACC, REDUCTIONS, Read, Stmt, i_sym, r_sym, v_sym
 from fusionlang.ops.builder import GraphBuilder
 from fusionlang.ops.checking import op_call, verify_graph

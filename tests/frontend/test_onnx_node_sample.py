@@ -42,6 +42,10 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "SoftmaxCrossEntropyLoss": ("test_sce_mean", "test_sce_none_weights_log_prob", "test_sce_sum",
                                 "test_sce_mean_no_weight_ii_4d_log_prob", "test_sce_NCd1_mean_weight_negative_ii",
                                 "test_sce_NCd1d2d3_sum_weight_high_ii_log_prob", "test_sce_mean_weight_ii_3d"),
+    "ScatterElements": ("test_scatter_elements_with_duplicate_indices", "test_scatter_elements_with_negative_indices",
+                        "test_scatter_elements_with_reduction_max", "test_scatter_elements_without_axis"),
+    "Scatter": ("test_scatter_with_axis",),
+    "ScatterND": ("test_scatternd", "test_scatternd_multiply", "test_scatternd_min_with_element_indices"),
     "CumProd": ("test_cumprod_1d_exclusive", "test_cumprod_1d_reverse", "test_cumprod_2d_int32",
                 "test_cumprod_2d_negative_axis"),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)

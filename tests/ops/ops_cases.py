@@ -195,6 +195,21 @@ def _arg_extreme(a, arrays, x):
     return OnnxForm("", graph=graph)
 
 
+def _scatter_position(a, arrays, x):
+    """scatter_position is ONNX ScatterElements (reduction none: the last repeated index wins)
+    of each index's own position along the axis into -1s."""
+    indices = arrays[1]
+    positions = np.indices(indices.shape)[a["axis"] % indices.ndim].astype(np.int64)
+
+    def graph(ins, out):
+        minus_one = helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1])
+        return [helper.make_node("Shape", [ins[0]], ["sp_shape"]),
+                helper.make_node("ConstantOfShape", ["sp_shape"], ["sp_base"], value=minus_one),
+                helper.make_node("ScatterElements", ["sp_base", ins[1], ins[2]], [out], axis=a["axis"])]
+
+    return OnnxForm("", extra=[positions], graph=graph)
+
+
 def _resize(a, arrays, x):
     """Resize given sizes where every scale is the sizes' own, else given scales (float32)."""
     attrs = {k: a[k] for k in ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
@@ -229,6 +244,8 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
                                             [_i64(a["axis"])]),
     "cumprod": lambda a, arrays, x: OnnxForm("CumProd", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
                                              [_i64(a["axis"])], opset=26),
+    "scatter_elements": lambda a, arrays, x: OnnxForm("ScatterElements", a, opset=18),
+    "scatter_position": _scatter_position,
     "index_of": _arg_extreme,
     "resize": _resize,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
@@ -487,11 +504,28 @@ def _index_cases() -> list[Case]:
         Case("cumprod", [ints(3, 4, low=-3, high=4)], {"axis": -2, "exclusive": 1}),
         Case("cumprod", [normal(3, 4)], {"axis": 0, "reverse": 1}),
         Case("cumprod", [const(np.array([2.0, 0.0, 3.0, -1.5, 4.0], np.float32))], {"exclusive": 1, "reverse": 1}),
+        *_scatter_cases(),
         Case("index_of", _ties(1, np.max), {"axis": 1}),
         Case("index_of", _ties(2, np.max), {"axis": 2, "keepdims": 0, "last": 1}),
         Case("index_of", _ties(0, np.min), {"axis": 0, "last": 1}),
         Case("index_of", _ties(-1, np.min), {"axis": -1, "keepdims": 0}),
     ] + _resize_cases()
+
+
+def _scatter_cases() -> list[Case]:
+    """Repeated and negative indices, indices shorter than data off the axis, each reduction."""
+    repeated = const(np.array([[1, -1, 1], [0, 4, -5]]))
+    cases = [Case("scatter_elements", [normal(3, 5), repeated, normal(2, 3)], {"axis": 1, "reduction": r})
+             for r in ("add", "mul", "max", "min")]
+    return cases + [
+        Case("scatter_elements", [ints(4, 2), const(np.array([[3, 0], [-4, 3]], np.int32)), ints(2, 2)],
+             {"reduction": "add"}),
+        Case("scatter_position", [normal(3, 5), const(np.array([[2, -1, 0], [0, 1, -3]]))]),
+        Case("scatter_position", [normal(3, 5), repeated], {"axis": 1}),
+        Case("scatter_pick", [normal(3, 5), normal(2, 3), const(np.array([[-1, 2, -1, -1, 1], [2, -1, 0, -1, 1],
+                                                                          [-1, -1, -1, -1, -1]]))], {"axis": 1},
+             oracle="scatter-pick-loop"),
+    ]
 
 
 def _resize_cases() -> list[Case]:

@@ -690,3 +690,57 @@ def _resize(op):
         return [normal(rng, shape)], attrs
 
     return draw()
+
+
+# ----- scatters -------------------------------------------------------------------------------
+def _scatter_shapes(d):
+    """(data shape, indices shape, axis): indices no longer than data off the axis."""
+    data_shape = d(shapes(1, 3))
+    axis = d(st.integers(-len(data_shape), len(data_shape) - 1))
+    index_shape = tuple(d(st.integers(0, 4)) if k == axis % len(data_shape) else d(st.integers(1, m))
+                        for k, m in enumerate(data_shape))
+    return data_shape, index_shape, axis
+
+
+def _scatter_indices(d, rng, data_shape, index_shape, axis):
+    n = data_shape[axis]
+    # few places: repeated indices (duplicates) are common
+    return rng.integers(-n, n, index_shape).astype(d(st.sampled_from(["int64", "int32"])))
+
+
+@strategy("scatter_elements")
+def _scatter_elements(op):
+    @st.composite
+    def draw(d):
+        data_shape, index_shape, axis = _scatter_shapes(d)
+        rng = rng_of(d(SEEDS))
+        indices = _scatter_indices(d, rng, data_shape, index_shape, axis)
+        make = (lambda s: small_ints(rng, s)) if d(st.booleans()) else (lambda s: normal(rng, s))
+        return [make(data_shape), indices, make(index_shape)], {
+            "axis": axis, "reduction": d(st.sampled_from(["add", "mul", "max", "min"]))}
+
+    return draw()
+
+
+@strategy("scatter_position")
+def _scatter_position(op):
+    @st.composite
+    def draw(d):
+        data_shape, index_shape, axis = _scatter_shapes(d)
+        rng = rng_of(d(SEEDS))
+        return [normal(rng, data_shape), _scatter_indices(d, rng, data_shape, index_shape, axis)], {"axis": axis}
+
+    return draw()
+
+
+@strategy("scatter_pick")
+def _scatter_pick(op):
+    @st.composite
+    def draw(d):
+        data_shape, update_shape, axis = _scatter_shapes(d)
+        rng = rng_of(d(SEEDS))
+        m = update_shape[axis]
+        position = rng.integers(-m - 1 if m else -3, m if m else 0, data_shape).clip(-m if m else None)
+        return [normal(rng, data_shape), normal(rng, update_shape), position.astype(np.int64)], {"axis": axis}
+
+    return draw()

@@ -1,0 +1,83 @@
+"""Converters of ONNX's indexing ops: scatters, TopK, OneHot and friends.
+
+Kept apart from ``onnx_ops`` (which merges this table into its CONVERTERS) because most of
+them are small decompositions into several fusionlang ops rather than table rows.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Callable
+
+import numpy as np
+
+from fusionlang.frontend.onnx_context import NodeContext
+
+INDEX_CONVERTERS: dict[str, Callable[[NodeContext], None]] = {}
+
+SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _converts(*op_types: str):
+    def register(fn):
+        for op_type in op_types:
+            INDEX_CONVERTERS[op_type] = fn
+        return fn
+
+    return register
+
+
+# ----- scatters ---------------------------------------------------------------------------
+def _reduction(ctx: NodeContext) -> str:
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in SCATTER_REDUCTIONS:
+        raise ctx.fail(f"reduction={reduction!r} should be one of {', '.join(SCATTER_REDUCTIONS)}")
+    return reduction
+
+
+def _scatter_along(ctx: NodeContext, data: str, indices: str, updates: str, axis: int, reduction: str,
+                   output: str | None) -> str:
+    """ScatterElements: a reduction into data, or (none) the last update landing on each element."""
+    if reduction != "none":
+        return ctx.emit1("scatter_elements", [data, indices, updates], {"axis": axis, "reduction": reduction},
+                         output)
+    position = ctx.emit1("scatter_position", [data, indices], {"axis": axis})
+    return ctx.emit1("scatter_pick", [data, updates, position], {"axis": axis}, output)
+
+
+@_converts("ScatterElements", "Scatter")
+def _scatter_elements(ctx: NodeContext) -> None:
+    # Scatter (opsets 9 to 10) is ScatterElements without a reduction
+    _scatter_along(ctx, ctx.input(0), ctx.input(1), ctx.input(2), ctx.attr("axis", 0), _reduction(ctx),
+                   ctx.output(0))
+
+
+@_converts("ScatterND")
+def _scatter_nd(ctx: NodeContext) -> None:
+    """ScatterND as ScatterElements along axis 0 of data seen as (places, slice): each index
+    tuple, checked and normalized axis by axis (a gather from arange(n) does both), becomes
+    the flat place of its slice."""
+    data, indices, updates = ctx.type(0), ctx.type(1), ctx.type(2)
+    reduction = _reduction(ctx)
+    if indices.dtype != "int64":
+        raise ctx.fail(f"indices must be int64, got {indices.dtype}")
+    if indices.rank < 1 or not 1 <= indices.shape[-1] <= data.rank:
+        raise ctx.fail(f"index tuples of {list(indices.shape[-1:])} entries cannot index {data}")
+    m = indices.shape[-1]
+    tuples, places, width = prod(indices.shape[:-1]), prod(data.shape[:m]), prod(data.shape[m:])
+    if updates.shape != indices.shape[:-1] + data.shape[m:]:
+        raise ctx.fail(f"updates must have shape {list(indices.shape[:-1] + data.shape[m:])}, got {updates}")
+    rows = ctx.emit1("reshape", [ctx.input(1)], {"shape": (tuples, m), "allowzero": 1})
+    flat = None
+    for k in range(m):
+        entry = ctx.emit1("gather", [rows, ctx.constant(np.int64(k))], {"axis": 1})
+        place = ctx.emit1("gather", [ctx.constant(np.arange(data.shape[k], dtype=np.int64)), entry], {"axis": 0})
+        stride = prod(data.shape[k + 1:m])
+        scaled = place if stride == 1 else ctx.emit1("mul", [place, ctx.constant(np.int64(stride))])
+        flat = scaled if flat is None else ctx.emit1("add", [flat, scaled])
+    column = ctx.emit1("reshape", [flat], {"shape": (tuples, 1), "allowzero": 1})
+    spread = ctx.emit1("expand", [column], {"shape": (tuples, width)})
+    table = ctx.emit1("reshape", [ctx.input(0)], {"shape": (places, width), "allowzero": 1})
+    rows_of_updates = ctx.emit1("reshape", [ctx.input(2)], {"shape": (tuples, width), "allowzero": 1})
+    result = _scatter_along(ctx, table, spread, rows_of_updates, 0, reduction, None)
+    ctx.emit_output("reshape", [result], {"shape": data.shape, "allowzero": 1})
