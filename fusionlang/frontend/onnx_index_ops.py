@@ -81,3 +81,29 @@ def _scatter_nd(ctx: NodeContext) -> None:
     rows_of_updates = ctx.emit1("reshape", [ctx.input(2)], {"shape": (tuples, width), "allowzero": 1})
     result = _scatter_along(ctx, table, spread, rows_of_updates, 0, reduction, None)
     ctx.emit_output("reshape", [result], {"shape": data.shape, "allowzero": 1})
+
+
+# ----- TopK: places in sorted order, the first k of them, the values there ------------------
+@_converts("TopK")
+def _top_k(ctx: NodeContext) -> None:
+    k = ctx.attr("k") if ctx.opset < 10 else ctx.scalar(1, "k")
+    if k is None or int(k) != k:
+        raise ctx.fail(f"k must be an integer, got {k!r}")
+    x, axis = ctx.input(0), ctx.attr("axis", -1)
+    largest = ctx.attr("largest", 1)
+    places = ctx.emit1("sort_position", [x], {"axis": axis, "largest": largest})
+    # sorted=0 leaves the order to the implementation: sorted is one of them
+    indices = ctx.emit1("sorted_indices", [places], {"axis": axis, "k": int(k)}, ctx.output(1))
+    ctx.emit1("gather_elements", [x, indices], {"axis": axis}, ctx.output(0))
+
+
+# ----- OneHot: depth decides the output's shape, so it is known at import -------------------
+@_converts("OneHot")
+def _one_hot(ctx: NodeContext) -> None:
+    depth = ctx.scalar(1, "depth")
+    if depth != int(depth):  # ONNX casts depth to int64; a fraction is a mistake, not a size
+        raise ctx.fail(f"depth must be a whole number, got {depth}")
+    indices = ctx.input(0)
+    if not ctx.type(0).dtype.startswith(("int", "uint")):  # cast to int64 (truncated), as ONNX says
+        indices = ctx.emit1("cast", [indices], {"to": "int64"})
+    ctx.emit_output("one_hot", [indices, ctx.input(2)], {"depth": int(depth), "axis": ctx.attr("axis", -1)})

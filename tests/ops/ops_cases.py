@@ -210,6 +210,34 @@ def _scatter_position(a, arrays, x):
     return OnnxForm("", extra=[positions], graph=graph)
 
 
+def _sort_position(a, arrays, x):
+    """onnxruntime's TopK over the whole axis gives the order; scattering each place to the
+    position it names inverts it."""
+    axis = a["axis"] % x.ndim
+    places = np.indices(x.shape)[axis].astype(np.int64)
+
+    def graph(ins, out):
+        return [helper.make_node("TopK", [ins[0], ins[1]], ["sp_v", "sp_i"], axis=a["axis"], largest=a["largest"]),
+                helper.make_node("ScatterElements", [ins[2], "sp_i", ins[2]], [out], axis=a["axis"])]
+
+    return OnnxForm("", extra=[_i64([x.shape[axis]]), places], graph=graph)
+
+
+def _sorted_indices(a, arrays, x):
+    """The first k positions of a permutation's inverse: the smallest k places' positions."""
+    def graph(ins, out):
+        return [helper.make_node("TopK", [ins[0], ins[1]], ["si_v", out], axis=a["axis"], largest=0)]
+
+    return OnnxForm("", extra=[_i64([a["k"]])], graph=graph)
+
+
+def _one_hot(a, arrays, x):
+    def graph(ins, out):
+        return [helper.make_node("OneHot", [ins[0], ins[2], ins[1]], [out], axis=a["axis"])]
+
+    return OnnxForm("", extra=[_i64(a["depth"])], graph=graph)
+
+
 def _resize(a, arrays, x):
     """Resize given sizes where every scale is the sizes' own, else given scales (float32)."""
     attrs = {k: a[k] for k in ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
@@ -246,6 +274,9 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
                                              [_i64(a["axis"])], opset=26),
     "scatter_elements": lambda a, arrays, x: OnnxForm("ScatterElements", a, opset=18),
     "scatter_position": _scatter_position,
+    "sort_position": _sort_position,
+    "sorted_indices": _sorted_indices,
+    "one_hot": _one_hot,
     "index_of": _arg_extreme,
     "resize": _resize,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
@@ -505,6 +536,7 @@ def _index_cases() -> list[Case]:
         Case("cumprod", [normal(3, 4)], {"axis": 0, "reverse": 1}),
         Case("cumprod", [const(np.array([2.0, 0.0, 3.0, -1.5, 4.0], np.float32))], {"exclusive": 1, "reverse": 1}),
         *_scatter_cases(),
+        *_sorting_cases(),
         Case("index_of", _ties(1, np.max), {"axis": 1}),
         Case("index_of", _ties(2, np.max), {"axis": 2, "keepdims": 0, "last": 1}),
         Case("index_of", _ties(0, np.min), {"axis": 0, "last": 1}),
@@ -525,6 +557,22 @@ def _scatter_cases() -> list[Case]:
         Case("scatter_pick", [normal(3, 5), normal(2, 3), const(np.array([[-1, 2, -1, -1, 1], [2, -1, 0, -1, 1],
                                                                           [-1, -1, -1, -1, -1]]))], {"axis": 1},
              oracle="scatter-pick-loop"),
+    ]
+
+
+def _sorting_cases() -> list[Case]:
+    """Ties (kept in index order), NaN (larger than any number), integers, one-hot wrapping."""
+    ties = const(np.array([[3.0, 1.0, 3.0, np.nan, -2.0, 1.0], [0.0, 0.0, 5.0, -1.0, 5.0, np.nan]], np.float32))
+    return [
+        Case("sort_position", [ties]),
+        Case("sort_position", [ties], {"largest": 0}),
+        Case("sort_position", [ints(3, 4, 2, low=-2, high=3)], {"axis": 1}),
+        Case("sort_position", [ints(5, 3, low=-2, high=3, dtype="int32")], {"axis": -2, "largest": 0}),
+        Case("sorted_indices", [const(np.array([[2, 0, 3, 1], [0, 1, 2, 3]]))], {"k": 3}),
+        Case("sorted_indices", [const(np.array([[1, 0], [0, 2], [2, 1]]))], {"axis": 0, "k": 3}),
+        Case("one_hot", [const(np.array([[0, -1, 3], [5, -5, 2]])), const(np.array([-1.0, 2.0], np.float32))],
+             {"depth": 5}),
+        Case("one_hot", [const(np.array([1, -2, 4])), const(np.array([0, 7]))], {"depth": 3, "axis": 0}),
     ]
 
 

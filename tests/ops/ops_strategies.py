@@ -744,3 +744,47 @@ def _scatter_pick(op):
         return [normal(rng, data_shape), normal(rng, update_shape), position.astype(np.int64)], {"axis": axis}
 
     return draw()
+
+
+# ----- sorting and one-hot ----------------------------------------------------------------
+@strategy("sort_position")
+def _sort_position(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3))
+        rng = rng_of(d(SEEDS))
+        x = rng.integers(-2, 3, shape)  # few values: ties are common
+        if d(st.booleans()):
+            x = x.astype(np.float32)
+            x[rng.random(shape) < 0.2] = np.nan
+        return [x], {"axis": d(st.integers(-len(shape), len(shape) - 1)), "largest": d(st.integers(0, 1))}
+
+    return draw()
+
+
+@strategy("sorted_indices")
+def _sorted_indices(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3))
+        axis = d(st.integers(-len(shape), len(shape) - 1))
+        rng = rng_of(d(SEEDS))
+        places = np.argsort(rng.random(shape), axis=axis).astype(np.int64)  # a permutation per line
+        return [places], {"axis": axis, "k": d(st.integers(0, shape[axis]))}
+
+    return draw()
+
+
+@strategy("one_hot")
+def _one_hot(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 2))
+        depth = d(st.integers(1, 4))
+        rng = rng_of(d(SEEDS))
+        indices = rng.integers(-depth - 1, depth + 1, shape)  # some outside [-depth, depth): off everywhere
+        indices = indices.astype(d(st.sampled_from(["int64", "int32", "int8"])))
+        values = normal(rng, (2,)) if d(st.booleans()) else small_ints(rng, (2,))
+        return [indices, values], {"depth": depth, "axis": d(st.integers(-len(shape) - 1, len(shape)))}
+
+    return draw()

@@ -35,6 +35,13 @@ REJECTED = [
     ("scatter_pick", [T((4, 3)), T((2, 3)), T((4, 3), "int32")], {},
      ": position must be int64 shaped like data [4, 3], got i32[4,3]"),
     ("scatter_pick", [T((4, 3)), T((2, 4)), T((4, 3), "int64")], {}, ": updates dim 1 is 4, larger than data's 3"),
+    ("sort_position", [T((4,), "bool")], {}, ": sorting needs a numeric input, got bool"),
+    ("sort_position", [T(())], {}, ": input must have rank >= 1"),
+    ("sorted_indices", [T((4, 3), "int32")], {"k": 1}, ": places must be int64 of rank >= 1, got i32[4,3]"),
+    ("sorted_indices", [I], {"k": -1}, ": k=-1 must be in [0, 3] (the length of axis 1)"),
+    ("one_hot", [T((3,)), T((2,))], {"depth": 4}, ": indices must be integers, got float32"),
+    ("one_hot", [T((3,), "int64"), T((3,))], {"depth": 4}, ": values must hold two elements (off, on), got f32[3]"),
+    ("one_hot", [T((3,), "int64"), T((2,))], {"depth": 4, "axis": 2}, ": axis=2 is out of range for rank 1"),
 ]
 
 
@@ -50,8 +57,9 @@ def test_inference_rejects_with_a_pinned_message(op, types, attrs, message):
     ("scatter_position", [np.zeros((2, 5)), np.array([[-6, 0]])], "index -6 is out of range for axis 1 of size 5"),
     ("scatter_pick", [np.zeros((2, 5)), np.ones((2, 2)), np.array([[0, 1, -1, -2, 2], [0] * 5])],
      "position 2 is out of range for axis 1 of updates of size 2 (a negative one keeps the data)"),
+    ("sorted_indices", [np.array([[0, 0, 1]])], "places along axis 1 must be a permutation of 0..2"),
 ])
 def test_references_refuse_indices_out_of_range(op, inputs, message):
-    attrs = REGISTRY.get(op).normalize_attrs({"axis": 1}, "n1")
-    with pytest.raises(IndexError, match="^" + re.escape(message) + "$"):
+    attrs = REGISTRY.get(op).normalize_attrs({"axis": 1, **({"k": 1} if op == "sorted_indices" else {})}, "n1")
+    with pytest.raises((IndexError, ValueError), match="^" + re.escape(message) + "$"):
         REGISTRY.get(op).reference(inputs, attrs)
