@@ -107,3 +107,26 @@ def _one_hot(ctx: NodeContext) -> None:
     if not ctx.type(0).dtype.startswith(("int", "uint")):  # cast to int64 (truncated), as ONNX says
         indices = ctx.emit1("cast", [indices], {"to": "int64"})
     ctx.emit_output("one_hot", [indices, ctx.input(2)], {"depth": int(depth), "axis": ctx.attr("axis", -1)})
+
+
+# ----- CenterCropPad: one pad whose negative pads crop ---------------------------------------
+@_converts("CenterCropPad")
+def _center_crop_pad(ctx: NodeContext) -> None:
+    """Each listed axis cropped or zero-padded to its size, centered: the odd element of a
+    difference goes to the end, as ONNX's reference puts it."""
+    rank = ctx.type(0).rank
+    sizes = ctx.ints(1, "shape")
+    axes = ctx.attr("axes", list(range(rank)))
+    if len(sizes) != len(axes):
+        raise ctx.fail(f"shape {list(sizes)} should have one entry per axis of {list(axes)}")
+    pads = [0] * (2 * rank)
+    for axis, size in zip(axes, sizes):
+        if not -rank <= axis < rank:
+            raise ctx.fail(f"axis {axis} is out of range for rank {rank}")
+        if size < 0:
+            raise ctx.fail(f"shape {list(sizes)} has a negative size")
+        axis %= rank
+        grow = size - ctx.type(0).shape[axis]
+        begin = grow // 2 if grow >= 0 else -(-grow // 2)
+        pads[axis], pads[rank + axis] = begin, grow - begin
+    ctx.emit_output("pad", [ctx.input(0)], {"pads": tuple(pads), "mode": "constant", "value": 0.0})

@@ -48,6 +48,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "ScatterND": ("test_scatternd", "test_scatternd_multiply", "test_scatternd_min_with_element_indices"),
     "TopK": ("test_top_k", "test_top_k_negative_axis", "test_top_k_same_values_2d", "test_top_k_smallest"),
     "OneHot": ("test_onehot_negative_indices", "test_onehot_out_of_range_indices", "test_onehot_with_axis"),
+    "CenterCropPad": ("test_center_crop_pad_crop_and_pad", "test_center_crop_pad_crop_negative_axes_hwc"),
     "CumProd": ("test_cumprod_1d_exclusive", "test_cumprod_1d_reverse", "test_cumprod_2d_int32",
                 "test_cumprod_2d_negative_axis"),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)
