@@ -130,3 +130,19 @@ def _center_crop_pad(ctx: NodeContext) -> None:
         begin = grow // 2 if grow >= 0 else -(-grow // 2)
         pads[axis], pads[rank + axis] = begin, grow - begin
     ctx.emit_output("pad", [ctx.input(0)], {"pads": tuple(pads), "mode": "constant", "value": 0.0})
+
+
+# ----- GridSample: the taps of each grid location, then the weighted cells --------------------
+#: opset 16 names of the modes
+_GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}
+
+
+@_converts("GridSample")
+def _grid_sample(ctx: NodeContext) -> None:
+    x = ctx.type(0)
+    mode = ctx.attr("mode", "linear" if ctx.opset >= 20 else "bilinear")
+    attrs = {"sizes": x.shape[2:], "mode": _GRID_MODES.get(mode, mode),
+             "padding_mode": ctx.attr("padding_mode", "zeros"), "align_corners": ctx.attr("align_corners", 0)}
+    coordinates = ctx.emit1("grid_coordinates", [ctx.input(1)], attrs)
+    cells, weights = ctx.emit("grid_taps", [coordinates], attrs, ["", ""])
+    ctx.emit_output("gather_taps", [ctx.input(0), ctx.emit1("cast", [cells], {"to": "int64"}), weights])

@@ -49,6 +49,9 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "TopK": ("test_top_k", "test_top_k_negative_axis", "test_top_k_same_values_2d", "test_top_k_smallest"),
     "OneHot": ("test_onehot_negative_indices", "test_onehot_out_of_range_indices", "test_onehot_with_axis"),
     "CenterCropPad": ("test_center_crop_pad_crop_and_pad", "test_center_crop_pad_crop_negative_axes_hwc"),
+    "GridSample": ("test_gridsample_bicubic_align_corners_1_additional_1", "test_gridsample_reflection_padding",
+                   "test_gridsample_nearest_align_corners_0_additional_1",
+                   "test_gridsample_volumetric_bilinear_align_corners_1"),
     "CumProd": ("test_cumprod_1d_exclusive", "test_cumprod_1d_reverse", "test_cumprod_2d_int32",
                 "test_cumprod_2d_negative_axis"),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)

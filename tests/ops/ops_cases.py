@@ -537,6 +537,7 @@ def _index_cases() -> list[Case]:
         Case("cumprod", [const(np.array([2.0, 0.0, 3.0, -1.5, 4.0], np.float32))], {"exclusive": 1, "reverse": 1}),
         *_scatter_cases(),
         *_sorting_cases(),
+        *_grid_cases(),
         Case("index_of", _ties(1, np.max), {"axis": 1}),
         Case("index_of", _ties(2, np.max), {"axis": 2, "keepdims": 0, "last": 1}),
         Case("index_of", _ties(0, np.min), {"axis": 0, "last": 1}),
@@ -574,6 +575,24 @@ def _sorting_cases() -> list[Case]:
              {"depth": 5}),
         Case("one_hot", [const(np.array([1, -2, 4])), const(np.array([0, 7]))], {"depth": 3, "axis": 0}),
     ]
+
+
+def _grid_cases() -> list[Case]:
+    """Every mode and padding mode, both corner conventions, coordinates past the borders
+    (several spans for reflection); oracles built from onnx's reference GridSample steps."""
+    grid = const(np.random.default_rng(3).uniform(-3.2, 3.2, (1, 3, 2, 2)).astype(np.float32))
+    cases = []
+    for mode in ("nearest", "linear", "cubic"):
+        for padding in ("zeros", "border", "reflection"):
+            attrs = {"sizes": (4, 5), "mode": mode, "padding_mode": padding, "align_corners": int(mode == "linear")}
+            coordinates = np.stack([np.random.default_rng(4).uniform(-2, n + 1, (1, 3, 2)) for n in (4, 5)], axis=-1)
+            if mode == "nearest":
+                coordinates = np.round(coordinates)
+            cases += [Case("grid_coordinates", [grid], attrs, oracle="grid-coordinates-loop"),
+                      Case("grid_taps", [const(coordinates.astype(np.float32))], attrs, oracle="grid-taps-loop")]
+    cells = np.stack([np.random.default_rng(5).integers(-1, n + 1, (2, 3, 2, 2)) for n in (4, 5)], axis=-2)
+    return cases + [Case("gather_taps", [normal(2, 3, 4, 5), const(cells), normal(2, 3, 2, 2, 2)],
+                         oracle="gather-taps-loop")]
 
 
 def _resize_cases() -> list[Case]:

@@ -788,3 +788,57 @@ def _one_hot(op):
         return [indices, values], {"depth": depth, "axis": d(st.integers(-len(shape) - 1, len(shape)))}
 
     return draw()
+
+
+# ----- grid sampling --------------------------------------------------------------------------
+def _grid_attrs(d, rank: int) -> dict:
+    return {"sizes": tuple(d(st.integers(1, 4)) for _ in range(rank)),
+            "mode": d(st.sampled_from(["nearest", "linear", "cubic"])),
+            "padding_mode": d(st.sampled_from(["zeros", "border", "reflection"])),
+            "align_corners": d(st.integers(0, 1))}
+
+
+@strategy("grid_coordinates")
+def _grid_coordinates(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 3))
+        rng = rng_of(d(SEEDS))
+        shape = (d(st.integers(1, 2)),) + tuple(d(st.integers(1, 3)) for _ in range(rank)) + (rank,)
+        # past both borders, several spans far (reflection bounces more than once)
+        return [rng.uniform(-3.5, 3.5, shape).astype(np.float32)], _grid_attrs(d, rank)
+
+    return draw()
+
+
+@strategy("grid_taps")
+def _grid_taps(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 3))
+        attrs = _grid_attrs(d, rank)
+        rng = rng_of(d(SEEDS))
+        shape = (d(st.integers(1, 2)),) + tuple(d(st.integers(1, 3)) for _ in range(rank))
+        # coordinates as grid_coordinates leaves them, and some outside (zeros mode keeps those)
+        coordinates = np.stack([rng.uniform(-2, n + 1, shape) for n in attrs["sizes"]], axis=-1)
+        if attrs["mode"] == "nearest":
+            coordinates = np.round(coordinates)
+        return [coordinates.astype(np.float32)], attrs
+
+    return draw()
+
+
+@strategy("gather_taps")
+def _gather_taps(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 3))
+        rng = rng_of(d(SEEDS))
+        sizes = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        batch, channels, taps = d(st.integers(1, 2)), d(st.integers(1, 3)), d(st.sampled_from([1, 2, 4]))
+        where = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        x = normal(rng, (batch, channels) + sizes)
+        cells = np.stack([rng.integers(-1, n + 1, (batch,) + where + (taps,)) for n in sizes], axis=-2)
+        return [x, cells.astype(np.int64), normal(rng, cells.shape)], {}
+
+    return draw()

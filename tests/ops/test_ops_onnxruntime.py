@@ -84,7 +84,75 @@ def _scatter_pick_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
     return [out]
 
 
-_HAND_ORACLES = {"lrn-loop": _lrn_loop, "scatter-pick-loop": _scatter_pick_loop}
+def _onnx_grid_sample():
+    from onnx.reference.ops.op_grid_sample import GridSample
+
+    return GridSample.__new__(GridSample)  # its helpers only (no node to build it from)
+
+
+def _grid_coordinates_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """Each coordinate through the steps of onnx's reference GridSample._run."""
+    gs, grid, sizes = _onnx_grid_sample(), arrays[0], attrs["sizes"]
+    align, rank = bool(attrs["align_corners"]), len(sizes)
+    border = gs._prepare_border(sizes, align_corners=align)
+    out = np.empty_like(grid)
+    for here in np.ndindex(grid.shape[:-1]):
+        for axis, size in enumerate(sizes):
+            v = gs._gs_denormalize(grid[here + (rank - 1 - axis,)], size, align)
+            v = np.rint(v) if attrs["mode"] == "nearest" else v
+            low, high = border[axis], border[axis + rank]
+            if (v < low or v > high) and attrs["padding_mode"] == "border":
+                v = gs._clamp(v, 0, size - 1)
+            elif (v < low or v > high) and attrs["padding_mode"] == "reflection":
+                v = gs._gs_reflect(v, low, high)
+            out[here + (axis,)] = v
+    return [out]
+
+
+def _grid_taps_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """The taps of each coordinate as onnx's reference interpolation reads them."""
+    gs, coordinates, sizes = _onnx_grid_sample(), arrays[0], attrs["sizes"]
+    rank, mode = len(sizes), attrs["mode"]
+    border = gs._prepare_border(sizes, align_corners=bool(attrs["align_corners"]))
+    count = {"nearest": 1, "linear": 2, "cubic": 4}[mode]
+    cells = np.empty(coordinates.shape[:-1] + (rank, count), coordinates.dtype)
+    weights = np.empty(cells.shape, coordinates.dtype)
+    for here in np.ndindex(coordinates.shape[:-1]):
+        for axis, size in enumerate(sizes):
+            x = float(coordinates[here + (axis,)])
+            first = int(x) if mode == "nearest" else int(np.floor(x)) - (mode == "cubic")
+            coeffs = np.ones(1)
+            if mode != "nearest":
+                coeffs = np.empty(count)
+                (gs._gs_get_linear_coeffs if mode == "linear" else gs._gs_get_cubic_coeffs)(x - np.floor(x), coeffs)
+            for tap in range(count):
+                i = first + tap
+                if attrs["padding_mode"] == "zeros":
+                    cell = i if 0 <= i < size else -1
+                elif attrs["padding_mode"] == "border":
+                    cell = gs._clamp(i, 0, size - 1)
+                else:
+                    cell = int(gs._gs_reflect(i, border[axis], border[axis + rank]))
+                cells[here + (axis, tap)], weights[here + (axis, tap)] = cell, coeffs[tap]
+    return [cells, weights]
+
+
+def _gather_taps_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    x, cells, weights = arrays
+    rank, count = x.ndim - 2, cells.shape[-1]
+    out = np.zeros(x.shape[:2] + cells.shape[1:-2], np.float64)
+    for n, c, *where in np.ndindex(out.shape):
+        for taps in np.ndindex((count,) * rank):
+            at = [cells[(n, *where, axis, t)] for axis, t in enumerate(taps)]
+            if all(0 <= a < size for a, size in zip(at, x.shape[2:])):
+                weight = np.prod([weights[(n, *where, axis, t)] for axis, t in enumerate(taps)])
+                out[(n, c, *where)] += weight * x[(n, c, *at)]
+    return [out.astype(x.dtype)]
+
+
+_HAND_ORACLES = {"lrn-loop": _lrn_loop, "scatter-pick-loop": _scatter_pick_loop,
+                 "grid-coordinates-loop": _grid_coordinates_loop, "grid-taps-loop": _grid_taps_loop,
+                 "gather-taps-loop": _gather_taps_loop}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
