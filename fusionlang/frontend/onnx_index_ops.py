@@ -146,3 +146,30 @@ def _grid_sample(ctx: NodeContext) -> None:
     coordinates = ctx.emit1("grid_coordinates", [ctx.input(1)], attrs)
     cells, weights = ctx.emit("grid_taps", [coordinates], attrs, ["", ""])
     ctx.emit_output("gather_taps", [ctx.input(0), ctx.emit1("cast", [cells], {"to": "int64"}), weights])
+
+
+# ----- AffineGrid: theta times a constant grid of normalized coordinates -------------------
+def _normalized_positions(size: int, align_corners: int) -> np.ndarray:
+    """Cell centers of one axis in [-1, 1] (align_corners: the corner cells' centers are -1 and 1)."""
+    if align_corners:
+        return np.linspace(-1.0, 1.0, size) if size > 1 else np.full(1, -1.0)
+    step = 2.0 / size
+    return -1 + step / 2 + step * np.arange(size)
+
+
+@_converts("AffineGrid")
+def _affine_grid(ctx: NodeContext) -> None:
+    theta = ctx.type(0)
+    size = ctx.ints(1, "size")
+    spatial = size[2:]
+    rank = len(spatial)
+    if rank not in (2, 3) or theta.shape != (size[0], rank, rank + 1):
+        raise ctx.fail(f"theta must be [N, {rank}, {rank + 1}] for size {list(size)}, got {theta}")
+    if any(n < 1 for n in spatial):
+        raise ctx.fail(f"size {list(size)} must have spatial sizes >= 1")
+    axes = np.meshgrid(*(_normalized_positions(n, ctx.attr("align_corners", 0)) for n in spatial), indexing="ij")
+    # homogeneous coordinates, x (the last axis) first, as a [rank + 1, cells] matrix
+    base = np.stack([a.reshape(-1) for a in reversed(axes)] + [np.ones(int(np.prod(spatial)))])
+    moved = ctx.emit1("matmul", [ctx.input(0), ctx.constant(base.astype(theta.dtype))])  # [N, rank, cells]
+    cells_last = ctx.emit1("transpose", [moved], {"perm": (0, 2, 1)})
+    ctx.emit_output("reshape", [cells_last], {"shape": (size[0],) + tuple(spatial) + (rank,), "allowzero": 1})

@@ -1,6 +1,7 @@
-"""GridSample imported as grid_coordinates -> grid_taps -> gather_taps, compiled to C and
-compared with ONNX's reference evaluator: every mode and padding mode, both corner
-conventions, 2-d and 3-d, grids reaching past the borders; bad modes refused."""
+"""GridSample imported as grid_coordinates -> grid_taps -> gather_taps, and AffineGrid as a
+matmul with a constant grid, compiled to C and compared with ONNX's reference evaluator:
+every mode and padding mode, both corner conventions, 2-d and 3-d, grids reaching past the
+borders; bad modes and shapes refused."""
 
 from __future__ import annotations
 
@@ -68,3 +69,25 @@ def test_grid_of_the_wrong_rank_is_refused():
     with pytest.raises(FuseError, match=re.escape("(grid_coordinates): grid must be [N, spatial..., 2] for 2 sizes, "
                                                   "got f32[1,2,2,3]")):
         backend.prepare(grid_sample_model((1, 1, 3, 3), (1, 2, 2, 3)), target="c")
+
+
+def affine_grid_model(theta_shape, size, **attrs):
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="affine", **attrs)
+    return make_model([node], {"theta": list(theta_shape)}, {"grid": None}, 20, {"size": np.array(size)})
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # the evaluator's step over one cell
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 1, 4], [2, 1, 1, 3]])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_affine_grid_matches_the_evaluator(size, align_corners):
+    rank = len(size) - 2
+    theta = np.random.default_rng(3).standard_normal((size[0], rank, rank + 1)).astype(np.float32)
+    model = affine_grid_model(theta.shape, size, align_corners=align_corners)
+    got = backend.prepare(model, target="c").run({"theta": theta})[0]
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"theta": theta})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_affine_grid_with_a_theta_of_the_wrong_shape_is_refused():
+    with pytest.raises(FuseError, match="^" + re.escape("node 'affine' (AffineGrid): theta must be [N, 2, 3] for size "
+                                                        "[2, 3, 4, 5], got f32[2,3,4]") + "$"):
+        backend.prepare(affine_grid_model((2, 3, 4), [2, 3, 4, 5]), target="c")

@@ -52,6 +52,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "GridSample": ("test_gridsample_bicubic_align_corners_1_additional_1", "test_gridsample_reflection_padding",
                    "test_gridsample_nearest_align_corners_0_additional_1",
                    "test_gridsample_volumetric_bilinear_align_corners_1"),
+    "AffineGrid": ("test_affine_grid_2d_align_corners", "test_affine_grid_3d"),
     "CumProd": ("test_cumprod_1d_exclusive", "test_cumprod_1d_reverse", "test_cumprod_2d_int32",
                 "test_cumprod_2d_negative_axis"),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)
