@@ -173,3 +173,12 @@ def _affine_grid(ctx: NodeContext) -> None:
     moved = ctx.emit1("matmul", [ctx.input(0), ctx.constant(base.astype(theta.dtype))])  # [N, rank, cells]
     cells_last = ctx.emit1("transpose", [moved], {"perm": (0, 2, 1)})
     ctx.emit_output("reshape", [cells_last], {"shape": (size[0],) + tuple(spatial) + (rank,), "allowzero": 1})
+
+
+# ----- Col2Im: the image and block shapes decide the output, so they are known at import ----
+@_converts("Col2Im")
+def _col2im(ctx: NodeContext) -> None:
+    attrs = {"image_shape": ctx.ints(1, "image_shape"), "block_shape": ctx.ints(2, "block_shape"),
+             "dilations": tuple(ctx.attr("dilations", ())), "pads": tuple(ctx.attr("pads", ())),
+             "strides": tuple(ctx.attr("strides", ()))}
+    ctx.emit_output("col2im", [ctx.input(0)], attrs)

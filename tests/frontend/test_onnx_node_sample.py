@@ -53,6 +53,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                    "test_gridsample_nearest_align_corners_0_additional_1",
                    "test_gridsample_volumetric_bilinear_align_corners_1"),
     "AffineGrid": ("test_affine_grid_2d_align_corners", "test_affine_grid_3d"),
+    "Col2Im": ("test_col2im_5d", "test_col2im_pads", "test_col2im_strides"),
     "CumProd": ("test_cumprod_1d_exclusive", "test_cumprod_1d_reverse", "test_cumprod_2d_int32",
                 "test_cumprod_2d_negative_axis"),
     # function expansions that need the ops above (Range, Trilu, IsNaN, GatherElements...)

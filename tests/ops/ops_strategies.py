@@ -842,3 +842,25 @@ def _gather_taps(op):
         return [x, cells.astype(np.int64), normal(rng, cells.shape)], {}
 
     return draw()
+
+
+@strategy("col2im")
+def _col2im(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 2))
+        block = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        dilations = tuple(d(st.integers(1, 2)) for _ in range(rank))
+        strides = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        pads = tuple(d(st.integers(0, 2)) for _ in range(2 * rank))
+        # an image the dilated block fits once padded
+        image = tuple(max(1, dilations[k] * (block[k] - 1) + 1 - pads[k] - pads[rank + k]) + d(st.integers(0, 4))
+                      for k in range(rank))
+        placements = [(image[k] + pads[k] + pads[rank + k] - dilations[k] * (block[k] - 1) - 1) // strides[k] + 1
+                      for k in range(rank)]
+        rng = rng_of(d(SEEDS))
+        x = normal(rng, (d(st.integers(1, 2)), d(st.integers(1, 2)) * prod(block), prod(placements)))
+        return [x], {"image_shape": image, "block_shape": block, "dilations": dilations, "pads": pads,
+                     "strides": strides}
+
+    return draw()

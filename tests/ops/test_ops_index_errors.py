@@ -42,6 +42,18 @@ REJECTED = [
     ("one_hot", [T((3,)), T((2,))], {"depth": 4}, ": indices must be integers, got float32"),
     ("one_hot", [T((3,), "int64"), T((3,))], {"depth": 4}, ": values must hold two elements (off, on), got f32[3]"),
     ("one_hot", [T((3,), "int64"), T((2,))], {"depth": 4, "axis": 2}, ": axis=2 is out of range for rank 1"),
+    ("col2im", [T((1, 4, 9))], {"image_shape": (4, 4), "block_shape": (2,)},
+     ": image_shape [4, 4], block_shape [2], dilations, strides (one per axis) and pads (two per axis) disagree"),
+    ("col2im", [T((1, 4, 9))], {"image_shape": (4, 4), "block_shape": (2, 0)},
+     ": image and block sizes, dilations and strides must be >= 1, pads >= 0"),
+    ("col2im", [T((1, 4, 9))], {"image_shape": (2, 2), "block_shape": (3, 2)},
+     ": a block of [3, 2] (dilated) does not fit the padded image [2, 2]"),
+    ("col2im", [T((1, 4, 8))], {"image_shape": (4, 4), "block_shape": (2, 2)},
+     ": input must be [N, C * 4, 9] (a column per block placement), got f32[1,4,8]"),
+    ("grid_coordinates", [T((1, 2, 2, 2))], {"sizes": (3, 0)}, ": sizes [3, 0] must be >= 1: there is nothing to "
+                                                                "sample"),
+    ("gather_taps", [T((1, 2, 3, 3)), T((1, 2, 2, 2, 2)), T((1, 2, 2, 2, 2))], {},
+     ": cells must be int64 [1, spatial..., 2, taps] for f32[1,2,3,3], got f32[1,2,2,2,2]"),
 ]
 
 
