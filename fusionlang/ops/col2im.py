@@ -57,7 +57,8 @@ def _reference(xs, attrs):
     padded = np.zeros((n, channels) + tuple(i + b + e for i, b, e in zip(image, pads, ends)), np.float64)
     columns = x.reshape((n, channels) + block + placements).astype(np.float64)
     for k in np.ndindex(block):
-        window = tuple(slice(k[d] * dilations[d], k[d] * dilations[d] + strides[d] * (placements[d] - 1) + 1, strides[d])
+        first = tuple(k[d] * dilations[d] for d in range(len(image)))
+        window = tuple(slice(first[d], first[d] + strides[d] * (placements[d] - 1) + 1, strides[d])
                        for d in range(len(image)))
         padded[(slice(None), slice(None)) + window] += columns[(slice(None), slice(None)) + k]
     inside = tuple(slice(p, p + i) for p, i in zip(pads, image))
