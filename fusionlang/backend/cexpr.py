@@ -8,7 +8,9 @@ plus our functions (``Sigmoid``), NaN-propagating max/min like NumPy, and litera
 print ourselves (``%.9g`` round-trips float32 exactly; inf and nan by bit pattern or macro).
 Integer division and modulo never trap: C's ``/`` and ``%`` on integers go through helpers
 (``fl_idiv``, ``fl_ifdiv``, ``fl_imod``) that give 0 for a zero divisor and wrap INT_MIN / -1
-to INT_MIN, as NumPy and the reference do.
+to INT_MIN, as NumPy and the reference do. Every integer type but uint64 fits in int64_t,
+where those helpers compute; uint64 values (from 2**63 on, negative as int64_t) divide,
+compare and shift through unsigned helpers (``fl_udiv``, ``fl_umax``, ``fl_ushr``...).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import sympy as sp
 from sympy.codegen.ast import float32, real
 from sympy.printing.c import C99CodePrinter
 
+from fusionlang.backend.half import half_helpers
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import BitShift, CheckedIndex, Fmod, IsInf, IsNan, Sigmoid
+from fusionlang.ops.scalar import BitShift, Bitwise, CheckedIndex, Fmod, IsInf, IsNan, RoundHalfEven, Sigmoid
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,21 @@ CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float
 
 #: C type of each dtype in memory
 CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
-          "uint8": "unsigned char", "bool": "unsigned char"}
+          "uint8": "unsigned char", "bool": "unsigned char",
+          "int16": "int16_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+          "float16": "unsigned short", "bfloat16": "unsigned short"}  # 16-bit floats: bit patterns (backend.half)
+
+#: CUDA spellings of the <stdint.h> types above: NVRTC compiles without the C headers
+CUDA_CTYPES = {"int16_t": "short", "uint16_t": "unsigned short", "uint32_t": "unsigned int",
+               "uint64_t": "unsigned long long"}
 
 
 def ctype(dtype: str, flavor: Flavor) -> str:
     t = CTYPES.get(dtype)
     if dtype == "int64":
         return flavor.int_type
+    if flavor.name == "cuda" and t in CUDA_CTYPES:
+        return CUDA_CTYPES[t]
     if t is None:
         raise CodegenError(f"dtype {dtype} has no C type")
     return t
@@ -166,7 +177,8 @@ static inline int64_t fl_index_lane(int64_t i, int64_t n, int64_t* bad, int64_t*
 def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
-    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name]
+    u = "uint64_t" if flavor.name == "c" else "unsigned long long"
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q)
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
@@ -193,6 +205,13 @@ def helpers(flavor: Flavor) -> str:
 }}
 {q} {i} fl_shr({i} a, {i} s, int bits) {{ return (s < 0 || s >= bits) ? (a < 0 ? -1 : 0) : a >> s; }}
 {q} {i} fl_iwrap({i} a, {i} n) {{ return a < 0 ? a + n : a; }}
+{q} {i} fl_itmod({i} a, {i} b) {{ return (b == 0 || b == -1) ? 0 : a % b; }}
+{q} {i} fl_iabs({i} a) {{ return a < 0 ? fl_ineg(a) : a; }}
+{q} {u} fl_udiv({u} a, {u} b) {{ return b == 0 ? 0 : a / b; }}
+{q} {u} fl_umod({u} a, {u} b) {{ return b == 0 ? 0 : a % b; }}
+{q} {u} fl_umax({u} a, {u} b) {{ return a > b ? a : b; }}
+{q} {u} fl_umin({u} a, {u} b) {{ return a < b ? a : b; }}
+{q} {u} fl_ushr({u} a, {i} s, int bits) {{ return (s < 0 || s >= bits) ? 0 : a >> s; }}
 {q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
 {q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 {q} double fl_maxd(double a, double b) {{ return (a > b || a != a) ? a : b; }}
@@ -208,6 +227,17 @@ def sanitize(name: str, limit: int = 40) -> str:
     """A graph name made safe for a C comment or identifier suffix: [A-Za-z0-9_] only."""
     out = "".join(ch if (ch.isascii() and (ch.isalnum() or ch == "_")) else "_" for ch in str(name))
     return out[:limit] or "_"
+
+
+def integer_literal(value: int) -> str:
+    """An exact C literal of an int64 or uint64 value: a uint64 past INT64_MAX takes ULL (an
+    LL literal that large does not exist), and INT64_MIN is written as an expression."""
+    if value >= 1 << 63:
+        return f"{value}ULL"
+    if value == -(1 << 63):
+        return "(-9223372036854775807LL - 1)"
+    text = f"{value}LL" if abs(value) >= 1 << 31 else str(value)
+    return f"({text})" if value < 0 else text
 
 
 def float_literal(value: float, dtype: str, flavor: Flavor) -> str:
@@ -367,6 +397,18 @@ class IndexPrinter:
         return out
 
 
+def _integral(e) -> bool:
+    """A finite number with an integer value (clip's bounds come as floats)."""
+    return isinstance(e, (sp.Integer, sp.Float)) and e.is_finite and float(e).is_integer()
+
+
+def _clamped(value: int, unsigned64: bool) -> int:
+    """``value`` within the range of the 64-bit type an integer max or min computes in
+    (a bound of 2**64 - 1 arrives as the float 2**64)."""
+    low, high = (0, (1 << 64) - 1) if unsigned64 else (-(1 << 63), (1 << 63) - 1)
+    return min(max(value, low), high)
+
+
 def _is_reciprocal(e) -> bool:
     return isinstance(e, sp.Pow) and isinstance(e.exp, sp.Integer) and int(e.exp) < 0
 
@@ -375,7 +417,8 @@ class ValuePrinter(C99CodePrinter):
     """Float bodies: sympy's C99 printer with float32 aliases and our own literals."""
 
     def __init__(self, dtype: str, flavor: Flavor, symbol: Callable[[sp.Symbol], str],
-                 integer: Callable[[sp.Symbol], bool] | None = None):
+                 integer: Callable[[sp.Symbol], bool] | None = None,
+                 unsigned64: Callable[[sp.Symbol], bool] | None = None):
         settings = {"type_aliases": {real: float32}} if dtype == "float32" else {}
         super().__init__(settings)
         self.fdtype = "float32" if dtype == "float32" else "float64"
@@ -383,6 +426,8 @@ class ValuePrinter(C99CodePrinter):
         self.symbol_fn = symbol
         #: does a symbol print as a C integer (a load of an integer array, a loop index)?
         self.integer_symbol = integer or (lambda s: False)
+        #: does a symbol load uint64 (beyond int64_t, so divided, compared and shifted unsigned)?
+        self.unsigned64_symbol = unsigned64 or (lambda s: False)
         self.index = IndexPrinter(symbol)
 
     def doprint(self, expr, assign_to=None):
@@ -453,6 +498,11 @@ class ValuePrinter(C99CodePrinter):
     def _minmax(self, expr, which):
         fn = f"fl_{which}{'f' if self._single else 'd'}"
         parts = [self._print(a) for a in expr.args]
+        if self.c_integer(expr):  # exact: a double holds no int64 or uint64 beyond 2**53
+            unsigned = self.unsigned64(expr)
+            fn = f"fl_{'u' if unsigned else 'i'}{which}"
+            parts = [self._print(a) if self.c_integer(a) else integer_literal(_clamped(int(a), unsigned))
+                     for a in expr.args]
         out = parts[0]
         for q in parts[1:]:
             out = f"{fn}({out}, {q})"
@@ -486,7 +536,16 @@ class ValuePrinter(C99CodePrinter):
             return self.c_integer(e.args[0]) and self.c_integer(e.args[1])
         if isinstance(e, sp.sign):
             return self.c_integer(e.args[0])
+        if isinstance(e, (sp.Max, sp.Min)):  # relu's 0 and clip's bounds: integer literals there
+            return any(self.c_integer(a) for a in e.args) and all(self.c_integer(a) or _integral(a) for a in e.args)
+        if isinstance(e, (Fmod, sp.Abs)):
+            return all(self.c_integer(a) for a in e.args)
         return False
+
+    def unsigned64(self, e) -> bool:
+        """Does C integer expression ``e`` compute in uint64 (C's usual conversions: any
+        uint64 operand makes the operation unsigned 64-bit)?"""
+        return any(self.unsigned64_symbol(s) for s in as_expr(e).free_symbols)
 
     def integer_quotient(self, e):
         """(numerator, denominator) of ``e`` when C would divide integers, else None."""
@@ -506,18 +565,21 @@ class ValuePrinter(C99CodePrinter):
     def _print_Mul(self, expr):
         quotient = self.integer_quotient(expr)
         if quotient is not None:  # truncating, like C, but 0 for a zero divisor
-            return f"fl_idiv({self._print(quotient[0])}, {self._print(quotient[1])})"
+            fn = "fl_udiv" if self.unsigned64(expr) else "fl_idiv"
+            return f"{fn}({self._print(quotient[0])}, {self._print(quotient[1])})"
         return super()._print_Mul(expr)
 
     def _print_floor(self, expr):
         quotient = self.integer_quotient(expr.args[0])
-        if quotient is not None:
-            return f"fl_ifdiv({self._print(quotient[0])}, {self._print(quotient[1])})"
+        if quotient is not None:  # unsigned: the floor is the truncation
+            fn = "fl_udiv" if self.unsigned64(expr) else "fl_ifdiv"
+            return f"{fn}({self._print(quotient[0])}, {self._print(quotient[1])})"
         return self._print_Function(expr)
 
     def _print_Mod(self, expr):
         if self.c_integer(expr):
-            return f"fl_imod({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+            fn = "fl_umod" if self.unsigned64(expr) else "fl_imod"
+            return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
         fn = "fl_fmodf" if self._single else "fl_fmodd"
         return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
 
@@ -553,11 +615,22 @@ class ValuePrinter(C99CodePrinter):
             return f"({'fabsf' if self._single else 'fabs'}({self._print(expr.args[0])}) == {inf})"
         if isinstance(expr, BitShift):
             a, s, bits, signed, left = expr.args
+            if not left and not signed:  # logical: a uint64 from 2**63 on is negative as int64_t
+                u = "uint64_t" if self.flavor.name == "c" else "unsigned long long"
+                return f"fl_ushr((({u})({self._as_int(a)})), {self._as_int(s)}, {int(bits)})"
             a, s = self._as_int(a), self._as_int(s)
             if left:
                 return f"fl_shl({a}, {s}, {int(bits)}, {int(bool(signed))})"
             return f"fl_shr({a}, {s}, {int(bits)})"
+        if isinstance(expr, Bitwise):
+            a, b = self._as_int(expr.args[0]), self._as_int(expr.args[1])
+            return f"({a} {'&|^'[int(expr.args[2])]} {b})"
+        if isinstance(expr, RoundHalfEven):  # rint rounds ties to even in the default rounding mode
+            return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
         if isinstance(expr, Fmod):
+            if self.c_integer(expr):  # truncated, like C's %, but 0 for a zero divisor
+                fn = "fl_umod" if self.unsigned64(expr) else "fl_itmod"
+                return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
             a, b = (self._print(arg) for arg in expr.args)
             return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"
         return super()._print_Function(expr)
@@ -568,6 +641,8 @@ class ValuePrinter(C99CodePrinter):
         i = self.flavor.int_type
         if isinstance(e, sp.Integer):
             v = int(e)
+            if v >= 1 << 63:  # a uint64 literal: as int64_t its bits, which is what fl_shl shifts
+                return f"(({i}){v}ULL)"
             return f"(({i}){v + 1}LL - 1)" if v == -(1 << 63) else f"(({i}){v}LL)"
         return f"(({i})({self._print(e)}))"
 
@@ -584,6 +659,12 @@ class ValuePrinter(C99CodePrinter):
 
     def _print_tanh(self, expr):
         return self._fast(expr, "tanh")
+
+    def _print_Abs(self, expr):
+        if self.c_integer(expr):  # exact, and |INT_MIN| wraps to INT_MIN as in NumPy
+            x = self._print(expr.args[0])
+            return x if self.unsigned64(expr) else f"fl_iabs({x})"
+        return self._print_Function(expr)
 
     def _print_sign(self, expr):
         z = float_literal(0.0, self.fdtype, self.flavor)
@@ -606,4 +687,4 @@ class ValuePrinter(C99CodePrinter):
 
 
 __all__ = ["C", "CHECKED_INDEX", "CTYPES", "CUDA", "Flavor", "IndexPrinter", "ValuePrinter", "ctype", "float_literal",
-           "helpers", "sanitize"]
+           "helpers", "integer_literal", "sanitize"]

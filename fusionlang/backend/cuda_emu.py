@@ -108,6 +108,15 @@ static inline double __shfl_xor_sync(unsigned, double v, int o) {
   unsigned lane = threadIdx.x % 32;
   w.d[lane] = v; w.bar->wait(); double r = w.d[lane ^ o]; w.bar->wait(); return r;
 }
+template <class T> static inline T fl_emu_shfl_bits(T v, int o) {  // 64-bit integers, through the double slots
+  fl_emu::Warp& w = (*fl_emu::warps)[threadIdx.x / 32];
+  unsigned lane = threadIdx.x % 32;
+  std::memcpy(&w.d[lane], &v, 8); w.bar->wait(); T r; std::memcpy(&r, &w.d[lane ^ o], 8); w.bar->wait(); return r;
+}
+static inline long long __shfl_xor_sync(unsigned, long long v, int o) { return fl_emu_shfl_bits(v, o); }
+static inline unsigned long long __shfl_xor_sync(unsigned, unsigned long long v, int o) {
+  return fl_emu_shfl_bits(v, o);
+}
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 static inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
 static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {

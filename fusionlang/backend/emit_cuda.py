@@ -24,9 +24,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+import numpy as np
 import sympy as sp
 
-from fusionlang.backend.cexpr import CUDA, IndexPrinter, ctype, float_literal, helpers
+from fusionlang.backend.cexpr import CUDA, IndexPrinter, ctype, float_literal, helpers, integer_literal
 from fusionlang.backend.emit_c import _itemsize, _Printer, group_comment
 from fusionlang.backend.loopir import Assign, For, If, Storage, walk
 from fusionlang.backend.lower import LoweredGroup
@@ -43,15 +44,31 @@ MAX_GRID = 1 << 20
 
 _IDENTITY = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
 
+#: the accumulator dtypes a block all-reduce exists for: (suffix, CUDA type); integer results
+#: accumulate in int64 or uint64 (poly._accumulator_dtype)
+BLOCK_REDUCE_TYPES = {"float32": ("f", "float"), "float64": ("d", "double"), "int64": ("ll", "long long"),
+                      "uint64": ("ull", "unsigned long long")}
+
+
+def reduction_identity(op: str, dtype: str) -> str:
+    """The literal a partial of ``op`` starts from, in the accumulator's ``dtype``."""
+    if dtype in ("int64", "uint64"):
+        if op in ("sum", "prod"):
+            return str(int(_IDENTITY[op]))
+        info = np.iinfo(dtype)
+        return integer_literal(int(info.min if op == "max" else info.max))
+    return float_literal(_IDENTITY[op], dtype, CUDA)
+
 
 def reduce_helpers() -> str:
     """Block-wide all-reduce for each (op, type): every thread returns the block's result."""
     out = []
-    for t, suffix in (("float", "f"), ("double", "d")):
-        for op in ("sum", "prod", "max", "min"):
-            ident = float_literal(_IDENTITY[op], "float32" if t == "float" else "float64", CUDA)
-            combine = {"sum": "a + b", "prod": "a * b", "max": f"fl_max{suffix}(a, b)",
-                       "min": f"fl_min{suffix}(a, b)"}[op]
+    for dtype, (suffix, t) in BLOCK_REDUCE_TYPES.items():
+        # a signed integer accumulator only takes a max or a min (sums wrap in uint64)
+        for op in ("max", "min") if dtype == "int64" else ("sum", "prod", "max", "min"):
+            ident = reduction_identity(op, dtype)
+            ext = {"ll": f"fl_i{op}(a, b)", "ull": f"fl_u{op}(a, b)"}.get(suffix, f"fl_{op}{suffix}(a, b)")
+            combine = {"sum": "a + b", "prod": "a * b"}.get(op, ext)
             out.append(f"""static __device__ __forceinline__ {t} fl_{op}_{suffix}({t} a, {t} b) {{ return {combine}; }}
 static __device__ {t} fl_block_{op}_{suffix}({t} v, {t}* sh) {{
   for (int o = 16; o > 0; o >>= 1) v = fl_{op}_{suffix}(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -282,7 +299,7 @@ class _CudaPrinter(_Printer):
                 dtype = self.g.storage[aid].array.dtype
                 pname = f"part{aid}"
                 partial[aid] = (pname, kind, dtype)
-                ident = float_literal(_IDENTITY[kind], dtype, self.flavor)
+                ident = reduction_identity(kind, dtype)
                 self.lines.append(f"{ind}{ctype(dtype, self.flavor)} {pname} = {ident};")
                 self.names[aid] = pname
             self.lines.append(ind + head)
@@ -290,8 +307,8 @@ class _CudaPrinter(_Printer):
             self.lines.append(f"{ind}}}")
             self.names = saved
             for aid, (pname, kind, dtype) in partial.items():
-                suffix = "f" if dtype == "float32" else "d"
-                sh = "fl_red_f" if dtype == "float32" else "fl_red_d"
+                suffix = BLOCK_REDUCE_TYPES[dtype][0]
+                sh = f"fl_red_{suffix}"
                 self.uses_reduction.add(sh)
                 name = self.names[aid]
                 self.lines.append(f"{ind}{name} = fl_{kind}_{suffix}({name}, fl_block_{kind}_{suffix}({pname}, {sh}));")
@@ -384,7 +401,7 @@ class _CudaPrinter(_Printer):
         self.lines.append("}")
         shared = list(self.shared_decls)
         for sh in sorted(self.uses_reduction):
-            t = "float" if sh.endswith("_f") else "double"
+            t = dict(BLOCK_REDUCE_TYPES.values())[sh[len("fl_red_"):]]
             shared.append(f"  __shared__ {t} {sh}[32];")
         self.lines[body_start:body_start] = shared
         text = "\n".join(self.lines) + "\n"

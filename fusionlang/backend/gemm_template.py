@@ -271,27 +271,93 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     writes its own columns of C); packing stays on one thread."""
     if packed_b and isinstance(problem.b, Im2Col):
         raise ValueError("an im2col operand cannot be passed packed")
+    if is_gemv(problem) and not (packed_a or packed_b):
+        return gemv_kernel(name, problem, epilogue, threads=threads)
     out = Lines()
     out(f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
         f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
-    _micro_kernel(out, name, problem, blocking)
+    _shared(out, _micro_name(blocking), lambda o, n: _micro_kernel(o, n, blocking))
     if not packed_a:
-        _pack_a(out, name, problem.a, blocking)
+        _shared(out, f"fl_gemm_pack_a_{blocking.mr}", lambda o, n: _pack_a(o, n, blocking))
     if not packed_b:
         if isinstance(problem.b, Im2Col):
-            _pack_im2col(out, name, problem.b, blocking)
+            _shared(out, f"fl_gemm_pack_im2col_{blocking.nr}", lambda o, n: _pack_im2col(o, n, blocking))
         else:
-            _pack_b(out, name, problem.b, blocking)
+            _shared(out, f"fl_gemm_pack_b_{blocking.nr}", lambda o, n: _pack_b(o, n, blocking))
     epilogue_function(out, name, problem, epilogue)
     _driver(out, name, problem, blocking, epilogue, packed_a, packed_b, threads)
     return out.text()
 
 
-def _micro_kernel(out: Lines, name: str, problem: GemmProblem, bl: Blocking) -> None:
+def is_gemv(problem: GemmProblem) -> bool:
+    """One row of output (a batch-1 dense layer): the matrix is read once, in place, so
+    packing it (at compile time: a transposed copy of every weight) buys nothing."""
+    return problem.m == 1 and isinstance(problem.b, Operand)
+
+
+def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False) -> str:
+    """C source of ``int name(A, B, C, <epilogue params>)`` for a one-row problem, reading
+    B as it lies: a dot product per output when B's K axis is contiguous (a transposed
+    weight), else an AXPY over the output row per K step. Returns 0 (it allocates nothing)."""
+    a, b, c = problem.a, problem.b, problem.c
+    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
+    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
+    out = Lines()
+    out(f"/* GEMV template: n={problem.n} k={problem.k} outer={list(problem.outer)}, B read in place */")
+    epilogue_function(out, name, problem, epilogue)
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
+    for d, extent in enumerate(problem.outer):
+        out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
+    out(f"const float *a_o = A + {_outer_offset(a, False, problem, None, 'a')};")
+    out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
+    out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
+    if b.rows == 1 or b.cols != 1:
+        if threads:
+            out("#pragma omp parallel for schedule(static)")
+        out.open(f"for (long j = 0; j < {problem.n}; j++)")
+        out(f"const float *w = b_o + j * {b.cols}L;")
+        out("float acc = 0.0f;")
+        out("#pragma omp simd reduction(+:acc)")
+        out(f"for (long p = 0; p < {problem.k}; p++) acc += a_o[p * {a.cols}L] * w[p * {b.rows}L];")
+        out(f"c_o[j * {c.cols}L] = acc;")
+        out.close()
+    else:
+        out(f"for (long j = 0; j < {problem.n}; j++) c_o[j] = 0.0f;")
+        out.open(f"for (long p = 0; p < {problem.k}; p++)")
+        out(f"const float ap = a_o[p * {a.cols}L], *w = b_o + p * {b.rows}L;")
+        out("#pragma omp simd")
+        out(f"for (long j = 0; j < {problem.n}; j++) c_o[j] += ap * w[j];")
+        out.close()
+    if epilogue is not None:
+        out(f"{name}_epilogue(c_o, 0, 1, 0, {problem.n}{outer_args}{extra_args});")
+    for _ in problem.outer:
+        out.close()
+    out("return 0;")
+    out.close()
+    return out.text()
+
+
+def _shared(out: Lines, name: str, emit) -> None:
+    """Print a helper that depends only on the blocking (not on the problem's shape) once per
+    translation unit: every kernel of a unit includes it, the guard keeps one copy, so the C
+    compiler optimizes it once, not once per kernel (densenet121: 120 micro-kernels were a
+    third of its compile time)."""
+    out(f"#ifndef FL_SHARED_{name}")
+    out(f"#define FL_SHARED_{name}")
+    emit(out, name)
+    out("#endif")
+
+
+def _micro_name(bl: Blocking) -> str:
+    return f"fl_gemm_micro_{bl.mr}x{bl.nv}v{bl.vl}"
+
+
+def _micro_kernel(out: Lines, name: str, bl: Blocking) -> None:
+    # noinline: shared by the unit's kernels; a call per MR x NR tile of kc steps costs nothing
     vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
-    ldc = problem.c.rows
-    out.open(f"static inline void {name}_micro(long kc, const float *restrict a, const float *restrict b, "
-             f"float *restrict c, int mm, int nn, int accumulate)")
+    out.open(f"static __attribute__((noinline)) void {name}(long kc, const float *restrict a, "
+             f"const float *restrict b, float *restrict c, long ldc, int mm, int nn, int accumulate)")
     accs = [[f"c{i}_{v}" for v in range(bl.nv)] for i in range(bl.mr)]
     out(f"{vf} " + ", ".join(f"{acc} = {{0}}" for row in accs for acc in row) + ";")
     out.open("for (long p = 0; p < kc; p++)")
@@ -308,7 +374,7 @@ def _micro_kernel(out: Lines, name: str, problem: GemmProblem, bl: Blocking) -> 
     out.open(f"if (mm == {bl.mr} && nn == {bl.nr})")
     for i in range(bl.mr):
         for v in range(bl.nv):
-            ptr = f"(({vfu} *)(c + {i * ldc + v * bl.vl}))"
+            ptr = f"(({vfu} *)(c + {i} * ldc + {v * bl.vl}))"
             out(f"if (accumulate) *{ptr} += {accs[i][v]}; else *{ptr} = {accs[i][v]};")
     out.close("} else {")
     out.depth += 1
@@ -318,7 +384,7 @@ def _micro_kernel(out: Lines, name: str, problem: GemmProblem, bl: Blocking) -> 
             out(f"*({vf} *)&t[{i}][{v * bl.vl}] = {accs[i][v]};")
     out.open("for (int i = 0; i < mm; i++)")
     out.open("for (int j = 0; j < nn; j++)")
-    out(f"float *cp = c + i * {ldc}L + j;")
+    out("float *cp = c + i * ldc + j;")
     out("*cp = accumulate ? *cp + t[i][j] : t[i][j];")
     out.close()
     out.close()
@@ -326,70 +392,82 @@ def _micro_kernel(out: Lines, name: str, problem: GemmProblem, bl: Blocking) -> 
     out.close()
 
 
-def _pack_a(out: Lines, name: str, a: Operand, bl: Blocking) -> None:
+def _pack_a(out: Lines, name: str, bl: Blocking) -> None:
     # dst: MR-tall slivers, each kc steps of MR values (column p of the sliver is contiguous)
-    out.open(f"static void {name}_pack_a(const float *restrict src, long m, long kc, float *restrict dst)")
+    out.open(f"static void {name}(const float *restrict src, long rows, long cols, long m, long kc, "
+             "float *restrict dst)")
     out.open(f"for (long i0 = 0; i0 < m; i0 += {bl.mr}, dst += {bl.mr} * kc)")
     out(f"const long mm = m - i0 < {bl.mr} ? m - i0 : {bl.mr};")
     out.open("for (long i = 0; i < mm; i++)")
-    out(f"const float *row = src + (i0 + i) * {a.rows}L;")
-    out(f"for (long p = 0; p < kc; p++) dst[p * {bl.mr} + i] = row[p * {a.cols}L];")
+    out("const float *row = src + (i0 + i) * rows;")
+    out(f"if (cols == 1) for (long p = 0; p < kc; p++) dst[p * {bl.mr} + i] = row[p];")
+    out(f"else for (long p = 0; p < kc; p++) dst[p * {bl.mr} + i] = row[p * cols];")
     out.close()
     out(f"for (long i = mm; i < {bl.mr}; i++) for (long p = 0; p < kc; p++) dst[p * {bl.mr} + i] = 0.0f;")
     out.close()
     out.close()
 
 
-def _pack_b(out: Lines, name: str, b: Operand, bl: Blocking) -> None:
+def _pack_b(out: Lines, name: str, bl: Blocking) -> None:
     # dst: NR-wide slivers, each kc rows of NR values
-    out.open(f"static void {name}_pack_b(const float *restrict src, long kc, long n, float *restrict dst)")
+    out.open(f"static void {name}(const float *restrict src, long rows, long cols, long kc, long n, "
+             "float *restrict dst)")
     out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
     out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
     out.open("for (long p = 0; p < kc; p++)")
-    out(f"const float *row = src + p * {b.rows}L + j0 * {b.cols}L;")
+    out("const float *row = src + p * rows + j0 * cols;")
     out(f"float *d = dst + p * {bl.nr};")
     out("long j = 0;")
-    out(f"for (; j < nn; j++) d[j] = row[j * {b.cols}L];")
+    out("if (cols == 1) for (; j < nn; j++) d[j] = row[j];")
+    out("else for (; j < nn; j++) d[j] = row[j * cols];")
     out(f"for (; j < {bl.nr}; j++) d[j] = 0.0f;")
     out.close()
     out.close()
     out.close()
 
 
-def _pack_im2col(out: Lines, name: str, b: Im2Col, bl: Blocking) -> None:
+#: the geometry an im2col packing routine takes, in this order (see :func:`_im2col_args`)
+IM2COL_GEOMETRY = ("taps", "kw", "dh", "dw", "ph", "pw", "in_h", "in_w", "out_w", "sh", "sw")
+
+
+def _im2col_args(b: Im2Col) -> str:
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw) = b.kernel, b.stride, b.dilation, b.pads
+    values = (kh * kw, kw, dh, dw, ph, pw, b.in_h, b.in_w, b.out_w, sh, sw)
+    return ", ".join(f"{v}L" for v in values)
+
+
+def _pack_im2col(out: Lines, name: str, bl: Blocking) -> None:
     # B rows pc..pc+kc of the implicit patch matrix, columns n0.. of the output plane.
     # A sliver's columns run along output rows; within one output row the taps of one
     # (channel, ky, kx) are one strided run of an input row (contiguous at stride 1),
     # with zeros where the run leaves the image: three plain loops, no test per element.
-    kh, kw = b.kernel
-    sh, sw = b.stride
-    dh, dw = b.dilation
-    ph, pw = b.pads
-    out.open(f"static void {name}_pack_b(const float *restrict src, long pc, long kc, long n0, long n, "
-             f"float *restrict dst)")
+    geometry = ", ".join(f"long {g}" for g in IM2COL_GEOMETRY)
+    out.open(f"static void {name}(const float *restrict src, long pc, long kc, long n0, long n, "
+             f"float *restrict dst, {geometry})")
     out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
     out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
     out.open("for (long p = 0; p < kc; p++)")
-    out(f"const long kk = pc + p, ch = kk / {kh * kw}, r = kk % {kh * kw};")
-    out(f"const long ky = r / {kw} * {dh} - {ph}, kx = r % {kw} * {dw} - {pw};")
-    out(f"const float *plane = src + ch * {b.in_h * b.in_w}L;")
+    out("const long kk = pc + p, ch = kk / taps, r = kk % taps;")
+    out("const long ky = r / kw * dh - ph, kx = r % kw * dw - pw;")
+    out("const float *plane = src + ch * in_h * in_w;")
     out(f"float *d = dst + p * {bl.nr};")
     out("long j = 0, at = n0 + j0;")
     out.open("while (j < nn)")
-    out(f"const long oh = at / {b.out_w}, ow = at % {b.out_w};")
-    out(f"const long seg = nn - j < {b.out_w} - ow ? nn - j : {b.out_w} - ow;")
-    out(f"const long y = oh * {sh} + ky, x0 = ow * {sw} + kx;")
+    out("const long oh = at / out_w, ow = at % out_w;")
+    out("const long seg = nn - j < out_w - ow ? nn - j : out_w - ow;")
+    out("const long y = oh * sh + ky, x0 = ow * sw + kx;")
     out("long lo = seg, hi = seg;")
-    out.open(f"if (y >= 0 && y < {b.in_h})")
-    out(f"lo = x0 >= 0 ? 0 : (-x0 + {sw - 1}) / {sw};")
-    out(f"hi = x0 >= {b.in_w} ? 0 : ({b.in_w - 1} - x0) / {sw} + 1;")
+    out.open("if (y >= 0 && y < in_h)")
+    out("lo = x0 >= 0 ? 0 : (-x0 + sw - 1) / sw;")
+    out("hi = x0 >= in_w ? 0 : (in_w - 1 - x0) / sw + 1;")
     out("if (lo > seg) lo = seg;")
     out("if (hi > seg) hi = seg;")
     out("if (hi < lo) hi = lo;")
     out.close()
-    out(f"const long base = y * {b.in_w}L + x0;  /* an index, not a pointer: y may be outside */")
+    out("const long base = y * in_w + x0;  /* an index, not a pointer: y may be outside */")
     out("for (long t = 0; t < lo; t++) d[j + t] = 0.0f;")
-    out(f"for (long t = lo; t < hi; t++) d[j + t] = plane[base + t * {sw}];")
+    out("if (sw == 1) for (long t = lo; t < hi; t++) d[j + t] = plane[base + t];")
+    out("else for (long t = lo; t < hi; t++) d[j + t] = plane[base + t * sw];")
     out("for (long t = hi; t < seg; t++) d[j + t] = 0.0f;")
     out("j += seg; at += seg;")
     out.close()
@@ -434,6 +512,8 @@ def _b_panel(bl: Blocking) -> int:
 
 def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, packed_b: bool = False) -> int:
     """Floats of packing buffers the kernel allocates on each call."""
+    if is_gemv(problem) and not (packed_a or packed_b):
+        return 0
     return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl))
 
 
@@ -492,17 +572,19 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_a
     if packed_b:
         out(f"const float *bpan = b_o + pc * {npad}L + jc * kc;")
     elif isinstance(problem.b, Im2Col):
-        out(f"{name}_pack_b(b_o, pc, kc, jc, nc, bp);")
+        out(f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, jc, nc, bp, {_im2col_args(problem.b)});")
         out("const float *bpan = bp;")
     else:
-        out(f"{name}_pack_b(b_o + pc * {problem.b.rows}L + jc * {problem.b.cols}L, kc, nc, bp);")
+        b = problem.b
+        out(f"fl_gemm_pack_b_{bl.nr}(b_o + pc * {b.rows}L + jc * {b.cols}L, {b.rows}L, {b.cols}L, kc, nc, bp);")
         out("const float *bpan = bp;")
     out.open(f"for (long ic = 0; ic < {m}; ic += {bl.mc})")
     out(f"const long mc = {m} - ic < {bl.mc} ? {m} - ic : {bl.mc};")
     if packed_a:
         out(f"const float *apan = a_o + pc * {mpad}L + ic * kc;")
     else:
-        out(f"{name}_pack_a(a_o + ic * {problem.a.rows}L + pc * {problem.a.cols}L, mc, kc, ap);")
+        a = problem.a
+        out(f"fl_gemm_pack_a_{bl.mr}(a_o + ic * {a.rows}L + pc * {a.cols}L, {a.rows}L, {a.cols}L, mc, kc, ap);")
         out("const float *apan = ap;")
     if threads:
         out("#pragma omp parallel for schedule(static)")
@@ -511,7 +593,7 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_a
     out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
     out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
     out(f"float *ct = c_o + (ic + ir) * {ldc}L + (jc + jr) * {problem.c.cols}L;")
-    out(f"{name}_micro(kc, apan + ir * kc, bpan + jr * kc, ct, (int)mm, (int)nn, pc > 0);")
+    out(f"{_micro_name(bl)}(kc, apan + ir * kc, bpan + jr * kc, ct, {ldc}L, (int)mm, (int)nn, pc > 0);")
     if epilogue is not None:
         out(f"if (pc + kc == {k}) {name}_epilogue(ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
     for _ in range(5):
@@ -547,5 +629,5 @@ def param_name(decl: str) -> str:
 
 
 __all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Operand", "blocking_for", "epilogue_function",
-           "gemm_kernel", "packing_floats", "param_name",
+           "gemm_kernel", "gemv_kernel", "is_gemv", "packing_floats", "param_name",
            "pack_constant", "packed_size", "vector_types"]

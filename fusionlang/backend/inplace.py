@@ -107,9 +107,11 @@ def _retarget(body: list, local, out) -> list:
     return rebuilt
 
 
-def reuse_outputs(group: LoweredGroup) -> LoweredGroup:
-    """``group`` with each local that an output can hold replaced by that output."""
-    outputs = [a for a in group.params if a.role == "output"]
+def reuse_outputs(group: LoweredGroup, keep: frozenset = frozenset()) -> LoweredGroup:
+    """``group`` with each local that an output can hold replaced by that output; outputs
+    whose value is in ``keep`` are left alone (their stores stream, see backend.streaming,
+    which wants the row in L1 and the output written once)."""
+    outputs = [a for a in group.params if a.role == "output" and a.value not in keep]
     for out in outputs:
         order = _positions(group.body)
         store = next((a for a, _ in order if a.array is out), None)

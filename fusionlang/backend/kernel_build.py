@@ -32,6 +32,8 @@ class KernelBuild:
     sanitize: bool = False
     #: loaded indices (gather) are checked against their axis; a bad one is an InputError
     check_indices: bool = True
+    #: graph outputs whose stores stream past the caches (C target; see backend.streaming)
+    streamed: frozenset = frozenset()
 
     @property
     def graph(self) -> Graph:

@@ -42,6 +42,7 @@ import sympy as sp
 from fusionlang.engine.plan import boundary
 from fusionlang.errors import CodegenError
 from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import HALF_FLOATS, is_float_dtype
 from fusionlang.ops.access import ACC, Read, Stmt, as_expr, i_sym, r_sym, v_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.interpreter import registry_of
@@ -49,8 +50,9 @@ from fusionlang.ops.interpreter import registry_of
 #: the value a reduction starts from
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
 
-#: dtypes generated code can hold (float16 has no portable C type)
-SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
+#: dtypes generated code can hold (float16 and bfloat16 as bit patterns, see backend.half)
+SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool", "float16", "bfloat16",
+                    "int16", "uint16", "uint32", "uint64")
 
 
 def _start(reduce: str, dtype: str) -> sp.Expr:
@@ -58,7 +60,24 @@ def _start(reduce: str, dtype: str) -> sp.Expr:
     stored as true (a max over nothing is false, a min over nothing true)."""
     if dtype == "bool" and reduce in ("max", "min"):
         return sp.Integer(0 if reduce == "max" else 1)
+    if np.dtype(dtype).kind in "iu" and reduce in ("max", "min"):
+        info = np.iinfo(dtype)
+        return sp.Integer(int(info.min if reduce == "max" else info.max))
     return IDENTITY[reduce]
+
+
+def _accumulator_dtype(reduce: str, out_dtype: str, compute_dtype: str, finalized: bool) -> str:
+    """The dtype a reduction accumulates in. An integer result of a plain sum, product, max
+    or min accumulates in 64-bit integers, exactly as the reference does: a double loses
+    int64 and uint64 values past 2**53, and converting an overflowed sum back is undefined.
+    Sums and products in uint64 (they wrap, and the low bits are the narrower type's result);
+    max and min in the signedness of the result. A finalized one (a mean) stays in double."""
+    kind = np.dtype(out_dtype).kind
+    if kind not in "iu" or finalized:
+        return compute_dtype
+    if reduce in ("sum", "prod"):
+        return "uint64"
+    return "uint64" if kind == "u" else "int64"
 
 
 class NotAffine(Exception):
@@ -358,7 +377,13 @@ def _is_pure_copy(graph: Graph, node: Node, stmts: list[Stmt]) -> bool:
 
 
 def _compute_dtype(dtype: str) -> str:
+    if dtype in HALF_FLOATS:
+        return "float32"  # stored in 16 bits, computed in float32 (backend.half)
     return dtype if dtype in ("float32", "float64") else "float64"
+
+
+def _integer_array(a: Access) -> bool:
+    return a.array is not None and np.dtype(a.array.dtype).kind in "iu"
 
 
 def _needed_reads(spec: Stmt, expr: sp.Expr) -> list[int]:
@@ -612,17 +637,21 @@ class _Builder:
 
     def inline_scalars(self, reads: list[Access], expr: sp.Expr) -> tuple[list[Access], sp.Expr]:
         """Reads of one-element constants become literals in the expression (no load, and
-        the compiler can fold ``x * 0.5``)."""
+        the compiler can fold ``x * 0.5``). Not an integer one beside integer loads: literals
+        print as doubles, and integer arithmetic in double is inexact past 2**53 (uint64 and
+        int64 values), so it stays a load of its own C type."""
         kept = []
         for a in reads:
             constant = a.array is not None and a.array.role == "input" and a.array.value
             value = self.constants.get(a.array.value) if constant else None
             used_in_index = any(a.vsym in as_expr(e).free_symbols for b in reads for e in b.index)
-            if value is None or np.size(value) != 1 or a.guarded or used_in_index:
+            beside_integers = value is not None and np.asarray(value).dtype.kind in "iu" \
+                and any(_integer_array(b) for b in reads if b is not a)
+            if value is None or np.size(value) != 1 or a.guarded or used_in_index or beside_integers:
                 kept.append(a)
                 continue
             v = np.asarray(value).reshape(-1)[0]
-            literal = sp.Float(float(v)) if np.asarray(value).dtype.kind == "f" else sp.Integer(int(v))
+            literal = sp.Float(float(v)) if is_float_dtype(np.asarray(value).dtype) else sp.Integer(int(v))
             # not simplified: sympy's x * 0 = 0 and x / 0 = zoo are not IEEE (inf * 0 is NaN)
             expr = substituted(expr, {a.vsym: literal})
         return kept, expr
@@ -659,7 +688,8 @@ class _Builder:
                                        write=Access(out, write_index), expr=body, compute_dtype=dtype))
             return
         red_extents = tuple(int(n) for n in spec.reduce_extents)
-        acc = self.new_array(out_extents, dtype, "acc")
+        acc = self.new_array(out_extents, _accumulator_dtype(spec.reduce, out.dtype, dtype, spec.finalize is not None),
+                             "acc")
         acc_at = Access(acc, tuple(i_sym(k) for k in range(len(out_extents))), ACC)
         self.stmts.append(PolyStmt(base + "_init", "init", node, order, out_extents, write=acc_at,
                                    expr=_start(spec.reduce, out.dtype), acc=acc, compute_dtype=dtype))

@@ -19,11 +19,13 @@ from fusionlang.backend.cuda_emu import EmuRuntime
 from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.lower import LoweredGroup, lower
+from fusionlang.backend.machine import host
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.runtime_c import CRuntime
 from fusionlang.backend.runtime_cuda import CudaRuntime
 from fusionlang.backend.schedule_store import schedule_key, scheduled_group
+from fusionlang.backend.streaming import streamed_values
 from fusionlang.backend.template import plan_template
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import CodegenError, FuseError
@@ -57,7 +59,8 @@ def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
         if missing:
             raise CodegenError(f"group {group.id} is marked const but node {node.name!r} reads {missing[0]!r}, "
                                f"which is not a constant")
-        results = evaluate_node(node, [constants[v] if v else None for v in node.inputs], registry)
+        results = evaluate_node(node, [constants[v] if v else None for v in node.inputs], registry,
+                                out_dtypes=[graph.types[out].dtype for out in node.outputs])
         for out, arr in zip(node.outputs, results):
             constants[out] = np.ascontiguousarray(arr.astype(graph.types[out].dtype, copy=False))
 
@@ -136,8 +139,11 @@ class CompiledGraph:
         fused_away = _never_allocated(plan, templated)
         self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
                                                 scratch={gid: t.scratch for gid, t in templated.items()})
+        # one thread only: a non-temporal store is ordered for other threads by a fence the
+        # printed kernels do not put before OpenMP's barriers
+        streamed = streamed_values(plan.graph, host()) if target == "c" and not self.openmp else frozenset()
         build = KernelBuild(plan, lowered, templated, self.constants, self.buffers, openmp=self.openmp,
-                            threads=threads, sanitize=sanitize, check_indices=check_indices)
+                            threads=threads, sanitize=sanitize, check_indices=check_indices, streamed=streamed)
         # the build (polyhedral programs, loop IR: isl contexts, sympy trees) is not needed
         # to run and is let go here; so is the graph from before rewriting, so a compiled
         # graph holds little beyond its constants and buffers

@@ -79,17 +79,18 @@ class CRuntime:
             lowered = build.lowered.get(group.id)
             if lowered is None:
                 return [], None, ""
-            fn = emit_function(lowered, label, openmp=build.openmp, check_indices=build.check_indices)
+            fn = emit_function(lowered, label, openmp=build.openmp, check_indices=build.check_indices,
+                               streamed=build.streamed)
             return [fn], fn, lowered.scheduled.tree.strategy
         name, source, fallible = emit_template(planned, label, openmp=build.openmp)
         main = CFunction(name, source, list(planned.params), 1, fallible=fallible)
         parts = [main]
         if planned.before is not None:
             parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=build.openmp,
-                                          check_indices=build.check_indices))
+                                          check_indices=build.check_indices, streamed=build.streamed))
         if planned.after is not None:
             parts.append(emit_function(planned.after, f"{label}, after its template", openmp=build.openmp,
-                                       check_indices=build.check_indices))
+                                       check_indices=build.check_indices, streamed=build.streamed))
         return parts, main, "gemm template"
 
     # ----- slots ----------------------------------------------------------------------

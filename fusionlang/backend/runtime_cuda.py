@@ -19,6 +19,7 @@ from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.errors import CodegenError
+from fusionlang.ir.types import HALF_FLOATS
 
 
 @dataclass
@@ -156,10 +157,10 @@ class CudaRuntime:
         self.device: dict[str, object] = {}
         for name, b in buffers.buffers.items():
             if b.kind == "const":
-                self.device[name] = cupy.asarray(np.ascontiguousarray(build.constants[name]))
+                self.device[name] = cupy.asarray(_as_bits(np.ascontiguousarray(build.constants[name])))
             elif b.kind == "input":
                 t = build.graph.types[name]
-                self.device[name] = cupy.empty(t.shape, dtype=t.dtype)
+                self.device[name] = cupy.empty(t.shape, dtype=np.uint16 if t.dtype in HALF_FLOATS else t.dtype)
         self.aux: dict[int, object] = {}
         self.launches = []
         for la in self.program.launches:
@@ -174,7 +175,7 @@ class CudaRuntime:
         cp = self.cp
         if array.data is not None:
             if id(array) not in self.aux:
-                self.aux[id(array)] = cp.asarray(np.ascontiguousarray(array.data))
+                self.aux[id(array)] = cp.asarray(_as_bits(np.ascontiguousarray(array.data)))
             return self.aux[id(array)]
         root = self.buffers.root(array.value)
         b = self.buffers.buffers[root]
@@ -185,7 +186,7 @@ class CudaRuntime:
     def execute(self, feeds: dict[str, np.ndarray]) -> None:
         for name, b in self.buffers.buffers.items():
             if b.kind == "input":
-                self.device[name].set(feeds[name])
+                self.device[name].set(_as_bits(np.ascontiguousarray(feeds[name])))
         self.errors.fill(0)
         for fn, grid, block, args in self.launches:
             fn((grid,), (block,), args)
@@ -200,6 +201,12 @@ class CudaRuntime:
         def read(name, b, t):
             return self.arena[b.offset:b.offset + t.nbytes].get().view(t.dtype).reshape(t.shape).copy()
         return gather_outputs(self.graph, self.buffers, self.constants, feeds, read)
+
+
+def _as_bits(array: np.ndarray) -> np.ndarray:
+    """A 16-bit float array as its bit patterns (CuPy has no bfloat16, and the kernels
+    take both 16-bit floats as unsigned short, see backend.half); others unchanged."""
+    return array.view(np.uint16) if array.dtype.name in HALF_FLOATS else array
 
 
 __all__ = ["CudaProgram", "CudaRuntime", "build_cuda_program", "cuda_available", "kernel_infos"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusionlang.ir.graph import Graph
+from fusionlang.ir.types import is_float_dtype
 
 
 def group_signature(graph: Graph, node_names: list[str], constants: dict | None = None) -> tuple:
@@ -96,7 +97,7 @@ def _constant_key(array) -> tuple | None:
     if array is None:
         return None
     a = np.asarray(array)
-    if a.dtype.kind == "f" and a.size > 1:
+    if is_float_dtype(a.dtype) and a.size > 1:
         return ("const",)
     return ("const", a.dtype.str, a.shape, a.tobytes())
 

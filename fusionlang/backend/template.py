@@ -33,7 +33,7 @@ import sympy as sp
 from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
-                                              gemm_kernel, pack_constant, packing_floats, vector_types)
+                                              gemm_kernel, is_gemv, pack_constant, packing_floats, vector_types)
 from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
 from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.lower import LoweredGroup, lower
@@ -125,10 +125,11 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     if c_array is None or any(a.dtype != "float32" for a in prog.arrays):
         return None
     blocking = blocking_for(machine, problem)
-    # the depthwise kernel reads its weights as they are
-    a_constants = {} if is_depthwise(problem) else constants
-    a_param, packed_a = _operand_param(prog, a_value, a_constants, problem, blocking, "a")
-    b_param, packed_b = _operand_param(prog, b_value, constants, problem, blocking, "b")
+    # the depthwise and GEMV kernels read their weights as they are
+    packs = {} if is_depthwise(problem) or is_gemv(problem) else constants
+    a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a")
+    b_constants = {} if is_gemv(problem) else constants
+    b_param, packed_b = _operand_param(prog, b_value, b_constants, problem, blocking, "b")
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
                          coords, final, epilogue)

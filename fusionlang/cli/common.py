@@ -28,6 +28,7 @@ from fusionlang.cli.flags import strategy_option
 from fusionlang.cli.paths import readable_file
 from fusionlang.cli.text import safe_console
 from fusionlang.errors import InputError, RuntimeInputError
+from fusionlang.ir.types import is_float_dtype
 from fusionlang.frontend import from_onnx
 from fusionlang.lang import load_rules as load
 from fusionlang.specialize import specialized_graph
@@ -226,12 +227,21 @@ def load_rules(name_or_path: str):
     return load(name_or_path)
 
 
-def compare(outputs: dict, expected: dict, rtol: float, atol: float) -> list[str]:
+#: --check's default (rtol, atol) for float outputs, and for 16-bit ones: those are rounded
+#: to 16 bits after every op (one unit in the last place: 2**-10 for float16, 2**-7 for
+#: bfloat16), and a fused kernel may round a decomposed op's steps where the reference rounds
+#: the op once
+CHECK_TOLERANCE = (1e-3, 1e-4)
+CHECK_TOLERANCE_16 = {"float16": (1e-2, 1e-2), "bfloat16": (6e-2, 6e-2)}
+
+
+def compare(outputs: dict, expected: dict, rtol: float | None, atol: float | None) -> list[str]:
     """Mismatches of ``outputs`` against the reference ``expected``, one line each.
 
     Floats match within ``rtol`` of each element plus ``atol`` times the output's largest
     finite magnitude, so an output of tiny values is checked as closely as a large one
-    (a fixed atol would pass whatever it held); integers and bools must be equal.
+    (a fixed atol would pass whatever it held); integers and bools must be equal. A
+    tolerance left None is the default for the output's dtype (:data:`CHECK_TOLERANCE_16`).
     """
     problems = []
     for name, want in expected.items():
@@ -239,15 +249,19 @@ def compare(outputs: dict, expected: dict, rtol: float, atol: float) -> list[str
         if got.shape != want.shape:
             problems.append(f"{name}: shape {list(got.shape)} != reference {list(want.shape)}")
             continue
-        if want.dtype.kind not in "fc":
+        if want.dtype.kind not in "fc" and not is_float_dtype(want.dtype):
             wrong = np.count_nonzero(got != want)
             if wrong:
                 problems.append(f"{name}: {wrong} of {want.size} values differ from the reference")
             continue
+        default_rtol, default_atol = CHECK_TOLERANCE_16.get(want.dtype.name, CHECK_TOLERANCE)
+        r = default_rtol if rtol is None else rtol
+        a = default_atol if atol is None else atol
+        got, want = got.astype(np.float64), want.astype(np.float64)  # (numpy cannot compare bfloat16)
         scale = output_scale(want)
-        if not np.allclose(got, want, rtol=rtol, atol=atol * scale, equal_nan=True):
-            err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
-            problems.append(f"{name}: max abs error {err:.3g} exceeds rtol={rtol} + atol={atol} x max |reference| "
+        if not np.allclose(got, want, rtol=r, atol=a * scale, equal_nan=True):
+            err = np.max(np.abs(got - want))
+            problems.append(f"{name}: max abs error {err:.3g} exceeds rtol={r} + atol={a} x max |reference| "
                             f"{scale:.3g}")
     return problems
 

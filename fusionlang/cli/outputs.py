@@ -61,12 +61,15 @@ def file_stems(names: list[str]) -> dict[str, str]:
 
 
 def write_outputs(outputs: dict[str, np.ndarray], directory: str) -> dict[str, Path]:
-    """Save every output under ``directory`` (created if missing); output name -> file."""
+    """Save every output under ``directory`` (created if missing); output name -> file.
+    A bfloat16 output is saved as float32 (exactly): the .npy format has no bfloat16, NumPy
+    would write raw 2-byte records that load back as an opaque void dtype."""
     folder = output_directory(directory)
     written = {}
     for name, stem in file_stems(list(outputs)).items():
         path = folder / f"{stem}.npy"
         with writing(path):
-            np.save(path, outputs[name])
+            array = outputs[name]
+            np.save(path, array.astype(np.float32) if array.dtype.name == "bfloat16" else array)
         written[name] = path
     return written

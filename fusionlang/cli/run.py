@@ -30,9 +30,11 @@ def configure(p) -> None:
                    help=f"fill missing inputs with seeded noise (SEED: 0 to {flags.MAX_SEED})")
     p.add_argument("--output-dir", metavar="DIR", help="write each output as DIR/<name>.npy")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter (exit 1 on mismatch)")
-    p.add_argument("--rtol", type=flags.tolerance, default=1e-3, help="relative tolerance of --check (>= 0)")
-    p.add_argument("--atol", type=flags.tolerance, default=1e-4,
-                   help="tolerance of --check relative to each output's largest |value| (>= 0)")
+    p.add_argument("--rtol", type=flags.tolerance, help="relative tolerance of --check (>= 0; default 1e-3, "
+                   "float16 outputs 1e-2, bfloat16 6e-2)")
+    p.add_argument("--atol", type=flags.tolerance,
+                   help="tolerance of --check relative to each output's largest |value| (>= 0; default 1e-4, "
+                   "float16 outputs 1e-2, bfloat16 6e-2)")
     p.add_argument("--threads", type=flags.threads, default=1, metavar="N",
                    help="run the compiled C on N threads (default 1; results do not depend on N)")
     p.add_argument("--unchecked-indices", action="store_true",

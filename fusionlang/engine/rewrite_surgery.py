@@ -43,6 +43,11 @@ def splice(index: GraphIndex, node: Node, results: list[str], created: list[Node
                                f"{graph.types[value]} for {out!r}, which is {graph.types[out]}")
     if list(results) == list(node.outputs[:len(results)]):
         raise RewriteError(f"{what}: replaces node {node.name!r} by itself")
+    twice = next((value for k, value in enumerate(results) if value in results[:k]), None)
+    if twice is not None:
+        # one graph value cannot carry two of the node's output names
+        raise RewriteError(f"{what}: gives {twice!r} for two outputs of node {node.name!r} ({node.op}); "
+                           "return identity(...) of it for the second")
 
     index.remove(node)
     for new in kept:

@@ -8,6 +8,7 @@ import time, and typed, folded nodes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +27,21 @@ def onnx_dtype(elem_type: int, what: str) -> str:
         name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() \
             else str(elem_type)
         raise ModelError(f"{what} has element type {name}, which fusionlang does not support") from exc
+
+
+@dataclass(frozen=True)
+class OnnxSequence:
+    """An ONNX sequence known at import time: its tensors, in order, as graph values.
+
+    fusionlang's graphs hold tensors only; a sequence whose length and positions the
+    import knows lives in the importer, and the sequence ops become tensor ops on its
+    elements. ``dtype`` is the element type (SequenceEmpty declares it with no element);
+    ``producer`` names the node that made it, for messages.
+    """
+
+    elements: tuple[str, ...]
+    dtype: str
+    producer: str
 
 
 class NodeContext:
@@ -92,6 +108,20 @@ class NodeContext:
             raise self._imp.runtime_value_error(self, k, what)
         return array
 
+    def fed_by_run(self, k: int) -> bool:
+        """Whether input k's value comes from graph inputs a run feeds (bound as constants)."""
+        return bool(self._imp.graph_inputs_feeding(self.proto.input[k]))
+
+    def is_sequence(self, k: int) -> bool:
+        """Whether ONNX input k holds a sequence (made by an earlier sequence op)."""
+        return self.has_input(k) and self.proto.input[k] in self._imp.sequences
+
+    def sequence(self, k: int, what: str) -> OnnxSequence:
+        """The sequence ONNX input k holds; ModelError if it is missing or a tensor."""
+        if not self.has_input(k):
+            raise self.fail(f"input {k} ({what}) is required")
+        return self._imp.sequence(self.proto.input[k], self)
+
     def ints(self, k: int, what: str) -> tuple[int, ...]:
         array = self.const(k, what)
         if array.dtype.kind not in "iu":
@@ -149,6 +179,11 @@ class NodeContext:
         """ONNX output k is a constant known now."""
         if self.output(k):
             self._imp.pending[self.output(k)] = np.asarray(array)
+
+    def set_sequence(self, k: int, sequence: OnnxSequence) -> None:
+        """ONNX output k is ``sequence`` (held by the importer, never a graph value)."""
+        if self.output(k):
+            self._imp.sequences[self.output(k)] = sequence
 
     def alias(self, k: int, value: str) -> None:
         """ONNX output k is the same tensor as graph value ``value`` (no node needed)."""

@@ -21,7 +21,7 @@ import onnx
 from onnx import numpy_helper
 
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
-from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dtype
 from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
@@ -117,6 +117,8 @@ class _Importer:
         #: constants (initializers, Constant outputs, folded shapes) not yet in the graph
         self.pending: dict[str, np.ndarray] = {}
         self.uses: Counter[str] = Counter()
+        #: ONNX sequence values, known element by element at import time (never graph values)
+        self.sequences: dict[str, OnnxSequence] = {}
         self.graph_outputs = [v.name for v in model.graph.output]
         #: every name the model uses: new values must not take one a later node defines
         self.reserved: set[str] = set()
@@ -143,6 +145,10 @@ class _Importer:
             self._convert(ctx, CONVERTERS)
 
         for name in self.graph_outputs:
+            if name in self.sequences:
+                raise UnsupportedOpError(f"graph output {name!r} is a sequence (made by node "
+                                         f"{self.sequences[name].producer}); fusionlang's graphs hold tensors "
+                                         "only, so a sequence may only live inside the model")
             # outputs alias() kept as real nodes, or inputs and constants: never renamed
             self.graph.outputs.append(self.value(name, None))
         fold_constants(self.graph)
@@ -193,6 +199,10 @@ class _Importer:
                              f"(inputs: {', '.join(sorted(names)) or 'none'})")
         problems = []
         for vi in declared:
+            if vi.type.HasField("sequence_type"):
+                raise UnsupportedOpError(f"graph input {vi.name!r} is a sequence{self._readers(vi.name)}; "
+                                         "fusionlang's graphs hold tensors only, so a sequence must be built "
+                                         "inside the model (SequenceConstruct, SequenceEmpty, SplitToSequence)")
             if not vi.type.HasField("tensor_type"):
                 raise ModelError(f"graph input {vi.name!r} is not a tensor ({vi.type.WhichOneof('value')})")
             tensor_type = vi.type.tensor_type
@@ -224,7 +234,7 @@ class _Importer:
         """The error for input k of ``ctx``, which must be a constant but is not: a
         RuntimeInputError naming the graph inputs its value comes from, when it has any."""
         name = ctx.proto.input[k]
-        sources = self._graph_inputs_feeding(name)
+        sources = self.graph_inputs_feeding(name)
         if not sources:
             return ctx.fail(f"input {k} ({what}) must be a constant, but {name!r} is computed at run time")
         listed = ", ".join(repr(s) for s in sources)
@@ -236,7 +246,14 @@ class _Importer:
             f"in fusionlang.from_onnx, run the model through fusionlang.Specializer (as the ONNX backend does), "
             f"or `fusionlang run MODEL {files}`", values=sources)
 
-    def _graph_inputs_feeding(self, name: str) -> list[str]:
+    def _readers(self, name: str) -> str:
+        """', read by node 'n' (Op)' for the first node reading ONNX value ``name``."""
+        for index, node in enumerate(self.model.graph.node):
+            if name in node.input:
+                return f", read by node {node.name or f'{node.op_type}#{index}'!r} ({node.op_type})"
+        return ""
+
+    def graph_inputs_feeding(self, name: str) -> list[str]:
         """The graph inputs (not initializers) ONNX value ``name`` is computed from."""
         producers = {out: node for node in self.model.graph.node for out in node.output if out}
         inputs = {vi.name for vi in self.model.graph.input} - {t.name for t in self.model.graph.initializer}
@@ -254,13 +271,26 @@ class _Importer:
 
     # ----- values -----------------------------------------------------------------------
     def defines(self, name: str) -> bool:
-        return name in self.rename or name in self.pending or name in self.graph.types
+        return name in self.rename or name in self.pending or name in self.graph.types or name in self.sequences
+
+    def sequence(self, name: str, ctx: NodeContext) -> OnnxSequence:
+        """The sequence ONNX value ``name`` holds; ModelError if it is a tensor or undefined."""
+        if name in self.sequences:
+            return self.sequences[name]
+        if self.defines(name):
+            raise ctx.fail(f"reads {name!r} as a sequence, but it is a tensor")
+        raise ctx.fail(f"reads {name!r}, which no earlier node, graph input or initializer defines")
 
     def value(self, name: str, ctx: NodeContext | None) -> str:
         """The graph value of ONNX value ``name``; pending constants enter the graph here."""
         name = self.rename.get(name, name)
         if name in self.graph.types:
             return name
+        if name in self.sequences:
+            where = f"node {ctx.label!r} ({ctx.op_type})" if ctx else "graph output"
+            raise UnsupportedOpError(f"{where} reads sequence {name!r} (made by node {self.sequences[name].producer}) "
+                                     "as a tensor; fusionlang converts a sequence only through the sequence ops "
+                                     "(SequenceAt, SequenceLength, ConcatFromSequence, ...)")
         if name in self.pending:
             array = self.pending.pop(name)
             try:

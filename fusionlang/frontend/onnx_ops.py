@@ -13,6 +13,7 @@ explicit pads.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Callable
 
@@ -20,8 +21,12 @@ import numpy as np
 from onnx import numpy_helper
 
 from fusionlang.errors import ShapeError
+from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERTERS
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
+from fusionlang.frontend.onnx_einsum import convert_einsum
 from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
+from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -83,6 +88,20 @@ SIMPLE: dict[str, tuple[str, dict[str, str]]] = {
     "Mod": ("remainder", {"fmod": "fmod"}),
     "Shrink": ("shrink", {"lambd": "lambd", "bias": "bias"}),
     "Mish": ("mish", {}),
+    "Tan": ("tan", {}),
+    "Asin": ("asin", {}),
+    "Acos": ("acos", {}),
+    "Atan": ("atan", {}),
+    "Sinh": ("sinh", {}),
+    "Cosh": ("cosh", {}),
+    "Asinh": ("asinh", {}),
+    "Acosh": ("acosh", {}),
+    "Atanh": ("atanh", {}),
+    "Round": ("round", {}),
+    "BitwiseAnd": ("bitwise_and", {}),
+    "BitwiseOr": ("bitwise_or", {}),
+    "BitwiseXor": ("bitwise_xor", {}),
+    "BitwiseNot": ("bitwise_not", {}),
 }
 
 
@@ -216,6 +235,9 @@ def _size(ctx: NodeContext) -> None:
 
 @converts("Identity")
 def _identity(ctx: NodeContext) -> None:
+    if ctx.is_sequence(0):  # Identity passes sequences through too (opset 14 on)
+        ctx.set_sequence(0, ctx.sequence(0, "input"))
+        return
     ctx.alias(0, ctx.input(0))
 
 
@@ -438,11 +460,37 @@ def _finite_or_zero(ctx: NodeContext, value: str) -> str:
 @converts("Softmax", "LogSoftmax")
 def _softmax(ctx: NodeContext) -> None:
     op = "softmax" if ctx.op_type == "Softmax" else "log_softmax"
+    _along_axis(ctx, lambda x, axis, output: ctx.emit1(op, [x], {"axis": axis}, output))
+
+
+@converts("Hardmax")
+def _hardmax(ctx: NodeContext) -> None:
+    # 1 at the first maximum along the axis, 0 elsewhere: the place of the maximum
+    # (ArgMax's index_of) compared with the positions along the axis
+    dtype = ctx.type(0).dtype
+
+    def one_hot_of_max(x: str, axis: int, output: str) -> str:
+        shape = ctx.graph.types[x].shape
+        if not -len(shape) <= axis < len(shape):
+            raise ctx.fail(f"axis={axis} is out of range for rank {len(shape)}", ShapeError)
+        axis %= len(shape)
+        extreme = ctx.emit1("reduce_max", [x], {"axes": (axis,), "keepdims": 1})
+        place = ctx.emit1("index_of", [x, extreme], {"axis": axis, "keepdims": 1, "last": 0})
+        positions = np.arange(shape[axis], dtype=np.int64).reshape((-1,) + (1,) * (len(shape) - axis - 1))
+        hit = ctx.emit1("equal", [ctx.constant(positions), place])
+        return ctx.emit1("cast", [hit], {"to": dtype}, output)
+
+    _along_axis(ctx, one_hot_of_max)
+
+
+def _along_axis(ctx: NodeContext, apply: Callable[[str, int, str], str]) -> None:
+    """Output 0 is ``apply(x, axis, output)`` along ONNX's axis attribute; before opset 13
+    (Softmax, LogSoftmax, Hardmax) the input is flattened to 2-D at ``axis`` and each row
+    is one such axis."""
     x = ctx.input(0)
     if ctx.opset >= 13:
-        ctx.emit_output(op, [x], {"axis": ctx.attr("axis", -1)})
+        apply(x, ctx.attr("axis", -1), ctx.output(0))
         return
-    # before opset 13 the input is flattened to 2-D at `axis` and normalized per row
     shape = ctx.type(0).shape
     rank = len(shape)
     axis = ctx.attr("axis", 1)
@@ -451,11 +499,10 @@ def _softmax(ctx: NodeContext) -> None:
     axis = axis % rank if rank else 0
     if math.prod(shape[axis + 1:]) == 1:
         # the rows are exactly the `axis` fibres: no reshaping needed
-        ctx.emit_output(op, [x], {"axis": axis})
+        apply(x, axis, ctx.output(0))
         return
     rows = ctx.emit1("reshape", [x], {"shape": (math.prod(shape[:axis]), math.prod(shape[axis:]))})
-    normalized = ctx.emit1(op, [rows], {"axis": 1})
-    ctx.emit_output("reshape", [normalized], {"shape": shape})
+    ctx.emit_output("reshape", [apply(rows, 1, "")], {"shape": shape})
 
 
 # ----- matrix products ----------------------------------------------------------------
@@ -475,6 +522,45 @@ def _gemm(ctx: NodeContext) -> None:
     attrs = {"alpha": ctx.attr("alpha", 1.0), "beta": ctx.attr("beta", 1.0),
              "trans_a": ctx.attr("transA", 0), "trans_b": ctx.attr("transB", 0)}
     ctx.emit_output("gemm", inputs, attrs)
+
+
+converts("Einsum")(convert_einsum)
+converts("DFT")(convert_dft)
+converts("STFT")(convert_stft)
+
+#: the largest matrices Det expands by cofactors (the expansion has 2**n * n products)
+MAX_DET_SIZE = 5
+
+
+@converts("Det")
+def _det(ctx: NodeContext) -> None:
+    # Laplace expansion along the rows: det(rows k.., columns cols) sums, over each column
+    # c of cols with alternating signs, x[k, c] * det(rows k+1.., cols without c); the
+    # minors are shared across the terms (one per subset of columns), all elementwise over
+    # the batch axes, so the whole expansion fuses into one loop over the batch
+    x = ctx.type(0)
+    if x.rank < 2 or x.shape[-1] != x.shape[-2]:
+        raise ctx.fail(f"input {x} must be square matrices [..., M, M]", ShapeError)
+    n = x.shape[-1]
+    if not 1 <= n <= MAX_DET_SIZE:
+        raise ctx.unsupported(f"Det of {n}x{n} matrices (cofactor expansion up to {MAX_DET_SIZE}x{MAX_DET_SIZE})")
+    batch = x.shape[:-2]
+
+    def element(i: int, j: int) -> str:
+        cell = ctx.emit1("slice", [ctx.input(0)], {"starts": (i, j), "ends": (i + 1, j + 1), "axes": (-2, -1),
+                                                   "steps": (1, 1)})
+        return ctx.emit1("reshape", [cell], {"shape": batch})
+
+    elements = {(i, j): element(i, j) for i in range(n) for j in range(n)}
+    minors: dict[tuple[int, ...], str] = {(c,): elements[n - 1, c] for c in range(n)}
+    for row in range(n - 2, -1, -1):
+        for cols in itertools.combinations(range(n), n - row):
+            total = ""
+            for t, c in enumerate(cols):
+                term = ctx.emit1("mul", [elements[row, c], minors[cols[:t] + cols[t + 1:]]])
+                total = term if not total else ctx.emit1("sub" if t % 2 else "add", [total, term])
+            minors[cols] = total
+    ctx.alias(0, minors[tuple(range(n))])
 
 
 # ----- windows: conv and pooling ------------------------------------------------------
@@ -531,6 +617,30 @@ def _average_pool(ctx: NodeContext) -> None:
     attrs = {**_window(ctx, tuple(ctx.attr("kernel_shape", ()))), "ceil_mode": ctx.attr("ceil_mode", 0),
              "count_include_pad": ctx.attr("count_include_pad", 0)}
     ctx.emit_output("average_pool", [ctx.input(0)], attrs)
+
+
+@converts("LpPool")
+def _lp_pool(ctx: NodeContext) -> None:
+    # (sum of |x|**p over the window, zero padding included)**(1/p): the window's sum is
+    # an average pool counting the pads, times the window's size
+    x, dtype = ctx.input(0), ctx.type(0).dtype
+    p = float(ctx.attr("p", 2))
+    if not p > 0:
+        raise ctx.fail(f"p={p} must be positive")
+    kernel = tuple(ctx.attr("kernel_shape", ()))
+    powered = {1.0: lambda: ctx.emit1("abs", [x]), 2.0: lambda: ctx.emit1("mul", [x, x])}.get(
+        p, lambda: ctx.emit1("pow", [ctx.emit1("abs", [x]), ctx.constant(p, dtype)]))()
+    attrs = {**_window(ctx, kernel), "ceil_mode": ctx.attr("ceil_mode", 0), "count_include_pad": 1}
+    mean = ctx.emit1("average_pool", [powered], attrs)
+    size = ctx.constant(math.prod(kernel), dtype)
+    if p == 1.0:
+        ctx.emit_output("mul", [mean, size])
+        return
+    total = ctx.emit1("mul", [mean, size])
+    if p == 2.0:
+        ctx.emit_output("sqrt", [total])
+    else:
+        ctx.emit_output("pow", [total, ctx.constant(1 / p, dtype)])
 
 
 @converts("ConvTranspose")
@@ -637,12 +747,198 @@ def _layer_norm(ctx: NodeContext) -> None:
         ctx.emit1("rsqrt", [ctx.emit1("add", [var, ctx.constant(epsilon, stash)])], output=ctx.output(2))
 
 
+@converts("GroupNormalization")
+def _group_norm(ctx: NodeContext) -> None:
+    x = ctx.type(0)
+    groups = ctx.attr("num_groups")
+    if groups is None or x.rank < 2 or groups < 1 or x.shape[1] % groups:
+        raise ctx.fail(f"num_groups={groups} must be positive and divide the channels of {x}", ShapeError)
+    scale, bias = ctx.input(1), ctx.input(2)
+    if ctx.opset < 21:  # scale and bias per group: each repeated over its channels
+        scale, bias = (_per_channel_of_group(ctx, v, groups, x.shape[1]) for v in (scale, bias))
+    ctx.emit_output("group_norm", [ctx.input(0), scale, bias],
+                    {"num_groups": groups, "epsilon": ctx.attr("epsilon", 1e-5)})
+
+
+def _per_channel_of_group(ctx: NodeContext, value: str, groups: int, channels: int) -> str:
+    if ctx.graph.types[value].shape != (groups,):
+        raise ctx.fail(f"scale and bias should have shape [{groups}] (one per group), got "
+                       f"{ctx.graph.types[value]}", ShapeError)
+    column = ctx.emit1("reshape", [value], {"shape": (groups, 1)})
+    spread = ctx.emit1("expand", [column], {"shape": (groups, channels // groups)})
+    return ctx.emit1("reshape", [spread], {"shape": (channels,)})
+
+
+@converts("MeanVarianceNormalization")
+def _mean_variance_norm(ctx: NodeContext) -> None:
+    ctx.emit_output("mean_variance_norm", [ctx.input(0)], {"axes": tuple(ctx.attr("axes", (0, 2, 3)))})
+
+
+@converts("LpNormalization")
+def _lp_norm(ctx: NodeContext) -> None:
+    ctx.emit_output("lp_norm", [ctx.input(0)], {"axis": ctx.attr("axis", -1), "p": ctx.attr("p", 2)})
+
+
 # ----- activations written with other ops ---------------------------------------------
 @converts("HardSwish")
 def _hard_swish(ctx: NodeContext) -> None:
     x = ctx.input(0)
     gate = ctx.emit1("hard_sigmoid", [x], {"alpha": 1 / 6, "beta": 0.5})
     ctx.emit_output("mul", [x, gate])
+
+
+# ONNX's own function bodies: Celu is alpha * Elu(x / alpha), ThresholdedRelu keeps x above
+# alpha, Swish is x * Sigmoid(alpha * x)
+@converts("Celu")
+def _celu(ctx: NodeContext) -> None:
+    alpha = ctx.constant(ctx.attr("alpha", 1.0), ctx.type(0).dtype)
+    elu = ctx.emit1("elu", [ctx.emit1("div", [ctx.input(0), alpha])], {"alpha": 1.0})
+    ctx.emit_output("mul", [alpha, elu])
+
+
+@converts("ThresholdedRelu")
+def _thresholded_relu(ctx: NodeContext) -> None:
+    x, dtype = ctx.input(0), ctx.type(0).dtype
+    above = ctx.emit1("greater", [x, ctx.constant(ctx.attr("alpha", 1.0), dtype)])
+    ctx.emit_output("where", [above, x, ctx.constant(0, dtype)])
+
+
+@converts("Swish")
+def _swish(ctx: NodeContext) -> None:
+    _swish_of(ctx, ctx.input(0), ctx.output(0))
+
+
+@converts("SwiGLU")
+def _swiglu(ctx: NodeContext) -> None:
+    # Swish(a) * b, ONNX's function body
+    ctx.emit_output("mul", [_swish_of(ctx, ctx.input(0), ""), ctx.input(1)])
+
+
+def _swish_of(ctx: NodeContext, x: str, output: str) -> str:
+    """x * sigmoid(alpha * x), named ``output`` ('' for a fresh name)."""
+    alpha = ctx.attr("alpha", 1.0)
+    if alpha == 1.0:
+        return ctx.emit1("silu", [x], output=output)
+    scaled = ctx.emit1("mul", [x, ctx.constant(alpha, ctx.type(0).dtype)])
+    return ctx.emit1("mul", [x, ctx.emit1("sigmoid", [scaled])], output=output)
+
+
+# ----- data movement between channels and space -----------------------------------------
+@converts("DepthToSpace", "SpaceToDepth")
+def _depth_space(ctx: NodeContext) -> None:
+    # ONNX's definitions: a reshape into blocks, a transpose, a reshape back
+    x = ctx.type(0)
+    block = ctx.attr("blocksize")
+    if x.rank != 4:
+        raise ctx.fail(f"input {x} must have rank 4 (N, C, H, W)", ShapeError)
+    if block is None or block < 1:
+        raise ctx.fail(f"blocksize={block} must be a positive integer")
+    mode = ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise ctx.fail(f"mode={mode!r} should be 'DCR' or 'CRD'")
+    n, c, h, w = x.shape
+    if ctx.op_type == "DepthToSpace":
+        if c % (block * block):
+            raise ctx.fail(f"channels {c} are not a multiple of blocksize**2 = {block * block}", ShapeError)
+        depth = c // (block * block)
+        blocks, perm = ((n, block, block, depth, h, w), (0, 3, 4, 1, 5, 2)) if mode == "DCR" else \
+            ((n, depth, block, block, h, w), (0, 1, 4, 2, 5, 3))
+        final = (n, depth, h * block, w * block)
+    else:
+        if h % block or w % block:
+            raise ctx.fail(f"spatial dims {[h, w]} are not multiples of blocksize={block}", ShapeError)
+        blocks = (n, c, h // block, block, w // block, block)
+        perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+        final = (n, c * block * block, h // block, w // block)
+    moved = ctx.emit1("transpose", [ctx.emit1("reshape", [ctx.input(0)], {"shape": blocks})], {"perm": perm})
+    ctx.emit_output("reshape", [moved], {"shape": final})
+
+
+# ----- constants whose shape is known at import -----------------------------------------
+@converts("EyeLike")
+def _eye_like(ctx: NodeContext) -> None:
+    x = ctx.type(0)
+    if x.rank != 2:
+        raise ctx.fail(f"input {x} must have rank 2", ShapeError)
+    dtype = onnx_dtype(ctx.attrs["dtype"], f"node {ctx.label!r} dtype") if "dtype" in ctx.attrs else x.dtype
+    ctx.set_constant(0, np.eye(*x.shape, k=ctx.attr("k", 0), dtype=dtype))
+
+
+#: the longest window folded at import (1 GiB of float64), as for Range
+MAX_FOLDED_WINDOW = 2**27
+#: cosine-sum windows: the coefficients a_k of sum_k (-1)**k a_k cos(2 pi k n / N)
+WINDOWS = {"HannWindow": (0.5, 0.5), "HammingWindow": (25 / 46, 21 / 46), "BlackmanWindow": (0.42, 0.5, 0.08)}
+
+
+@converts(*WINDOWS)
+def _window_function(ctx: NodeContext) -> None:
+    # the size is a value: a graph input is bound per run (the Specializer), then folded here
+    size = ctx.const(0, "size")
+    if size.size != 1 or size.dtype.kind not in "iu":
+        raise ctx.fail(f"size must be one integer, got {size.dtype} of shape {list(size.shape)}")
+    size = int(size.reshape(()))
+    if not 0 <= size <= MAX_FOLDED_WINDOW:
+        raise ctx.fail(f"size={size} should be in [0, {MAX_FOLDED_WINDOW}]")
+    dtype = onnx_dtype(ctx.attr("output_datatype", 1), f"node {ctx.label!r} output_datatype")
+    # periodic: the period is size; symmetric: size - 1 (ONNX's reference, as PyTorch)
+    period = size if ctx.attr("periodic", 1) else size - 1
+    phase = 2 * np.pi * np.arange(size, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = [(-1) ** k * a * np.cos(k * phase / period) for k, a in enumerate(WINDOWS[ctx.op_type])]
+    ctx.set_constant(0, np.sum(terms, axis=0).astype(dtype))
+
+
+#: the most elements a MelWeightMatrix folded at import may have
+MAX_FOLDED_MEL = 2**24
+
+
+@converts("MelWeightMatrix")
+def _mel_weight_matrix(ctx: NodeContext) -> None:
+    # ONNX's reference, step by step and in the inputs' own dtypes (its rounding decides
+    # which spectrogram bin each mel edge falls in): triangles between mel-spaced edges
+    names = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
+    mels, dft_length, rate, low, high = (ctx.const(k, name).reshape(()) for k, name in enumerate(names))
+    bins = int(dft_length) // 2 + 1
+    if int(mels) < 1 or int(dft_length) < 1 or int(rate) < 1 or bins * int(mels) > MAX_FOLDED_MEL:
+        raise ctx.fail(f"num_mel_bins={int(mels)}, dft_length={int(dft_length)} and sample_rate={int(rate)} must be "
+                       f"positive, the matrix at most {MAX_FOLDED_MEL} elements")
+    low_mel = 2595 * np.log1p(low / 700) / np.log(10)
+    high_mel = 2595 * np.log1p(high / 700) / np.log(10)
+    step = (high_mel - low_mel) / (int(mels) + 2)
+    edges = 700 * np.expm1((np.arange(0, int(mels) + 2) * step + low_mel) / 2595 * np.log(10))
+    edges = (((dft_length + 1) * edges) // rate).astype(int)
+    if edges.min() < 0 or edges.max() >= bins:
+        raise ctx.fail(f"the mel edges [{low}, {high}] Hz fall outside the {bins} spectrogram bins")
+    out = np.zeros((bins, int(mels)))
+    for i, (left, center, right) in enumerate(zip(edges, edges[1:], edges[2:])):
+        if center == left:
+            out[center, i] = 1
+        else:
+            out[left:center + 1, i] = (np.arange(left, center + 1) - left) / (center - left)
+        if right > center:
+            out[center:right, i] = (right - np.arange(center, right)) / (right - center)
+    ctx.set_constant(0, out.astype(onnx_dtype(ctx.attr("output_datatype", 1), f"node {ctx.label!r} output_datatype")))
+
+
+@converts("Compress")
+def _compress(ctx: NodeContext) -> None:
+    # which positions are kept depends on the condition's values, so the output's shape
+    # does: they are read at import (a graph input is bound per run by the Specializer),
+    # and the kept positions gathered
+    keep = ctx.const(1, "condition").reshape(-1).astype(bool)
+    x, value = ctx.type(0), ctx.input(0)
+    axis = ctx.attr("axis")
+    if axis is None:  # the flattened input
+        value, axis = ctx.emit1("reshape", [value], {"shape": (x.size,)}), 0
+        length = x.size
+    elif -x.rank <= axis < x.rank:
+        length = x.shape[axis]
+    else:
+        raise ctx.fail(f"axis={axis} is out of range for rank {x.rank}", ShapeError)
+    if keep.size > length:
+        raise ctx.fail(f"condition has {keep.size} entries, more than the {length} positions it selects from",
+                       ShapeError)
+    ctx.emit_output("gather", [value, ctx.constant(np.flatnonzero(keep).astype(np.int64))], {"axis": axis})
 
 
 # ----- ops with a constant input that fusionlang keeps as an attribute ------------------
@@ -825,4 +1121,11 @@ def _bit_shift(ctx: NodeContext) -> None:
     ctx.emit_output("bit_shift", [ctx.input(0), ctx.input(1)], {"direction": direction.lower()})
 
 
-CONVERTERS.update(INDEX_CONVERTERS)  # scatters, TopK, OneHot...: onnx_index_ops
+# ----- transformer ops (Attention, RMSNormalization, RotaryEmbedding, SwiGLU) ------------
+CONVERTERS.update(TRANSFORMER_CONVERTERS)
+
+# ----- sequences (resolved at import time) ---------------------------------------------
+CONVERTERS.update(SEQUENCE_CONVERTERS)
+
+# ----- indexing ops (scatters, TopK, OneHot, GridSample...) ----------------------------
+CONVERTERS.update(INDEX_CONVERTERS)

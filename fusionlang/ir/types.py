@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+import ml_dtypes  # noqa: F401  (registers numpy's "bfloat16" dtype, as onnx itself does)
 import numpy as np
 
 from fusionlang.errors import ShapeError
@@ -14,13 +15,28 @@ DTYPES = {
     "float32": "f32",
     "float64": "f64",
     "float16": "f16",
+    "bfloat16": "bf16",
     "int64": "i64",
     "int32": "i32",
     "int8": "i8",
     "uint8": "u8",
+    "int16": "i16",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
     "bool": "bool",
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
+
+#: the 16-bit floats: stored in 16 bits, computed in float32 (numpy calls bfloat16's kind
+#: "V", not "f", so a dtype's kind does not tell)
+HALF_FLOATS = ("float16", "bfloat16")
+
+
+def is_float_dtype(dtype) -> bool:
+    """Is ``dtype`` (a name or numpy dtype) a floating-point type, bfloat16 included?"""
+    name = np.dtype(dtype).name
+    return name.startswith("float") or name in HALF_FLOATS
 
 
 def canonical_dtype(dtype) -> str:
@@ -69,7 +85,7 @@ class TensorType:
 
     @property
     def is_float(self) -> bool:
-        return self.dtype.startswith("float")
+        return is_float_dtype(self.dtype)
 
     def with_shape(self, shape) -> "TensorType":
         return TensorType(tuple(shape), self.dtype)

@@ -422,7 +422,7 @@ def predicate_failure(expr: A.Call, ctx: Context) -> str | None:
     if name == "is_float":
         a, v = values[0]
         dtype = graph.types[v].dtype
-        return None if dtype.startswith("float") else f"{a.name!r} has dtype {dtype}"
+        return None if graph.types[v].is_float else f"{a.name!r} has dtype {dtype}"
     if name == "all_equal":
         a, v = values[0]
         target = evaluate(expr.args[1], ctx)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -18,6 +17,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span, remember_source
 from fusionlang.lang.limits import MAX_NESTING
+from fusionlang.lang.parse_tables import build_parser
 
 #: the names that are boolean literals in expressions (guards, attribute values, formulas)
 BOOLEAN_LITERALS = {"true": True, "false": False}
@@ -40,11 +40,8 @@ _TERMINAL_WORDS = {
 
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    grammar = resources.files("fusionlang.lang").joinpath("fuse.lark").read_text(encoding="utf-8")
-    # Built once per process (~0.1 s), never cached on disk: lark's cache=True unpickles
-    # a file with a predictable name in the shared temp directory, and a file planted
-    # there would run code at the next parse.
-    return Lark(grammar, parser="lalr", maybe_placeholders=True, cache=False)
+    # once per process, from the shipped JSON tables (never lark's pickle cache: see parse_tables)
+    return build_parser()
 
 
 def parse_module(text: str, path: str, diags: Diagnostics) -> A.Module | None:

@@ -5,7 +5,9 @@ Op categories (elemwise, reduce, ...) are not here: they are policy, written in 
 """
 
 from fusionlang.ops import activation as _activation  # noqa: F401  (importing a family registers its ops)
+from fusionlang.ops import attention as _attention  # noqa: F401
 from fusionlang.ops import bitshift as _bitshift  # noqa: F401
+from fusionlang.ops import bitwise as _bitwise  # noqa: F401
 from fusionlang.ops import classify as _classify  # noqa: F401
 from fusionlang.ops import concat as _concat  # noqa: F401
 from fusionlang.ops import constant as _constant  # noqa: F401
@@ -18,12 +20,16 @@ from fusionlang.ops import gather_nd as _gather_nd  # noqa: F401
 from fusionlang.ops import index_of as _index_of  # noqa: F401
 from fusionlang.ops import linalg as _linalg  # noqa: F401
 from fusionlang.ops import loss as _loss  # noqa: F401
+from fusionlang.ops import lp_norm as _lp_norm  # noqa: F401
 from fusionlang.ops import norm as _norm  # noqa: F401
+from fusionlang.ops import norm_grouped as _norm_grouped  # noqa: F401
 from fusionlang.ops import pad as _pad  # noqa: F401
 from fusionlang.ops import pool as _pool  # noqa: F401
 from fusionlang.ops import reduce as _reduce  # noqa: F401
 from fusionlang.ops import remainder as _remainder  # noqa: F401
 from fusionlang.ops import resize as _resize  # noqa: F401
+from fusionlang.ops import rms_norm as _rms_norm  # noqa: F401
+from fusionlang.ops import rotary as _rotary  # noqa: F401
 from fusionlang.ops import repeat as _repeat  # noqa: F401
 from fusionlang.ops import shape as _shape  # noqa: F401
 from fusionlang.ops import slicing as _slicing  # noqa: F401

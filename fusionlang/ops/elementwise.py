@@ -11,7 +11,7 @@ from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.common import accumulator, elementwise, fold_left, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import Sigmoid, np_erf, np_sigmoid
+from fusionlang.ops.scalar import RoundHalfEven, Sigmoid, np_erf, np_sigmoid
 
 
 
@@ -51,6 +51,16 @@ _UNARY = {
     "sin": (sp.sin, np.sin, False, "sine"),
     "cos": (sp.cos, np.cos, False, "cosine"),
     "silu": (lambda x: x * Sigmoid(x), lambda x: x * np_sigmoid(x), False, "x * sigmoid(x) (swish)"),
+    "tan": (sp.tan, np.tan, False, "tangent"),
+    "asin": (sp.asin, np.arcsin, False, "arcsine (NaN outside [-1, 1])"),
+    "acos": (sp.acos, np.arccos, False, "arccosine (NaN outside [-1, 1])"),
+    "atan": (sp.atan, np.arctan, False, "arctangent"),
+    "sinh": (sp.sinh, np.sinh, False, "hyperbolic sine"),
+    "cosh": (sp.cosh, np.cosh, False, "hyperbolic cosine"),
+    "asinh": (sp.asinh, np.arcsinh, False, "inverse hyperbolic sine"),
+    "acosh": (sp.acosh, np.arccosh, False, "inverse hyperbolic cosine (NaN below 1)"),
+    "atanh": (sp.atanh, np.arctanh, False, "inverse hyperbolic tangent (+-inf at +-1, NaN beyond)"),
+    "round": (RoundHalfEven, np.rint, False, "round to the nearest integer, ties to even"),
 }
 
 for _name, (_formula, _fn, _ints, _doc) in _UNARY.items():

@@ -14,13 +14,23 @@ import numpy as np
 
 from fusionlang.errors import FuseError, ShapeError
 from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import HALF_FLOATS
 from fusionlang.ops.registry import OpRegistry, registry_of
 
 
-def evaluate_node(node: Node, args: list, registry: OpRegistry, *, failing: str = "") -> list[np.ndarray]:
+def evaluate_node(node: Node, args: list, registry: OpRegistry, *, failing: str = "",
+                  out_dtypes: list[str] | None = None) -> list[np.ndarray]:
     """``node``'s outputs computed from ``args`` (one per input, None where an optional
     input is absent) by its op's reference. A reference that fails raises ShapeError
-    naming the node (``failing`` says in what, e.g. "constant folding failed: ")."""
+    naming the node (``failing`` says in what, e.g. "constant folding failed: ").
+
+    With ``out_dtypes`` (the outputs' dtypes), float16 and bfloat16 inputs are computed in
+    float32 and each result rounded once to its dtype, as ONNX Runtime does (and the
+    generated code): NumPy would round every intermediate of a reference to 16 bits."""
+    if out_dtypes is not None and any(a is not None and np.asarray(a).dtype.name in HALF_FLOATS for a in args):
+        wide = [None if a is None else _widened(np.asarray(a)) for a in args]
+        results = evaluate_node(node, wide, registry, failing=failing)
+        return [r.astype(dtype, copy=False) for r, dtype in zip(results, out_dtypes)] + results[len(out_dtypes):]
     opdef = registry.get(node.op, f"node {node.name!r}")
     args = list(args)
     while args and args[-1] is None:
@@ -38,6 +48,11 @@ def evaluate_node(node: Node, args: list, registry: OpRegistry, *, failing: str 
     return results
 
 
+def _widened(array: np.ndarray) -> np.ndarray:
+    """A 16-bit float array as float32 (exact); other arrays unchanged."""
+    return array.astype(np.float32) if array.dtype.name in HALF_FLOATS else array
+
+
 def is_foldable(graph: Graph, node: Node) -> bool:
     """True when every input the node reads is a constant (ops without inputs included)."""
     return all(value in graph.constants for value in node.present_inputs())
@@ -53,7 +68,8 @@ def fold_node(graph: Graph, node: Node, registry: OpRegistry | None = None) -> b
     if not is_foldable(graph, node):
         return False
     args = [graph.constants[v] if v else None for v in node.inputs]
-    results = evaluate_node(node, args, registry_of(graph, registry), failing="constant folding failed: ")
+    results = evaluate_node(node, args, registry_of(graph, registry), failing="constant folding failed: ",
+                            out_dtypes=[graph.types[out].dtype for out in node.outputs])
     for out, array in zip(node.outputs, results):
         want = graph.types[out]
         if array.shape != want.shape or array.dtype != np.dtype(want.dtype):

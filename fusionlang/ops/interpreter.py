@@ -31,7 +31,9 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
             if np.can_cast(array.dtype, want.dtype, casting="same_kind"):
                 array = array.astype(want.dtype)
             else:
-                raise InputError(f"input {name!r}: expected dtype {want.dtype}, got {array.dtype}")
+                # (NumPy saves bfloat16 as raw 2-byte records, which load back as void)
+                hint = "; pass bfloat16 values as float32, which .npy files can hold" if want.dtype == "bfloat16" else ""
+                raise InputError(f"input {name!r}: expected dtype {want.dtype}, got {array.dtype}{hint}")
         arrays[name] = array
     return arrays
 
@@ -52,7 +54,8 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray], registry: OpRegistry | No
         for value in node.present_inputs():
             last_use[value] = position
     for position, node in enumerate(graph.nodes):
-        results = evaluate_node(node, [env[v] if v else None for v in node.inputs], registry)
+        results = evaluate_node(node, [env[v] if v else None for v in node.inputs], registry,
+                                out_dtypes=[graph.types[out].dtype for out in node.outputs])
         for out, array in zip(node.outputs, results):
             expected = graph.types[out]
             if array.shape != expected.shape:

@@ -17,7 +17,9 @@ def _formula(v, a):
     if a["fmod"]:
         return truncated
     # the floored remainder takes the divisor's sign: shift a truncated one of the other sign
-    return sp.Piecewise((truncated + b, truncated * b < 0), (truncated, True))
+    # (by signs, not by the product's sign: an integer product can overflow)
+    other_sign = sp.Or(sp.And(truncated < 0, b > 0), sp.And(truncated > 0, b < 0))
+    return sp.Piecewise((truncated + b, other_sign), (truncated, True))
 
 
 def _numpy(xs, a):

@@ -67,11 +67,42 @@ class BitShift(sp.Function):
     nargs = 5
 
 
+class RoundHalfEven(sp.Function):
+    """x rounded to the nearest integer, ties to the even one (ONNX Round, C's rint in the
+    default rounding mode); sympy's own round is Python's and evaluates eagerly."""
+
+    nargs = 1
+
+
+class Bitwise(sp.Function):
+    """``Bitwise(a, b, kind)``: a & b (kind 0), a | b (1) or a ^ b (2) on integers, computed
+    on their two's-complement bits (``~a`` is ``a ^ -1``)."""
+
+    nargs = 3
+
+
+#: the NumPy function of each Bitwise kind
+BITWISE_KINDS = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
+
+
+def bitwise(a, b, kind: int):
+    """Bitwise on int64 copies of integer arrays, so mixed widths and signs combine by their
+    two's-complement bits (the caller casts the result back to its dtype, which wraps)."""
+    return BITWISE_KINDS[kind](np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
+
+
 def bit_shift(a, s, bits: int, signed: bool, left: bool):
-    """BitShift on int64 arrays holding ``bits``-wide values (the NumPy form of BitShift)."""
-    a, s = np.asarray(a).astype(np.int64), np.asarray(s).astype(np.int64)
+    """BitShift on int64 arrays holding ``bits``-wide values (the NumPy form of BitShift);
+    unsigned ones in uint64, where a uint64 from 2**63 on stays positive and shifts right
+    logically."""
+    a, s = np.asarray(a).astype(np.uint64 if not signed else np.int64), np.asarray(s).astype(np.int64)
     in_range = (s >= 0) & (s < bits)
     count = np.where(in_range, s, 0).astype(np.uint64)
+    if not signed:
+        shifted = (a << count) if left else (a >> count)
+        if bits < 64:
+            shifted &= np.uint64((1 << bits) - 1)
+        return np.where(in_range, shifted, np.uint64(0))
     if not left:
         return np.where(in_range, a >> count.astype(np.int64), np.where(a < 0, -1, 0))
     shifted = a.astype(np.uint64) << count
@@ -155,6 +186,16 @@ _UNARY = {
     sp.tanh: np.tanh,
     sp.sin: np.sin,
     sp.cos: np.cos,
+    sp.tan: np.tan,
+    sp.asin: np.arcsin,
+    sp.acos: np.arccos,
+    sp.atan: np.arctan,
+    sp.sinh: np.sinh,
+    sp.cosh: np.cosh,
+    sp.asinh: np.arcsinh,
+    sp.acosh: np.arccosh,
+    sp.atanh: np.arctanh,
+    RoundHalfEven: np.rint,
     sp.Abs: np.abs,
     sp.floor: np.floor,
     sp.ceiling: np.ceil,
@@ -259,6 +300,8 @@ class _Evaluator:
         if isinstance(e, BitShift):
             a, shift = self.run(args[0]), self.run(args[1])
             return bit_shift(a, shift, int(args[2]), bool(args[3]), bool(args[4])).astype(self.dtype)
+        if isinstance(e, Bitwise):
+            return bitwise(self.run(args[0]), self.run(args[1]), int(args[2]))  # int64: every bit kept
         if isinstance(e, Fmod):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.fmod(self.run(args[0]), self.run(args[1]))

@@ -219,6 +219,28 @@ def _layer_norm(draw, op, n, known, fixed, registry):
     return Proposal(_fill([x] + known[1:], n, lambda k: param), {"axis": axis, "epsilon": draw(st.sampled_from([1e-5, 1e-3]))})
 
 
+def _group_norm(draw, op, n, known, fixed, registry):
+    x = _channels_first(draw, known)
+    if x.rank < 2:
+        raise NoProposal("group_norm needs rank >= 2")
+    # a divisor of the channel count, so the groups are whole
+    groups = fixed.get("num_groups", draw(st.sampled_from([g for g in range(1, x.shape[1] + 1) if x.shape[1] % g == 0])))
+    c = TensorType((x.shape[1],), x.dtype)
+    return Proposal(_fill([x] + known[1:], n, lambda k: c),
+                    {"num_groups": groups, "epsilon": draw(st.sampled_from([1e-5, 1e-3, 0.1]))})
+
+
+def _mean_variance_norm(draw, op, n, known, fixed, registry):
+    x = known[0] or TensorType(shape(draw, 1, 4), draw(st.sampled_from(FLOATS)))
+    axes = draw(st.lists(st.integers(0, x.rank - 1), min_size=1, max_size=x.rank, unique=True))
+    return Proposal([x], {"axes": tuple(a - x.rank if draw(st.booleans()) else a for a in axes)})
+
+
+def _lp_norm(draw, op, n, known, fixed, registry):
+    x = known[0] or TensorType(shape(draw, 1, 3), draw(st.sampled_from(FLOATS)))
+    return Proposal([x], {"axis": draw(st.integers(-x.rank, x.rank - 1)), "p": draw(st.sampled_from([1, 2]))})
+
+
 def _lrn(draw, op, n, known, fixed, registry):
     x = _channels_first(draw, known, 3, 4)
     attrs = {"size": draw(st.integers(1, 5)), "alpha": draw(st.sampled_from([1e-4, 0.5])),
@@ -351,6 +373,32 @@ def _nll_loss(draw, op, n, known, fixed, registry):
     return Proposal(types, {"ignore_index": ignore}, {1: Domain("index", x.shape[1])})
 
 
+def _attention(draw, op, n, known, fixed, registry):
+    # q (B, H, Sq, D), k (B, H, Skv, D), v (B, H, Skv, Dv); the bias broadcasts to the scores
+    dtype = known[0].dtype if known[0] is not None else draw(st.sampled_from(FLOATS))
+    b, h, sq, skv, d, dv = (draw(st.integers(1, 3)) for _ in range(6))
+    types = [TensorType((b, h, sq, d), dtype), TensorType((b, h, skv, d), dtype), TensorType((b, h, skv, dv), dtype)]
+    if n > 3:
+        types.append(TensorType(related_shape(draw, (b, h, sq, skv)) if draw(st.booleans()) else (sq, skv), dtype))
+    if any(t is not None and t != want for t, want in zip(known, types)):
+        raise NoProposal("attention draws its operands together")
+    attrs = {"scale": draw(st.sampled_from([1.0, 0.125, 0.5])), "softcap": draw(st.sampled_from([0.0, 2.0, 30.0]))}
+    return Proposal(types, attrs)
+
+
+def _rotary_embedding(draw, op, n, known, fixed, registry):
+    # x (..., 2h); cos and sin broadcast to (..., h)
+    x = known[0]
+    if x is None or x.rank < 1 or x.shape[-1] % 2:
+        lead = shape(draw, 0, 3)
+        x = TensorType(lead + (2 * draw(st.integers(1, 3)),), known[0].dtype if known[0] is not None
+                       else draw(st.sampled_from(FLOATS)))
+    half = x.shape[:-1] + (x.shape[-1] // 2,)
+    angles = TensorType(half if draw(st.booleans()) else tuple(1 if k % 2 else s for k, s in enumerate(half[:-1]))
+                        + half[-1:], x.dtype)
+    return Proposal([x, angles, angles], {"interleaved": fixed.get("interleaved", draw(st.integers(0, 1)))})
+
+
 # ----- windows and products ---------------------------------------------------------------
 
 
@@ -473,10 +521,12 @@ def _gemm(draw, op, n, known, fixed, registry):
 GENERATORS: dict[str, Callable] = {
     "cast": _cast,
     "batch_norm": _batch_norm, "batch_norm_train": _batch_norm, "instance_norm": _instance_norm,
-    "layer_norm": _layer_norm, "lrn": _lrn, "softmax": _softmax, "log_softmax": _softmax,
+    "layer_norm": _layer_norm, "group_norm": _group_norm, "mean_variance_norm": _mean_variance_norm,
+    "lp_norm": _lp_norm, "lrn": _lrn, "softmax": _softmax, "log_softmax": _softmax,
     "transpose": _transpose, "reshape": _reshape, "flatten": _flatten, "squeeze": _squeeze,
     "unsqueeze": _unsqueeze, "expand": _expand, "tile": _tile, "concat": _concat, "slice": _slice, "pad": _pad,
-    "gather": _gather, "nll_loss": _nll_loss, "conv": _conv, "conv_transpose": _conv_transpose, "max_pool": _pool, "average_pool": _pool,
+    "gather": _gather, "nll_loss": _nll_loss, "attention": _attention,
+    "rotary_embedding": _rotary_embedding, "rms_norm": _layer_norm, "conv": _conv, "conv_transpose": _conv_transpose, "max_pool": _pool, "average_pool": _pool,
     "global_average_pool": _global_pool, "global_max_pool": _global_pool, "matmul": _matmul, "gemm": _gemm,
 }
 for _name in REDUCTIONS:

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fusionlang.ir.graph import Graph
-from fusionlang.ir.types import TensorType
+from fusionlang.ir.types import TensorType, is_float_dtype
 
 # ----- domains ---------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ def feeds(graph: Graph, *, scales=(1.0, 0.25)) -> st.SearchStrategy[dict[str, np
 # ----- comparing -------------------------------------------------------------------------
 
 #: relative tolerance by dtype; the absolute one is this times the values' magnitude
-RTOL = {"float16": 2e-2, "float32": 2e-4, "float64": 1e-9}
+RTOL = {"float16": 2e-2, "float32": 2e-4, "float64": 1e-9, "bfloat16": 1e-1}  # bfloat16: 8 significant bits
 
 
 @dataclass
@@ -173,7 +173,7 @@ def compare(expected: np.ndarray, actual: np.ndarray, *, rtol: float | None = No
     default_rtol, default_atol = tolerance(expected.dtype, scale)
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
-    if expected.dtype.kind not in "fc":
+    if expected.dtype.kind not in "fc" and not is_float_dtype(expected.dtype):
         bad = expected != actual
         if not bad.any():
             return None
@@ -208,6 +208,8 @@ def magnitude(arrays) -> float:
     top = 1.0
     for array in arrays:
         array = np.asarray(array)
+        if is_float_dtype(array.dtype):
+            array = array.astype(np.float64)  # (bfloat16's kind is "V")
         if array.dtype.kind in "fiu" and array.size:
             finite = np.abs(array[np.isfinite(array)]) if array.dtype.kind == "f" else np.abs(array)
             if finite.size:

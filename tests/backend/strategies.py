@@ -16,18 +16,18 @@ BINARY = ["add", "sub", "mul", "max", "min"]
 
 
 @st.composite
-def graphs(draw, max_ops: int = 7):
-    """(graph, feeds): a random DAG over 1-2 inputs."""
+def graphs(draw, max_ops: int = 7, dtype: str = "float32"):
+    """(graph, feeds): a random DAG over 1-2 inputs of ``dtype`` (a float type)."""
     rank = draw(st.integers(1, 3))
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
     seed = draw(st.integers(0, 2**31 - 1))
     rng = np.random.default_rng(seed)
     b = GraphBuilder("random")
-    values = [b.input("x", shape)]
-    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    values = [b.input("x", shape, dtype)]
+    feeds = {"x": rng.standard_normal(shape).astype(dtype)}
     if draw(st.booleans()):
-        values.append(b.input("y", shape))
-        feeds["y"] = rng.standard_normal(shape).astype(np.float32)
+        values.append(b.input("y", shape, dtype))
+        feeds["y"] = rng.standard_normal(shape).astype(dtype)
     n_ops = draw(st.integers(1, max_ops))
     for _ in range(n_ops):
         kind = draw(st.sampled_from(["unary", "unary", "binary", "binary", "bias", "reduce", "transpose",
@@ -49,7 +49,7 @@ def graphs(draw, max_ops: int = 7):
         elif kind == "bias":
             # broadcast a constant along some axes
             bshape = tuple(d if draw(st.booleans()) else 1 for d in xs)
-            out = b.op(draw(st.sampled_from(BINARY)), x, b.constant(rng.standard_normal(bshape).astype(np.float32)))
+            out = b.op(draw(st.sampled_from(BINARY)), x, b.constant(rng.standard_normal(bshape).astype(dtype)))
         elif kind == "reduce":
             if not xs:
                 continue

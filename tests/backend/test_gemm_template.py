@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from fusionlang.backend.ccompile import build_library, load_library
 from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, Operand,
-                                              blocking_for, gemm_kernel, pack_constant, vector_types)
+                                              blocking_for, gemm_kernel, pack_constant, packing_floats,
+                                              vector_types)
 from fusionlang.backend.machine import _parse_size, host, machine_for
 
 ISAS = ["avx512", "avx2", "generic"] if host().isa == "avx512" else [host().isa, "generic"]
@@ -44,7 +45,7 @@ def blockings(draw):
 
 
 @settings(max_examples=25)
-@given(m=st.integers(1, 31), n=st.integers(1, 37), k=st.integers(0, 23), trans_a=st.booleans(),
+@given(m=st.one_of(st.just(1), st.integers(1, 31)), n=st.integers(1, 37), k=st.integers(0, 23), trans_a=st.booleans(),
        trans_b=st.booleans(), batch=st.sampled_from([(), (2,), (2, 3)]), bcast=st.booleans(),
        packed=st.sampled_from(["none", "a", "b"]), blocking=blockings(), seed=st.integers(0, 2**16))
 def test_gemm_matches_numpy_for_every_operand_form_and_blocking_edge(m, n, k, trans_a, trans_b, batch, bcast,
@@ -78,7 +79,7 @@ def test_gemm_matches_numpy_for_every_operand_form_and_blocking_edge(m, n, k, tr
 
 
 @settings(max_examples=10)
-@given(m=st.integers(1, 20), n=st.integers(1, 40), k=st.integers(1, 30), blocking=blockings())
+@given(m=st.one_of(st.just(1), st.integers(1, 20)), n=st.integers(1, 40), k=st.integers(1, 30), blocking=blockings())
 def test_epilogue_sees_each_element_once_with_its_row_and_column(m, n, k, blocking):
     rng = np.random.default_rng(m * 1000 + n)
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -135,6 +136,44 @@ def test_implicit_gemm_conv_matches_a_direct_convolution(batch, group, cg, mg, h
     packed = pack_constant(w, problem, blocking, "a")
     assert _kernel(problem, blocking, packed_a=True)(_ptr(packed), _ptr(x), _ptr(y)) == 0
     np.testing.assert_allclose(y, _conv_reference(x, w, stride, dilation, pads, group), rtol=1e-4, atol=1e-4 * kg)
+
+
+def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers():
+    # two convs of different shapes, same blocking: the micro-kernel and the im2col packing
+    # are printed in both sources, compiled once in a unit holding both, and serve both
+    blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
+                        host().vector_floats * MICRO_TILES[host().isa][0][1])
+    rng = np.random.default_rng(0)
+    cases, sources = [], [vector_types(blocking.vl)]
+    for index, (h, stride) in enumerate([(7, 1), (9, 2)]):
+        oh = (h + 2 - 3) // stride + 1
+        x = rng.standard_normal((1, 2, h, h)).astype(np.float32)
+        w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+        problem = GemmProblem(3, oh * oh, 18, Operand(18, 1, 0, ()), Im2Col(2, h, h, (3, 3), (stride, stride), (1, 1),
+                                                                           (1, 1), oh, oh, 0, ()),
+                              Operand(oh * oh, 1, 0, ()))
+        sources.append(gemm_kernel(f"fl_conv_{index}", problem, blocking))
+        cases.append((x, w, stride, np.zeros((1, 3, oh, oh), np.float32)))
+    unit = "#include <stdlib.h>\n" + "\n".join(sources)
+    micro = f"void fl_gemm_micro_{blocking.mr}x{blocking.nv}v{blocking.vl}("
+    assert all(micro in s for s in sources[1:]) and unit.count(f"#ifndef FL_SHARED_fl_gemm_micro_") == 2
+    lib = load_library(build_library([unit]))
+    for index, (x, w, stride, y) in enumerate(cases):
+        fn = getattr(lib, f"fl_conv_{index}")
+        assert fn(_ptr(w), _ptr(x), _ptr(y)) == 0
+        np.testing.assert_allclose(y, _conv_reference(x, w, (stride, stride), (1, 1), (1, 1), 1), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_a_one_row_problem_reads_its_matrix_in_place():
+    # batch-1 dense layers: no packing buffer, no packed copy of the weight, either layout
+    for trans_b in (False, True):
+        b_view = Operand(1, 7, 0) if trans_b else Operand(5, 1, 0)
+        problem = GemmProblem(1, 5, 7, Operand(7, 1, 0), b_view, Operand(5, 1, 0))
+        blocking = blocking_for(host(), problem)
+        source = gemm_kernel("fl_gemv", problem, blocking)
+        assert "GEMV template" in source and "alloc" not in source
+        assert packing_floats(problem, blocking) == 0
 
 
 def test_problem_refuses_inconsistent_views():

@@ -53,3 +53,19 @@ def test_light_models_on_the_gpu(name):
     feeds = {k: v for k, v in feeds.items() if k in plan.graph.inputs}
     out = backend.compile(plan, "cuda").run(feeds)[plan.graph.outputs[0]]
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_softmax_on_the_gpu(dtype):
+    """16-bit tensors go to the device as their bit patterns (CuPy has no bfloat16)."""
+    b = GraphBuilder("rows16")
+    x = b.input("x", (64, 300), dtype)
+    b.output(softmax(b, x), b.reduce_sum(x, axes=[1], keepdims=0))
+    graph = b.build()
+    feeds = {"x": np.random.default_rng(0).standard_normal((64, 300)).astype(dtype)}
+    got = backend.compile(single_group_plan(graph), "cuda").run(feeds)
+    want = reference.run(graph, feeds)
+    for name in want:
+        assert got[name].dtype == want[name].dtype
+        np.testing.assert_allclose(got[name].astype(np.float32), want[name].astype(np.float32), rtol=2e-2,
+                                   atol=2e-2 * float(np.abs(want[name].astype(np.float32)).max()), err_msg=name)

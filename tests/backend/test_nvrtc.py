@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from helpers import gelu, layer_norm, softmax
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from light import LIGHT_MODELS, fused_plan
 from strategies import graphs
 
@@ -98,3 +99,25 @@ def test_random_graphs_compile(case):
 @pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_light_model_kernels_compile(name):
     assert compile_all(fused_plan(name)) > 0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["log_softmax", "softmax"])  # (the other blocks' constants are float32)
+def test_16_bit_blocks_compile(name, dtype):
+    """16-bit tensors are unsigned short patterns converted by the half helpers, which
+    NVRTC compiles without cuda_fp16.h (no include path needed)."""
+    b = GraphBuilder("block16")
+    x = b.input("x", (64, 96), dtype)
+    b.output(BLOCKS[name](b, x))
+    graph = b.build()
+    source = next(iter(backend.cuda_sources(single_group_plan(graph)).values()))
+    assert "const unsigned short*" in source and "fl_f2" in source
+    assert compile_all(single_group_plan(graph)) == 1
+    compile_all(per_node_plan(graph))
+
+
+@settings(max_examples=6)
+@given(st.sampled_from(["float16", "bfloat16"]).flatmap(lambda dtype: graphs(dtype=dtype)))
+def test_random_16_bit_graphs_compile(case):
+    graph, _ = case
+    compile_all(single_group_plan(graph))

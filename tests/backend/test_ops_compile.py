@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ops"))
@@ -50,7 +50,9 @@ def assert_matches(got: dict, want: dict) -> None:
     for name, w in want.items():
         g = got[name]
         assert g.dtype == w.dtype and g.shape == w.shape, name
-        if w.dtype.kind == "f":
+        if w.dtype == np.float16:  # one rounding to 16 bits of a float32 result that may differ by an ulp
+            np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3, equal_nan=True, err_msg=name)
+        elif w.dtype.kind == "f":
             np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5, equal_nan=True, err_msg=name)
         else:
             np.testing.assert_array_equal(g, w, err_msg=name)
@@ -62,7 +64,6 @@ def assert_matches(got: dict, want: dict) -> None:
 def test_op_compiles_to_c_and_matches_the_reference(op, data):
     inputs, attrs = data.draw(STRATEGIES[op], label="inputs, attrs")
     graph, feeds = single_op_graph(op, inputs, attrs)
-    assume(all(graph.types[v].dtype != "float16" for v in graph.types))
     with np.errstate(all="ignore"):
         want = reference.run(graph, feeds)
     got = backend.compile(per_node_plan(graph)).run(feeds)

@@ -19,7 +19,8 @@ from onnx_cases import make_model
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
 
 ELEM_TYPES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int32": TensorProto.INT32,
-              "int64": TensorProto.INT64, "int16": TensorProto.INT16, "float32": TensorProto.FLOAT}
+              "int64": TensorProto.INT64, "int16": TensorProto.INT16, "float32": TensorProto.FLOAT,
+              "uint16": TensorProto.UINT16, "uint32": TensorProto.UINT32, "uint64": TensorProto.UINT64}
 
 
 def shift_model(dtype: str, direction: str, shape=(4, 6)):
@@ -54,7 +55,7 @@ def feeds_for(dtype: str, seed: int):
     return {"a": a, "s": s}
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "int16", "uint16", "uint32", "uint64"])
 @pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
 @pytest.mark.parametrize("target", ["c", "cuda-emu"])
 def test_bit_shift_compiles_and_matches_the_definition(dtype, direction, target):

@@ -99,7 +99,7 @@ def test_dnnfusion_table():
 def test_decompositions_of_decompose_fuse():
     rules = load_rules("decompose")
     for op in ("log_softmax", "softmax", "layer_norm", "gelu", "batch_norm", "batch_norm_train", "sigmoid",
-               "silu", "reduce_mean", "variance", "instance_norm"):
+               "silu", "reduce_mean", "variance", "instance_norm", "rms_norm", "attention", "rotary_embedding"):
         assert op in rules.decompositions, op
     assert sorted(dict(c.requires)["approximate"] for c in rules.decompositions["gelu"]) == ["none", "tanh"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from fusionlang.ops import REGISTRY
 
@@ -102,6 +102,9 @@ _ONNX_NAMES = {
     "global_average_pool": "GlobalAveragePool", "global_max_pool": "GlobalMaxPool", "transpose": "Transpose",
     "flatten": "Flatten", "shape": "Shape", "softmax": "Softmax",
     "log_softmax": "LogSoftmax",
+    "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh",
+    "acosh": "Acosh", "atanh": "Atanh", "round": "Round", "bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr",
+    "bitwise_xor": "BitwiseXor", "bitwise_not": "BitwiseNot",
 }
 _RENAMED_ATTRS = {
     "gemm": {"trans_a": "transA", "trans_b": "transB"},
@@ -113,6 +116,7 @@ _ONNX_OPS = {
     "average_pool": "AveragePool", "batch_norm": "BatchNormalization", "instance_norm": "InstanceNormalization",
     "layer_norm": "LayerNormalization", "is_nan": "IsNaN", "is_inf": "IsInf", "gather_elements": "GatherElements",
     "gather_nd": "GatherND", "remainder": "Mod", "shrink": "Shrink", "mish": "Mish",
+    "mean_variance_norm": "MeanVarianceNormalization", "lp_norm": "LpNormalization",
 }
 _WINDOW_KEYS = ("kernel_shape", "strides", "pads", "dilations", "group", "ceil_mode", "count_include_pad",
                 "output_padding", "storage_order")
@@ -238,6 +242,23 @@ def _one_hot(a, arrays, x):
     return OnnxForm("", extra=[_i64(a["depth"])], graph=graph)
 
 
+def _group_norm(a, arrays, x):
+    """GroupNormalization-18 (the opset the comparison runs) takes scale and bias per group:
+    the cases repeat each group's value over its channels, so its first channel's is it."""
+    groups, channels = a["num_groups"], x.shape[1]
+    firsts = helper.make_tensor("v", TensorProto.INT64, [groups], list(range(0, channels, channels // groups)))
+
+    def graph(ins, out):
+        nodes = [helper.make_node("Constant", [], ["gn_firsts"], value=firsts)]
+        for k in (1, 2):
+            nodes.append(helper.make_node("Gather", [ins[k], "gn_firsts"], [f"gn_group{k}"], axis=0))
+        nodes.append(helper.make_node("GroupNormalization", [ins[0], "gn_group1", "gn_group2"], [out],
+                                      num_groups=groups, epsilon=a["epsilon"]))
+        return nodes
+
+    return OnnxForm("", graph=graph)
+
+
 def _resize(a, arrays, x):
     """Resize given sizes where every scale is the sizes' own, else given scales (float32)."""
     attrs = {k: a[k] for k in ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
@@ -246,6 +267,24 @@ def _resize(a, arrays, x):
     if all(s == n / m for s, n, m in zip(a["scales"], a["sizes"], x.shape)):
         return OnnxForm("Resize", attrs, [roi, None, _i64(a["sizes"])])
     return OnnxForm("Resize", attrs, [roi, np.asarray(a["scales"], np.float32)])
+
+
+def _rms_norm(a, arrays, x):
+    """RMSNormalization written with opset-20 ops: x / sqrt(mean(x * x) + epsilon) * scale."""
+    axes = _i64(range(a["axis"] % x.ndim, x.ndim))
+
+    def graph(ins, out):
+        return [helper.make_node("Mul", [ins[0], ins[0]], ["rms_sq"]),
+                helper.make_node("ReduceMean", ["rms_sq", "rms_axes"], ["rms_ms"], keepdims=1),
+                helper.make_node("Add", ["rms_ms", "rms_eps"], ["rms_var"]),
+                helper.make_node("Sqrt", ["rms_var"], ["rms_root"]),
+                helper.make_node("Div", [ins[0], "rms_root"], ["rms_unit"]),
+                helper.make_node("Mul", ["rms_unit", ins[1]], [out]),
+                helper.make_node("Constant", [], ["rms_axes"], value=numpy_helper.from_array(axes)),
+                helper.make_node("Constant", [], ["rms_eps"],
+                                 value=numpy_helper.from_array(np.asarray(a["epsilon"], x.dtype)))]
+
+    return OnnxForm("", graph=graph)
 
 
 _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
@@ -257,6 +296,10 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "cast": lambda a, arrays, x: OnnxForm("Cast", {"to": _ONNX_DTYPES[a["to"]]}),
     "dropout": lambda a, arrays, x: OnnxForm("Dropout"),
     "bit_shift": lambda a, arrays, x: OnnxForm("BitShift", {"direction": a["direction"].upper()}),
+    "rms_norm": _rms_norm,
+    # onnxruntime 1.32 lacks these at the tests' opset: hand oracles (onnx's reference) check them
+    "rotary_embedding": lambda a, arrays, x: OnnxForm("RotaryEmbedding", {"interleaved": a["interleaved"]}),
+    "attention": lambda a, arrays, x: OnnxForm("Attention", {"scale": a["scale"], "softcap": a["softcap"]}, outputs=4),
     "nll_loss": lambda a, arrays, x: OnnxForm("NegativeLogLikelihoodLoss",
                                               {"reduction": "none", "ignore_index": a["ignore_index"]}),
     "reshape": lambda a, arrays, x: OnnxForm("Reshape", {"allowzero": a["allowzero"]}, [_i64(a["shape"])]),
@@ -281,6 +324,7 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
                                             [_i64(a["image_shape"]), _i64(a["block_shape"])], opset=18),
     "index_of": _arg_extreme,
     "resize": _resize,
+    "group_norm": _group_norm,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
                                            [] if len(arrays) > 1 else [_i64(a["k"])]),
 }
@@ -403,6 +447,18 @@ def _nn_cases() -> list[Case]:
         Case("batch_norm_train", [normal(4, 3, 5, 2), normal(3), normal(3)], tol=(1e-4, 1e-4)),
         Case("instance_norm", [normal(2, 3, 4, 5), normal(3), normal(3)], tol=(1e-4, 1e-4)),
         Case("instance_norm", [normal(2, 3, 6), normal(3), normal(3)], {"epsilon": 0.1}, tol=(1e-4, 1e-4)),
+        Case("group_norm", [normal(2, 4, 3, 5), const(np.array([0.5, 0.5, 2.0, 2.0], np.float32)),
+                            const(np.array([0.1, 0.1, -1.0, -1.0], np.float32))], {"num_groups": 2}, tol=(1e-4, 1e-4)),
+        Case("group_norm", [normal(2, 3, 4), normal(3), normal(3)], {"num_groups": 3, "epsilon": 0.1},
+             tol=(1e-4, 1e-4)),
+        Case("group_norm", [normal(3, 6), const(np.ones(6, np.float32)), const(np.zeros(6, np.float32))],
+             {"num_groups": 1}, tol=(1e-4, 1e-4)),
+        Case("mean_variance_norm", [normal(2, 3, 4, 5)], tol=(1e-4, 1e-4)),
+        Case("mean_variance_norm", [normal(3, 4, 5)], {"axes": (1, -1)}, tol=(1e-4, 1e-4)),
+        Case("lp_norm", [normal(3, 4, 5)], {"axis": 1, "p": 1}),
+        Case("lp_norm", [normal(3, 4, 5)], {"axis": -1, "p": 2}),
+        Case("lp_norm", [const(np.array([[0, 0, 0], [3, -4, 0]], np.float32))], {"axis": 1, "p": 2},
+             note="a zero norm gives 0"),
         Case("layer_norm", [normal(3, 4, 8), normal(8), normal(8)], tol=(1e-4, 1e-4),
              note="onnxruntime uses E[x^2] - E[x]^2 for the variance"),
         Case("layer_norm", [normal(3, 4, 5), normal(4, 5)], {"axis": 1, "epsilon": 1e-3}, tol=(1e-4, 1e-4)),
@@ -522,9 +578,34 @@ def _index_cases() -> list[Case]:
         Case("nll_loss", [normal(3, 4, 2), const(np.array([[0, 3], [-100, 2], [1, 1]])), positive(4)],
              {"ignore_index": -100}),
         Case("nll_loss", [normal(3, 4), const(np.array([2, 0, 1]))]),
+        Case("rms_norm", [normal(2, 3, 4), positive(3, 4)], {"axis": 1, "epsilon": 1e-3}),
+        Case("rms_norm", [normal(3, 5), normal(5)]),
+        Case("rotary_embedding", [normal(2, 3, 2, 8), normal(2, 3, 1, 4), normal(2, 3, 1, 4)], oracle="onnx-rotary"),
+        Case("rotary_embedding", [normal(2, 3, 2, 8), normal(2, 3, 1, 4), normal(2, 3, 1, 4)], {"interleaved": 1},
+             oracle="onnx-rotary"),
+        Case("attention", [normal(2, 3, 4, 8), normal(2, 3, 5, 8), normal(2, 3, 5, 6)], {"scale": 0.3},
+             oracle="onnx-attention"),
+        # the second row of the mask masks every key: its probabilities are 0
+        Case("attention", [normal(1, 2, 3, 4), normal(1, 2, 5, 4), normal(1, 2, 5, 4),
+                           const(np.array([[0, -np.inf, 0.5, 0, -1], [-np.inf] * 5, [1, 2, 0, 0, -np.inf]], np.float32))],
+             {"scale": 0.5, "softcap": 2.0}, oracle="onnx-attention"),
         Case("shrink", [normal(3, 5)]),
         Case("shrink", [normal(3, 5)], {"lambd": 0.3, "bias": 0.2}),
         Case("mish", [normal(3, 5)]),
+        # the inverse functions' domain edges and beyond (NaN), and overflowing cosh/sinh
+        *(Case(op, [const(np.array([-2, -1, -0.5, 0, 0.5, 1, 2, 1e-8, np.nan, np.inf, -np.inf], np.float32))])
+          for op in ("asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tan")),
+        Case("acosh", [positive(3, 4, low=1.0, high=9.0)]),
+        Case("round", [const(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.7, 1e8 + 2, np.nan, -np.inf],
+                                      np.float32))], note="ties to even"),
+        Case("bitwise_and", [ints(3, 4, low=-128, high=128, dtype="int8"), ints(4, low=-128, high=128, dtype="int8")]),
+        Case("bitwise_or", [ints(3, 4, low=0, high=256, dtype="uint8"), ints(3, 1, low=0, high=256, dtype="uint8")]),
+        Case("bitwise_xor", [ints(3, 4, low=-2**31, high=2**31, dtype="int32"),
+                             ints(3, 4, low=-2**31, high=2**31, dtype="int32")]),
+        Case("bitwise_xor", [const(np.array([INT64_MIN, INT64_MAX, -1, 2**53 + 1], np.int64)),
+                             const(np.array([1, INT64_MIN, 2**62, 1], np.int64))], note="every bit of int64"),
+        Case("bitwise_not", [ints(3, 4, low=0, high=256, dtype="uint8")]),
+        Case("bitwise_not", [const(np.array([INT64_MIN, INT64_MAX, -1, 0], np.int64))]),
         Case("trilu", [normal(2, 4, 5)]),
         Case("trilu", [normal(4, 5), const(np.array(-1))], {"upper": 0}),
         Case("trilu", [ints(5, 3)], {"k": 2}),

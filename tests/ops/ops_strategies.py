@@ -155,6 +155,34 @@ def _arith(op):
     return draw()
 
 
+@strategy("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "round")
+def _more_unary(op):
+    @st.composite
+    def draw(d):
+        rng = rng_of(d(SEEDS))
+        # scaled so the inverse functions see both their domain and beyond it (NaN), cosh and
+        # sinh overflow, and round sees halves (its ties); NaN and infinities mixed in
+        x = with_specials(rng, d(shapes())) * d(st.sampled_from([0.5, 1.0, 3.0, 100.0]))
+        if op == "round":
+            x = np.floor(x * 4) / 4
+        return [x.astype(np.float32)], {}
+
+    return draw()
+
+
+@strategy("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
+def _bitwise(op):
+    @st.composite
+    def draw(d):
+        count = 1 if op == "bitwise_not" else 2
+        in_shapes = d(mutually_broadcastable_shapes(num_shapes=count, max_dims=3, max_side=4)).input_shapes
+        rng = rng_of(d(SEEDS))
+        info = np.iinfo(d(st.sampled_from(["int8", "uint8", "int32", "int64"])))
+        return [rng.integers(info.min, info.max, s, dtype=info.dtype, endpoint=True) for s in in_shapes], {}
+
+    return draw()
+
+
 @strategy("equal", "less", "less_equal", "greater", "greater_equal", "and", "or", "xor", "not", "where")
 def _logic(op):
     @st.composite

@@ -29,7 +29,8 @@ REJECTED = [
     ("leaky_relu", [T((2, 3))], {"alpha": "x"}, " attribute 'alpha': expected float, got 'x'"),
     ("cast", [F], {"to": "string"}, " attribute 'to': unknown dtype 'string'"),
     ("cast", [F], {"to": "complex64"}, " attribute 'to': unsupported dtype 'complex64' (supported: float32, "
-                                       "float64, float16, int64, int32, int8, uint8, bool)"),
+                                       "float64, float16, bfloat16, int64, int32, int8, uint8, int16, uint16, uint32, "
+                                       "uint64, bool)"),
     # elementwise
     ("add", [T((2, 3)), T((4,))], {}, ": shapes [2, 3], [4] do not broadcast"),
     ("add", [T((2, 3)), T((3,), "int64")], {}, ": inputs have different dtypes: float32, int64"),
@@ -162,6 +163,21 @@ REJECTED = [
     ("remainder", [T((2,)), T((2,), "int64")], {}, ": inputs have different dtypes: float32, int64"),
     ("shrink", [T((2,), "bool")], {}, ": shrink needs a numeric input, got bool"),
     ("mish", [T((2,), "int64")], {}, ": input must be a floating-point tensor, got int64"),
+    ("bitwise_and", [T((2,)), T((2,))], {}, ": bitwise ops need integer inputs, got float32"),
+    ("bitwise_or", [T((2,), "int8"), T((2,), "uint8")], {}, ": inputs have different dtypes: int8, uint8"),
+    ("bitwise_not", [T((2,), "bool")], {}, ": bitwise ops need integer inputs, got bool"),
+    ("acos", [T((2,), "int32")], {}, ": input must be a floating-point tensor, got int32"),
+    ("round", [T((2,), "int64")], {}, ": input must be a floating-point tensor, got int64"),
+    # normalizations opened by std/normalize.fuse
+    ("group_norm", [T((2, 6, 3)), T((6,)), T((6,))], {"num_groups": 4},
+     ": num_groups=4 must be positive and divide the 6 channels"),
+    ("group_norm", [T((2, 6, 3)), T((3,)), T((6,))], {"num_groups": 3},
+     ": scale f32[3] should have shape [6] (one per channel)"),
+    ("group_norm", [T((6,)), T((6,)), T((6,))], {"num_groups": 3}, ": input f32[6] must have rank >= 2 (N, C, ...)"),
+    ("mean_variance_norm", [T((2, 3))], {"axes": (1, -1)}, ": axes [1, -1] repeat an axis"),
+    ("mean_variance_norm", [T((2, 3))], {"axes": (2,)}, ": axes=2 is out of range for rank 2"),
+    ("lp_norm", [T((2, 3))], {"p": 3}, ": p=3 should be 1 or 2"),
+    ("lp_norm", [T((2, 3), "int32")], {}, ": input must be a floating-point tensor, got int32"),
     # resize: the tables need one size and scale per axis, a known mode, cells to read
     ("resize", [T((2, 3))], {"sizes": (4,), "scales": (2.0,)}, ": sizes [4] and scales [2.0] should have one entry "
                                                                 "per axis of f32[2,3]"),
@@ -207,7 +223,8 @@ def test_every_op_family_has_a_rejection():
     for required in ("conv", "conv_transpose", "max_pool", "average_pool", "batch_norm", "layer_norm", "softmax",
                      "gemm", "matmul", "reshape", "concat", "split", "slice", "pad", "gather", "expand", "tile",
                      "gather_elements", "gather_nd", "trilu", "cumsum", "index_of", "is_nan", "is_inf", "remainder",
-                     "shrink", "mish", "resize"):
+                     "shrink", "mish", "resize", "bitwise_and", "bitwise_not", "round",
+                     "group_norm", "mean_variance_norm", "lp_norm"):
         assert required in families
 
 

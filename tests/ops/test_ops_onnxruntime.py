@@ -150,9 +150,31 @@ def _gather_taps_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
     return [out.astype(x.dtype)]
 
 
-_HAND_ORACLES = {"lrn-loop": _lrn_loop, "scatter-pick-loop": _scatter_pick_loop,
-                 "grid-coordinates-loop": _grid_coordinates_loop, "grid-taps-loop": _grid_taps_loop,
-                 "gather-taps-loop": _gather_taps_loop}
+def _onnx_rotary(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """onnx's reference RotaryEmbedding on x (B, S, H, D), cos and sin (B, S, 1, D/2)."""
+    from onnx.reference.ops.op_rotary_embedding import rotary_embedding
+
+    x, cos, sin = arrays
+    heads_first = np.transpose(x, (0, 2, 1, 3))  # the 4-D layout ONNX takes
+    out = rotary_embedding(heads_first, cos[:, :, 0], sin[:, :, 0], interleaved=attrs["interleaved"])
+    return [np.transpose(out, (0, 2, 1, 3))]
+
+
+def _onnx_attention(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """onnx's reference Attention with the bias as a float attn_mask: y, then the qk output
+    of modes 0, 2 and 3."""
+    from onnx.reference.ops.op_attention import _compute_attention
+
+    def run(mode):
+        return _compute_attention(*arrays[:3], attn_mask=arrays[3] if len(arrays) > 3 else None, scale=attrs["scale"],
+                                  softcap=attrs["softcap"], qk_matmul_output_mode=mode)
+
+    return [run(0)[0], run(0)[3], run(2)[3], run(3)[3]]
+
+
+_HAND_ORACLES = {"lrn-loop": _lrn_loop, "onnx-rotary": _onnx_rotary, "onnx-attention": _onnx_attention,
+                 "scatter-pick-loop": _scatter_pick_loop, "grid-coordinates-loop": _grid_coordinates_loop,
+                 "grid-taps-loop": _grid_taps_loop, "gather-taps-loop": _gather_taps_loop}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -14,7 +14,8 @@ from fusionlang.ops import REGISTRY, GraphBuilder, OpCall, op_call, run, verify_
 from fusionlang.ops.registry import ATTR_KINDS, REQUIRED, _canonical_attr
 
 OPS = list(REGISTRY)
-COMPOUND = {"batch_norm_train", "instance_norm", "layer_norm", "softmax", "log_softmax", "nll_loss"}
+COMPOUND = {"batch_norm_train", "instance_norm", "layer_norm", "softmax", "log_softmax", "nll_loss",
+            "group_norm", "mean_variance_norm", "lp_norm", "attention", "rms_norm", "rotary_embedding"}
 REFERENCE_ONLY = {"shape", "constant_of_shape"}
 ALWAYS_VIEWS = {"reshape", "flatten", "squeeze", "unsqueeze", "identity", "dropout"}
 

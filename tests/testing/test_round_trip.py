@@ -41,6 +41,11 @@ KERNELS = {
     # the target's class is gathered (injective), and apollo fuses no injective op into
     # the elementwise ops after it: the gather and the loss are two kernels
     "nll_loss": 2,
+    # two matmuls (complex ops, never merged into one group) and the softmax between them
+    "attention": 3,
+    # the slices that pick the pairs and the concat (and, interleaved, the reshape) that
+    # puts them back are injective: kernels of their own next to the elementwise rotation
+    "rotary_embedding": 5,
 }
 
 
