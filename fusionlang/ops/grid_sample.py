@@ -1,13 +1,16 @@
-"""GridSample: X sampled at the places a grid of normalized coordinates names, in two
+"""GridSample: X sampled at the places a grid of normalized coordinates names, in three
 loop-form steps (the taps depend on the grid's values, so they are computed at run time,
 as Resize's tables are at import):
 
-* ``grid_taps``: per output location, spatial axis and tap, the input cell it reads
-  (a whole number; -1: outside, it reads 0) and its weight, from the grid coordinate of that axis:
-  denormalized (``align_corners``), rounded (nearest), moved inside by the padding mode
-  (border clamps, reflection reflects), then its 1, 2 or 4 taps, each moved inside again;
+* ``grid_coordinates``: each grid coordinate denormalized (``align_corners``), rounded
+  (nearest, half to even) and moved inside by the padding mode (border clamps,
+  reflection reflects);
+* ``grid_taps``: per location, spatial axis and tap, the input cell it reads (a whole
+  number; -1: outside, it reads 0) and its weight: the 1, 2 or 4 taps of the coordinate,
+  each moved inside again (two steps, not one: the padding rules would nest in one formula);
 * ``gather_taps``: out = sum over the taps of every axis of the product of their weights
-  times X at their cells: an indirect read per term, a reduction over taps^rank terms.
+  times X at their cells (cast to int64): an indirect read per term, a reduction over
+  taps^rank terms.
 
 The formulas follow ONNX's reference implementation step by step (cubic: Keys, a=-0.75).
 """
@@ -33,7 +36,7 @@ CUBIC_A = -0.75
 
 # ----- the formulas, once, for NumPy arrays and for sympy expressions -----------------------
 class _Math:
-    """floor, truncation, where and round-half-even over either NumPy or sympy."""
+    """floor, where, clamp, reflection and round-half-even over either NumPy or sympy."""
 
     def __init__(self, symbolic: bool):
         self.symbolic = symbolic
