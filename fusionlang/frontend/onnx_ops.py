@@ -25,6 +25,7 @@ from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERT
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
+from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
 from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
@@ -951,11 +952,12 @@ def _trilu(ctx: NodeContext) -> None:
     ctx.emit_output("trilu", [ctx.input(0)], {"upper": upper, "k": k})
 
 
-@converts("CumSum")
+@converts("CumSum", "CumProd")
 def _cumsum(ctx: NodeContext) -> None:
     axis = int(ctx.scalar(1, "axis"))
-    ctx.emit_output("cumsum", [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
-                                                "reverse": ctx.attr("reverse", 0)})
+    op = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
+    ctx.emit_output(op, [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
+                                         "reverse": ctx.attr("reverse", 0)})
 
 
 #: the most elements a Range folded at import may have (1 GiB of int64)
@@ -1124,3 +1126,6 @@ CONVERTERS.update(TRANSFORMER_CONVERTERS)
 
 # ----- sequences (resolved at import time) ---------------------------------------------
 CONVERTERS.update(SEQUENCE_CONVERTERS)
+
+# ----- indexing ops (scatters, TopK, OneHot, GridSample...) ----------------------------
+CONVERTERS.update(INDEX_CONVERTERS)

@@ -36,6 +36,11 @@ from fusionlang.ops import shape as _shape  # noqa: F401
 from fusionlang.ops import slicing as _slicing  # noqa: F401
 from fusionlang.ops import softmax as _softmax  # noqa: F401
 from fusionlang.ops import trilu as _trilu  # noqa: F401
+from fusionlang.ops import scatter as _scatter  # noqa: F401
+from fusionlang.ops import one_hot as _one_hot  # noqa: F401
+from fusionlang.ops import sorting as _sorting  # noqa: F401
+from fusionlang.ops import grid_sample as _grid_sample  # noqa: F401
+from fusionlang.ops import col2im as _col2im  # noqa: F401
 from fusionlang.ops.access import ACC, REDUCTIONS, Read, Stmt, i_sym, r_sym, v_sym
 from fusionlang.ops.builder import GraphBuilder
 from fusionlang.ops.checking import op_call, verify_graph
