@@ -8,11 +8,12 @@ updates the state elementwise. The unrolled graph fuses and compiles like any ot
 Every form of the ops is covered: directions forward, reverse and bidirectional (the
 reverse direction walks the steps backwards), ``activations`` with
 ``activation_alpha``/``activation_beta`` (each activation that takes an alpha or beta
-consumes the next value; the ONNX defaults fill in), ``clip`` on the gates' inputs,
-``linear_before_reset`` (GRU), ``input_forget`` (LSTM: the forget gate is 1 - the input
-gate), peepholes P (LSTM), ``layout`` 1 (batch first), the optional B, initial_h and
-initial_c, and ``sequence_lens``: a step at or past a batch entry's length keeps its
-state and writes zeros to Y. That mask also makes the reverse direction start at each
+consumes the next value; the ONNX defaults fill in), ``clip`` on the gates' inputs (not
+on the cell state LSTM's h reads, as in onnxruntime), ``linear_before_reset`` (GRU),
+``input_forget`` (LSTM: the forget gate is 1 - the input gate), peepholes P (LSTM),
+``layout`` 1 (batch first), the optional B, initial_h and initial_c, and
+``sequence_lens``: a step at or past a batch entry's length keeps its
+state and writes zeros to Y (an entry of length 0 ends with zero states). That mask also makes the reverse direction start at each
 entry's last valid step, since the steps past it leave the initial state untouched.
 
 This module imports only the NodeContext; ``onnx_ops`` merges :data:`RNN_CONVERTERS`
@@ -158,9 +159,10 @@ class _Cell:
         h = self.shape.hidden
         return _rows(self.ctx, value, k * h, (k + 1) * h, 1)
 
-    def act(self, k: int, x: str) -> str:
-        """Activation k of this direction, on x clipped to [-clip, clip] when clip is set."""
-        if self.clip is not None:
+    def act(self, k: int, x: str, clipped: bool = True) -> str:
+        """Activation k of this direction, on x clipped to [-clip, clip] when clip is set
+        and ``clipped``."""
+        if self.clip is not None and clipped:
             x = self.ctx.emit1("clip", [x], {"min": -self.clip, "max": self.clip})
         return _activate(self.ctx, self.activations[k], x, self.dtype)
 
@@ -212,7 +214,8 @@ def _lstm_step(cell: _Cell, xw: str, state: list[str], peepholes: list[str] | No
     candidate = cell.act(1, cell.gate(gates, 3))
     c_new = ctx.emit1("add", [ctx.emit1("mul", [f, c]), ctx.emit1("mul", [i, candidate])])
     o = cell.act(0, peep(1, cell.gate(gates, 1), c_new))
-    return [ctx.emit1("mul", [o, cell.act(2, c_new)]), c_new]
+    # clip bounds the gates' inputs, not the cell state h reads (as onnxruntime does)
+    return [ctx.emit1("mul", [o, cell.act(2, c_new, clipped=False)]), c_new]
 
 
 # ----- the unrolled direction and the node --------------------------------------------
@@ -267,6 +270,8 @@ def _run_direction(ctx: NodeContext, cell: _Cell, x: str, shape: _Shape, state: 
         else:  # past an entry's length: the state stays, Y is 0
             state = [ctx.emit1("where", [masks[t], n, s]) for n, s in zip(new, state)]
             outputs[t] = ctx.emit1("where", [masks[t], new[0], zero])
+    if masks is not None:  # an entry of length 0 ends with zero states (as onnxruntime does)
+        state = [ctx.emit1("where", [masks[0], s, zero]) for s in state]
     return outputs, state
 
 
