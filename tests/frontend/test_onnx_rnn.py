@@ -10,7 +10,7 @@ import re
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import fusionlang.onnx_backend as backend
@@ -148,6 +148,36 @@ def test_bad_forms_are_refused_with_one_line(op, form, error, message, tmp_path,
     if hidden is not None:
         attr = next(a for a in model.graph.node[0].attribute if a.name == "hidden_size")
         attr.i = hidden
+    assert_refused(model, error, message, tmp_path, capsys)
+
+
+def replace_initializer(model: onnx.ModelProto, name: str, array: np.ndarray) -> None:
+    old = next(t for t in model.graph.initializer if t.name == name)
+    model.graph.initializer.remove(old)
+    model.graph.initializer.append(numpy_helper.from_array(array, name))
+
+
+@pytest.mark.parametrize("op, form, name, array, message", [
+    ("GRU", {}, "B", np.zeros((1, 29), np.float32), "node 'cell' (GRU): B f32[1,29] should be [1, 30]"),
+    ("LSTM", {"lens": np.array([3, 3])}, "lens", np.array([3.0, 3.0], np.float32),
+     "node 'cell' (LSTM): sequence_lens f32[2] should be int32[2]"),
+    ("RNN", {}, "W", np.zeros((1, 5, 3), np.float32),
+     "node 'cell' (RNN): W f32[1,5,3] and R f32[1,5,5] should be [1, 5, 4] and [1, 5, 5]"),
+    ("RNN", {}, "initial_h", np.zeros((1, 3, 5), np.float32),
+     "node 'cell' (RNN): input 5 f32[1,3,5] should be [1, 2, 5]"),
+])
+def test_inputs_of_the_wrong_shape_are_refused_with_one_line(op, form, name, array, message, tmp_path, capsys):
+    model, _ = recurrent_model(op, **form)
+    if name == "initial_h":  # as an initializer in the last input slot
+        model.graph.node[0].input.extend(["", name] if len(model.graph.node[0].input) == 4 else [name])
+        model.graph.initializer.append(numpy_helper.from_array(array, name))
+    else:
+        replace_initializer(model, name, array)
+    assert_refused(model, ShapeError, message, tmp_path, capsys)
+
+
+def assert_refused(model: onnx.ModelProto, error, message: str, tmp_path, capsys) -> None:
+    """from_onnx raises ``error`` with ``message``; the CLI prints it on one line and exits 2."""
     with pytest.raises(error, match="^" + re.escape(message) + "$"):
         from_onnx(model)
     path = tmp_path / "cell.onnx"
