@@ -12,9 +12,10 @@ consumes the next value; the ONNX defaults fill in), ``clip`` on the gates' inpu
 on the cell state LSTM's h reads, as in onnxruntime), ``linear_before_reset`` (GRU),
 ``input_forget`` (LSTM: the forget gate is 1 - the input gate), peepholes P (LSTM),
 ``layout`` 1 (batch first), the optional B, initial_h and initial_c, and
-``sequence_lens``: a step at or past a batch entry's length keeps its
-state and writes zeros to Y (an entry of length 0 ends with zero states). That mask also makes the reverse direction start at each
-entry's last valid step, since the steps past it leave the initial state untouched.
+``sequence_lens``: a step at or past a batch entry's length keeps its state and writes
+zeros to Y (an entry of length 0 ends with zero states, as in onnxruntime). That mask
+also makes the reverse direction start at each entry's last valid step, since the steps
+past it leave the initial state untouched.
 
 This module imports only the NodeContext; ``onnx_ops`` merges :data:`RNN_CONVERTERS`
 into its table.
@@ -90,6 +91,8 @@ def _shape(ctx: NodeContext, gates: int) -> _Shape:
     if x.rank != 3 or w.rank != 3 or r.rank != 3:
         raise ctx.fail(f"X {x}, W {w} and R {r} should all be 3-D", ShapeError)
     steps, batch = x.shape[:2] if ctx.attr("layout", 0) == 0 else x.shape[1::-1]
+    if steps == 0:
+        raise ctx.unsupported("X with a sequence length of 0")
     directions = {"forward": 1, "reverse": 1, "bidirectional": 2}.get(ctx.attr("direction", "forward"))
     if directions is None:
         raise ctx.fail(f"direction={ctx.attr('direction')!r} should be forward, reverse or bidirectional")

@@ -26,14 +26,14 @@ STEPS, BATCH, INPUT, HIDDEN = 3, 2, 4, 5
 
 
 def recurrent_model(op: str, directions: int = 1, layout: int = 0, initial: bool = False, peepholes: bool = False,
-                    lens: np.ndarray | None = None, **attrs) -> tuple[onnx.ModelProto, dict]:
+                    lens: np.ndarray | None = None, steps: int = STEPS, **attrs) -> tuple[onnx.ModelProto, dict]:
     """One ``op`` node with weights as initializers; returns the model and its feeds
     (X, plus initial_h/initial_c when ``initial``). Every output is a graph output."""
     gates = GATES[op]
     consts = {"W": random_array((directions, gates * HIDDEN, INPUT), 1) * 0.5,
               "R": random_array((directions, gates * HIDDEN, HIDDEN), 2) * 0.5,
               "B": random_array((directions, 2 * gates * HIDDEN), 3) * 0.5}
-    x_shape = [STEPS, BATCH, INPUT] if layout == 0 else [BATCH, STEPS, INPUT]
+    x_shape = [steps, BATCH, INPUT] if layout == 0 else [BATCH, steps, INPUT]
     state_shape = [directions, BATCH, HIDDEN] if layout == 0 else [BATCH, directions, HIDDEN]
     feeds = {"X": random_array(x_shape, 4)}
     names = ["X", "W", "R", "B", "", "", ""]
@@ -52,7 +52,7 @@ def recurrent_model(op: str, directions: int = 1, layout: int = 0, initial: bool
     outputs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
     node = helper.make_node(op, names, outputs, name="cell", hidden_size=HIDDEN, direction=direction,
                             layout=layout, **attrs)
-    y_shape = [STEPS, directions, BATCH, HIDDEN] if layout == 0 else [BATCH, STEPS, directions, HIDDEN]
+    y_shape = [steps, directions, BATCH, HIDDEN] if layout == 0 else [BATCH, steps, directions, HIDDEN]
     model = make_model([node], {k: list(v.shape) for k, v in feeds.items()},
                        {"Y": y_shape, **{name: state_shape for name in outputs[1:]}}, 14, consts)
     return model, feeds
@@ -137,6 +137,8 @@ def test_the_recurrence_is_unrolled_into_existing_ops():
     ("LSTM", {"direction": "sideways"}, ModelError,
      "node 'cell' (LSTM): direction='sideways' should be forward, reverse or bidirectional"),
     ("RNN", {"layout": 2}, ModelError, "node 'cell' (RNN): layout=2 should be 0 or 1"),
+    ("GRU", {"steps": 0}, UnsupportedOpError,
+     "node 'cell': GRU (domain ai.onnx, opset 14) is not supported in this form: X with a sequence length of 0"),
     ("GRU", {"lens": np.array([4, 1])}, ModelError,
      "node 'cell' (GRU): sequence_lens [4, 1] should lie in [0, 3]"),
     ("LSTM", {"hidden_size": 7}, ShapeError,
