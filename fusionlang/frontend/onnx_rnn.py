@@ -255,7 +255,8 @@ def _step_masks(ctx: NodeContext, shape: _Shape) -> list[str] | None:
 
 
 def _run_direction(ctx: NodeContext, cell: _Cell, x: str, shape: _Shape, state: list[str],
-                   reverse: bool, masks: list[str] | None, peepholes) -> tuple[list[str], list[str]]:
+                   reverse: bool, masks: list[str] | None,
+                   peepholes: list[str] | None) -> tuple[list[str], list[str]]:
     """Unrolls one direction: (the step outputs in time order, the final state)."""
     flat = ctx.emit1("reshape", [x], {"shape": (shape.steps * shape.batch, -1)})
     projected = ctx.emit1("gemm", [flat, cell.w, cell.wb], {"alpha": 1.0, "beta": 1.0, "trans_a": 0, "trans_b": 1})
