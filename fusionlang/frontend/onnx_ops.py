@@ -26,6 +26,7 @@ from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
 from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
+from fusionlang.frontend.onnx_rnn import RNN_CONVERTERS
 from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
@@ -1129,3 +1130,6 @@ CONVERTERS.update(SEQUENCE_CONVERTERS)
 
 # ----- indexing ops (scatters, TopK, OneHot, GridSample...) ----------------------------
 CONVERTERS.update(INDEX_CONVERTERS)
+
+# ----- recurrent ops (RNN, GRU, LSTM), unrolled -----------------------------------------
+CONVERTERS.update(RNN_CONVERTERS)

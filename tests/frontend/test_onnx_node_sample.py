@@ -279,6 +279,10 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "DynamicQuantizeLinear": ("test_dynamicquantizelinear_min_adjusted",),
     "integer products": ("test_matmulinteger", "test_qlinearmatmul_3D_int8_float32", "test_convinteger_with_padding",
                          "test_qlinearconv"),
+    # unrolled over the sequence into gemm, slices and activations (frontend/onnx_rnn.py)
+    "RNN": ("test_simple_rnn_bidirectional", "test_rnn_seq_length"),
+    "GRU": ("test_gru_with_initial_bias", "test_gru_batchwise", "test_gru_reverse"),
+    "LSTM": ("test_lstm_with_peepholes", "test_lstm_bidirectional", "test_lstm_batchwise"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
