@@ -189,6 +189,41 @@ class NodeContext:
         """ONNX output k is the same tensor as graph value ``value`` (no node needed)."""
         self._imp.alias(self.output(k), value, self)
 
+    # ----- nested graphs (onnx_control inlines If, Loop and Scan bodies) ---------------------
+    def fresh_name(self, stem: str) -> str:
+        """A value name no graph value nor ONNX name of the model takes."""
+        return self._imp.fresh(stem)
+
+    def define_constant(self, name: str, array) -> None:
+        """ONNX value ``name`` (a fresh name) is a constant known now."""
+        self._imp.pending[name] = np.asarray(array)
+
+    def fresh_constant(self, stem: str, array) -> str:
+        """A new ONNX value holding ``array``, known at import time; its name."""
+        name = self.fresh_name(stem)
+        self.define_constant(name, array)
+        return name
+
+    def count_reads(self, names: Sequence[str]) -> None:
+        """ONNX values ``names`` are read (by inlined nodes), so converters compute them."""
+        self._imp.uses.update(name for name in names if name)
+
+    def convert_nested(self, node: onnx.NodeProto) -> None:
+        """Convert ``node`` (a renamed copy of a subgraph's node) like a top-level node."""
+        self._imp.convert_nested(node)
+
+    def sequence_named(self, name: str) -> OnnxSequence | None:
+        """The sequence ONNX value ``name`` holds, or None for a tensor."""
+        return self._imp.sequences.get(self._imp.rename.get(name, name))
+
+    def constant_named(self, name: str) -> np.ndarray | None:
+        """The value of ONNX value ``name`` when known at import time, else None."""
+        return self._imp.constant_value(name)
+
+    def value_named(self, name: str) -> str:
+        """The graph value of ONNX value ``name`` (a pending constant enters the graph)."""
+        return self._imp.value(name, self)
+
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
     value = helper.get_attribute_value(attr)

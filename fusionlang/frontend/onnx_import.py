@@ -22,6 +22,7 @@ from onnx import numpy_helper
 
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dtype
+from fusionlang.frontend.onnx_control import outer_reads
 from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
@@ -131,6 +132,7 @@ class _Importer:
             self.reserved.update(node.input)
             self.reserved.update(node.output)
             self.uses.update(v for v in node.input if v)
+            self.uses.update(outer_reads(node))  # values read inside If/Loop/Scan bodies
         self.uses.update(self.graph_outputs)
         self.reserved.update(v.name for v in g.input)
         self.reserved.update(t.name for t in g.initializer)
@@ -171,6 +173,14 @@ class _Importer:
             if out and self.uses[out] and not self.defines(out):
                 raise ModelError(f"node {ctx.label!r} ({proto.op_type}): output {out!r} is used but the "
                                  "conversion does not compute it")
+
+    def convert_nested(self, node: onnx.NodeProto) -> None:
+        """Convert a node of an inlined subgraph (onnx_control renamed its values)."""
+        if node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+            domain = node.domain if node.domain not in DEFAULT_DOMAINS else "ai.onnx"
+            raise UnsupportedOpError(f"node {node.name!r}: {node.op_type} (domain {domain}, opset {self.opset}) "
+                                     "inside a subgraph has no conversion")
+        self._convert(NodeContext(self, node, 0), CONVERTERS)
 
     # ----- inputs and initializers ------------------------------------------------------
     def _read_initializers(self) -> None:

@@ -23,6 +23,7 @@ from onnx import numpy_helper
 from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERTERS
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_control import CONTROL_CONVERTERS
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
 from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
@@ -1124,3 +1125,6 @@ CONVERTERS.update(TRANSFORMER_CONVERTERS)
 
 # ----- sequences (resolved at import time) ---------------------------------------------
 CONVERTERS.update(SEQUENCE_CONVERTERS)
+
+# ----- control flow (resolved at import time) ------------------------------------------
+CONVERTERS.update(CONTROL_CONVERTERS)
