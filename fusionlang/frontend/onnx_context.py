@@ -216,6 +216,19 @@ class NodeContext:
         """The sequence ONNX value ``name`` holds, or None for a tensor."""
         return self._imp.sequences.get(self._imp.rename.get(name, name))
 
+    def set_empty_optional(self, k: int) -> None:
+        """ONNX output k is an optional holding nothing (known at import time)."""
+        if self.output(k):
+            self._imp.empty_optionals.add(self.output(k))
+
+    def is_empty_optional(self, k: int) -> bool:
+        """Whether ONNX input k is absent or an optional known to hold nothing."""
+        return not self.has_input(k) or self.is_empty_optional_named(self.proto.input[k])
+
+    def is_empty_optional_named(self, name: str) -> bool:
+        """Whether ONNX value ``name`` is an optional known to hold nothing."""
+        return self._imp.rename.get(name, name) in self._imp.empty_optionals
+
     def constant_named(self, name: str) -> np.ndarray | None:
         """The value of ONNX value ``name`` when known at import time, else None."""
         return self._imp.constant_value(name)

@@ -129,6 +129,9 @@ def inline_graph(ctx: NodeContext, graph: onnx.GraphProto, bound: Mapping[str, s
 
 def _bind_output(ctx: NodeContext, k: int, name: str) -> None:
     """ONNX output k of ``ctx``'s node is the value ONNX name ``name`` holds."""
+    if ctx.is_empty_optional_named(name):
+        ctx.set_empty_optional(k)
+        return
     sequence = ctx.sequence_named(name)
     if sequence is not None:
         ctx.set_sequence(k, sequence)
@@ -340,3 +343,26 @@ def _stack_now(ctx: NodeContext, column: list[str]) -> str:
     values = [ctx.value_named(part) for part in column]
     return ctx.emit1("concat", [ctx.emit1("unsqueeze", [v], {"axes": (0,)}) for v in values], {"axis": 0})
 
+
+
+# ----- Optional -----------------------------------------------------------------------------
+# An optional whose presence the import knows is its element (a tensor or a sequence) when
+# present, and a marker in the importer when empty: no graph value ever holds an optional.
+@_converts("Optional")
+def _optional(ctx: NodeContext) -> None:
+    if ctx.has_input(0):
+        _bind_output(ctx, 0, ctx.proto.input[0])
+    else:
+        ctx.set_empty_optional(0)
+
+
+@_converts("OptionalHasElement")
+def _optional_has_element(ctx: NodeContext) -> None:
+    ctx.set_constant(0, np.array(not ctx.is_empty_optional(0)))
+
+
+@_converts("OptionalGetElement")
+def _optional_get_element(ctx: NodeContext) -> None:
+    if ctx.is_empty_optional(0):
+        raise ctx.fail("reads the element of an empty optional")
+    _bind_output(ctx, 0, ctx.proto.input[0])

@@ -120,6 +120,8 @@ class _Importer:
         self.uses: Counter[str] = Counter()
         #: ONNX sequence values, known element by element at import time (never graph values)
         self.sequences: dict[str, OnnxSequence] = {}
+        #: ONNX optional values known at import time to hold nothing (Optional with no input)
+        self.empty_optionals: set[str] = set()
         self.graph_outputs = [v.name for v in model.graph.output]
         #: every name the model uses: new values must not take one a later node defines
         self.reserved: set[str] = set()
@@ -281,7 +283,8 @@ class _Importer:
 
     # ----- values -----------------------------------------------------------------------
     def defines(self, name: str) -> bool:
-        return name in self.rename or name in self.pending or name in self.graph.types or name in self.sequences
+        return name in self.rename or name in self.pending or name in self.graph.types or name in self.sequences \
+            or name in self.empty_optionals
 
     def sequence(self, name: str, ctx: NodeContext) -> OnnxSequence:
         """The sequence ONNX value ``name`` holds; ModelError if it is a tensor or undefined."""
@@ -301,6 +304,10 @@ class _Importer:
             raise UnsupportedOpError(f"{where} reads sequence {name!r} (made by node {self.sequences[name].producer}) "
                                      "as a tensor; fusionlang converts a sequence only through the sequence ops "
                                      "(SequenceAt, SequenceLength, ConcatFromSequence, ...)")
+        if name in self.empty_optionals:
+            where = f"node {ctx.label!r} ({ctx.op_type})" if ctx else "graph output"
+            raise UnsupportedOpError(f"{where} reads {name!r}, an empty optional, as a tensor; fusionlang "
+                                     "converts an optional only through OptionalHasElement and OptionalGetElement")
         if name in self.pending:
             array = self.pending.pop(name)
             try:
