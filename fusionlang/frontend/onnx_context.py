@@ -112,6 +112,10 @@ class NodeContext:
         """Whether input k's value comes from graph inputs a run feeds (bound as constants)."""
         return bool(self._imp.graph_inputs_feeding(self.proto.input[k]))
 
+    def is_graph_input(self, k: int) -> bool:
+        """Whether input k is a graph input a run feeds, read as it is (not computed from one)."""
+        return self.has_input(k) and self._imp.graph_inputs_feeding(self.proto.input[k]) == [self.proto.input[k]]
+
     def is_sequence(self, k: int) -> bool:
         """Whether ONNX input k holds a sequence (made by an earlier sequence op)."""
         return self.has_input(k) and self.proto.input[k] in self._imp.sequences

@@ -151,8 +151,10 @@ def _graph_attr(ctx: NodeContext, name: str) -> onnx.GraphProto:
 
 
 def _known_flag(ctx: NodeContext, k: int, what: str, form: str) -> bool:
-    """Input k, a boolean known at import time (fed by a run: the model specializes on it)."""
-    if not ctx.is_const(k) and not ctx.fed_by_run(k):
+    """Input k, a boolean known at import time: a constant, or a graph input the model
+    specializes on. One computed from fed tensors is refused: specializing on those
+    tensors' values would compile the model anew for nearly every run."""
+    if not ctx.is_const(k) and not ctx.is_graph_input(k):
         raise ctx.unsupported(form)
     values = ctx.const(k, what).ravel()
     if values.size != 1:
@@ -180,7 +182,12 @@ def _loop(ctx: NodeContext) -> None:
     body = _graph_attr(ctx, "body")
     if not ctx.has_input(0):
         raise ctx.unsupported("no trip count M (fusionlang unrolls a loop whose trip count it knows at import time)")
-    trip_count = int(ctx.ints(0, "M")[0]) if ctx.ints(0, "M") else 0
+    if not ctx.is_const(0) and not ctx.is_graph_input(0):
+        raise ctx.unsupported("a trip count computed from tensors at run time")
+    counts = ctx.ints(0, "M")
+    if len(counts) != 1:
+        raise ctx.fail(f"input 0 (M) must hold one integer, got {len(counts)}")
+    trip_count = counts[0]
     running = _known_flag(ctx, 1, "cond", "an initial condition computed from tensors at run time") \
         if ctx.has_input(1) else True
     carried_count = ctx.num_inputs - 2
