@@ -253,6 +253,8 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                              "test_max_float16", "test_mod_mixed_sign_float16", "test_isinf_float16",
                              "test_celu_bfloat16_expanded", "test_range_bfloat16_type_positive_delta",
                              "test_attention_4d_fp16_expanded", "test_attention_3d_causal_bf16_expanded"),
+    "control flow": ("test_if", "test_loop11", "test_scan9_sum", "test_scan_sum",
+                     "test_optional_has_element_empty_no_input_tensor_input", "test_optional_get_element_tensor"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
