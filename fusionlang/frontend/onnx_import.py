@@ -215,6 +215,10 @@ class _Importer:
                 raise UnsupportedOpError(f"graph input {vi.name!r} is a sequence{self._readers(vi.name)}; "
                                          "fusionlang's graphs hold tensors only, so a sequence must be built "
                                          "inside the model (SequenceConstruct, SequenceEmpty, SplitToSequence)")
+            if vi.type.HasField("optional_type"):
+                raise UnsupportedOpError(f"graph input {vi.name!r} is an optional{self._readers(vi.name)}; fusionlang "
+                                         "resolves optionals at import time, so an optional must be built inside "
+                                         "the model (Optional)")
             if not vi.type.HasField("tensor_type"):
                 raise ModelError(f"graph input {vi.name!r} is not a tensor ({vi.type.WhichOneof('value')})")
             tensor_type = vi.type.tensor_type

@@ -252,3 +252,15 @@ def test_an_empty_optional_read_as_a_tensor_is_refused():
     with pytest.raises(UnsupportedOpError, match=r"node 'Relu#1' \(Relu\) reads 'opt', an empty optional, as a "
                                                  "tensor"):
         from_onnx(model)
+
+
+def test_an_optional_graph_input_is_refused_naming_its_reader():
+    optional = helper.make_tensor_type_proto(F32, [3])
+    graph = helper.make_graph([helper.make_node("OptionalHasElement", ["opt"], ["out"])], "test",
+                              [helper.make_value_info("opt", helper.make_optional_type_proto(optional))],
+                              [info("out", [], BOOL)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(UnsupportedOpError, match=r"^graph input 'opt' is an optional, read by node "
+                                                 r"'OptionalHasElement#0' \(OptionalHasElement\); fusionlang "
+                                                 r"resolves optionals at import time"):
+        from_onnx(model)
