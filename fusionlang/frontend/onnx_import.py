@@ -122,6 +122,8 @@ class _Importer:
         self.sequences: dict[str, OnnxSequence] = {}
         #: ONNX optional values known at import time to hold nothing (Optional with no input)
         self.empty_optionals: set[str] = set()
+        #: renamed value -> the inlined subgraph node computing it (to trace what runs feed)
+        self.nested_producers: dict[str, onnx.NodeProto] = {}
         self.graph_outputs = [v.name for v in model.graph.output]
         #: every name the model uses: new values must not take one a later node defines
         self.reserved: set[str] = set()
@@ -168,7 +170,9 @@ class _Importer:
         except FuseError as exc:
             if repr(ctx.label) in str(exc):
                 raise
-            raise type(exc)(f"node {ctx.label!r} ({proto.op_type}): {exc}") from exc
+            labelled = type(exc)(f"node {ctx.label!r} ({proto.op_type}): {exc}")
+            labelled.__dict__.update(exc.__dict__)  # keep what callers read (RuntimeInputError.values)
+            raise labelled from exc
         except Exception as exc:  # a malformed attribute or tensor in the file
             raise ModelError(f"node {ctx.label!r} ({proto.op_type}): cannot convert: {_describe(exc)}") from exc
         for out in proto.output:
@@ -182,6 +186,7 @@ class _Importer:
             domain = node.domain if node.domain not in DEFAULT_DOMAINS else "ai.onnx"
             raise UnsupportedOpError(f"node {node.name!r}: {node.op_type} (domain {domain}, opset {self.opset}) "
                                      "inside a subgraph has no conversion")
+        self.nested_producers.update((out, node) for out in node.output if out)
         self._convert(NodeContext(self, node, 0), CONVERTERS)
 
     # ----- inputs and initializers ------------------------------------------------------
@@ -272,6 +277,7 @@ class _Importer:
     def graph_inputs_feeding(self, name: str) -> list[str]:
         """The graph inputs (not initializers) ONNX value ``name`` is computed from."""
         producers = {out: node for node in self.model.graph.node for out in node.output if out}
+        producers.update(self.nested_producers)
         inputs = {vi.name for vi in self.model.graph.input} - {t.name for t in self.model.graph.initializer}
         found, seen, todo = [], set(), [name]
         while todo:

@@ -76,6 +76,18 @@ def test_if_on_a_condition_computed_from_tensors_is_refused():
         from_onnx(if_model(cond_from_tensor=True))
 
 
+def test_a_shape_fed_to_a_node_inside_a_branch_is_specialized_on():
+    """The Reshape inside the branch reads graph input 'shape' through a value the branch
+    computes: the run's value must still be traced back to that input."""
+    nodes = [helper.make_node("Identity", ["shape"], ["branch_shape"]),
+             helper.make_node("Reshape", ["x", "branch_shape"], ["t"])]
+    branch = body(nodes, [], [info("t")], "then")
+    node = helper.make_node("If", ["cond"], ["out"], then_branch=branch, else_branch=branch)
+    model = make_model([node], {"x": [6], "shape": ([2], I64)}, {"out": None}, 13, {"cond": np.array(True)})
+    feeds = {"x": random_array([6]), "shape": np.array([3, 2], np.int64)}
+    np.testing.assert_array_equal(backend.prepare(model).run(feeds)[0], feeds["x"].reshape(3, 2))
+
+
 def test_an_unsupported_op_inside_a_branch_is_refused_naming_it():
     branch = body([helper.make_node("NoSuchOp", ["x"], ["t"])], [], [info("t")], "then")
     node = helper.make_node("If", ["cond"], ["out"], then_branch=branch, else_branch=branch)
