@@ -152,6 +152,29 @@ def test_a_loop_too_long_to_unroll_is_refused():
         from_onnx(loop_model(trip_count=1_000_000))
 
 
+def test_a_trip_count_computed_from_tensors_is_refused():
+    model = loop_model()
+    model.graph.initializer.remove(next(t for t in model.graph.initializer if t.name == "M"))
+    model.graph.input.append(info("n", [], I64))
+    model.graph.node.insert(0, helper.make_node("Abs", ["n"], ["M"]))
+    with pytest.raises(UnsupportedOpError, match="not supported in this form: a trip count computed from tensors"):
+        from_onnx(model)
+
+
+def test_scan_outputs_of_a_loop_that_runs_no_iteration_are_refused():
+    with pytest.raises(UnsupportedOpError, match="not supported in this form: a scan output of a loop that runs no "
+                                                 "iteration"):
+        from_onnx(loop_model(trip_count=0))
+
+
+def test_a_loop_body_without_its_inputs_is_a_model_error():
+    model = loop_model()
+    del model.graph.node[0].attribute[0].g.input[0]
+    with pytest.raises(ModelError, match=r"node 'Loop#0' \(Loop\): the body takes 2 inputs and gives 3 outputs; a "
+                                         r"loop with 1 carried values needs 3 and at least 2"):
+        from_onnx(model)
+
+
 def test_an_if_nested_in_a_loop_reads_the_body_values_of_its_own_iteration():
     """The nested If's branches read the body's iter and acc_in: each unrolled copy must
     rename those reads to its own iteration's values."""
@@ -222,6 +245,13 @@ def test_opset_8_scan_scans_each_batch_entry():
     total, ys = run_fusionlang(model, feeds)
     np.testing.assert_allclose(total, np.stack([e[0] for e in per_entry]), rtol=1e-6)
     np.testing.assert_allclose(ys, np.stack([e[1] for e in per_entry]), rtol=1e-6)
+
+
+def test_a_scan_over_an_empty_sequence_is_refused():
+    node = helper.make_node("Scan", ["init", "xs"], ["total", "ys"], num_scan_inputs=1, body=scan_body())
+    model = make_model([node], {"init": [2], "xs": [0, 2]}, {"total": [2], "ys": None}, 11)
+    with pytest.raises(UnsupportedOpError, match="not supported in this form: a scan over an empty sequence"):
+        from_onnx(model)
 
 
 def test_opset_8_scan_with_sequence_lens_is_refused():
