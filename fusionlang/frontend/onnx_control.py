@@ -334,6 +334,9 @@ def _scan_batched(ctx: NodeContext) -> None:
     batch = ctx.graph.types[(states + scans)[0]].shape[0]
     if batch == 0:
         raise ctx.unsupported("a scan over an empty batch")
+    if len(ctx.graph.types[scans[0]].shape) < 2:
+        raise ctx.fail("opset-8 scan inputs need a batch axis and a sequence axis")
+    _check_unroll_size(ctx, batch * ctx.graph.types[scans[0]].shape[1], _graph_attr(ctx, "body"))
     per_batch = [_slices(ctx, value, 0) for value in states + scans]
     results = []
     for b in range(batch):

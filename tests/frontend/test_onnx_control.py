@@ -254,6 +254,13 @@ def test_a_scan_over_an_empty_sequence_is_refused():
         from_onnx(model)
 
 
+def test_an_opset_8_scan_too_long_to_unroll_counts_every_batch_entry():
+    node = helper.make_node("Scan", ["", "init", "xs"], ["total", "ys"], num_scan_inputs=1, body=scan_body())
+    model = make_model([node], {"init": [2, 2], "xs": [2, 60_000, 2]}, {"total": [2, 2], "ys": None}, 8)
+    with pytest.raises(UnsupportedOpError, match=r"120000 iterations of a 2-node body"):
+        from_onnx(model)
+
+
 def test_opset_8_scan_with_sequence_lens_is_refused():
     node = helper.make_node("Scan", ["lens", "init", "xs"], ["total", "ys"], num_scan_inputs=1, body=scan_body())
     model = make_model([node], {"init": [3, 2], "xs": [3, 4, 2]}, {"total": [3, 2], "ys": None}, 8,
