@@ -22,6 +22,7 @@ from onnx import numpy_helper
 
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dtype
+from fusionlang.frontend.onnx_control import outer_reads
 from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.frontend import onnx_quantize as _onnx_quantize  # noqa: F401  (registers its converters)
 from fusionlang.ops.evaluate import fold_constants, fold_node
@@ -121,6 +122,10 @@ class _Importer:
         self.uses: Counter[str] = Counter()
         #: ONNX sequence values, known element by element at import time (never graph values)
         self.sequences: dict[str, OnnxSequence] = {}
+        #: ONNX optional values known at import time to hold nothing (Optional with no input)
+        self.empty_optionals: set[str] = set()
+        #: renamed value -> the inlined subgraph node computing it (to trace what runs feed)
+        self.nested_producers: dict[str, onnx.NodeProto] = {}
         self.graph_outputs = [v.name for v in model.graph.output]
         #: every name the model uses: new values must not take one a later node defines
         self.reserved: set[str] = set()
@@ -133,6 +138,7 @@ class _Importer:
             self.reserved.update(node.input)
             self.reserved.update(node.output)
             self.uses.update(v for v in node.input if v)
+            self.uses.update(outer_reads(node))  # values read inside If/Loop/Scan bodies
         self.uses.update(self.graph_outputs)
         self.reserved.update(v.name for v in g.input)
         self.reserved.update(t.name for t in g.initializer)
@@ -166,13 +172,24 @@ class _Importer:
         except FuseError as exc:
             if repr(ctx.label) in str(exc):
                 raise
-            raise type(exc)(f"node {ctx.label!r} ({proto.op_type}): {exc}") from exc
+            labelled = type(exc)(f"node {ctx.label!r} ({proto.op_type}): {exc}")
+            labelled.__dict__.update(exc.__dict__)  # keep what callers read (RuntimeInputError.values)
+            raise labelled from exc
         except Exception as exc:  # a malformed attribute or tensor in the file
             raise ModelError(f"node {ctx.label!r} ({proto.op_type}): cannot convert: {_describe(exc)}") from exc
         for out in proto.output:
             if out and self.uses[out] and not self.defines(out):
                 raise ModelError(f"node {ctx.label!r} ({proto.op_type}): output {out!r} is used but the "
                                  "conversion does not compute it")
+
+    def convert_nested(self, node: onnx.NodeProto) -> None:
+        """Convert a node of an inlined subgraph (onnx_control renamed its values)."""
+        if node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+            domain = node.domain if node.domain not in DEFAULT_DOMAINS else "ai.onnx"
+            raise UnsupportedOpError(f"node {node.name!r}: {node.op_type} (domain {domain}, opset {self.opset}) "
+                                     "inside a subgraph has no conversion")
+        self.nested_producers.update((out, node) for out in node.output if out)
+        self._convert(NodeContext(self, node, 0), CONVERTERS)
 
     # ----- inputs and initializers ------------------------------------------------------
     def _read_initializers(self) -> None:
@@ -205,6 +222,10 @@ class _Importer:
                 raise UnsupportedOpError(f"graph input {vi.name!r} is a sequence{self._readers(vi.name)}; "
                                          "fusionlang's graphs hold tensors only, so a sequence must be built "
                                          "inside the model (SequenceConstruct, SequenceEmpty, SplitToSequence)")
+            if vi.type.HasField("optional_type"):
+                raise UnsupportedOpError(f"graph input {vi.name!r} is an optional{self._readers(vi.name)}; fusionlang "
+                                         "resolves optionals at import time, so an optional must be built inside "
+                                         "the model (Optional)")
             if not vi.type.HasField("tensor_type"):
                 raise ModelError(f"graph input {vi.name!r} is not a tensor ({vi.type.WhichOneof('value')})")
             tensor_type = vi.type.tensor_type
@@ -258,6 +279,7 @@ class _Importer:
     def graph_inputs_feeding(self, name: str) -> list[str]:
         """The graph inputs (not initializers) ONNX value ``name`` is computed from."""
         producers = {out: node for node in self.model.graph.node for out in node.output if out}
+        producers.update(self.nested_producers)
         inputs = {vi.name for vi in self.model.graph.input} - {t.name for t in self.model.graph.initializer}
         found, seen, todo = [], set(), [name]
         while todo:
@@ -273,7 +295,8 @@ class _Importer:
 
     # ----- values -----------------------------------------------------------------------
     def defines(self, name: str) -> bool:
-        return name in self.rename or name in self.pending or name in self.graph.types or name in self.sequences
+        return name in self.rename or name in self.pending or name in self.graph.types or name in self.sequences \
+            or name in self.empty_optionals
 
     def sequence(self, name: str, ctx: NodeContext) -> OnnxSequence:
         """The sequence ONNX value ``name`` holds; ModelError if it is a tensor or undefined."""
@@ -293,6 +316,10 @@ class _Importer:
             raise UnsupportedOpError(f"{where} reads sequence {name!r} (made by node {self.sequences[name].producer}) "
                                      "as a tensor; fusionlang converts a sequence only through the sequence ops "
                                      "(SequenceAt, SequenceLength, ConcatFromSequence, ...)")
+        if name in self.empty_optionals:
+            where = f"node {ctx.label!r} ({ctx.op_type})" if ctx else "graph output"
+            raise UnsupportedOpError(f"{where} reads {name!r}, an empty optional, as a tensor; fusionlang "
+                                     "converts an optional only through OptionalHasElement and OptionalGetElement")
         if name in self.pending:
             array = self.pending.pop(name)
             try:

@@ -23,6 +23,7 @@ from onnx import numpy_helper
 from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERTERS
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_control import CONTROL_CONVERTERS
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
 from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
@@ -1133,3 +1134,6 @@ CONVERTERS.update(INDEX_CONVERTERS)
 
 # ----- recurrent ops (RNN, GRU, LSTM), unrolled -----------------------------------------
 CONVERTERS.update(RNN_CONVERTERS)
+
+# ----- control flow (resolved at import time) ------------------------------------------
+CONVERTERS.update(CONTROL_CONVERTERS)

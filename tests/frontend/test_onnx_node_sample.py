@@ -283,6 +283,8 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "RNN": ("test_simple_rnn_bidirectional", "test_rnn_seq_length"),
     "GRU": ("test_gru_with_initial_bias", "test_gru_batchwise", "test_gru_reverse"),
     "LSTM": ("test_lstm_with_peepholes", "test_lstm_bidirectional", "test_lstm_batchwise"),
+    "control flow": ("test_if", "test_loop11", "test_scan9_sum", "test_scan_sum",
+                     "test_optional_has_element_empty_no_input_tensor_input", "test_optional_get_element_tensor"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
