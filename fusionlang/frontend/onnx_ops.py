@@ -25,6 +25,7 @@ from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERT
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
+from fusionlang.frontend.onnx_newops import CONVERTERS as NEWEST_CONVERTERS
 from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
@@ -1124,3 +1125,4 @@ CONVERTERS.update(TRANSFORMER_CONVERTERS)
 
 # ----- sequences (resolved at import time) ---------------------------------------------
 CONVERTERS.update(SEQUENCE_CONVERTERS)
+CONVERTERS.update(NEWEST_CONVERTERS)
