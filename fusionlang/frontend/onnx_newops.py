@@ -1,10 +1,14 @@
 """Converters for the newest default-domain ONNX ops (opsets 26 and 27):
-CausalConvWithState.
+CausalConvWithState and LinearAttention.
 
 Each is built from existing fusionlang ops so it fuses and compiles like any other
 node. CausalConvWithState is ONNX's own three-op pattern: the input left-padded with the
 carried state (zeros when none), a depthwise valid conv, and the last k - 1 padded
-positions handed on as the next state.
+positions handed on as the next state. LinearAttention's recurrence runs over the
+sequence, whose length is known at import, so it is unrolled: one state update and one
+read per token, in float32 like ONNX's reference, with grouped-query heads read by
+splitting the query heads over the key/value heads they share instead of repeating the
+state.
 
 This module imports only the NodeContext; ``onnx_ops`` merges :data:`CONVERTERS` into
 its table.
@@ -12,7 +16,10 @@ its table.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
+
+import numpy as np
 
 from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_context import NodeContext
@@ -79,3 +86,107 @@ def _silu(ctx: NodeContext, value: str) -> None:
         ctx.emit_output("cast", [gated], {"to": dtype})
         return
     ctx.emit_output("mul", [value, ctx.emit1("sigmoid", [value])])
+
+
+# ----- LinearAttention ----------------------------------------------------------------
+#: update_rule -> (gated: the state decays by exp(decay), delta: beta-weighted delta correction)
+UPDATE_RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, True),
+                "gated_delta": (True, True)}
+#: the recurrence is unrolled per token; longer sequences would make graphs too large
+MAX_UNROLLED_STEPS = 256
+#: the recurrence runs in float32 whatever the inputs' type (ONNX's reference does)
+WORK = "float32"
+
+
+@_converts("LinearAttention")
+def _linear_attention(ctx: NodeContext) -> None:
+    rule = ctx.attr("update_rule", "gated_delta")
+    if rule not in UPDATE_RULES:
+        raise ctx.fail(f"update_rule={rule!r} should be one of {', '.join(UPDATE_RULES)}")
+    gated, delta = UPDATE_RULES[rule]
+    for k, name, needed in ((4, "decay", gated), (5, "beta", delta)):
+        if ctx.has_input(k) != needed:
+            raise ctx.fail(f"update_rule={rule!r} {'requires' if needed else 'forbids'} the {name} input")
+    sizes = _linear_sizes(ctx)
+    batch, steps, q_heads, kv_heads, d_k, d_v = sizes
+    if steps > MAX_UNROLLED_STEPS:
+        raise ctx.unsupported(f"a sequence of {steps} tokens (at most {MAX_UNROLLED_STEPS} are unrolled)")
+    scale = ctx.attr("scale", 0.0) or 1 / math.sqrt(d_k)
+    state = _initial_state(ctx, (batch, kv_heads, d_k, d_v))
+    inputs = {k: _wide(ctx, ctx.input(k)) for k in (0, 1, 2, 4, 5) if ctx.has_input(k)}
+    outputs = []
+    for step in range(steps):
+        token = {k: _token(ctx, value, step) for k, value in inputs.items()}
+        state = _update(ctx, state, token, sizes)
+        outputs.append(_read(ctx, state, token[0], scale, sizes))
+    out = outputs[0] if steps == 1 else ctx.emit1("concat", outputs, {"axis": 1})
+    ctx.emit_output("cast", [out], {"to": ctx.type(0).dtype})
+    if ctx.output_used(1):
+        state_dtype = ctx.type(3).dtype if ctx.has_input(3) else ctx.type(0).dtype
+        ctx.emit1("cast", [state], {"to": state_dtype}, output=ctx.output(1))
+
+
+def _linear_sizes(ctx: NodeContext) -> tuple[int, ...]:
+    """(batch, tokens, q heads, kv heads, key size, value size), checked against every input."""
+    q_heads, kv_heads = ctx.attr("q_num_heads", 0), ctx.attr("kv_num_heads", 0)
+    if q_heads <= 0 or kv_heads <= 0 or q_heads % kv_heads:
+        raise ctx.fail(f"q_num_heads={q_heads} should be a positive multiple of kv_num_heads={kv_heads}")
+    q, k, v = ctx.type(0), ctx.type(1), ctx.type(2)
+    if not (q.rank == k.rank == v.rank == 3) or not q.shape[:2] == k.shape[:2] == v.shape[:2]:
+        raise ctx.fail(f"query {q}, key {k} and value {v} should be (batch, tokens, heads * size) alike",
+                       ShapeError)
+    batch, steps, packed = q.shape
+    d_k, d_v = packed // q_heads, v.shape[2] // kv_heads
+    if packed % q_heads or k.shape[2] != kv_heads * d_k or v.shape[2] % kv_heads:
+        raise ctx.fail(f"query {q}, key {k} and value {v} do not split into {q_heads} query and {kv_heads} "
+                       f"key/value heads of one key size", ShapeError)
+    for index, name, lasts in ((4, "decay", (kv_heads, kv_heads * d_k)), (5, "beta", (kv_heads, 1))):
+        shape = ctx.type(index).shape if ctx.has_input(index) else None
+        if shape is not None and (len(shape) != 3 or shape[:2] != (batch, steps) or shape[2] not in lasts):
+            raise ctx.fail(f"{name} {ctx.type(index)} should be ({batch}, {steps}, one of {list(lasts)})",
+                           ShapeError)
+    return batch, steps, q_heads, kv_heads, d_k, d_v
+
+
+def _initial_state(ctx: NodeContext, shape: tuple[int, ...]) -> str:
+    if not ctx.has_input(3):
+        return ctx.constant(np.zeros(shape), WORK)
+    if ctx.type(3).shape != shape:
+        raise ctx.fail(f"past_state {ctx.type(3)} should be {list(shape)}", ShapeError)
+    return _wide(ctx, ctx.input(3))
+
+
+def _wide(ctx: NodeContext, value: str) -> str:
+    if ctx.graph.types[value].dtype == WORK:
+        return value
+    return ctx.emit1("cast", [value], {"to": WORK})
+
+
+def _token(ctx: NodeContext, value: str, step: int) -> str:
+    """Token ``step`` of a (batch, tokens, packed) input, as (batch, 1, packed)."""
+    return ctx.emit1("slice", [value], {"starts": (step,), "ends": (step + 1,), "axes": (1,), "steps": (1,)})
+
+
+def _update(ctx: NodeContext, state: str, token: dict[int, str], sizes) -> str:
+    """S <- exp(g) S (gated); v <- beta (v - S^T k) (delta); S <- S + k v^T."""
+    batch, _, _, kv_heads, d_k, d_v = sizes
+    if 4 in token:  # decay per head (B, 1, H) or per key entry (B, 1, H * d_k), as (B, H, 1|d_k, 1)
+        decay = ctx.emit1("reshape", [token[4]], {"shape": (batch, kv_heads, -1, 1)})
+        state = ctx.emit1("mul", [state, ctx.emit1("exp", [decay])])
+    key_row = ctx.emit1("reshape", [token[1]], {"shape": (batch, kv_heads, 1, d_k)})
+    value = ctx.emit1("reshape", [token[2]], {"shape": (batch, kv_heads, 1, d_v)})
+    if 5 in token:  # beta per head (B, 1, H) or shared (B, 1, 1), as (B, H|1, 1, 1)
+        beta = ctx.emit1("reshape", [token[5]], {"shape": (batch, -1, 1, 1)})
+        retrieved = ctx.emit1("matmul", [key_row, state])
+        value = ctx.emit1("mul", [beta, ctx.emit1("sub", [value, retrieved])])
+    key_column = ctx.emit1("reshape", [token[1]], {"shape": (batch, kv_heads, d_k, 1)})
+    return ctx.emit1("add", [state, ctx.emit1("mul", [key_column, value])])
+
+
+def _read(ctx: NodeContext, state: str, query: str, scale: float, sizes) -> str:
+    """scale * q^T S for one token as (batch, 1, q heads * d_v); the query heads sharing a
+    key/value head (consecutive ones) read its state together."""
+    batch, _, q_heads, kv_heads, d_k, d_v = sizes
+    grouped = ctx.emit1("reshape", [query], {"shape": (batch, kv_heads, q_heads // kv_heads, d_k)})
+    read = ctx.emit1("mul", [ctx.emit1("matmul", [grouped, state]), ctx.constant(scale, WORK)])
+    return ctx.emit1("reshape", [read], {"shape": (batch, 1, q_heads * d_v)})
