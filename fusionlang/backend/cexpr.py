@@ -24,10 +24,12 @@ import sympy as sp
 from sympy.codegen.ast import float32, real
 from sympy.printing.c import C99CodePrinter
 
+from fusionlang.backend.bitcast import bitcast_c, bitcast_helpers
 from fusionlang.backend.half import half_helpers
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import BitShift, Bitwise, CheckedIndex, Fmod, IsInf, IsNan, RoundHalfEven, Sigmoid
+from fusionlang.ops.scalar import (BITCAST_DTYPES, BitCast, BitShift, Bitwise, CheckedIndex, Fmod, IsInf, IsNan,
+                                   RoundHalfEven, Sigmoid)
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,8 @@ def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
     u = "uint64_t" if flavor.name == "c" else "unsigned long long"
-    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q)
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q) \
+        + bitcast_helpers(q)
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
@@ -625,6 +628,10 @@ class ValuePrinter(C99CodePrinter):
         if isinstance(expr, Bitwise):
             a, b = self._as_int(expr.args[0]), self._as_int(expr.args[1])
             return f"({a} {'&|^'[int(expr.args[2])]} {b})"
+        if isinstance(expr, BitCast):
+            source, target = (BITCAST_DTYPES[int(a)] for a in expr.args[1:])
+            return bitcast_c(self._print(expr.args[0]), source, target, np.dtype(source).itemsize,
+                             lambda dtype: ctype(dtype, self.flavor))
         if isinstance(expr, RoundHalfEven):  # rint rounds ties to even in the default rounding mode
             return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
         if isinstance(expr, Fmod):

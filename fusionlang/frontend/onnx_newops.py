@@ -1,5 +1,5 @@
 """Converters for the newest default-domain ONNX ops (opsets 26 and 27):
-CausalConvWithState and LinearAttention.
+CausalConvWithState, LinearAttention and BitCast.
 
 Each is built from existing fusionlang ops so it fuses and compiles like any other
 node. CausalConvWithState is ONNX's own three-op pattern: the input left-padded with the
@@ -8,7 +8,8 @@ positions handed on as the next state. LinearAttention's recurrence runs over th
 sequence, whose length is known at import, so it is unrolled: one state update and one
 read per token, in float32 like ONNX's reference, with grouped-query heads read by
 splitting the query heads over the key/value heads they share instead of repeating the
-state.
+state. BitCast maps onto the ``bitcast`` op (ops.bitcast), which generated code spells
+through unsigned integers of the width (backend.bitcast).
 
 This module imports only the NodeContext; ``onnx_ops`` merges :data:`CONVERTERS` into
 its table.
@@ -22,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from fusionlang.errors import ShapeError
-from fusionlang.frontend.onnx_context import NodeContext
+from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 
 CONVERTERS: dict[str, Callable[[NodeContext], None]] = {}
 
@@ -190,3 +191,10 @@ def _read(ctx: NodeContext, state: str, query: str, scale: float, sizes) -> str:
     grouped = ctx.emit1("reshape", [query], {"shape": (batch, kv_heads, q_heads // kv_heads, d_k)})
     read = ctx.emit1("mul", [ctx.emit1("matmul", [grouped, state]), ctx.constant(scale, WORK)])
     return ctx.emit1("reshape", [read], {"shape": (batch, 1, q_heads * d_v)})
+
+
+# ----- BitCast ------------------------------------------------------------------------
+@_converts("BitCast")
+def _bit_cast(ctx: NodeContext) -> None:
+    to = onnx_dtype(ctx.attr("to"), f"node {ctx.label!r} to")
+    ctx.emit_output("bitcast", [ctx.input(0)], {"to": to})
