@@ -197,4 +197,4 @@ def _read(ctx: NodeContext, state: str, query: str, scale: float, sizes) -> str:
 @_converts("BitCast")
 def _bit_cast(ctx: NodeContext) -> None:
     to = onnx_dtype(ctx.attr("to"), f"node {ctx.label!r} to")
-    ctx.emit_output("bitcast", [ctx.input(0)], {"to": to})
+    ctx.emit_output("bitcast", [ctx.input(0)], {"source": ctx.type(0).dtype, "to": to})

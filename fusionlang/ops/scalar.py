@@ -96,7 +96,8 @@ BITCAST_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32",
 def bit_cast(x, source: str, target: str) -> np.ndarray:
     """x's values, as ``source``, with their bytes reinterpreted as ``target`` (little endian
     on every machine fusionlang runs on)."""
-    return np.ascontiguousarray(np.asarray(x).astype(source)).view(np.dtype(target))
+    # np.array, not np.ascontiguousarray: that one makes a 0-d array 1-d
+    return np.array(np.asarray(x).astype(source), order="C").view(np.dtype(target))
 
 
 #: the NumPy function of each Bitwise kind
