@@ -630,7 +630,9 @@ class ValuePrinter(C99CodePrinter):
             return f"({a} {'&|^'[int(expr.args[2])]} {b})"
         if isinstance(expr, BitCast):
             source, target = (BITCAST_DTYPES[int(a)] for a in expr.args[1:])
-            return bitcast_c(self._print(expr.args[0]), source, target, np.dtype(source).itemsize,
+            # an integer constant folded in prints exactly (a double literal rounds past 2**53)
+            value = self._as_int(expr.args[0]) if isinstance(expr.args[0], sp.Integer) else self._print(expr.args[0])
+            return bitcast_c(value, source, target, np.dtype(source).itemsize,
                              lambda dtype: ctype(dtype, self.flavor))
         if isinstance(expr, RoundHalfEven):  # rint rounds ties to even in the default rounding mode
             return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"

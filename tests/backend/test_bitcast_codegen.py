@@ -47,3 +47,18 @@ def test_bitcast_gives_the_reference_bytes(source, to, target):
         for name in graph.outputs:
             assert got[name].dtype == want[name].dtype
             assert got[name].tobytes() == want[name].tobytes(), name
+
+
+@pytest.mark.parametrize("source, to", [("int64", "float64"), ("uint64", "int64"), ("int64", "uint64")])
+def test_bitcast_of_a_large_integer_constant_keeps_its_low_bits(source, to):
+    # a 0-d constant is folded into the expression: printed as a double literal it lost
+    # every bit past 2**53
+    value = np.array(np.iinfo(source).max - 417, source)
+    b = GraphBuilder("const_bits")
+    x = b.input("x", (2,), to)
+    b.output(b.op("add" if to != "float64" else "mul", x, b.op("bitcast", b.constant(value), source=source, to=to)))
+    graph = b.build()
+    feeds = {"x": np.ones(2, to)}
+    want = reference.run(graph, feeds)
+    got = fusionlang.compile(single_group_plan(graph), target="c").run(feeds)
+    assert got[graph.outputs[0]].tobytes() == want[graph.outputs[0]].tobytes()

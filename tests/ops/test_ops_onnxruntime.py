@@ -95,7 +95,15 @@ def _onnx_attention(attrs: dict, arrays: list) -> list[np.ndarray]:
     return [run(0)[0], run(0)[3], run(2)[3], run(3)[3]]
 
 
-_HAND_ORACLES = {"lrn-loop": _lrn_loop, "onnx-rotary": _onnx_rotary, "onnx-attention": _onnx_attention}
+def _onnx_bitcast(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """onnx's reference BitCast (opset 26, which onnxruntime 1.32 lacks)."""
+    from onnx.reference.ops.op_bitcast import BitCast
+
+    return [BitCast.eval(arrays[0], to=helper.np_dtype_to_tensor_dtype(np.dtype(attrs["to"])))]
+
+
+_HAND_ORACLES = {"lrn-loop": _lrn_loop, "onnx-rotary": _onnx_rotary, "onnx-attention": _onnx_attention,
+                 "onnx-bitcast": _onnx_bitcast}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
