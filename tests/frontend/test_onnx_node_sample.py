@@ -253,6 +253,13 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                              "test_max_float16", "test_mod_mixed_sign_float16", "test_isinf_float16",
                              "test_celu_bfloat16_expanded", "test_range_bfloat16_type_positive_delta",
                              "test_attention_4d_fp16_expanded", "test_attention_3d_causal_bf16_expanded"),
+    "BitCast": ("test_bitcast_float32_to_int32", "test_bitcast_int64_to_float64", "test_bitcast_bool_to_uint8",
+                "test_bitcast_scalar_float32_to_int32"),
+    "CausalConvWithState": ("test_causal_conv_with_state_silu_with_past_state",
+                            "test_causal_conv_with_state_with_bias_and_past_state",
+                            "test_causal_conv_with_state_kernel_size_one", "test_causal_conv_with_state_silu_fp16"),
+    "LinearAttention": ("test_linear_attention_gated_delta_gqa", "test_linear_attention_gated_per_head_decay",
+                        "test_linear_attention_prefill_with_past", "test_linear_attention_fp16"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
