@@ -66,8 +66,9 @@ class NodeContext:
 
     def unsupported(self, form: str) -> UnsupportedOpError:
         """The error for an op form fusionlang does not convert (named like an unknown op)."""
-        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} (domain ai.onnx, opset {self.opset}) "
-                                  f"is not supported in this form: {form}")
+        domain = self.proto.domain if self.proto.domain not in ("", "ai.onnx") else ""
+        where = f"domain {domain}" if domain else f"domain ai.onnx, opset {self.opset}"
+        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} ({where}) is not supported in this form: {form}")
 
     @property
     def num_inputs(self) -> int:

@@ -22,6 +22,7 @@ from onnx import numpy_helper
 
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dtype
+from fusionlang.frontend.onnx_newops import DOMAIN_CONVERTERS
 from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
@@ -136,7 +137,7 @@ class _Importer:
         self.reserved.update(t.name for t in g.initializer)
         self.reserved.discard("")
 
-        check_supported(self.model, self.label, self.opset, CONVERTERS)
+        check_supported(self.model, self.label, self.opset, CONVERTERS, DOMAIN_CONVERTERS)
         self._read_initializers()
         self._bind_constant_inputs()
         self._add_inputs()
@@ -158,7 +159,11 @@ class _Importer:
 
     def _convert(self, ctx: NodeContext, converters) -> None:
         proto = ctx.proto
-        converter = converters[proto.op_type]  # check_supported refused every other op
+        # check_supported refused every other op
+        if proto.domain in DEFAULT_DOMAINS:
+            converter = converters[proto.op_type]
+        else:
+            converter = DOMAIN_CONVERTERS[proto.domain, proto.op_type]
         try:
             converter(ctx)
         except FuseError as exc:

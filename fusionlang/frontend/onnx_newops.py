@@ -1,5 +1,6 @@
 """Converters for the newest default-domain ONNX ops (opsets 26 and 27):
-CausalConvWithState, LinearAttention and BitCast.
+CausalConvWithState, LinearAttention and BitCast; and ai.onnx.preview's FlexAttention
+(in :data:`DOMAIN_CONVERTERS`, keyed by domain too).
 
 Each is built from existing fusionlang ops so it fuses and compiles like any other
 node. CausalConvWithState is ONNX's own three-op pattern: the input left-padded with the
@@ -9,7 +10,9 @@ sequence, whose length is known at import, so it is unrolled: one state update a
 read per token, in float32 like ONNX's reference, with grouped-query heads read by
 splitting the query heads over the key/value heads they share instead of repeating the
 state. BitCast maps onto the ``bitcast`` op (ops.bitcast), which generated code spells
-through unsigned integers of the width (backend.bitcast).
+through unsigned integers of the width (backend.bitcast). FlexAttention is the ``attention`` op (onnx_attention's grouped-query head
+repeat, softmax in float32 for 16-bit inputs as ONNX's reference does); its score_mod and
+prob_mod graphs are refused until subgraphs can be inlined.
 
 This module imports only the NodeContext; ``onnx_ops`` merges :data:`CONVERTERS` into
 its table.
@@ -23,14 +26,25 @@ from typing import Callable
 import numpy as np
 
 from fusionlang.errors import ShapeError
+from fusionlang.frontend.onnx_attention import repeat_heads
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
 
 CONVERTERS: dict[str, Callable[[NodeContext], None]] = {}
+#: converters of ops outside ONNX's default domain, by (domain, op type)
+DOMAIN_CONVERTERS: dict[tuple[str, str], Callable[[NodeContext], None]] = {}
 
 
 def _converts(op_type: str):
     def register(fn):
         CONVERTERS[op_type] = fn
+        return fn
+
+    return register
+
+
+def _converts_in(domain: str, op_type: str):
+    def register(fn):
+        DOMAIN_CONVERTERS[domain, op_type] = fn
         return fn
 
     return register
@@ -198,3 +212,32 @@ def _read(ctx: NodeContext, state: str, query: str, scale: float, sizes) -> str:
 def _bit_cast(ctx: NodeContext) -> None:
     to = onnx_dtype(ctx.attr("to"), f"node {ctx.label!r} to")
     ctx.emit_output("bitcast", [ctx.input(0)], {"source": ctx.type(0).dtype, "to": to})
+
+
+# ----- FlexAttention (ai.onnx.preview) -------------------------------------------------
+@_converts_in("ai.onnx.preview", "FlexAttention")
+def _flex_attention(ctx: NodeContext) -> None:
+    for mod in ("score_mod", "prob_mod"):
+        if ctx.attr(mod) is not None:
+            raise ctx.unsupported(f"a {mod} graph")
+    q, k, v = ctx.type(0), ctx.type(1), ctx.type(2)
+    if not q.rank == k.rank == v.rank == 4:
+        raise ctx.fail(f"Q {q}, K {k} and V {v} should all be 4-D (batch, heads, sequence, size)", ShapeError)
+    if k.shape[:3] != v.shape[:3] or k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise ctx.fail(f"K {k} and V {v} do not fit Q {q} (as batch, heads, sequence, head size)", ShapeError)
+    work = _softmax_type(ctx, q.dtype)
+    inputs = [ctx.input(n) if ctx.type(n).dtype == work else ctx.emit1("cast", [ctx.input(n)], {"to": work})
+              for n in range(3)]
+    keys, values = (repeat_heads(ctx, value, q.shape[1]) for value in inputs[1:])
+    scale = ctx.attr("scale")
+    attrs = {"scale": float(scale) if scale is not None else 1 / math.sqrt(q.shape[3]), "softcap": 0.0}
+    out = ctx.emit("attention", [inputs[0], keys, values], attrs, ["", "", "", ""])[0]
+    ctx.emit_output("cast", [out], {"to": v.dtype})
+
+
+def _softmax_type(ctx: NodeContext, dtype: str) -> str:
+    """softmax_precision, else float32 for 16-bit floats (ONNX's reference), else the inputs'."""
+    precision = ctx.attr("softmax_precision")
+    if precision is not None:
+        return onnx_dtype(precision, f"node {ctx.label!r} softmax_precision")
+    return "float32" if dtype in ("float16", "bfloat16") else dtype

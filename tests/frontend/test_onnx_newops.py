@@ -177,3 +177,38 @@ def test_bitcast_between_widths_is_refused(tmp_path, capsys):
     model = make_model([node], {"x": [2]}, {"y": None}, 26)
     refused(model, ShapeError, "node 'bc' (bitcast): float32 (32 bits) and int64 (64 bits) "
             "differ in width", tmp_path, capsys)
+
+
+# ----- FlexAttention (ai.onnx.preview) -----------------------------------------------------
+def flex_model(inputs: dict, domain: str = "ai.onnx.preview", **attrs):
+    node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["Y"], name="flex", domain=domain, **attrs)
+    model = make_model([node], inputs, {"Y": None}, 26)
+    model.opset_import.append(helper.make_opsetid("ai.onnx.preview", 1))
+    return model
+
+
+def test_flex_attention_gqa_with_softmax_in_double():
+    model = flex_model({"Q": [2, 4, 3, 8], "K": [2, 2, 5, 8], "V": [2, 2, 5, 6]}, scale=0.4,
+                       softmax_precision=TensorProto.DOUBLE)
+    compiled_matches_reference(model, random_feeds(model))
+
+
+def test_flex_attention_with_a_score_mod_graph_is_refused(tmp_path, capsys):
+    body = helper.make_graph([helper.make_node("Neg", ["s"], ["t"])], "mod",
+                             [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    model = flex_model({"Q": [1, 1, 2, 4], "K": [1, 1, 2, 4], "V": [1, 1, 2, 4]}, score_mod=body)
+    refused(model, UnsupportedOpError, "node 'flex': FlexAttention (domain ai.onnx.preview) is not supported in this "
+            "form: a score_mod graph", tmp_path, capsys)
+
+
+def test_flex_attention_of_3d_inputs_is_refused(tmp_path, capsys):
+    model = flex_model({"Q": [1, 2, 8], "K": [1, 2, 8], "V": [1, 2, 8]})
+    refused(model, ShapeError, "node 'flex' (FlexAttention): Q f32[1,2,8], K f32[1,2,8] and V f32[1,2,8] should all "
+            "be 4-D (batch, heads, sequence, size)", tmp_path, capsys)
+
+
+def test_flex_attention_is_only_converted_in_its_own_domain():
+    model = flex_model({"Q": [1, 1, 2, 4], "K": [1, 1, 2, 4], "V": [1, 1, 2, 4]}, domain="")
+    with pytest.raises(UnsupportedOpError, match="FlexAttention"):
+        from_onnx(model)
