@@ -10,12 +10,13 @@ sequence, whose length is known at import, so it is unrolled: one state update a
 read per token, in float32 like ONNX's reference, with grouped-query heads read by
 splitting the query heads over the key/value heads they share instead of repeating the
 state. BitCast maps onto the ``bitcast`` op (ops.bitcast), which generated code spells
-through unsigned integers of the width (backend.bitcast). FlexAttention is the ``attention`` op (onnx_attention's grouped-query head
-repeat, softmax in float32 for 16-bit inputs as ONNX's reference does); its score_mod and
-prob_mod graphs are refused until subgraphs can be inlined.
+through unsigned integers of the width (backend.bitcast). FlexAttention is the
+``attention`` op (with onnx_attention's grouped-query head repeat; softmax in float32
+for 16-bit inputs, as ONNX's reference does); its score_mod and prob_mod graphs are
+refused until subgraphs can be inlined.
 
-This module imports only the NodeContext; ``onnx_ops`` merges :data:`CONVERTERS` into
-its table.
+``onnx_ops`` merges :data:`CONVERTERS` into its table; the importer reads
+:data:`DOMAIN_CONVERTERS` itself.
 """
 
 from __future__ import annotations
