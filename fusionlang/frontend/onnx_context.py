@@ -186,6 +186,11 @@ class NodeContext:
         if self.output(k):
             self._imp.sequences[self.output(k)] = sequence
 
+    def inline(self, body: onnx.GraphProto, inputs: Sequence[str]) -> list[str]:
+        """Graph attribute ``body`` converted in place, fed graph values ``inputs``; the
+        graph values of its outputs."""
+        return self._imp.inline(self, body, list(inputs))
+
     def alias(self, k: int, value: str) -> None:
         """ONNX output k is the same tensor as graph value ``value`` (no node needed)."""
         self._imp.alias(self.output(k), value, self)

@@ -12,8 +12,8 @@ splitting the query heads over the key/value heads they share instead of repeati
 state. BitCast maps onto the ``bitcast`` op (ops.bitcast), which generated code spells
 through unsigned integers of the width (backend.bitcast). FlexAttention is the
 ``attention`` op (with onnx_attention's grouped-query head repeat; softmax in float32
-for 16-bit inputs, as ONNX's reference does); its score_mod and prob_mod graphs are
-refused until subgraphs can be inlined.
+for 16-bit inputs, as ONNX's reference does); with score_mod or prob_mod graphs it is
+built step by step, each graph inlined (NodeContext.inline) where it applies.
 
 ``onnx_ops`` merges :data:`CONVERTERS` into its table; the importer reads
 :data:`DOMAIN_CONVERTERS` itself.
@@ -218,22 +218,52 @@ def _bit_cast(ctx: NodeContext) -> None:
 # ----- FlexAttention (ai.onnx.preview) -------------------------------------------------
 @_converts_in("ai.onnx.preview", "FlexAttention")
 def _flex_attention(ctx: NodeContext) -> None:
-    for mod in ("score_mod", "prob_mod"):
-        if ctx.attr(mod) is not None:
-            raise ctx.unsupported(f"a {mod} graph")
     q, k, v = ctx.type(0), ctx.type(1), ctx.type(2)
     if not q.rank == k.rank == v.rank == 4:
         raise ctx.fail(f"Q {q}, K {k} and V {v} should all be 4-D (batch, heads, sequence, size)", ShapeError)
     if k.shape[:3] != v.shape[:3] or k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
         raise ctx.fail(f"K {k} and V {v} do not fit Q {q} (as batch, heads, sequence, head size)", ShapeError)
     work = _softmax_type(ctx, q.dtype)
-    inputs = [ctx.input(n) if ctx.type(n).dtype == work else ctx.emit1("cast", [ctx.input(n)], {"to": work})
-              for n in range(3)]
-    keys, values = (repeat_heads(ctx, value, q.shape[1]) for value in inputs[1:])
     scale = ctx.attr("scale")
-    attrs = {"scale": float(scale) if scale is not None else 1 / math.sqrt(q.shape[3]), "softcap": 0.0}
-    out = ctx.emit("attention", [inputs[0], keys, values], attrs, ["", "", "", ""])[0]
+    scale = float(scale) if scale is not None else 1 / math.sqrt(q.shape[3])
+    keys, values = (repeat_heads(ctx, ctx.input(n), q.shape[1]) for n in (1, 2))
+    if ctx.attr("score_mod") is None and ctx.attr("prob_mod") is None:
+        inputs = [value if ctx.graph.types[value].dtype == work else ctx.emit1("cast", [value], {"to": work})
+                  for value in (ctx.input(0), keys, values)]
+        out = ctx.emit("attention", inputs, {"scale": scale, "softcap": 0.0}, ["", "", "", ""])[0]
+    else:
+        out = _modded_attention(ctx, keys, values, scale, work)
     ctx.emit_output("cast", [out], {"to": v.dtype})
+
+
+def _modded_attention(ctx: NodeContext, keys: str, values: str, scale: float, work: str) -> str:
+    """The core step by step, score_mod's graph applied to the scores and prob_mod's to the
+    probabilities (ONNX's reference order: Q and K each scaled by sqrt(scale) in their type)."""
+    dtype = ctx.type(0).dtype
+    root = ctx.constant(np.sqrt(np.float32(scale)), dtype)
+    q = ctx.emit1("mul", [ctx.input(0), root])
+    k = ctx.emit1("transpose", [ctx.emit1("mul", [keys, root])], {"perm": (0, 1, 3, 2)})
+    scores = _cast_to(ctx, ctx.emit1("matmul", [q, k]), work)
+    scores = _modded(ctx, "score_mod", scores, work)
+    probs = _modded(ctx, "prob_mod", ctx.emit1("softmax", [scores], {"axis": -1}), work)
+    return ctx.emit1("matmul", [probs, _cast_to(ctx, values, work)])
+
+
+def _modded(ctx: NodeContext, mod: str, value: str, work: str) -> str:
+    body = ctx.attr(mod)
+    if body is None:
+        return value
+    if len(body.output) != 1:
+        raise ctx.fail(f"{mod} should have one output, has {len(body.output)}")
+    (out,) = ctx.inline(body, [value])
+    if ctx.graph.types[out].shape != ctx.graph.types[value].shape:
+        raise ctx.fail(f"{mod} turns {ctx.graph.types[value]} into {ctx.graph.types[out]}; it should keep the shape",
+                       ShapeError)
+    return _cast_to(ctx, out, work)
+
+
+def _cast_to(ctx: NodeContext, value: str, dtype: str) -> str:
+    return value if ctx.graph.types[value].dtype == dtype else ctx.emit1("cast", [value], {"to": dtype})
 
 
 def _softmax_type(ctx: NodeContext, dtype: str) -> str:

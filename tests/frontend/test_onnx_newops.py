@@ -193,13 +193,35 @@ def test_flex_attention_gqa_with_softmax_in_double():
     compiled_matches_reference(model, random_feeds(model))
 
 
-def test_flex_attention_with_a_score_mod_graph_is_refused(tmp_path, capsys):
-    body = helper.make_graph([helper.make_node("Neg", ["s"], ["t"])], "mod",
-                             [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
-                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+def mod_graph(nodes, name="mod", outputs=("t",), initializers=None):
+    return helper.make_graph(nodes, name, [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                             initializer=initializers or [])
+
+
+def test_flex_attention_applies_score_and_prob_mods_whose_names_clash_with_the_model():
+    # the bodies call their values Q and K, like the model's inputs: inlined, they get fresh names
+    score_mod = mod_graph([helper.make_node("Mul", ["s", "Q"], ["K"]), helper.make_node("Neg", ["K"], ["t"])],
+                          initializers=[helper.make_tensor("Q", TensorProto.FLOAT, [], [0.5])])
+    prob_mod = mod_graph([helper.make_node("Sqrt", ["s"], ["t"])], name="prob")
+    model = flex_model({"Q": [1, 2, 3, 4], "K": [1, 1, 5, 4], "V": [1, 1, 5, 4]}, score_mod=score_mod,
+                       prob_mod=prob_mod)
+    compiled_matches_reference(model, random_feeds(model))
+
+
+def test_flex_attention_with_a_mod_graph_of_an_unknown_op_is_refused(tmp_path, capsys):
+    body = mod_graph([helper.make_node("Frobnicate", ["s"], ["t"])])
     model = flex_model({"Q": [1, 1, 2, 4], "K": [1, 1, 2, 4], "V": [1, 1, 2, 4]}, score_mod=body)
-    refused(model, UnsupportedOpError, "node 'flex': FlexAttention (domain ai.onnx.preview) is not supported in this "
-            "form: a score_mod graph", tmp_path, capsys)
+    refused(model, UnsupportedOpError, "node 'flex' (FlexAttention): its graph 'mod' uses Frobnicate, which "
+            "fusionlang does not import", tmp_path, capsys)
+
+
+def test_flex_attention_with_a_mod_graph_of_two_outputs_is_refused(tmp_path, capsys):
+    body = mod_graph([helper.make_node("Neg", ["s"], ["t"]), helper.make_node("Abs", ["s"], ["u"])],
+                     outputs=("t", "u"))
+    model = flex_model({"Q": [1, 1, 2, 4], "K": [1, 1, 2, 4], "V": [1, 1, 2, 4]}, prob_mod=body)
+    refused(model, ModelError, "node 'flex' (FlexAttention): prob_mod should have one output, has 2", tmp_path,
+            capsys)
 
 
 def test_flex_attention_of_3d_inputs_is_refused(tmp_path, capsys):

@@ -260,6 +260,8 @@ SAMPLE: dict[str, tuple[str, ...]] = {
                             "test_causal_conv_with_state_kernel_size_one", "test_causal_conv_with_state_silu_fp16"),
     "LinearAttention": ("test_linear_attention_gated_delta_gqa", "test_linear_attention_gated_per_head_decay",
                         "test_linear_attention_prefill_with_past", "test_linear_attention_fp16"),
+    "FlexAttention": ("test_flexattention_gqa", "test_flexattention_fp16", "test_flexattention_causal_mask",
+                      "test_flexattention_prob_mod", "test_flexattention_relative_positional"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
