@@ -211,6 +211,8 @@ def _read(ctx: NodeContext, state: str, query: str, scale: float, sizes) -> str:
 # ----- BitCast ------------------------------------------------------------------------
 @_converts("BitCast")
 def _bit_cast(ctx: NodeContext) -> None:
+    if ctx.attr("to") is None:
+        raise ctx.fail("needs the 'to' attribute (the target dtype)")
     to = onnx_dtype(ctx.attr("to"), f"node {ctx.label!r} to")
     ctx.emit_output("bitcast", [ctx.input(0)], {"source": ctx.type(0).dtype, "to": to})
 

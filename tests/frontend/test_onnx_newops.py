@@ -172,6 +172,11 @@ def test_bitcast_round_trips_every_pattern_of_the_width(source, target):
         assert g.tobytes() == w.tobytes()
 
 
+def test_bitcast_without_a_target_dtype_is_refused(tmp_path, capsys):
+    model = make_model([helper.make_node("BitCast", ["x"], ["y"], name="bc")], {"x": [2]}, {"y": None}, 26)
+    refused(model, ModelError, "node 'bc' (BitCast): needs the 'to' attribute (the target dtype)", tmp_path, capsys)
+
+
 def test_bitcast_between_widths_is_refused(tmp_path, capsys):
     node = helper.make_node("BitCast", ["x"], ["y"], name="bc", to=I64)
     model = make_model([node], {"x": [2]}, {"y": None}, 26)
