@@ -24,14 +24,15 @@ import sympy as sp
 from sympy.codegen.ast import float32, real
 from sympy.printing.c import C99CodePrinter
 
+from fusionlang.backend.bitcast import bitcast_c, bitcast_helpers
 from fusionlang.backend.half import half_helpers
 from fusionlang.backend.storage_codecs import codec_helpers
 from fusionlang.errors import CodegenError
 from fusionlang.ir.float8 import NARROW_FLOAT_DTYPES
 from fusionlang.ir.narrow_int import NARROW_INT_DTYPES
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import (BitShift, Bitwise, CheckedIndex, Float32Round, Fmod, IsInf, IsNan, RoundEven,
-                                   RoundHalfEven, Sigmoid)
+from fusionlang.ops.scalar import (BITCAST_DTYPES, BitCast, BitShift, Bitwise, CheckedIndex, Float32Round, Fmod, IsInf,
+                                   IsNan, RoundEven, RoundHalfEven, Sigmoid)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,8 @@ def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
     u = "uint64_t" if flavor.name == "c" else "unsigned long long"
-    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q) + codec_helpers(q)
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q) \
+        + codec_helpers(q) + bitcast_helpers(q)
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
@@ -645,6 +647,12 @@ class ValuePrinter(C99CodePrinter):
         if isinstance(expr, Bitwise):
             a, b = self._as_int(expr.args[0]), self._as_int(expr.args[1])
             return f"({a} {'&|^'[int(expr.args[2])]} {b})"
+        if isinstance(expr, BitCast):
+            source, target = (BITCAST_DTYPES[int(a)] for a in expr.args[1:])
+            # an integer constant folded in prints exactly (a double literal rounds past 2**53)
+            value = self._as_int(expr.args[0]) if isinstance(expr.args[0], sp.Integer) else self._print(expr.args[0])
+            return bitcast_c(value, source, target, np.dtype(source).itemsize,
+                             lambda dtype: ctype(dtype, self.flavor))
         if isinstance(expr, RoundHalfEven):  # rint rounds ties to even in the default rounding mode
             return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
         if isinstance(expr, Fmod):

@@ -66,8 +66,9 @@ class NodeContext:
 
     def unsupported(self, form: str) -> UnsupportedOpError:
         """The error for an op form fusionlang does not convert (named like an unknown op)."""
-        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} (domain ai.onnx, opset {self.opset}) "
-                                  f"is not supported in this form: {form}")
+        domain = self.proto.domain if self.proto.domain not in ("", "ai.onnx") else ""
+        where = f"domain {domain}" if domain else f"domain ai.onnx, opset {self.opset}"
+        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} ({where}) is not supported in this form: {form}")
 
     @property
     def num_inputs(self) -> int:
@@ -188,6 +189,11 @@ class NodeContext:
         """ONNX output k is ``sequence`` (held by the importer, never a graph value)."""
         if self.output(k):
             self._imp.sequences[self.output(k)] = sequence
+
+    def inline(self, body: onnx.GraphProto, inputs: Sequence[str]) -> list[str]:
+        """Graph attribute ``body`` converted in place, fed graph values ``inputs``; the
+        graph values of its outputs."""
+        return self._imp.inline(self, body, list(inputs))
 
     def alias(self, k: int, value: str) -> None:
         """ONNX output k is the same tensor as graph value ``value`` (no node needed)."""

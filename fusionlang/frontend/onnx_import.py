@@ -23,6 +23,7 @@ from onnx import numpy_helper
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dtype
 from fusionlang.frontend.onnx_control import outer_reads
+from fusionlang.frontend.onnx_newops import DOMAIN_CONVERTERS
 from fusionlang.frontend.onnx_ops import CONVERTERS
 from fusionlang.frontend import onnx_quantize as _onnx_quantize  # noqa: F401  (registers its converters)
 from fusionlang.ops.evaluate import fold_constants, fold_node
@@ -144,7 +145,7 @@ class _Importer:
         self.reserved.update(t.name for t in g.initializer)
         self.reserved.discard("")
 
-        check_supported(self.model, self.label, self.opset, CONVERTERS)
+        check_supported(self.model, self.label, self.opset, CONVERTERS, DOMAIN_CONVERTERS)
         self._read_initializers()
         self._bind_constant_inputs()
         self._add_inputs()
@@ -166,7 +167,11 @@ class _Importer:
 
     def _convert(self, ctx: NodeContext, converters) -> None:
         proto = ctx.proto
-        converter = converters[proto.op_type]  # check_supported refused every other op
+        # check_supported refused every other op
+        if proto.domain in DEFAULT_DOMAINS:
+            converter = converters[proto.op_type]
+        else:
+            converter = DOMAIN_CONVERTERS[proto.domain, proto.op_type]
         try:
             converter(ctx)
         except FuseError as exc:
@@ -190,6 +195,32 @@ class _Importer:
                                      "inside a subgraph has no conversion")
         self.nested_producers.update((out, node) for out in node.output if out)
         self._convert(NodeContext(self, node, 0), CONVERTERS)
+
+    def inline(self, ctx: NodeContext, body: onnx.GraphProto, inputs: list[str]) -> list[str]:
+        """Convert graph attribute ``body`` into the graph, its inputs bound to graph values
+        ``inputs``; returns the graph values of its outputs. Names the body defines get fresh
+        ones (a body may reuse the model's names); others are the enclosing scope's."""
+        if len(body.input) != len(inputs):
+            raise ctx.fail(f"graph {body.name!r} takes {len(body.input)} inputs, the op passes {len(inputs)}")
+        local = {v.name for v in body.input} | {t.name for t in body.initializer}
+        local |= {v for node in body.node for v in node.output if v}
+        names = {name: self.fresh(f"{ctx.label}/{name}") for name in sorted(local)}
+        for info, value in zip(body.input, inputs):
+            self.rename[names[info.name]] = value
+        for tensor in body.initializer:
+            self.pending[names[tensor.name]] = numpy_helper.to_array(tensor)
+        nodes = [_renamed(node, names, f"{ctx.label}/{node.name or f'{node.op_type}#{k}'}")
+                 for k, node in enumerate(body.node)]
+        for node in nodes:
+            self.uses.update(v for v in node.input if v)
+            if node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+                raise UnsupportedOpError(f"node {ctx.label!r} ({ctx.op_type}): its graph {body.name!r} uses "
+                                         f"{node.op_type}, which fusionlang does not import")
+        outputs = [names.get(v.name, v.name) for v in body.output]
+        self.uses.update(outputs)
+        for k, node in enumerate(nodes):
+            self._convert(NodeContext(self, node, k), CONVERTERS)
+        return [self.value(name, ctx) for name in outputs]
 
     # ----- inputs and initializers ------------------------------------------------------
     def _read_initializers(self) -> None:
@@ -393,6 +424,16 @@ class _Importer:
         if fold_node(self.graph, node):
             self.graph.nodes.pop()
         return names
+
+
+def _renamed(node: onnx.NodeProto, names: dict[str, str], label: str) -> onnx.NodeProto:
+    """A copy of ``node`` reading and writing the names ``names`` maps, called ``label``."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.name = label
+    copy.input[:] = [names.get(v, v) for v in node.input]
+    copy.output[:] = [names.get(v, v) for v in node.output]
+    return copy
 
 
 def _bound_value(info: onnx.ValueInfoProto, value: Any) -> np.ndarray:

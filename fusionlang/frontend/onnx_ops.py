@@ -28,6 +28,7 @@ from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
 from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
 from fusionlang.frontend.onnx_rnn import RNN_CONVERTERS
+from fusionlang.frontend.onnx_newops import CONVERTERS as NEWEST_CONVERTERS
 from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
@@ -1137,3 +1138,7 @@ CONVERTERS.update(RNN_CONVERTERS)
 
 # ----- control flow (resolved at import time) ------------------------------------------
 CONVERTERS.update(CONTROL_CONVERTERS)
+
+
+# ----- the newest ONNX ops (BitCast, CausalConvWithState, LinearAttention) ------------------
+CONVERTERS.update(NEWEST_CONVERTERS)

@@ -6,6 +6,7 @@ Op categories (elemwise, reduce, ...) are not here: they are policy, written in 
 
 from fusionlang.ops import activation as _activation  # noqa: F401  (importing a family registers its ops)
 from fusionlang.ops import attention as _attention  # noqa: F401
+from fusionlang.ops import bitcast as _bitcast  # noqa: F401
 from fusionlang.ops import bitshift as _bitshift  # noqa: F401
 from fusionlang.ops import bitwise as _bitwise  # noqa: F401
 from fusionlang.ops import classify as _classify  # noqa: F401

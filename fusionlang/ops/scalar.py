@@ -95,6 +95,25 @@ class Bitwise(sp.Function):
     nargs = 3
 
 
+class BitCast(sp.Function):
+    """``BitCast(x, source, target)``: x's bits read as another dtype of the same width;
+    source and target index :data:`BITCAST_DTYPES`."""
+
+    nargs = 3
+
+
+#: the dtypes a BitCast names, by index (sympy arguments are numbers)
+BITCAST_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "int16",
+                  "uint16", "uint32", "uint64", "bool")
+
+
+def bit_cast(x, source: str, target: str) -> np.ndarray:
+    """x's values, as ``source``, with their bytes reinterpreted as ``target`` (little endian
+    on every machine fusionlang runs on)."""
+    # np.array, not np.ascontiguousarray: that one makes a 0-d array 1-d
+    return np.array(np.asarray(x).astype(source), order="C").view(np.dtype(target))
+
+
 #: the NumPy function of each Bitwise kind
 BITWISE_KINDS = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
 
@@ -318,6 +337,9 @@ class _Evaluator:
             return bit_shift(a, shift, int(args[2]), bool(args[3]), bool(args[4])).astype(self.dtype)
         if isinstance(e, Bitwise):
             return bitwise(self.run(args[0]), self.run(args[1]), int(args[2]))  # int64: every bit kept
+        if isinstance(e, BitCast):
+            source, target = (BITCAST_DTYPES[int(a)] for a in args[1:])
+            return bit_cast(self.run(args[0]), source, target)
         if isinstance(e, Fmod):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.fmod(self.run(args[0]), self.run(args[1]))

@@ -285,6 +285,15 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     "LSTM": ("test_lstm_with_peepholes", "test_lstm_bidirectional", "test_lstm_batchwise"),
     "control flow": ("test_if", "test_loop11", "test_scan9_sum", "test_scan_sum",
                      "test_optional_has_element_empty_no_input_tensor_input", "test_optional_get_element_tensor"),
+    "BitCast": ("test_bitcast_float32_to_int32", "test_bitcast_int64_to_float64", "test_bitcast_bool_to_uint8",
+                "test_bitcast_scalar_float32_to_int32"),
+    "CausalConvWithState": ("test_causal_conv_with_state_silu_with_past_state",
+                            "test_causal_conv_with_state_with_bias_and_past_state",
+                            "test_causal_conv_with_state_kernel_size_one", "test_causal_conv_with_state_silu_fp16"),
+    "LinearAttention": ("test_linear_attention_gated_delta_gqa", "test_linear_attention_gated_per_head_decay",
+                        "test_linear_attention_prefill_with_past", "test_linear_attention_fp16"),
+    "FlexAttention": ("test_flexattention_gqa", "test_flexattention_fp16", "test_flexattention_causal_mask",
+                      "test_flexattention_prob_mod", "test_flexattention_relative_positional"),
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 

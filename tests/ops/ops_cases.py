@@ -299,6 +299,7 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "rms_norm": _rms_norm,
     # onnxruntime 1.32 lacks these at the tests' opset: hand oracles (onnx's reference) check them
     "rotary_embedding": lambda a, arrays, x: OnnxForm("RotaryEmbedding", {"interleaved": a["interleaved"]}),
+    "bitcast": lambda a, arrays, x: OnnxForm("BitCast", {"to": helper.np_dtype_to_tensor_dtype(np.dtype(a["to"]))}),
     "attention": lambda a, arrays, x: OnnxForm("Attention", {"scale": a["scale"], "softcap": a["softcap"]}, outputs=4),
     "nll_loss": lambda a, arrays, x: OnnxForm("NegativeLogLikelihoodLoss",
                                               {"reduction": "none", "ignore_index": a["ignore_index"]}),
@@ -355,6 +356,10 @@ def _unary_cases() -> list[Case]:
         Case("clip", [normal(3, 4)], {"max": 0.2}),
         Case("clip", [normal(3, 4)], {"min": 1.0, "max": -1.0}, note="min > max gives max"),
         Case("clip", [ints(3, 4, dtype="int32")], {"min": -3, "max": 4}),
+        Case("bitcast", [normal(3, 4)], {"source": "float32", "to": "int32"}, oracle="onnx-bitcast"),
+        Case("bitcast", [ints(3, 4)], {"source": "int64", "to": "float64"}, oracle="onnx-bitcast"),
+        Case("bitcast", [normal(3, 4, dtype="float16")], {"source": "float16", "to": "uint16"},
+             oracle="onnx-bitcast"),
         Case("cast", [normal(3, 4)], {"to": "int32"}),
         Case("cast", [normal(3, 4)], {"to": "bool"}),
         Case("cast", [ints(3, 4)], {"to": "float32"}),

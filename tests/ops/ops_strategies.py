@@ -120,6 +120,25 @@ def _cast(op):
     return draw()
 
 
+#: same-width dtype groups bitcast moves between
+_BITCAST_WIDTHS = (("int8", "uint8", "bool"), ("float16", "bfloat16", "int16", "uint16"),
+                   ("float32", "int32", "uint32"), ("float64", "int64", "uint64"))
+
+
+@strategy("bitcast")
+def _bitcast(op):
+    @st.composite
+    def draw(d):
+        shape, seed = d(shapes()), d(SEEDS)
+        group = d(st.sampled_from(_BITCAST_WIDTHS[1:]))
+        source, target = d(st.sampled_from(group)), d(st.sampled_from(group))
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(source).itemsize
+        raw = rng_of(seed).integers(0, 256, size=size, dtype=np.uint8)  # any pattern: NaNs included
+        return [raw.view(source).reshape(shape)], {"source": source, "to": target}
+
+    return draw()
+
+
 _ARITH = ("add", "sub", "mul", "div", "pow", "max", "min", "sum", "mean")
 
 

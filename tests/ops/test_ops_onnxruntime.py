@@ -172,9 +172,17 @@ def _onnx_attention(attrs: dict, arrays: list) -> list[np.ndarray]:
     return [run(0)[0], run(0)[3], run(2)[3], run(3)[3]]
 
 
+def _onnx_bitcast(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """onnx's reference BitCast (opset 26, which onnxruntime 1.32 lacks)."""
+    from onnx.reference.ops.op_bitcast import BitCast
+
+    return [BitCast.eval(arrays[0], to=helper.np_dtype_to_tensor_dtype(np.dtype(attrs["to"])))]
+
+
 _HAND_ORACLES = {"lrn-loop": _lrn_loop, "onnx-rotary": _onnx_rotary, "onnx-attention": _onnx_attention,
                  "scatter-pick-loop": _scatter_pick_loop, "grid-coordinates-loop": _grid_coordinates_loop,
-                 "grid-taps-loop": _grid_taps_loop, "gather-taps-loop": _gather_taps_loop}
+                 "grid-taps-loop": _grid_taps_loop, "gather-taps-loop": _gather_taps_loop,
+                 "onnx-bitcast": _onnx_bitcast}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
