@@ -24,10 +24,15 @@ import sympy as sp
 from sympy.codegen.ast import float32, real
 from sympy.printing.c import C99CodePrinter
 
+from fusionlang.backend.bitcast import bitcast_c, bitcast_helpers
 from fusionlang.backend.half import half_helpers
+from fusionlang.backend.storage_codecs import codec_helpers
 from fusionlang.errors import CodegenError
+from fusionlang.ir.float8 import NARROW_FLOAT_DTYPES
+from fusionlang.ir.narrow_int import NARROW_INT_DTYPES
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import BitShift, Bitwise, CheckedIndex, Fmod, IsInf, IsNan, RoundHalfEven, Sigmoid
+from fusionlang.ops.scalar import (BITCAST_DTYPES, BitCast, BitShift, Bitwise, CheckedIndex, Float32Round, Fmod, IsInf,
+                                   IsNan, RoundEven, RoundHalfEven, Sigmoid)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,10 @@ CUDA = Flavor("cuda", "long long", "__int_as_float(0x7f800000)", "__int_as_float
 CTYPES = {"float32": "float", "float64": "double", "int64": None, "int32": "int", "int8": "signed char",
           "uint8": "unsigned char", "bool": "unsigned char",
           "int16": "int16_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-          "float16": "unsigned short", "bfloat16": "unsigned short"}  # 16-bit floats: bit patterns (backend.half)
+          "float16": "unsigned short", "bfloat16": "unsigned short",  # 16-bit floats: bit patterns (backend.half)
+          # float8, float4, 4- and 2-bit integers: the stored byte; loads and stores convert
+          # (backend.storage_codecs)
+          **{dtype: "unsigned char" for dtype in NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES}}
 
 #: CUDA spellings of the <stdint.h> types above: NVRTC compiles without the C headers
 CUDA_CTYPES = {"int16_t": "short", "uint16_t": "unsigned short", "uint32_t": "unsigned int",
@@ -178,7 +186,8 @@ def helpers(flavor: Flavor) -> str:
     """Helper functions every kernel file starts with."""
     q, i = flavor.fn_prefix, flavor.int_type
     u = "uint64_t" if flavor.name == "c" else "unsigned long long"
-    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q)
+    extra = (FAST_MATH_C if flavor.name == "c" else "") + CHECKED_INDEX[flavor.name] + half_helpers(q) \
+        + codec_helpers(q) + bitcast_helpers(q)
     expf = "fl_expf" if flavor.name == "c" else "expf"
     return extra + f"""{q} {i} fl_fdiv({i} a, {i} b) {{ {i} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 {q} {i} fl_fmod({i} a, {i} b) {{ {i} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
@@ -278,6 +287,9 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
             return sp.Float(expr.evalf(30), 30)
         return expr
     args = [_fold_numbers(a) for a in expr.args]  # once: each level's arguments are folded once
+    if _inexact_reciprocal(expr, args):
+        # x / c stays a division: x * (1 / c) rounds twice and can miss the quotient by an ulp
+        return sp.Pow(args[0], -1, evaluate=False)
     if expr.is_number and not isinstance(expr, (sp.Piecewise,)) and not expr.is_Relational:
         if all(isinstance(a, (sp.Integer, sp.Float)) for a in args):
             try:
@@ -297,6 +309,16 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
         return expr.func(*args, evaluate=False)
     except TypeError:
         return expr.func(*args)
+
+
+def _inexact_reciprocal(expr: sp.Basic, args: list) -> bool:
+    """Is ``expr`` 1 / c for a finite nonzero number c whose reciprocal is no power of two?"""
+    if not (isinstance(expr, sp.Pow) and expr.args[1] == -1 and isinstance(args[0], (sp.Integer, sp.Float))):
+        return False
+    value = float(args[0])
+    if value == 0 or not math.isfinite(value):
+        return False
+    return math.frexp(abs(value))[0] != 0.5
 
 
 class IndexPrinter:
@@ -625,6 +647,12 @@ class ValuePrinter(C99CodePrinter):
         if isinstance(expr, Bitwise):
             a, b = self._as_int(expr.args[0]), self._as_int(expr.args[1])
             return f"({a} {'&|^'[int(expr.args[2])]} {b})"
+        if isinstance(expr, BitCast):
+            source, target = (BITCAST_DTYPES[int(a)] for a in expr.args[1:])
+            # an integer constant folded in prints exactly (a double literal rounds past 2**53)
+            value = self._as_int(expr.args[0]) if isinstance(expr.args[0], sp.Integer) else self._print(expr.args[0])
+            return bitcast_c(value, source, target, np.dtype(source).itemsize,
+                             lambda dtype: ctype(dtype, self.flavor))
         if isinstance(expr, RoundHalfEven):  # rint rounds ties to even in the default rounding mode
             return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
         if isinstance(expr, Fmod):
@@ -633,6 +661,11 @@ class ValuePrinter(C99CodePrinter):
                 return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
             a, b = (self._print(arg) for arg in expr.args)
             return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"
+        if isinstance(expr, RoundEven):  # rint rounds in the default mode, to nearest even
+            return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
+        if isinstance(expr, Float32Round):
+            x = self._print(expr.args[0])
+            return f"({x})" if self._single else f"((double)(float)({x}))"
         return super()._print_Function(expr)
 
     def _as_int(self, e) -> str:

@@ -44,6 +44,7 @@ from fusionlang.backend.cexpr import (C, Flavor, IndexPrinter, ValuePrinter, cty
                                       integer_literal, sanitize)
 from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
 from fusionlang.backend.half import narrow, widen
+from fusionlang.backend.storage_codecs import FLOAT_CODED, codec
 from fusionlang.backend.inplace import reuse_outputs
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
@@ -230,7 +231,11 @@ class _Printer:
 
     def load(self, ld: Load, dtype: str, symbol) -> str:
         ip = IndexPrinter(symbol, self.checked_index(ld))
-        ref = widen(ld.array.dtype, self.ref(ld.array, ld.index, ip))
+        ref = self.ref(ld.array, ld.index, ip)
+        if codec(ld.array.dtype):  # a narrow type's byte (float8, 4- or 2-bit), decoded
+            ref = f"{codec(ld.array.dtype)[0]}({ref})"
+        else:
+            ref = widen(ld.array.dtype, ref)
         checks = [f"({ip(e)} >= 0 && {ip(e)} < {n})" for e, n in ld.guard]
         if ld.cond is not None:
             checks.append(ip(ld.cond))
@@ -267,10 +272,12 @@ class _Printer:
         vp = ValuePrinter(dtype, self.flavor, symbol, integer, unsigned64)
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype
+        value = vp.doprint(a.value)
+        if codec(out_dtype):  # (never an accumulator: those hold the compute dtype)
+            return f"{target} = {codec(out_dtype)[1]}({value});"
         if a.reduce is None and isinstance(as_expr(a.value), sp.Integer) and out_dtype.startswith(("int", "uint")):
             # exact, as an integer (a double literal rounds 2**64 - 1 to 2**64, out of range)
             return f"{target} = {integer_literal(int(as_expr(a.value)))};"
-        value = vp.doprint(a.value)
         if a.reduce is not None:
             flag = self.flags.get(a.array.id)
             if flag is not None:
@@ -656,6 +663,8 @@ def _row_offset(offset: sp.Expr, outer: sp.Symbol, inner: sp.Symbol) -> bool:
 
 
 def _itemsize(dtype: str) -> int:
+    if codec(dtype):
+        return 1
     return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1,
             "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2}[dtype]
 

@@ -41,8 +41,10 @@ import sympy as sp
 
 from fusionlang.engine.plan import boundary
 from fusionlang.errors import CodegenError
+from fusionlang.ir.float8 import NARROW_FLOAT_DTYPES, is_narrow_float
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.types import HALF_FLOATS, is_float_dtype
+from fusionlang.ir.narrow_int import NARROW_INT_DTYPES
 from fusionlang.ops.access import ACC, Read, Stmt, as_expr, i_sym, r_sym, v_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.interpreter import registry_of
@@ -50,9 +52,10 @@ from fusionlang.ops.interpreter import registry_of
 #: the value a reduction starts from
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
 
-#: dtypes generated code can hold (float16 and bfloat16 as bit patterns, see backend.half)
-SUPPORTED_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool", "float16", "bfloat16",
-                    "int16", "uint16", "uint32", "uint64")
+#: dtypes generated code can hold (float16 and bfloat16 as bit patterns, see backend.half; the narrow
+#: storage types as bytes, see backend.storage_codecs)
+SUPPORTED_DTYPES = (("float32", "float64", "int64", "int32", "int8", "uint8", "bool", "float16", "bfloat16",
+                     "int16", "uint16", "uint32", "uint64") + NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES)
 
 
 def _start(reduce: str, dtype: str) -> sp.Expr:
@@ -379,6 +382,8 @@ def _is_pure_copy(graph: Graph, node: Node, stmts: list[Stmt]) -> bool:
 def _compute_dtype(dtype: str) -> str:
     if dtype in HALF_FLOATS:
         return "float32"  # stored in 16 bits, computed in float32 (backend.half)
+    if dtype in NARROW_FLOAT_DTYPES:  # stored as a byte, computed on as float32 (backend.storage_codecs)
+        return "float32"
     return dtype if dtype in ("float32", "float64") else "float64"
 
 
@@ -651,7 +656,8 @@ class _Builder:
                 kept.append(a)
                 continue
             v = np.asarray(value).reshape(-1)[0]
-            literal = sp.Float(float(v)) if is_float_dtype(np.asarray(value).dtype) else sp.Integer(int(v))
+            is_float = is_float_dtype(np.asarray(value).dtype) or is_narrow_float(np.asarray(value).dtype)
+            literal = sp.Float(float(v)) if is_float else sp.Integer(int(v))
             # not simplified: sympy's x * 0 = 0 and x / 0 = zoo are not IEEE (inf * 0 is NaN)
             expr = substituted(expr, {a.vsym: literal})
         return kept, expr

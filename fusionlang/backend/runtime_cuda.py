@@ -18,6 +18,7 @@ from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
+from fusionlang.backend.storage_codecs import codec
 from fusionlang.errors import CodegenError
 from fusionlang.ir.types import HALF_FLOATS
 
@@ -157,10 +158,10 @@ class CudaRuntime:
         self.device: dict[str, object] = {}
         for name, b in buffers.buffers.items():
             if b.kind == "const":
-                self.device[name] = cupy.asarray(_as_bits(np.ascontiguousarray(build.constants[name])))
+                self.device[name] = cupy.asarray(_as_stored(build.constants[name]))
             elif b.kind == "input":
                 t = build.graph.types[name]
-                self.device[name] = cupy.empty(t.shape, dtype=np.uint16 if t.dtype in HALF_FLOATS else t.dtype)
+                self.device[name] = cupy.empty(t.shape, dtype=_stored_dtype(t.dtype))
         self.aux: dict[int, object] = {}
         self.launches = []
         for la in self.program.launches:
@@ -175,7 +176,7 @@ class CudaRuntime:
         cp = self.cp
         if array.data is not None:
             if id(array) not in self.aux:
-                self.aux[id(array)] = cp.asarray(_as_bits(np.ascontiguousarray(array.data)))
+                self.aux[id(array)] = cp.asarray(_as_stored(array.data))
             return self.aux[id(array)]
         root = self.buffers.root(array.value)
         b = self.buffers.buffers[root]
@@ -186,7 +187,7 @@ class CudaRuntime:
     def execute(self, feeds: dict[str, np.ndarray]) -> None:
         for name, b in self.buffers.buffers.items():
             if b.kind == "input":
-                self.device[name].set(_as_bits(np.ascontiguousarray(feeds[name])))
+                self.device[name].set(_as_stored(feeds[name]))
         self.errors.fill(0)
         for fn, grid, block, args in self.launches:
             fn((grid,), (block,), args)
@@ -203,10 +204,20 @@ class CudaRuntime:
         return gather_outputs(self.graph, self.buffers, self.constants, feeds, read)
 
 
-def _as_bits(array: np.ndarray) -> np.ndarray:
-    """A 16-bit float array as its bit patterns (CuPy has no bfloat16, and the kernels
-    take both 16-bit floats as unsigned short, see backend.half); others unchanged."""
-    return array.view(np.uint16) if array.dtype.name in HALF_FLOATS else array
+def _stored_dtype(dtype: str):
+    """The dtype CuPy holds a tensor of ``dtype`` as: 16-bit floats as their bit patterns
+    (CuPy has no bfloat16; the kernels take both as unsigned short, see backend.half), the
+    narrow storage types as their bytes (backend.storage_codecs), others as they are."""
+    if dtype in HALF_FLOATS:
+        return np.uint16
+    return np.uint8 if codec(dtype) else dtype
+
+
+def _as_stored(array) -> np.ndarray:
+    """``array`` as CuPy can hold it (see :func:`_stored_dtype`): a view, never a conversion."""
+    array = np.ascontiguousarray(array)
+    name = array.dtype.name
+    return array.view(_stored_dtype(name)) if name in HALF_FLOATS or codec(name) else array
 
 
 __all__ = ["CudaProgram", "CudaRuntime", "build_cuda_program", "cuda_available", "kernel_infos"]

@@ -139,7 +139,7 @@ def _attention(ctx: NodeContext) -> None:
     if k_shape[0] != batch or ctx.graph.types[v].shape[:3] != k_shape[:3] or k_shape[3] != head_size:
         raise ctx.fail(f"K {list(k_shape)} and V {list(ctx.graph.types[v].shape)} do not fit Q "
                        f"{list(ctx.graph.types[q].shape)} (as batch, heads, sequence, head size)", ShapeError)
-    k, v = (_repeat_heads(ctx, t, q_heads) for t in (k, v))
+    k, v = (repeat_heads(ctx, t, q_heads) for t in (k, v))
     bias = _bias(ctx, (batch, q_len, k_shape[2]), past)
     scale = ctx.attr("scale")
     attrs = {"scale": float(scale) if scale is not None else 1 / math.sqrt(head_size),
@@ -188,7 +188,7 @@ def _with_past(ctx: NodeContext, k: int, current: str, output: int) -> str:
     return ctx.emit1("concat", [ctx.input(k), current], {"axis": 2}, output=ctx.output(output))
 
 
-def _repeat_heads(ctx: NodeContext, value: str, q_heads: int) -> str:
+def repeat_heads(ctx: NodeContext, value: str, q_heads: int) -> str:
     """Grouped-query attention: each K/V head repeated for the q heads that share it
     ([h0, h0, h1, h1, ...])."""
     b, heads, length, size = ctx.graph.types[value].shape

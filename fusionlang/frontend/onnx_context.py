@@ -66,8 +66,9 @@ class NodeContext:
 
     def unsupported(self, form: str) -> UnsupportedOpError:
         """The error for an op form fusionlang does not convert (named like an unknown op)."""
-        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} (domain ai.onnx, opset {self.opset}) "
-                                  f"is not supported in this form: {form}")
+        domain = self.proto.domain if self.proto.domain not in ("", "ai.onnx") else ""
+        where = f"domain {domain}" if domain else f"domain ai.onnx, opset {self.opset}"
+        return UnsupportedOpError(f"node {self.label!r}: {self.op_type} ({where}) is not supported in this form: {form}")
 
     @property
     def num_inputs(self) -> int:
@@ -111,6 +112,10 @@ class NodeContext:
     def fed_by_run(self, k: int) -> bool:
         """Whether input k's value comes from graph inputs a run feeds (bound as constants)."""
         return bool(self._imp.graph_inputs_feeding(self.proto.input[k]))
+
+    def is_graph_input(self, k: int) -> bool:
+        """Whether input k is a graph input a run feeds, read as it is (not computed from one)."""
+        return self.has_input(k) and self._imp.graph_inputs_feeding(self.proto.input[k]) == [self.proto.input[k]]
 
     def is_sequence(self, k: int) -> bool:
         """Whether ONNX input k holds a sequence (made by an earlier sequence op)."""
@@ -185,9 +190,62 @@ class NodeContext:
         if self.output(k):
             self._imp.sequences[self.output(k)] = sequence
 
+    def inline(self, body: onnx.GraphProto, inputs: Sequence[str]) -> list[str]:
+        """Graph attribute ``body`` converted in place, fed graph values ``inputs``; the
+        graph values of its outputs."""
+        return self._imp.inline(self, body, list(inputs))
+
     def alias(self, k: int, value: str) -> None:
         """ONNX output k is the same tensor as graph value ``value`` (no node needed)."""
         self._imp.alias(self.output(k), value, self)
+
+    # ----- nested graphs (onnx_control inlines If, Loop and Scan bodies) ---------------------
+    def fresh_name(self, stem: str) -> str:
+        """A value name no graph value nor ONNX name of the model takes."""
+        return self._imp.fresh(stem)
+
+    def define_constant(self, name: str, array) -> None:
+        """ONNX value ``name`` (a fresh name) is a constant known now."""
+        self._imp.pending[name] = np.asarray(array)
+
+    def fresh_constant(self, stem: str, array) -> str:
+        """A new ONNX value holding ``array``, known at import time; its name."""
+        name = self.fresh_name(stem)
+        self.define_constant(name, array)
+        return name
+
+    def count_reads(self, names: Sequence[str]) -> None:
+        """ONNX values ``names`` are read (by inlined nodes), so converters compute them."""
+        self._imp.uses.update(name for name in names if name)
+
+    def convert_nested(self, node: onnx.NodeProto) -> None:
+        """Convert ``node`` (a renamed copy of a subgraph's node) like a top-level node."""
+        self._imp.convert_nested(node)
+
+    def sequence_named(self, name: str) -> OnnxSequence | None:
+        """The sequence ONNX value ``name`` holds, or None for a tensor."""
+        return self._imp.sequences.get(self._imp.rename.get(name, name))
+
+    def set_empty_optional(self, k: int) -> None:
+        """ONNX output k is an optional holding nothing (known at import time)."""
+        if self.output(k):
+            self._imp.empty_optionals.add(self.output(k))
+
+    def is_empty_optional(self, k: int) -> bool:
+        """Whether ONNX input k is absent or an optional known to hold nothing."""
+        return not self.has_input(k) or self.is_empty_optional_named(self.proto.input[k])
+
+    def is_empty_optional_named(self, name: str) -> bool:
+        """Whether ONNX value ``name`` is an optional known to hold nothing."""
+        return self._imp.rename.get(name, name) in self._imp.empty_optionals
+
+    def constant_named(self, name: str) -> np.ndarray | None:
+        """The value of ONNX value ``name`` when known at import time, else None."""
+        return self._imp.constant_value(name)
+
+    def value_named(self, name: str) -> str:
+        """The graph value of ONNX value ``name`` (a pending constant enters the graph)."""
+        return self._imp.value(name, self)
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:

@@ -22,7 +22,10 @@ from onnx import numpy_helper
 
 from fusionlang.errors import FuseError, InputError, ModelError, RuntimeInputError, ShapeError, UnsupportedOpError
 from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dtype
+from fusionlang.frontend.onnx_control import outer_reads
+from fusionlang.frontend.onnx_newops import DOMAIN_CONVERTERS
 from fusionlang.frontend.onnx_ops import CONVERTERS
+from fusionlang.frontend import onnx_quantize as _onnx_quantize  # noqa: F401  (registers its converters)
 from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported
 from fusionlang.ir.graph import Graph, Node
@@ -45,7 +48,8 @@ def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
 
     Opsets 6 to 21 are read with each op's form for that opset. Newer opsets are read
     with the opset-21 forms: the converted ops have kept their inputs and attributes since
-    (up to opset 28, apart from Cast's and CastLike's float8-only ``round_mode``).
+    (up to opset 28, apart from Cast's and CastLike's float8-only ``round_mode``; the
+    opset-23 ``precision`` of QuantizeLinear and ``output_dtype`` of DequantizeLinear are read).
     ``input_shapes`` gives static shapes for graph inputs whose dims are symbolic or
     missing (it may also override declared dims). ``constant_inputs`` binds graph inputs to
     values (name -> array) that the graph holds as constants: what a model feeds as axes,
@@ -119,6 +123,10 @@ class _Importer:
         self.uses: Counter[str] = Counter()
         #: ONNX sequence values, known element by element at import time (never graph values)
         self.sequences: dict[str, OnnxSequence] = {}
+        #: ONNX optional values known at import time to hold nothing (Optional with no input)
+        self.empty_optionals: set[str] = set()
+        #: renamed value -> the inlined subgraph node computing it (to trace what runs feed)
+        self.nested_producers: dict[str, onnx.NodeProto] = {}
         self.graph_outputs = [v.name for v in model.graph.output]
         #: every name the model uses: new values must not take one a later node defines
         self.reserved: set[str] = set()
@@ -131,12 +139,13 @@ class _Importer:
             self.reserved.update(node.input)
             self.reserved.update(node.output)
             self.uses.update(v for v in node.input if v)
+            self.uses.update(outer_reads(node))  # values read inside If/Loop/Scan bodies
         self.uses.update(self.graph_outputs)
         self.reserved.update(v.name for v in g.input)
         self.reserved.update(t.name for t in g.initializer)
         self.reserved.discard("")
 
-        check_supported(self.model, self.label, self.opset, CONVERTERS)
+        check_supported(self.model, self.label, self.opset, CONVERTERS, DOMAIN_CONVERTERS)
         self._read_initializers()
         self._bind_constant_inputs()
         self._add_inputs()
@@ -158,19 +167,60 @@ class _Importer:
 
     def _convert(self, ctx: NodeContext, converters) -> None:
         proto = ctx.proto
-        converter = converters[proto.op_type]  # check_supported refused every other op
+        # check_supported refused every other op
+        if proto.domain in DEFAULT_DOMAINS:
+            converter = converters[proto.op_type]
+        else:
+            converter = DOMAIN_CONVERTERS[proto.domain, proto.op_type]
         try:
             converter(ctx)
         except FuseError as exc:
             if repr(ctx.label) in str(exc):
                 raise
-            raise type(exc)(f"node {ctx.label!r} ({proto.op_type}): {exc}") from exc
+            labelled = type(exc)(f"node {ctx.label!r} ({proto.op_type}): {exc}")
+            labelled.__dict__.update(exc.__dict__)  # keep what callers read (RuntimeInputError.values)
+            raise labelled from exc
         except Exception as exc:  # a malformed attribute or tensor in the file
             raise ModelError(f"node {ctx.label!r} ({proto.op_type}): cannot convert: {_describe(exc)}") from exc
         for out in proto.output:
             if out and self.uses[out] and not self.defines(out):
                 raise ModelError(f"node {ctx.label!r} ({proto.op_type}): output {out!r} is used but the "
                                  "conversion does not compute it")
+
+    def convert_nested(self, node: onnx.NodeProto) -> None:
+        """Convert a node of an inlined subgraph (onnx_control renamed its values)."""
+        if node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+            domain = node.domain if node.domain not in DEFAULT_DOMAINS else "ai.onnx"
+            raise UnsupportedOpError(f"node {node.name!r}: {node.op_type} (domain {domain}, opset {self.opset}) "
+                                     "inside a subgraph has no conversion")
+        self.nested_producers.update((out, node) for out in node.output if out)
+        self._convert(NodeContext(self, node, 0), CONVERTERS)
+
+    def inline(self, ctx: NodeContext, body: onnx.GraphProto, inputs: list[str]) -> list[str]:
+        """Convert graph attribute ``body`` into the graph, its inputs bound to graph values
+        ``inputs``; returns the graph values of its outputs. Names the body defines get fresh
+        ones (a body may reuse the model's names); others are the enclosing scope's."""
+        if len(body.input) != len(inputs):
+            raise ctx.fail(f"graph {body.name!r} takes {len(body.input)} inputs, the op passes {len(inputs)}")
+        local = {v.name for v in body.input} | {t.name for t in body.initializer}
+        local |= {v for node in body.node for v in node.output if v}
+        names = {name: self.fresh(f"{ctx.label}/{name}") for name in sorted(local)}
+        for info, value in zip(body.input, inputs):
+            self.rename[names[info.name]] = value
+        for tensor in body.initializer:
+            self.pending[names[tensor.name]] = numpy_helper.to_array(tensor)
+        nodes = [_renamed(node, names, f"{ctx.label}/{node.name or f'{node.op_type}#{k}'}")
+                 for k, node in enumerate(body.node)]
+        for node in nodes:
+            self.uses.update(v for v in node.input if v)
+            if node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+                raise UnsupportedOpError(f"node {ctx.label!r} ({ctx.op_type}): its graph {body.name!r} uses "
+                                         f"{node.op_type}, which fusionlang does not import")
+        outputs = [names.get(v.name, v.name) for v in body.output]
+        self.uses.update(outputs)
+        for k, node in enumerate(nodes):
+            self._convert(NodeContext(self, node, k), CONVERTERS)
+        return [self.value(name, ctx) for name in outputs]
 
     # ----- inputs and initializers ------------------------------------------------------
     def _read_initializers(self) -> None:
@@ -203,6 +253,10 @@ class _Importer:
                 raise UnsupportedOpError(f"graph input {vi.name!r} is a sequence{self._readers(vi.name)}; "
                                          "fusionlang's graphs hold tensors only, so a sequence must be built "
                                          "inside the model (SequenceConstruct, SequenceEmpty, SplitToSequence)")
+            if vi.type.HasField("optional_type"):
+                raise UnsupportedOpError(f"graph input {vi.name!r} is an optional{self._readers(vi.name)}; fusionlang "
+                                         "resolves optionals at import time, so an optional must be built inside "
+                                         "the model (Optional)")
             if not vi.type.HasField("tensor_type"):
                 raise ModelError(f"graph input {vi.name!r} is not a tensor ({vi.type.WhichOneof('value')})")
             tensor_type = vi.type.tensor_type
@@ -256,6 +310,7 @@ class _Importer:
     def graph_inputs_feeding(self, name: str) -> list[str]:
         """The graph inputs (not initializers) ONNX value ``name`` is computed from."""
         producers = {out: node for node in self.model.graph.node for out in node.output if out}
+        producers.update(self.nested_producers)
         inputs = {vi.name for vi in self.model.graph.input} - {t.name for t in self.model.graph.initializer}
         found, seen, todo = [], set(), [name]
         while todo:
@@ -271,7 +326,8 @@ class _Importer:
 
     # ----- values -----------------------------------------------------------------------
     def defines(self, name: str) -> bool:
-        return name in self.rename or name in self.pending or name in self.graph.types or name in self.sequences
+        return name in self.rename or name in self.pending or name in self.graph.types or name in self.sequences \
+            or name in self.empty_optionals
 
     def sequence(self, name: str, ctx: NodeContext) -> OnnxSequence:
         """The sequence ONNX value ``name`` holds; ModelError if it is a tensor or undefined."""
@@ -291,6 +347,10 @@ class _Importer:
             raise UnsupportedOpError(f"{where} reads sequence {name!r} (made by node {self.sequences[name].producer}) "
                                      "as a tensor; fusionlang converts a sequence only through the sequence ops "
                                      "(SequenceAt, SequenceLength, ConcatFromSequence, ...)")
+        if name in self.empty_optionals:
+            where = f"node {ctx.label!r} ({ctx.op_type})" if ctx else "graph output"
+            raise UnsupportedOpError(f"{where} reads {name!r}, an empty optional, as a tensor; fusionlang "
+                                     "converts an optional only through OptionalHasElement and OptionalGetElement")
         if name in self.pending:
             array = self.pending.pop(name)
             try:
@@ -364,6 +424,16 @@ class _Importer:
         if fold_node(self.graph, node):
             self.graph.nodes.pop()
         return names
+
+
+def _renamed(node: onnx.NodeProto, names: dict[str, str], label: str) -> onnx.NodeProto:
+    """A copy of ``node`` reading and writing the names ``names`` maps, called ``label``."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.name = label
+    copy.input[:] = [names.get(v, v) for v in node.input]
+    copy.output[:] = [names.get(v, v) for v in node.output]
+    return copy
 
 
 def _bound_value(info: onnx.ValueInfoProto, value: Any) -> np.ndarray:

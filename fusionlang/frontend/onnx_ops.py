@@ -23,8 +23,12 @@ from onnx import numpy_helper
 from fusionlang.errors import ShapeError
 from fusionlang.frontend.onnx_attention import CONVERTERS as TRANSFORMER_CONVERTERS
 from fusionlang.frontend.onnx_context import NodeContext, onnx_dtype
+from fusionlang.frontend.onnx_control import CONTROL_CONVERTERS
 from fusionlang.frontend.onnx_dft import convert_dft, convert_stft
 from fusionlang.frontend.onnx_einsum import convert_einsum
+from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
+from fusionlang.frontend.onnx_rnn import RNN_CONVERTERS
+from fusionlang.frontend.onnx_newops import CONVERTERS as NEWEST_CONVERTERS
 from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
 
 Converter = Callable[[NodeContext], None]
@@ -253,12 +257,12 @@ def _dropout(ctx: NodeContext) -> None:
 @converts("Cast")
 def _cast(ctx: NodeContext) -> None:
     to = onnx_dtype(ctx.attr("to"), f"node {ctx.label!r} (Cast) target")
-    ctx.emit_output("cast", [ctx.input(0)], {"to": to})
+    ctx.emit_output("cast", [ctx.input(0)], {"to": to, "saturate": ctx.attr("saturate", 1)})
 
 
 @converts("CastLike")
 def _cast_like(ctx: NodeContext) -> None:
-    ctx.emit_output("cast", [ctx.input(0)], {"to": ctx.type(1).dtype})
+    ctx.emit_output("cast", [ctx.input(0)], {"to": ctx.type(1).dtype, "saturate": ctx.attr("saturate", 1)})
 
 
 # ----- data movement with tensor-valued parameters -------------------------------------
@@ -951,11 +955,12 @@ def _trilu(ctx: NodeContext) -> None:
     ctx.emit_output("trilu", [ctx.input(0)], {"upper": upper, "k": k})
 
 
-@converts("CumSum")
+@converts("CumSum", "CumProd")
 def _cumsum(ctx: NodeContext) -> None:
     axis = int(ctx.scalar(1, "axis"))
-    ctx.emit_output("cumsum", [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
-                                                "reverse": ctx.attr("reverse", 0)})
+    op = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
+    ctx.emit_output(op, [ctx.input(0)], {"axis": axis, "exclusive": ctx.attr("exclusive", 0),
+                                         "reverse": ctx.attr("reverse", 0)})
 
 
 #: the most elements a Range folded at import may have (1 GiB of int64)
@@ -1124,3 +1129,16 @@ CONVERTERS.update(TRANSFORMER_CONVERTERS)
 
 # ----- sequences (resolved at import time) ---------------------------------------------
 CONVERTERS.update(SEQUENCE_CONVERTERS)
+
+# ----- indexing ops (scatters, TopK, OneHot, GridSample...) ----------------------------
+CONVERTERS.update(INDEX_CONVERTERS)
+
+# ----- recurrent ops (RNN, GRU, LSTM), unrolled -----------------------------------------
+CONVERTERS.update(RNN_CONVERTERS)
+
+# ----- control flow (resolved at import time) ------------------------------------------
+CONVERTERS.update(CONTROL_CONVERTERS)
+
+
+# ----- the newest ONNX ops (BitCast, CausalConvWithState, LinearAttention) ------------------
+CONVERTERS.update(NEWEST_CONVERTERS)

@@ -38,13 +38,15 @@ class UnsupportedOpsError(UnsupportedOpError):
         return [self.summary] + self.entries
 
 
-def check_supported(model: onnx.ModelProto, label: str, opset: int, converters: Container[str]) -> None:
-    """Raise one UnsupportedOpsError naming every op type of ``model`` without a converter."""
+def check_supported(model: onnx.ModelProto, label: str, opset: int, converters: Container[str],
+                    domain_converters: Container[tuple[str, str]] = ()) -> None:
+    """Raise one UnsupportedOpsError naming every op type of ``model`` without a converter
+    (``converters``: default-domain op types; ``domain_converters``: (domain, op type) pairs)."""
     counts: Counter[tuple[str, str]] = Counter()
     first: dict[tuple[str, str], str] = {}
     for index, node in enumerate(model.graph.node):
         key = (node.domain if node.domain not in DEFAULT_DOMAINS else "ai.onnx", node.op_type)
-        if key[0] == "ai.onnx" and node.op_type in converters:
+        if key[0] == "ai.onnx" and node.op_type in converters or key in domain_converters:
             continue
         counts[key] += 1
         first.setdefault(key, node.name or f"{node.op_type}#{index}")

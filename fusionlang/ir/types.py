@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-import ml_dtypes  # noqa: F401  (registers numpy's "bfloat16" dtype, as onnx itself does)
+import ml_dtypes  # noqa: F401  (registers numpy's bfloat16 and float8 dtypes by name, as onnx itself does)
 import numpy as np
 
 from fusionlang.errors import ShapeError
@@ -25,6 +25,17 @@ DTYPES = {
     "uint32": "u32",
     "uint64": "u64",
     "bool": "bool",
+    # float8 storage types (ml_dtypes' numpy types): computed on as float32
+    "float8_e4m3fn": "f8e4m3fn",
+    "float8_e4m3fnuz": "f8e4m3fnuz",
+    "float8_e5m2": "f8e5m2",
+    "float8_e5m2fnuz": "f8e5m2fnuz",
+    # 4- and 2-bit types, one per byte (ml_dtypes' numpy types)
+    "int4": "i4",
+    "uint4": "u4",
+    "float4_e2m1fn": "f4e2m1",
+    "int2": "i2",
+    "uint2": "u2",
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
 

@@ -6,6 +6,7 @@ Op categories (elemwise, reduce, ...) are not here: they are policy, written in 
 
 from fusionlang.ops import activation as _activation  # noqa: F401  (importing a family registers its ops)
 from fusionlang.ops import attention as _attention  # noqa: F401
+from fusionlang.ops import bitcast as _bitcast  # noqa: F401
 from fusionlang.ops import bitshift as _bitshift  # noqa: F401
 from fusionlang.ops import bitwise as _bitwise  # noqa: F401
 from fusionlang.ops import classify as _classify  # noqa: F401
@@ -25,6 +26,7 @@ from fusionlang.ops import norm as _norm  # noqa: F401
 from fusionlang.ops import norm_grouped as _norm_grouped  # noqa: F401
 from fusionlang.ops import pad as _pad  # noqa: F401
 from fusionlang.ops import pool as _pool  # noqa: F401
+from fusionlang.ops import quantize as _quantize  # noqa: F401
 from fusionlang.ops import reduce as _reduce  # noqa: F401
 from fusionlang.ops import remainder as _remainder  # noqa: F401
 from fusionlang.ops import resize as _resize  # noqa: F401
@@ -35,6 +37,11 @@ from fusionlang.ops import shape as _shape  # noqa: F401
 from fusionlang.ops import slicing as _slicing  # noqa: F401
 from fusionlang.ops import softmax as _softmax  # noqa: F401
 from fusionlang.ops import trilu as _trilu  # noqa: F401
+from fusionlang.ops import scatter as _scatter  # noqa: F401
+from fusionlang.ops import one_hot as _one_hot  # noqa: F401
+from fusionlang.ops import sorting as _sorting  # noqa: F401
+from fusionlang.ops import grid_sample as _grid_sample  # noqa: F401
+from fusionlang.ops import col2im as _col2im  # noqa: F401
 from fusionlang.ops.access import ACC, REDUCTIONS, Read, Stmt, i_sym, r_sym, v_sym
 from fusionlang.ops.builder import GraphBuilder
 from fusionlang.ops.checking import op_call, verify_graph

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 import sympy as sp
 
+from fusionlang.ir.float8 import is_narrow_float
+from fusionlang.ir.narrow_int import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, as_expr, broadcast_index, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, OpRegistry, register
@@ -36,23 +39,27 @@ def accumulator(dtype) -> np.dtype:
     """The dtype a reference sums in: double for floats, so the oracle's result does not
     depend on summation order (BLAS blocking, SIMD alignment) at the result's precision."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.float64) if dtype.kind == "f" else dtype
+    return np.dtype(np.float64) if dtype.kind == "f" or is_narrow_float(dtype) else dtype
 
 
 def lowest(dtype) -> np.generic:
     """The identity of max for ``dtype``: -inf, or the smallest integer."""
     dtype = np.dtype(dtype)
+    if is_narrow_float(dtype):  # (only E5M2 has infinities)
+        return dtype.type(-np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).min)
     if dtype.kind == "f":
         return dtype.type(-np.inf)
-    return dtype.type(False) if dtype.kind == "b" else dtype.type(np.iinfo(dtype).min)
+    return dtype.type(False) if dtype.kind == "b" else dtype.type(int_range(dtype)[0])
 
 
 def highest(dtype) -> np.generic:
     """The identity of min for ``dtype``: +inf, or the largest integer."""
     dtype = np.dtype(dtype)
+    if is_narrow_float(dtype):
+        return dtype.type(np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).max)
     if dtype.kind == "f":
         return dtype.type(np.inf)
-    return dtype.type(True) if dtype.kind == "b" else dtype.type(np.iinfo(dtype).max)
+    return dtype.type(True) if dtype.kind == "b" else dtype.type(int_range(dtype)[1])
 
 
 def present_types(call: OpCall) -> list[TensorType]:

@@ -1,4 +1,6 @@
-"""CumSum: running sums along one axis (inclusive or exclusive, forward or reverse)."""
+"""CumSum and CumProd: running sums and products along one axis (inclusive or exclusive,
+forward or reverse). Both are one reduction over the axis whose terms are read only where
+they are in the element's prefix (or suffix)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
+#: op name -> (access-spec reduction, its identity, NumPy running function)
+RUNNING = {"cumsum": ("sum", 0.0, np.cumsum), "cumprod": ("prod", 1.0, np.cumprod)}
+
 
 def _axis(call: OpCall) -> int:
     x = call.input(0)
     if x.dtype == "bool":
-        raise call.fail("cumsum needs a numeric input, got bool")
+        raise call.fail(f"{call.op} needs a numeric input, got bool")
     if x.rank < 1:
         raise call.fail("input must have rank >= 1")
     return call.axis(call.attrs["axis"], x.rank)
@@ -23,42 +28,64 @@ def _infer(call: OpCall) -> list[TensorType]:
     return [call.input(0)]
 
 
-def _reference(xs, attrs):
-    x = xs[0]
-    axis = attrs["axis"] % x.ndim
-    y = np.flip(x, axis) if attrs["reverse"] else x
-    total = np.cumsum(y, axis=axis, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)
-    if attrs["exclusive"]:
-        total = total - y  # each sum without its own element
-    total = np.flip(total, axis) if attrs["reverse"] else total
-    return [np.asarray(total.astype(x.dtype), order="C")]
+def _exclusive(y: np.ndarray, axis: int, identity: float) -> np.ndarray:
+    """y shifted one place along axis, the identity first: each running value then leaves
+    its own element out (a product cannot divide it out again: it may be 0)."""
+    first = np.full_like(np.take(y, [0], axis=axis), identity)
+    return np.concatenate([first, np.take(y, np.arange(y.shape[axis] - 1), axis=axis)], axis=axis)
 
 
-def _access(call: OpCall) -> list[Stmt]:
-    axis = _axis(call)
-    out = call.out_types[0]
-    here, r = i_sym(axis), r_sym(0)
-    # the sum over the whole axis, each term read only where it is in this element's prefix
-    if call.attrs["reverse"]:
-        counted = r > here if call.attrs["exclusive"] else r >= here
-    else:
-        counted = r < here if call.attrs["exclusive"] else r <= here
-    index = list(out_indices(out.rank))
-    index[axis] = r
-    read = Read(0, tuple(index), pad=0.0, cond=counted)
-    return [Stmt(0, out.shape, (read,), v_sym(0), reduce="sum", reduce_extents=(out.shape[axis],))]
+def _reference_of(name: str):
+    _, identity, running = RUNNING[name]
+
+    def reference(xs, attrs):
+        x = xs[0]
+        axis = attrs["axis"] % x.ndim
+        y = np.flip(x, axis) if attrs["reverse"] else x
+        if attrs["exclusive"] and y.shape[axis]:
+            y = _exclusive(y, axis, identity)
+        total = running(y, axis=axis, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)
+        total = np.flip(total, axis) if attrs["reverse"] else total
+        return [np.asarray(total.astype(x.dtype), order="C")]
+
+    return reference
 
 
-register(
-    OpDef(
-        name="cumsum",
-        inputs=("x",),
-        attrs={"axis": Attr("int", 0), "exclusive": Attr("int", 0, "1: leave each element out of its sum"),
-               "reverse": Attr("int", 0, "1: sum from the end")},
-        infer=_infer,
-        reference=_reference,
-        access=_access,
-        doc="Running sums of x along `axis` (ONNX CumSum): exclusive leaves each element out, reverse sums "
-            "from the end.",
+def _access_of(name: str):
+    reduction, identity, _ = RUNNING[name]
+
+    def access(call: OpCall) -> list[Stmt]:
+        axis = _axis(call)
+        out = call.out_types[0]
+        here, r = i_sym(axis), r_sym(0)
+        # the reduction over the whole axis, each term read only where it is in this element's prefix
+        if call.attrs["reverse"]:
+            counted = r > here if call.attrs["exclusive"] else r >= here
+        else:
+            counted = r < here if call.attrs["exclusive"] else r <= here
+        index = list(out_indices(out.rank))
+        index[axis] = r
+        read = Read(0, tuple(index), pad=identity, cond=counted)
+        return [Stmt(0, out.shape, (read,), v_sym(0), reduce=reduction, reduce_extents=(out.shape[axis],))]
+
+    return access
+
+
+def _register(name: str, what: str, onnx: str) -> None:
+    register(
+        OpDef(
+            name=name,
+            inputs=("x",),
+            attrs={"axis": Attr("int", 0), "exclusive": Attr("int", 0, f"1: leave each element out of its {what}"),
+                   "reverse": Attr("int", 0, "1: run from the end")},
+            infer=_infer,
+            reference=_reference_of(name),
+            access=_access_of(name),
+            doc=f"Running {what}s of x along `axis` (ONNX {onnx}): exclusive leaves each element out, reverse "
+                "runs from the end.",
+        )
     )
-)
+
+
+_register("cumsum", "sum", "CumSum")
+_register("cumprod", "product", "CumProd")

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import sympy as sp
 
+from fusionlang.ir.float8 import float8_max, is_float8, to_float8
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.common import accumulator, elementwise, fold_left, same_dtype
@@ -224,18 +225,32 @@ def _cast_infer(call: OpCall) -> list[TensorType]:
 
 def _cast_access(call: OpCall) -> list[Stmt]:
     out = call.out_types[0]
-    return [Stmt(0, out.shape, (Read(0, out_indices(out.rank)),), v_sym(0))]
+    value = v_sym(0)
+    if is_float8(out.dtype) and call.attrs["saturate"]:
+        # the store rounds to nearest even; clamping first makes overflow saturate (NaN-keeping max/min)
+        limit = float8_max(out.dtype)
+        value = sp.Min(sp.Max(value, -limit), limit)
+    return [Stmt(0, out.shape, (Read(0, out_indices(out.rank)),), value)]
+
+
+def _cast_reference(xs, a):
+    if is_float8(a["to"]):
+        return [to_float8(xs[0], a["to"], bool(a["saturate"]))]
+    return [xs[0].astype(a["to"])]
 
 
 register(
     OpDef(
         name="cast",
         inputs=("x",),
-        attrs={"to": Attr("dtype", doc="target dtype")},
+        attrs={"to": Attr("dtype", doc="target dtype"),
+               "saturate": Attr("int", 1, doc="float8 targets: out-of-range values become the largest finite "
+                                              "value (1) or NaN/inf (0)")},
         infer=_cast_infer,
-        reference=lambda xs, a: [xs[0].astype(a["to"])],
+        reference=_cast_reference,
         access=_cast_access,
-        doc="Convert the element type (float to int truncates toward zero; nonzero to bool is true).",
+        doc="Convert the element type (float to int truncates toward zero; nonzero to bool is true; "
+            "to float8 rounds to nearest even).",
     )
 )
 

@@ -59,6 +59,20 @@ class Fmod(sp.Function):
     nargs = 2
 
 
+class RoundEven(sp.Function):
+    """x rounded to the nearest integer, ties to even (ONNX's Round and quantization; sympy's
+    round rounds ties away from zero)."""
+
+    nargs = 1
+
+
+class Float32Round(sp.Function):
+    """x rounded to float32: a quotient computed in a wider type rounds as float32 arithmetic
+    would have (double rounding of one division is exact), as ONNX's quantization computes."""
+
+    nargs = 1
+
+
 class BitShift(sp.Function):
     """ONNX BitShift of an integer a by s bits (args: a, s, bits, signed, left): bits shifted
     out of a ``bits``-wide integer are lost, and a shift count outside [0, bits) gives 0, or
@@ -79,6 +93,25 @@ class Bitwise(sp.Function):
     on their two's-complement bits (``~a`` is ``a ^ -1``)."""
 
     nargs = 3
+
+
+class BitCast(sp.Function):
+    """``BitCast(x, source, target)``: x's bits read as another dtype of the same width;
+    source and target index :data:`BITCAST_DTYPES`."""
+
+    nargs = 3
+
+
+#: the dtypes a BitCast names, by index (sympy arguments are numbers)
+BITCAST_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "int16",
+                  "uint16", "uint32", "uint64", "bool")
+
+
+def bit_cast(x, source: str, target: str) -> np.ndarray:
+    """x's values, as ``source``, with their bytes reinterpreted as ``target`` (little endian
+    on every machine fusionlang runs on)."""
+    # np.array, not np.ascontiguousarray: that one makes a 0-d array 1-d
+    return np.array(np.asarray(x).astype(source), order="C").view(np.dtype(target))
 
 
 #: the NumPy function of each Bitwise kind
@@ -203,6 +236,8 @@ _UNARY = {
     Sigmoid: np_sigmoid,
     IsNan: lambda x: np.isnan(x).astype(np.int8),
     IsInf: lambda x: np.isinf(x).astype(np.int8),
+    RoundEven: np.rint,
+    Float32Round: lambda x: np.asarray(x, np.float32),
 }
 
 _RELATIONAL = {
@@ -302,6 +337,9 @@ class _Evaluator:
             return bit_shift(a, shift, int(args[2]), bool(args[3]), bool(args[4])).astype(self.dtype)
         if isinstance(e, Bitwise):
             return bitwise(self.run(args[0]), self.run(args[1]), int(args[2]))  # int64: every bit kept
+        if isinstance(e, BitCast):
+            source, target = (BITCAST_DTYPES[int(a)] for a in args[1:])
+            return bit_cast(self.run(args[0]), source, target)
         if isinstance(e, Fmod):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.fmod(self.run(args[0]), self.run(args[1]))

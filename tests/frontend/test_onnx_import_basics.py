@@ -120,9 +120,10 @@ def test_newer_opsets_keep_the_forms_converted():
     # models above MAX_OPSET are read with the MAX_OPSET forms: that is only right while
     # no converted op changes its inputs or attributes (checked against the installed onnx)
     latest = onnx.defs.onnx_opset_version()
-    # float8 rounding (fusionlang has no float8); Range-27's float16 stash type, which the converter reads
+    # float8e8m0 rounding (fusionlang has no float8e8m0); Range-27's float16 stash type, which the converter reads;
     # SpaceToDepth-28's mode, which the converter reads
-    allowed = {"Cast": {"round_mode"}, "CastLike": {"round_mode"}, "Range": {"stash_type"}, "SpaceToDepth": {"mode"}}
+    allowed = {"Cast": {"round_mode"}, "CastLike": {"round_mode"}, "Range": {"stash_type"}, "SpaceToDepth": {"mode"},
+               "QuantizeLinear": {"precision"}, "DequantizeLinear": {"output_dtype"}}  # (both read)
     introduced = {}
     for schema in onnx.defs.get_all_schemas_with_history():
         if schema.domain == "":

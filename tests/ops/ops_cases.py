@@ -83,6 +83,8 @@ class OnnxForm:
     then: tuple[str, ...] = ()
     #: build the whole node list instead: fn(input names, output name) -> nodes
     graph: Callable | None = None
+    #: the opset of the model (None: the test's default), for ops newer than it
+    opset: int | None = None
 
 
 def _i64(values) -> np.ndarray:
@@ -197,6 +199,49 @@ def _arg_extreme(a, arrays, x):
     return OnnxForm("", graph=graph)
 
 
+def _scatter_position(a, arrays, x):
+    """scatter_position is ONNX ScatterElements (reduction none: the last repeated index wins)
+    of each index's own position along the axis into -1s."""
+    indices = arrays[1]
+    positions = np.indices(indices.shape)[a["axis"] % indices.ndim].astype(np.int64)
+
+    def graph(ins, out):
+        minus_one = helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1])
+        return [helper.make_node("Shape", [ins[0]], ["sp_shape"]),
+                helper.make_node("ConstantOfShape", ["sp_shape"], ["sp_base"], value=minus_one),
+                helper.make_node("ScatterElements", ["sp_base", ins[1], ins[2]], [out], axis=a["axis"])]
+
+    return OnnxForm("", extra=[positions], graph=graph)
+
+
+def _sort_position(a, arrays, x):
+    """onnxruntime's TopK over the whole axis gives the order; scattering each place to the
+    position it names inverts it."""
+    axis = a["axis"] % x.ndim
+    places = np.indices(x.shape)[axis].astype(np.int64)
+
+    def graph(ins, out):
+        return [helper.make_node("TopK", [ins[0], ins[1]], ["sp_v", "sp_i"], axis=a["axis"], largest=a["largest"]),
+                helper.make_node("ScatterElements", [ins[2], "sp_i", ins[2]], [out], axis=a["axis"])]
+
+    return OnnxForm("", extra=[_i64([x.shape[axis]]), places], graph=graph)
+
+
+def _sorted_indices(a, arrays, x):
+    """The first k positions of a permutation's inverse: the smallest k places' positions."""
+    def graph(ins, out):
+        return [helper.make_node("TopK", [ins[0], ins[1]], ["si_v", out], axis=a["axis"], largest=0)]
+
+    return OnnxForm("", extra=[_i64([a["k"]])], graph=graph)
+
+
+def _one_hot(a, arrays, x):
+    def graph(ins, out):
+        return [helper.make_node("OneHot", [ins[0], ins[2], ins[1]], [out], axis=a["axis"])]
+
+    return OnnxForm("", extra=[_i64(a["depth"])], graph=graph)
+
+
 def _group_norm(a, arrays, x):
     """GroupNormalization-18 (the opset the comparison runs) takes scale and bias per group:
     the cases repeat each group's value over its channels, so its first channel's is it."""
@@ -254,6 +299,7 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "rms_norm": _rms_norm,
     # onnxruntime 1.32 lacks these at the tests' opset: hand oracles (onnx's reference) check them
     "rotary_embedding": lambda a, arrays, x: OnnxForm("RotaryEmbedding", {"interleaved": a["interleaved"]}),
+    "bitcast": lambda a, arrays, x: OnnxForm("BitCast", {"to": helper.np_dtype_to_tensor_dtype(np.dtype(a["to"]))}),
     "attention": lambda a, arrays, x: OnnxForm("Attention", {"scale": a["scale"], "softcap": a["softcap"]}, outputs=4),
     "nll_loss": lambda a, arrays, x: OnnxForm("NegativeLogLikelihoodLoss",
                                               {"reduction": "none", "ignore_index": a["ignore_index"]}),
@@ -268,11 +314,23 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
     "pad": _pad,
     "cumsum": lambda a, arrays, x: OnnxForm("CumSum", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
                                             [_i64(a["axis"])]),
+    "cumprod": lambda a, arrays, x: OnnxForm("CumProd", {"exclusive": a["exclusive"], "reverse": a["reverse"]},
+                                             [_i64(a["axis"])], opset=26),
+    "scatter_elements": lambda a, arrays, x: OnnxForm("ScatterElements", a, opset=18),
+    "scatter_position": _scatter_position,
+    "sort_position": _sort_position,
+    "sorted_indices": _sorted_indices,
+    "one_hot": _one_hot,
+    "col2im": lambda a, arrays, x: OnnxForm("Col2Im", {k: a[k] for k in ("dilations", "pads", "strides") if a[k]},
+                                            [_i64(a["image_shape"]), _i64(a["block_shape"])], opset=18),
     "index_of": _arg_extreme,
     "resize": _resize,
     "group_norm": _group_norm,
     "trilu": lambda a, arrays, x: OnnxForm("Trilu", {"upper": a["upper"]},
                                            [] if len(arrays) > 1 else [_i64(a["k"])]),
+    # (opset-19 forms: the cases give a zero point, which names the quantized type)
+    "quantize_linear": lambda a, arrays, x: OnnxForm("QuantizeLinear", {"axis": a["axis"], "saturate": a["saturate"]}),
+    "dequantize_linear": lambda a, arrays, x: OnnxForm("DequantizeLinear", {"axis": a["axis"]}),
 }
 
 
@@ -298,6 +356,10 @@ def _unary_cases() -> list[Case]:
         Case("clip", [normal(3, 4)], {"max": 0.2}),
         Case("clip", [normal(3, 4)], {"min": 1.0, "max": -1.0}, note="min > max gives max"),
         Case("clip", [ints(3, 4, dtype="int32")], {"min": -3, "max": 4}),
+        Case("bitcast", [normal(3, 4)], {"source": "float32", "to": "int32"}, oracle="onnx-bitcast"),
+        Case("bitcast", [ints(3, 4)], {"source": "int64", "to": "float64"}, oracle="onnx-bitcast"),
+        Case("bitcast", [normal(3, 4, dtype="float16")], {"source": "float16", "to": "uint16"},
+             oracle="onnx-bitcast"),
         Case("cast", [normal(3, 4)], {"to": "int32"}),
         Case("cast", [normal(3, 4)], {"to": "bool"}),
         Case("cast", [ints(3, 4)], {"to": "float32"}),
@@ -560,11 +622,72 @@ def _index_cases() -> list[Case]:
         Case("cumsum", [ints(3, 4)], {"axis": -2, "exclusive": 1}),
         Case("cumsum", [normal(3, 4)], {"axis": 0, "reverse": 1}),
         Case("cumsum", [normal(5)], {"exclusive": 1, "reverse": 1}),
+        Case("cumprod", [normal(3, 4)], {"axis": 1}),
+        Case("cumprod", [ints(3, 4, low=-3, high=4)], {"axis": -2, "exclusive": 1}),
+        Case("cumprod", [normal(3, 4)], {"axis": 0, "reverse": 1}),
+        Case("cumprod", [const(np.array([2.0, 0.0, 3.0, -1.5, 4.0], np.float32))], {"exclusive": 1, "reverse": 1}),
+        *_scatter_cases(),
+        *_sorting_cases(),
+        *_grid_cases(),
+        Case("col2im", [normal(1, 5, 5)], {"image_shape": (5, 5), "block_shape": (1, 5)}),
+        Case("col2im", [normal(2, 8, 12)], {"image_shape": (4, 5), "block_shape": (2, 2), "strides": (2, 1),
+                                           "pads": (1, 0, 1, 1), "dilations": (1, 2)}),
+        # (1-d Col2Im: onnxruntime 1.32 disagrees with onnx's evaluator; tests/frontend/test_onnx_col2im.py)
         Case("index_of", _ties(1, np.max), {"axis": 1}),
         Case("index_of", _ties(2, np.max), {"axis": 2, "keepdims": 0, "last": 1}),
         Case("index_of", _ties(0, np.min), {"axis": 0, "last": 1}),
         Case("index_of", _ties(-1, np.min), {"axis": -1, "keepdims": 0}),
     ] + _resize_cases()
+
+
+def _scatter_cases() -> list[Case]:
+    """Repeated and negative indices, indices shorter than data off the axis, each reduction."""
+    repeated = const(np.array([[1, -1, 1], [0, 4, -5]]))
+    cases = [Case("scatter_elements", [normal(3, 5), repeated, normal(2, 3)], {"axis": 1, "reduction": r})
+             for r in ("add", "mul", "max", "min")]
+    return cases + [
+        Case("scatter_elements", [ints(4, 2), const(np.array([[3, 0], [-4, 3]], np.int32)), ints(2, 2)],
+             {"reduction": "add"}),
+        Case("scatter_position", [normal(3, 5), const(np.array([[2, -1, 0], [0, 1, -3]]))]),
+        Case("scatter_position", [normal(3, 5), repeated], {"axis": 1}),
+        Case("scatter_pick", [normal(3, 5), normal(2, 3), const(np.array([[-1, 2, -1, -1, 1], [2, -1, 0, -1, 1],
+                                                                          [-1, -1, -1, -1, -1]]))], {"axis": 1},
+             oracle="scatter-pick-loop"),
+    ]
+
+
+def _sorting_cases() -> list[Case]:
+    """Ties (kept in index order), NaN (larger than any number), integers, one-hot wrapping."""
+    ties = const(np.array([[3.0, 1.0, 3.0, np.nan, -2.0, 1.0], [0.0, 0.0, 5.0, -1.0, 5.0, np.nan]], np.float32))
+    return [
+        Case("sort_position", [ties]),
+        Case("sort_position", [ties], {"largest": 0}),
+        Case("sort_position", [ints(3, 4, 2, low=-2, high=3)], {"axis": 1}),
+        Case("sort_position", [ints(5, 3, low=-2, high=3, dtype="int32")], {"axis": -2, "largest": 0}),
+        Case("sorted_indices", [const(np.array([[2, 0, 3, 1], [0, 1, 2, 3]]))], {"k": 3}),
+        Case("sorted_indices", [const(np.array([[1, 0], [0, 2], [2, 1]]))], {"axis": 0, "k": 3}),
+        Case("one_hot", [const(np.array([[0, -1, 3], [5, -5, 2]])), const(np.array([-1.0, 2.0], np.float32))],
+             {"depth": 5}),
+        Case("one_hot", [const(np.array([1, -2, 4])), const(np.array([0, 7]))], {"depth": 3, "axis": 0}),
+    ]
+
+
+def _grid_cases() -> list[Case]:
+    """Every mode and padding mode, both corner conventions, coordinates past the borders
+    (several spans for reflection); oracles built from onnx's reference GridSample steps."""
+    grid = const(np.random.default_rng(3).uniform(-3.2, 3.2, (1, 3, 2, 2)).astype(np.float32))
+    cases = []
+    for mode in ("nearest", "linear", "cubic"):
+        for padding in ("zeros", "border", "reflection"):
+            attrs = {"sizes": (4, 5), "mode": mode, "padding_mode": padding, "align_corners": int(mode == "linear")}
+            coordinates = np.stack([np.random.default_rng(4).uniform(-2, n + 1, (1, 3, 2)) for n in (4, 5)], axis=-1)
+            if mode == "nearest":
+                coordinates = np.round(coordinates)
+            cases += [Case("grid_coordinates", [grid], attrs, oracle="grid-coordinates-loop"),
+                      Case("grid_taps", [const(coordinates.astype(np.float32))], attrs, oracle="grid-taps-loop")]
+    cells = np.stack([np.random.default_rng(5).integers(-1, n + 1, (2, 3, 2, 2)) for n in (4, 5)], axis=-2)
+    return cases + [Case("gather_taps", [normal(2, 3, 4, 5), const(cells), normal(2, 3, 2, 2, 2)],
+                         oracle="gather-taps-loop")]
 
 
 def _resize_cases() -> list[Case]:
@@ -590,8 +713,22 @@ def _resize_cases() -> list[Case]:
     return cases
 
 
+def _quantization_cases() -> list[Case]:
+    # (onnxruntime takes no float8 arrays: float8 is checked against ONNX's reference in
+    # tests/frontend/test_onnx_quantize.py)
+    scale, per_channel = const(np.float32(0.07)), const(np.float32([0.02, 0.5, 0.11]))
+    wide = lambda rng: (rng.standard_normal((2, 3, 4)) * 20).astype(np.float32)  # noqa: E731
+    return [
+        Case("quantize_linear", [wide, scale, const(np.uint8(128))], {"to": "uint8"}),
+        Case("quantize_linear", [wide, per_channel, const(np.int8([-3, 0, 9]))], {"axis": 1, "to": "int8"}),
+        Case("dequantize_linear", [ints(2, 3, 4, low=0, high=256, dtype="uint8"), scale, const(np.uint8(120))]),
+        Case("dequantize_linear", [ints(2, 3, 4, low=-128, high=128, dtype="int8"), per_channel,
+                                   const(np.int8([-3, 0, 9]))], {"axis": -2}),
+    ]
+
+
 CASES: list[Case] = (_unary_cases() + _binary_cases() + _reduce_cases() + _nn_cases() + _linalg_cases()
-                     + _shape_cases() + _index_cases())
+                     + _shape_cases() + _index_cases() + _quantization_cases())
 
 
 def normalized(case: Case) -> dict:

@@ -13,6 +13,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
+from fusionlang.ir.narrow_int import int_range
+
 SEEDS = st.integers(0, 2**32 - 1)
 
 
@@ -114,6 +116,25 @@ def _cast(op):
         else:
             x = (normal(rng, shape) * 50).astype(np.float32)
         return [x], {"to": target}
+
+    return draw()
+
+
+#: same-width dtype groups bitcast moves between
+_BITCAST_WIDTHS = (("int8", "uint8", "bool"), ("float16", "bfloat16", "int16", "uint16"),
+                   ("float32", "int32", "uint32"), ("float64", "int64", "uint64"))
+
+
+@strategy("bitcast")
+def _bitcast(op):
+    @st.composite
+    def draw(d):
+        shape, seed = d(shapes()), d(SEEDS)
+        group = d(st.sampled_from(_BITCAST_WIDTHS[1:]))
+        source, target = d(st.sampled_from(group)), d(st.sampled_from(group))
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(source).itemsize
+        raw = rng_of(seed).integers(0, 256, size=size, dtype=np.uint8)  # any pattern: NaNs included
+        return [raw.view(source).reshape(shape)], {"source": source, "to": target}
 
     return draw()
 
@@ -624,7 +645,7 @@ def _trilu(op):
     return draw()
 
 
-@strategy("cumsum")
+@strategy("cumsum", "cumprod")
 def _cumsum(op):
     @st.composite
     def draw(d):
@@ -716,5 +737,229 @@ def _resize(op):
         if mode == "nearest" and d(st.booleans()):  # nearest copies cells of any dtype
             return [small_ints(rng, shape, dtype=d(st.sampled_from(["int64", "int32", "uint8"])), low=0)], attrs
         return [normal(rng, shape)], attrs
+
+    return draw()
+
+
+# ----- quantization -----------------------------------------------------------------------
+_QUANTIZED = ["uint8", "int8", "uint4", "int4", "uint2", "int2", "float4_e2m1fn", "float8_e4m3fn", "float8_e4m3fnuz",
+              "float8_e5m2", "float8_e5m2fnuz"]
+
+
+@st.composite
+def _scales(d, rng, shape):
+    """(scale shape, attrs): one scale, one per element of an axis, or one per block along it."""
+    mode = d(st.sampled_from(["tensor", "axis", "block"]))
+    if mode == "tensor":
+        return d(st.sampled_from([(), (1,)])), {}
+    axis = d(st.integers(-len(shape), len(shape) - 1))
+    if mode == "axis":
+        return (shape[axis],), {"axis": axis}
+    block = d(st.integers(1, 3))
+    return tuple(-(-n // block) if j == axis % len(shape) else n for j, n in enumerate(shape)), \
+        {"axis": axis, "block_size": block}
+
+
+@strategy("quantize_linear", "dequantize_linear")
+def _linear_quantization(op):
+    @st.composite
+    def draw(d):
+        rng = rng_of(d(SEEDS))
+        shape = d(shapes(1, 3))
+        scale_shape, attrs = d(_scales(rng, shape))
+        to = d(st.sampled_from(_QUANTIZED))
+        float_type = d(st.sampled_from(["float32", "float32", "float64"])) if op == "quantize_linear" else "float32"
+        scale = rng.uniform(0.01, 0.5, scale_shape).astype(float_type)
+        if to.startswith("float"):
+            zero = np.zeros(scale_shape, to)  # ONNX wants float8 (and float4) zero points to be 0
+        else:
+            low, high = int_range(to)
+            zero = rng.integers(low // 4, high // 4 + 1, scale_shape).astype(to)
+        zero = zero if d(st.booleans()) else None
+        if op == "quantize_linear":
+            # past the integer range, and past the float8 range when scales are small
+            x = (rng.standard_normal(shape) * d(st.sampled_from([1.0, 30.0, 3000.0]))).astype(float_type)
+            return [x, scale, zero], {**attrs, "to": to}
+        if to.startswith("float"):
+            x = rng.integers(0, 16 if to == "float4_e2m1fn" else 256, shape).astype(np.uint8).view(to)
+            x = np.where(np.isnan(x.astype(np.float32)), np.zeros((), to), x)  # NaN != NaN in the comparison
+        else:
+            low, high = int_range(to)
+            x = rng.integers(low, high, shape, endpoint=True).astype(to)
+        return [x, scale, zero], attrs
+
+    return draw()
+
+
+# ----- scatters -------------------------------------------------------------------------------
+def _scatter_shapes(d):
+    """(data shape, indices shape, axis): indices no longer than data off the axis."""
+    data_shape = d(shapes(1, 3))
+    axis = d(st.integers(-len(data_shape), len(data_shape) - 1))
+    index_shape = tuple(d(st.integers(0, 4)) if k == axis % len(data_shape) else d(st.integers(1, m))
+                        for k, m in enumerate(data_shape))
+    return data_shape, index_shape, axis
+
+
+def _scatter_indices(d, rng, data_shape, index_shape, axis):
+    n = data_shape[axis]
+    # few places: repeated indices (duplicates) are common
+    return rng.integers(-n, n, index_shape).astype(d(st.sampled_from(["int64", "int32"])))
+
+
+@strategy("scatter_elements")
+def _scatter_elements(op):
+    @st.composite
+    def draw(d):
+        data_shape, index_shape, axis = _scatter_shapes(d)
+        rng = rng_of(d(SEEDS))
+        indices = _scatter_indices(d, rng, data_shape, index_shape, axis)
+        make = (lambda s: small_ints(rng, s)) if d(st.booleans()) else (lambda s: normal(rng, s))
+        return [make(data_shape), indices, make(index_shape)], {
+            "axis": axis, "reduction": d(st.sampled_from(["add", "mul", "max", "min"]))}
+
+    return draw()
+
+
+@strategy("scatter_position")
+def _scatter_position(op):
+    @st.composite
+    def draw(d):
+        data_shape, index_shape, axis = _scatter_shapes(d)
+        rng = rng_of(d(SEEDS))
+        return [normal(rng, data_shape), _scatter_indices(d, rng, data_shape, index_shape, axis)], {"axis": axis}
+
+    return draw()
+
+
+@strategy("scatter_pick")
+def _scatter_pick(op):
+    @st.composite
+    def draw(d):
+        data_shape, update_shape, axis = _scatter_shapes(d)
+        rng = rng_of(d(SEEDS))
+        m = update_shape[axis]
+        position = rng.integers(-m - 1 if m else -3, m if m else 0, data_shape).clip(-m if m else None)
+        return [normal(rng, data_shape), normal(rng, update_shape), position.astype(np.int64)], {"axis": axis}
+
+    return draw()
+
+
+# ----- sorting and one-hot ----------------------------------------------------------------
+@strategy("sort_position")
+def _sort_position(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3))
+        rng = rng_of(d(SEEDS))
+        x = rng.integers(-2, 3, shape)  # few values: ties are common
+        if d(st.booleans()):
+            x = x.astype(np.float32)
+            x[rng.random(shape) < 0.2] = np.nan
+        return [x], {"axis": d(st.integers(-len(shape), len(shape) - 1)), "largest": d(st.integers(0, 1))}
+
+    return draw()
+
+
+@strategy("sorted_indices")
+def _sorted_indices(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(1, 3))
+        axis = d(st.integers(-len(shape), len(shape) - 1))
+        rng = rng_of(d(SEEDS))
+        places = np.argsort(rng.random(shape), axis=axis).astype(np.int64)  # a permutation per line
+        return [places], {"axis": axis, "k": d(st.integers(0, shape[axis]))}
+
+    return draw()
+
+
+@strategy("one_hot")
+def _one_hot(op):
+    @st.composite
+    def draw(d):
+        shape = d(shapes(0, 2))
+        depth = d(st.integers(1, 4))
+        rng = rng_of(d(SEEDS))
+        indices = rng.integers(-depth - 1, depth + 1, shape)  # some outside [-depth, depth): off everywhere
+        indices = indices.astype(d(st.sampled_from(["int64", "int32", "int8"])))
+        values = normal(rng, (2,)) if d(st.booleans()) else small_ints(rng, (2,))
+        return [indices, values], {"depth": depth, "axis": d(st.integers(-len(shape) - 1, len(shape)))}
+
+    return draw()
+
+
+# ----- grid sampling --------------------------------------------------------------------------
+def _grid_attrs(d, rank: int) -> dict:
+    return {"sizes": tuple(d(st.integers(1, 4)) for _ in range(rank)),
+            "mode": d(st.sampled_from(["nearest", "linear", "cubic"])),
+            "padding_mode": d(st.sampled_from(["zeros", "border", "reflection"])),
+            "align_corners": d(st.integers(0, 1))}
+
+
+@strategy("grid_coordinates")
+def _grid_coordinates(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 3))
+        rng = rng_of(d(SEEDS))
+        shape = (d(st.integers(1, 2)),) + tuple(d(st.integers(1, 3)) for _ in range(rank)) + (rank,)
+        # past both borders, several spans far (reflection bounces more than once)
+        return [rng.uniform(-3.5, 3.5, shape).astype(np.float32)], _grid_attrs(d, rank)
+
+    return draw()
+
+
+@strategy("grid_taps")
+def _grid_taps(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 3))
+        attrs = _grid_attrs(d, rank)
+        rng = rng_of(d(SEEDS))
+        shape = (d(st.integers(1, 2)),) + tuple(d(st.integers(1, 3)) for _ in range(rank))
+        # coordinates as grid_coordinates leaves them, and some outside (zeros mode keeps those)
+        coordinates = np.stack([rng.uniform(-2, n + 1, shape) for n in attrs["sizes"]], axis=-1)
+        if attrs["mode"] == "nearest":
+            coordinates = np.round(coordinates)
+        return [coordinates.astype(np.float32)], attrs
+
+    return draw()
+
+
+@strategy("gather_taps")
+def _gather_taps(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 3))
+        rng = rng_of(d(SEEDS))
+        sizes = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        batch, channels, taps = d(st.integers(1, 2)), d(st.integers(1, 3)), d(st.sampled_from([1, 2, 4]))
+        where = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        x = normal(rng, (batch, channels) + sizes)
+        cells = np.stack([rng.integers(-1, n + 1, (batch,) + where + (taps,)) for n in sizes], axis=-2)
+        return [x, cells.astype(np.int64), normal(rng, cells.shape)], {}
+
+    return draw()
+
+
+@strategy("col2im")
+def _col2im(op):
+    @st.composite
+    def draw(d):
+        rank = d(st.integers(1, 2))
+        block = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        dilations = tuple(d(st.integers(1, 2)) for _ in range(rank))
+        strides = tuple(d(st.integers(1, 3)) for _ in range(rank))
+        pads = tuple(d(st.integers(0, 2)) for _ in range(2 * rank))
+        # an image the dilated block fits once padded
+        image = tuple(max(1, dilations[k] * (block[k] - 1) + 1 - pads[k] - pads[rank + k]) + d(st.integers(0, 4))
+                      for k in range(rank))
+        placements = [(image[k] + pads[k] + pads[rank + k] - dilations[k] * (block[k] - 1) - 1) // strides[k] + 1
+                      for k in range(rank)]
+        rng = rng_of(d(SEEDS))
+        x = normal(rng, (d(st.integers(1, 2)), d(st.integers(1, 2)) * prod(block), prod(placements)))
+        return [x], {"image_shape": image, "block_shape": block, "dilations": dilations, "pads": pads,
+                     "strides": strides}
 
     return draw()

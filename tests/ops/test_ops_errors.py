@@ -30,7 +30,8 @@ REJECTED = [
     ("cast", [F], {"to": "string"}, " attribute 'to': unknown dtype 'string'"),
     ("cast", [F], {"to": "complex64"}, " attribute 'to': unsupported dtype 'complex64' (supported: float32, "
                                        "float64, float16, bfloat16, int64, int32, int8, uint8, int16, uint16, uint32, "
-                                       "uint64, bool)"),
+                                       "uint64, bool, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, "
+                                       "int4, uint4, float4_e2m1fn, int2, uint2)"),
     # elementwise
     ("add", [T((2, 3)), T((4,))], {}, ": shapes [2, 3], [4] do not broadcast"),
     ("add", [T((2, 3)), T((3,), "int64")], {}, ": inputs have different dtypes: float32, int64"),

@@ -48,15 +48,15 @@ def _model(case: Case, attrs: dict, arrays: list) -> tuple[bytes, dict]:
             previous, outs[0] = outs[0], f"then{k}"
             nodes.append(helper.make_node(op_type, [previous], [outs[0]]))
     graph = helper.make_graph(nodes, "case", inputs, [onnx.ValueInfoProto(name=o) for o in outs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", form.opset or OPSET)])
     model.ir_version = 10
     return model.SerializeToString(), feeds
 
 
 def _onnxruntime(case: Case, attrs: dict, arrays: list) -> list[np.ndarray]:
-    model, feeds = _model(case, attrs, arrays)
-    if case.oracle != "onnxruntime":
+    if case.oracle != "onnxruntime":  # (an op with no ONNX form has only its hand-written oracle)
         return _HAND_ORACLES[case.oracle](attrs, arrays)
+    model, feeds = _model(case, attrs, arrays)
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     return session.run(None, feeds)
 
@@ -71,6 +71,83 @@ def _lrn_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
         square_sum = np.sum(x[:, lo:hi + 1] ** 2, axis=1)
         out[:, c] = x[:, c] / (attrs["bias"] + attrs["alpha"] / size * square_sum) ** attrs["beta"]
     return [out]
+
+
+def _scatter_pick_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """Element by element: the update at the position, where there is one, else the data."""
+    data, updates, position = arrays
+    axis = attrs["axis"] % data.ndim
+    out = data.copy()
+    for here in np.ndindex(data.shape):
+        if position[here] >= 0:
+            out[here] = updates[here[:axis] + (position[here],) + here[axis + 1:]]
+    return [out]
+
+
+def _onnx_grid_sample():
+    from onnx.reference.ops.op_grid_sample import GridSample
+
+    return GridSample.__new__(GridSample)  # its helpers only (no node to build it from)
+
+
+def _grid_coordinates_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """Each coordinate through the steps of onnx's reference GridSample._run."""
+    gs, grid, sizes = _onnx_grid_sample(), arrays[0], attrs["sizes"]
+    align, rank = bool(attrs["align_corners"]), len(sizes)
+    border = gs._prepare_border(sizes, align_corners=align)
+    out = np.empty_like(grid)
+    for here in np.ndindex(grid.shape[:-1]):
+        for axis, size in enumerate(sizes):
+            v = gs._gs_denormalize(grid[here + (rank - 1 - axis,)], size, align)
+            v = np.rint(v) if attrs["mode"] == "nearest" else v
+            low, high = border[axis], border[axis + rank]
+            if (v < low or v > high) and attrs["padding_mode"] == "border":
+                v = gs._clamp(v, 0, size - 1)
+            elif (v < low or v > high) and attrs["padding_mode"] == "reflection":
+                v = gs._gs_reflect(v, low, high)
+            out[here + (axis,)] = v
+    return [out]
+
+
+def _grid_taps_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """The taps of each coordinate as onnx's reference interpolation reads them."""
+    gs, coordinates, sizes = _onnx_grid_sample(), arrays[0], attrs["sizes"]
+    rank, mode = len(sizes), attrs["mode"]
+    border = gs._prepare_border(sizes, align_corners=bool(attrs["align_corners"]))
+    count = {"nearest": 1, "linear": 2, "cubic": 4}[mode]
+    cells = np.empty(coordinates.shape[:-1] + (rank, count), coordinates.dtype)
+    weights = np.empty(cells.shape, coordinates.dtype)
+    for here in np.ndindex(coordinates.shape[:-1]):
+        for axis, size in enumerate(sizes):
+            x = float(coordinates[here + (axis,)])
+            first = int(x) if mode == "nearest" else int(np.floor(x)) - (mode == "cubic")
+            coeffs = np.ones(1)
+            if mode != "nearest":
+                coeffs = np.empty(count)
+                (gs._gs_get_linear_coeffs if mode == "linear" else gs._gs_get_cubic_coeffs)(x - np.floor(x), coeffs)
+            for tap in range(count):
+                i = first + tap
+                if attrs["padding_mode"] == "zeros":
+                    cell = i if 0 <= i < size else -1
+                elif attrs["padding_mode"] == "border":
+                    cell = gs._clamp(i, 0, size - 1)
+                else:
+                    cell = int(gs._gs_reflect(i, border[axis], border[axis + rank]))
+                cells[here + (axis, tap)], weights[here + (axis, tap)] = cell, coeffs[tap]
+    return [cells, weights]
+
+
+def _gather_taps_loop(attrs: dict, arrays: list) -> list[np.ndarray]:
+    x, cells, weights = arrays
+    rank, count = x.ndim - 2, cells.shape[-1]
+    out = np.zeros(x.shape[:2] + cells.shape[1:-2], np.float64)
+    for n, c, *where in np.ndindex(out.shape):
+        for taps in np.ndindex((count,) * rank):
+            at = [cells[(n, *where, axis, t)] for axis, t in enumerate(taps)]
+            if all(0 <= a < size for a, size in zip(at, x.shape[2:])):
+                weight = np.prod([weights[(n, *where, axis, t)] for axis, t in enumerate(taps)])
+                out[(n, c, *where)] += weight * x[(n, c, *at)]
+    return [out.astype(x.dtype)]
 
 
 def _onnx_rotary(attrs: dict, arrays: list) -> list[np.ndarray]:
@@ -95,7 +172,17 @@ def _onnx_attention(attrs: dict, arrays: list) -> list[np.ndarray]:
     return [run(0)[0], run(0)[3], run(2)[3], run(3)[3]]
 
 
-_HAND_ORACLES = {"lrn-loop": _lrn_loop, "onnx-rotary": _onnx_rotary, "onnx-attention": _onnx_attention}
+def _onnx_bitcast(attrs: dict, arrays: list) -> list[np.ndarray]:
+    """onnx's reference BitCast (opset 26, which onnxruntime 1.32 lacks)."""
+    from onnx.reference.ops.op_bitcast import BitCast
+
+    return [BitCast.eval(arrays[0], to=helper.np_dtype_to_tensor_dtype(np.dtype(attrs["to"])))]
+
+
+_HAND_ORACLES = {"lrn-loop": _lrn_loop, "onnx-rotary": _onnx_rotary, "onnx-attention": _onnx_attention,
+                 "scatter-pick-loop": _scatter_pick_loop, "grid-coordinates-loop": _grid_coordinates_loop,
+                 "grid-taps-loop": _grid_taps_loop, "gather-taps-loop": _gather_taps_loop,
+                 "onnx-bitcast": _onnx_bitcast}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
