@@ -252,8 +252,11 @@ class _Printer:
             if s in a.loads:
                 if s not in rendered:
                     rendered[s] = self.load(a.loads[s], dtype, symbol)
-                    if a.loads[s].array.dtype == "uint16":  # C promotes it to int, where * overflows
-                        rendered[s] = f"((unsigned int){rendered[s]})"
+                    if a.loads[s].array.dtype == "uint16":
+                        # C promotes it to int, where * overflows; as unsigned int, a
+                        # difference wraps: in a float statement it is a float at once
+                        wide = ctype(dtype, self.flavor) if is_float_dtype(dtype) else "unsigned int"
+                        rendered[s] = f"(({wide}){rendered[s]})"
                 text = rendered[s]
                 return text
             return self.shifted.get(s, s.name)
