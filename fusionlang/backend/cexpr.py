@@ -32,7 +32,7 @@ from fusionlang.ir.float8 import NARROW_FLOAT_DTYPES
 from fusionlang.ir.narrow_int import NARROW_INT_DTYPES
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import (BITCAST_DTYPES, BitCast, BitShift, Bitwise, CheckedIndex, Float32Round, Fmod, IsInf,
-                                   IsNan, RoundEven, RoundHalfEven, Sigmoid)
+                                   IsNan, RoundHalfEven, Sigmoid)
 
 
 @dataclass(frozen=True)
@@ -661,8 +661,6 @@ class ValuePrinter(C99CodePrinter):
                 return f"{fn}({self._print(expr.args[0])}, {self._print(expr.args[1])})"
             a, b = (self._print(arg) for arg in expr.args)
             return f"{'fmodf' if self._single else 'fmod'}({a}, {b})"
-        if isinstance(expr, RoundEven):  # rint rounds in the default mode, to nearest even
-            return f"{'rintf' if self._single else 'rint'}({self._print(expr.args[0])})"
         if isinstance(expr, Float32Round):
             x = self._print(expr.args[0])
             return f"({x})" if self._single else f"((double)(float)({x}))"

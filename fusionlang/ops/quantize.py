@@ -19,7 +19,7 @@ from fusionlang.ir.narrow_int import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import Float32Round, RoundEven
+from fusionlang.ops.scalar import Float32Round, RoundHalfEven
 
 #: integer types a quantized tensor may have
 INTEGER_TARGETS = ("uint8", "int8", "uint16", "int16", "uint4", "int4", "uint2", "int2")
@@ -179,7 +179,7 @@ def _quantize_access(call: OpCall) -> list[Stmt]:
         saturating = is_float8(to) and call.attrs["saturate"]  # (float4 saturates when stored)
         body = sp.Min(sp.Max(q, -float8_max(to)), float8_max(to)) if saturating else q
     else:
-        shifted = RoundEven(q) + v_sym(2) if call.has_input(2) else RoundEven(q)
+        shifted = RoundHalfEven(q) + v_sym(2) if call.has_input(2) else RoundHalfEven(q)
         low, high = int_range(to)
         body = sp.Min(sp.Max(shifted, low), high)
     return [Stmt(0, out.shape, _reads(call), body)]

@@ -59,13 +59,6 @@ class Fmod(sp.Function):
     nargs = 2
 
 
-class RoundEven(sp.Function):
-    """x rounded to the nearest integer, ties to even (ONNX's Round and quantization; sympy's
-    round rounds ties away from zero)."""
-
-    nargs = 1
-
-
 class Float32Round(sp.Function):
     """x rounded to float32: a quotient computed in a wider type rounds as float32 arithmetic
     would have (double rounding of one division is exact), as ONNX's quantization computes."""
@@ -82,8 +75,9 @@ class BitShift(sp.Function):
 
 
 class RoundHalfEven(sp.Function):
-    """x rounded to the nearest integer, ties to the even one (ONNX Round, C's rint in the
-    default rounding mode); sympy's own round is Python's and evaluates eagerly."""
+    """x rounded to the nearest integer, ties to the even one (ONNX Round and quantization,
+    C's rint in the default rounding mode); sympy's own round is Python's and evaluates
+    eagerly, and rounds ties away from zero."""
 
     nargs = 1
 
@@ -236,7 +230,6 @@ _UNARY = {
     Sigmoid: np_sigmoid,
     IsNan: lambda x: np.isnan(x).astype(np.int8),
     IsInf: lambda x: np.isinf(x).astype(np.int8),
-    RoundEven: np.rint,
     Float32Round: lambda x: np.asarray(x, np.float32),
 }
 
