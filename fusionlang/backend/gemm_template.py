@@ -289,6 +289,10 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     return out.text()
 
 
+#: outputs a GEMV kernel computes together (rows of a transposed weight read side by side)
+GEMV_ROWS = 8
+
+
 def is_gemv(problem: GemmProblem) -> bool:
     """One row of output (a batch-1 dense layer): the matrix is read once, in place, so
     packing it (at compile time: a transposed copy of every weight) buys nothing."""
@@ -313,9 +317,25 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
     out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
     if b.rows == 1 or b.cols != 1:
+        # GEMV_ROWS outputs at a time: independent sums, and each element of A loaded once for them
+        rows = GEMV_ROWS
+        whole = problem.n - problem.n % rows
         if threads:
             out("#pragma omp parallel for schedule(static)")
-        out.open(f"for (long j = 0; j < {problem.n}; j++)")
+        out.open(f"for (long j = 0; j < {whole}; j += {rows})")
+        out(f"const float *w = b_o + j * {b.cols}L;")
+        sums = [f"s{r}" for r in range(rows)]
+        out(f"float {', '.join(f'{x} = 0.0f' for x in sums)};")
+        out(f"#pragma omp simd reduction(+:{', '.join(sums)})")
+        out.open(f"for (long p = 0; p < {problem.k}; p++)")
+        out(f"const float ap = a_o[p * {a.cols}L];")
+        for r, x in enumerate(sums):
+            out(f"{x} += ap * w[{r * b.cols}L + p * {b.rows}L];")
+        out.close()
+        for r, x in enumerate(sums):
+            out(f"c_o[(j + {r}) * {c.cols}L] = {x};")
+        out.close()
+        out.open(f"for (long j = {whole}; j < {problem.n}; j++)")
         out(f"const float *w = b_o + j * {b.cols}L;")
         out("float acc = 0.0f;")
         out("#pragma omp simd reduction(+:acc)")
