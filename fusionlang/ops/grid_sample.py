@@ -23,7 +23,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, as_expr, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.common import require_float
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
@@ -173,7 +173,7 @@ def _access_coordinates(call: OpCall) -> list[Stmt]:
     grid = call.input(0)
     lead = out_indices(grid.rank - 1)
     return [Stmt(0, grid.shape[:-1], (Read(0, lead + (sp.Integer(len(sizes) - 1 - axis),)),),
-                 sp.sympify(_coordinate(_Math(True), v_sym(0), size, call.attrs)), write=lead + (sp.Integer(axis),))
+                 as_expr(_coordinate(_Math(True), v_sym(0), size, call.attrs)), write=lead + (sp.Integer(axis),))
             for axis, size in enumerate(sizes)]
 
 
@@ -212,7 +212,7 @@ def _access_taps(call: OpCall) -> list[Stmt]:
             cell, weight = _tap(m, v_sym(0), size, tap, call.attrs)
             at = lead + (sp.Integer(axis), sp.Integer(tap))
             for output, value in ((0, cell), (1, weight)):
-                stmts.append(Stmt(output, coordinates.shape[:-1], (read,), sp.sympify(value), write=at))
+                stmts.append(Stmt(output, coordinates.shape[:-1], (read,), as_expr(value), write=at))
     return stmts
 
 
