@@ -51,3 +51,17 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> lis
 
 def random_array(shape, seed: int = 0, dtype=np.float32) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def compiled_matches_reference(model, feeds, rtol=1e-5, atol=1e-6):
+    """``model`` compiled to C by fusionlang's backend agrees with onnx's ReferenceEvaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    from fusionlang import onnx_backend
+
+    got = onnx_backend.prepare(model, target="c").run(feeds)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)

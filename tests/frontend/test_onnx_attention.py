@@ -10,26 +10,16 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
-import fusionlang.onnx_backend as backend
 from fusionlang.cli import main
 from fusionlang.errors import ModelError, ShapeError
 from fusionlang.frontend import from_onnx
+from onnx_cases import compiled_matches_reference
 from onnx_cases import I64, make_model, random_array
 
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
 
 F64, BOOL = TensorProto.DOUBLE, TensorProto.BOOL
-
-
-def compiled_matches_reference(model, feeds, rtol=1e-5, atol=1e-6):
-    got = backend.prepare(model, target="c").run(feeds)
-    want = ReferenceEvaluator(model).run(None, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
 
 
 def attention_model(inputs: dict, outputs: list[str], opset: int = 23, **attrs):

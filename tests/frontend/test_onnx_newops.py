@@ -16,21 +16,13 @@ import fusionlang.onnx_backend as backend
 from fusionlang.cli import main
 from fusionlang.errors import ModelError, ShapeError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
+from onnx_cases import compiled_matches_reference
 from onnx_cases import make_model, random_array
 
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
 
 F16, F64, I16, I32, I64, U64 = (TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.INT16, TensorProto.INT32,
                                 TensorProto.INT64, TensorProto.UINT64)
-
-
-def compiled_matches_reference(model, feeds, rtol=1e-5, atol=1e-6):
-    got = backend.prepare(model, target="c").run(feeds)
-    want = ReferenceEvaluator(model).run(None, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
 
 
 def refused(model, kind, message, tmp_path, capsys):
