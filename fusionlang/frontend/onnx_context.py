@@ -243,6 +243,10 @@ class NodeContext:
         """The value of ONNX value ``name`` when known at import time, else None."""
         return self._imp.constant_value(name)
 
+    def model_graph(self) -> onnx.GraphProto:
+        """The model's main graph (the Gradient op reads the subgraph it differentiates there)."""
+        return self._imp.model.graph
+
     def value_named(self, name: str) -> str:
         """The graph value of ONNX value ``name`` (a pending constant enters the graph)."""
         return self._imp.value(name, self)

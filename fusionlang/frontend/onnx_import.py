@@ -25,6 +25,7 @@ from fusionlang.frontend.onnx_context import NodeContext, OnnxSequence, onnx_dty
 from fusionlang.frontend.onnx_control import outer_reads
 from fusionlang.frontend.onnx_newops import DOMAIN_CONVERTERS
 from fusionlang.frontend.onnx_ops import CONVERTERS
+from fusionlang.frontend import onnx_gradient as _onnx_gradient  # noqa: F401  (registers its converter)
 from fusionlang.frontend import onnx_quantize as _onnx_quantize  # noqa: F401  (registers its converters)
 from fusionlang.ops.evaluate import fold_constants, fold_node
 from fusionlang.frontend.unsupported import DEFAULT_DOMAINS, check_supported

@@ -76,7 +76,7 @@ def mixed_unsupported_model() -> onnx.ModelProto:
              helper.make_node("Unique", ["h2"], ["h3"], name="hard_c"),
              helper.make_node("Relu", ["h3"], ["y1"]),
              helper.make_node("Normalizer", ["y1"], ["y2"], name="norm", domain="ai.onnx.ml"),
-             helper.make_node("Gradient", ["y2"], ["y3"], name="grad", domain="ai.onnx.preview.training"),
+             helper.make_node("Adagrad", ["y2"], ["y3"], name="grad", domain="ai.onnx.preview.training"),
              helper.make_node("NoSuchOp", ["y3"], ["y4"], name="typo"),
              helper.make_node("NonZero", ["y4"], ["y"], name="lp")]
     graph = helper.make_graph(nodes, "mixed", [tensor_info("x", [2, 3])], [tensor_info("y", None)])
@@ -95,7 +95,7 @@ def test_every_unsupported_op_is_reported_at_once():
         "  NonZero (domain ai.onnx, opset 17): 1 node, first 'lp'",
         "  Normalizer (domain ai.onnx.ml, opset 3; ONNX-ML classical machine-learning ops, not supported): "
         "1 node, first 'norm'",
-        "  Gradient (domain ai.onnx.preview.training, opset 1; ONNX training ops, not supported): 1 node, "
+        "  Adagrad (domain ai.onnx.preview.training, opset 1; ONNX training ops, not supported): 1 node, "
         "first 'grad'",
     ]
     assert isinstance(info.value, FuseError)
