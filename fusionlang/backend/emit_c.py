@@ -97,17 +97,26 @@ ALLOC_C = """static inline void* fl_alloc(size_t n) {
 
 
 #: a non-temporal store of one aligned vector of FL_STREAM_LANES floats (see backend.streaming),
-#: and the fence after a kernel's last one; without x86 vector streaming, plain stores
+#: and the fence after a kernel's last one; without x86 vector streaming, plain stores. Written
+#: with the compilers' builtins on vector types, not <immintrin.h>: parsing that header cost
+#: 0.15 s of every translation unit's 0.3 to 0.45 s under GCC 12 (a third of a cold compile).
 STREAM_C = """#if defined(__x86_64__) && defined(__AVX512F__)
-#include <immintrin.h>
 #define FL_STREAM_LANES 16
-static inline void fl_stream_lanes(float *dst, const float *src) { _mm512_stream_ps(dst, _mm512_load_ps(src)); }
-static inline void fl_stream_fence(void) { _mm_sfence(); }
 #elif defined(__x86_64__) && defined(__AVX__)
-#include <immintrin.h>
 #define FL_STREAM_LANES 8
-static inline void fl_stream_lanes(float *dst, const float *src) { _mm256_stream_ps(dst, _mm256_load_ps(src)); }
-static inline void fl_stream_fence(void) { _mm_sfence(); }
+#endif
+#ifdef FL_STREAM_LANES
+typedef float fl_stream_vec __attribute__((vector_size(4 * FL_STREAM_LANES), aligned(4 * FL_STREAM_LANES)));
+#if defined(__clang__)
+static inline void fl_stream_lanes(float *dst, const float *src) {
+  __builtin_nontemporal_store(*(const fl_stream_vec *)src, (fl_stream_vec *)dst);
+}
+#elif FL_STREAM_LANES == 16
+static inline void fl_stream_lanes(float *dst, const float *src) { __builtin_ia32_movntps512(dst, *(const fl_stream_vec *)src); }
+#else
+static inline void fl_stream_lanes(float *dst, const float *src) { __builtin_ia32_movntps256(dst, *(const fl_stream_vec *)src); }
+#endif
+static inline void fl_stream_fence(void) { __builtin_ia32_sfence(); }
 #else
 #define FL_STREAM_LANES 4
 static inline void fl_stream_lanes(float *dst, const float *src) { for (int i = 0; i < 4; i++) dst[i] = src[i]; }
