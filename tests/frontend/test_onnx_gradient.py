@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.backend.test
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -12,8 +13,8 @@ from onnx.reference import ReferenceEvaluator
 from fusionlang import onnx_backend
 from fusionlang.errors import ModelError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
+from onnx_cases import IR_VERSION
 
-from tests.frontend.onnx_cases import IR_VERSION
 
 F64 = TensorProto.DOUBLE
 TRAINING = "ai.onnx.preview.training"
@@ -143,3 +144,21 @@ def test_wrong_input_count_is_refused():
     nodes = [helper.make_node("Neg", ["a"], ["y"])]
     with pytest.raises(ModelError, match=r"takes 1 inputs \(xs then zs\), the model gives 2"):
         from_onnx(_model(nodes, {"a": [2], "b": [2]}, ["y"], ["a"], "y", grad_inputs=["a", "b"]))
+
+
+# ONNX's own simple-model cases for Gradient, compiled to C (a fallback to the interpreter fails)
+GRADIENT_CASES = ["test_gradient_of_add", "test_gradient_of_add_and_mul"]
+_backend_test = onnx.backend.test.BackendTest(onnx_backend, __name__)
+_backend_test.include(r"^test_gradient_of_add(_and_mul)?_cpu$")
+OnnxBackendSimpleModelTest = _backend_test.test_cases["OnnxBackendSimpleModelTest"]
+for _attr in [a for a in vars(OnnxBackendSimpleModelTest) if a.startswith("test_")]:
+    if _attr[: -len("_cpu")] not in GRADIENT_CASES or not _attr.endswith("_cpu"):
+        delattr(OnnxBackendSimpleModelTest, _attr)
+del _attr
+
+pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
+
+
+def test_both_gradient_cases_are_collected():
+    collected = {a[: -len("_cpu")] for a in vars(OnnxBackendSimpleModelTest) if a.endswith("_cpu")}
+    assert collected == set(GRADIENT_CASES)
