@@ -153,17 +153,17 @@ def _gradient(ctx: NodeContext) -> None:
     if ctx.num_outputs > len(xs):
         raise ctx.fail(f"has {ctx.num_outputs} outputs, but xs names {len(xs)} tensors")
     nodes = _forward_nodes(ctx, sources, y)
+    produced = [v for node in nodes for v in node.output if v]
     body = helper.make_graph(nodes, f"{ctx.label}/forward", [_info(name) for name in sources],
-                             [_info(v) for v in _produced(nodes)])
+                             [_info(v) for v in produced])
     values = dict(zip(sources, ctx.inputs()))
-    values.update(zip(_produced(nodes), ctx.inline(body, ctx.inputs())))
+    values.update(zip(produced, ctx.inline(body, ctx.inputs())))
     if y not in values:
         raise ctx.fail(f"y {y!r} is not computed from xs and zs")
     types = {name: ctx.graph.types[value] for name, value in values.items()}
     shapes = {name: t.shape for name, t in types.items()}
-    for node in nodes:  # initializers the subgraph reads
-        shapes.update((v, ctx.constant_named(v).shape) for v in node.input if v and v not in shapes
-                      and ctx.constant_named(v) is not None)
+    read_constants = {v: ctx.constant_named(v) for node in nodes for v in node.input if v and v not in shapes}
+    shapes.update((v, array.shape) for v, array in read_constants.items() if array is not None)
     dtype = types[y].dtype
     if dtype not in DIFFERENTIABLE:
         raise ctx.fail(f"y {y!r} is {dtype}; derivatives are taken of floating-point tensors only "
@@ -232,10 +232,6 @@ def _forward_nodes(ctx: NodeContext, sources: list[str], y: str) -> list[onnx.No
         elif value not in constants:
             raise ctx.fail(f"y {y!r} reads {value!r}, which no node, graph input or initializer defines")
     return [node for node in graph.node if id(node) in needed]
-
-
-def _produced(nodes: list[onnx.NodeProto]) -> list[str]:
-    return [v for node in nodes for v in node.output if v]
 
 
 def _info(name: str) -> onnx.ValueInfoProto:
