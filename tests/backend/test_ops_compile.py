@@ -54,6 +54,8 @@ def assert_matches(got: dict, want: dict) -> None:
             np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3, equal_nan=True, err_msg=name)
         elif w.dtype.kind == "f":
             np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5, equal_nan=True, err_msg=name)
+        elif w.dtype.kind == "V":  # ml_dtypes (bfloat16, float8, int4): exact, and NaN where the reference has NaN
+            np.testing.assert_array_equal(g.astype(np.float32), w.astype(np.float32), err_msg=name)
         else:
             np.testing.assert_array_equal(g, w, err_msg=name)
 
