@@ -34,6 +34,13 @@ BASE_FLAGS = ["-std=gnu11", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-
 #: graphs with at most this many distinct kernels compile as one translation unit
 SINGLE_UNIT = 4
 
+#: how hard the C compiler works on a unit. Loop nests need -O3: its vectorizer takes loops
+#: that -O2's cheap cost model leaves scalar. The GEMM template's hot loops are explicit
+#: vector code and ``omp simd`` loops, which -O2 vectorizes too, while -O3 spent about half
+#: of such a unit's compile time (fully unrolling the remainder loops of the epilogues).
+#: ``$FUSIONLANG_COPT`` overrides both.
+LOOP_OPT, TEMPLATE_OPT = "-O3", "-O2"
+
 
 def cache_dir() -> Path:
     root = os.environ.get("FUSIONLANG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fusionlang")
@@ -123,7 +130,7 @@ def link_libraries() -> list[str]:
 
 def flags(*, openmp: bool = False, sanitize: bool = False, opt: str | None = None) -> list[str]:
     out = list(BASE_FLAGS)
-    opt = opt or os.environ.get("FUSIONLANG_COPT") or "-O3"
+    opt = os.environ.get("FUSIONLANG_COPT") or opt or LOOP_OPT
     if sanitize:
         out += ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"]
     else:
@@ -196,18 +203,21 @@ def compile_object(source: str, flag_list: list[str]) -> Path:
 
 
 def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = False,
-                  jobs: int | None = None) -> Path:
+                  jobs: int | None = None, opts: list[str] | None = None) -> Path:
     """Shared library of the given translation units: one object per unit, compiled in
-    parallel and cached, then linked (a single unit is compiled and linked in one run)."""
+    parallel and cached, then linked (a single unit is compiled and linked in one run).
+    ``opts``: each unit's optimization level (default LOOP_OPT)."""
+    opts = opts or [LOOP_OPT] * len(sources)
     flag_list = flags(openmp=openmp, sanitize=sanitize)
+    unit_flags = [flags(openmp=openmp, sanitize=sanitize, opt=opt) for opt in opts]
     if len(sources) == 1:
-        return _single_unit(sources[0], flag_list)
+        return _single_unit(sources[0], unit_flags[0])
     jobs = jobs or max(1, os.cpu_count() or 1)
     if jobs > 1 and len(sources) > 1:
         with ThreadPoolExecutor(jobs) as pool:
-            objects = list(pool.map(lambda s: compile_object(s, flag_list), sources))
+            objects = list(pool.map(compile_object, sources, unit_flags))
     else:
-        objects = [compile_object(s, flag_list) for s in sources]
+        objects = [compile_object(s, f) for s, f in zip(sources, unit_flags)]
     cc = compiler()
     key = _key(_compiler_id(cc), " ".join(flag_list), *[o.name for o in objects])
 
@@ -253,5 +263,5 @@ def clear_cache() -> None:
     shutil.rmtree(cache_dir(), ignore_errors=True)
 
 
-__all__ = ["asan_runtime", "build_library", "cache_dir", "cached_build", "clear_cache", "compile_object", "flags",
+__all__ = ["LOOP_OPT", "TEMPLATE_OPT", "asan_runtime", "build_library", "cache_dir", "cached_build", "clear_cache", "compile_object", "flags",
            "load_library", "verified"]

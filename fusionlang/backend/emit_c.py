@@ -83,6 +83,9 @@ class CFunction:
     #: its checked indices, by site number; with heap locals, whether it takes ``fl_err``
     sites: list = field(default_factory=list)
     fallible: bool = False
+    #: its hot loops are explicit vector code or ``omp simd`` loops (the GEMM template), which
+    #: -O2 vectorizes as well as -O3 (ccompile.TEMPLATE_OPT)
+    vector_code: bool = False
 
 
 #: heap locals are allocated through this; compiled with -DFL_ALLOC_LIMIT=N, any request above

@@ -467,25 +467,36 @@ def _pack_im2col(out: Lines, name: str, bl: Blocking) -> None:
     # A sliver's columns run along output rows; within one output row the taps of one
     # (channel, ky, kx) are one strided run of an input row (contiguous at stride 1),
     # with zeros where the run leaves the image: three plain loops, no test per element.
+    # No division in the loops: (channel, ky, kx) and (oh, ow) are counted, not divided
+    # out, so the routine is as fast with its geometry in registers as with it folded in
+    # as constants (a division per run of 7 to 56 elements was a tenth of a conv's time).
     geometry = ", ".join(f"long {g}" for g in IM2COL_GEOMETRY)
     out.open(f"static void {name}(const float *restrict src, long pc, long kc, long n0, long n, "
              f"float *restrict dst, {geometry})")
+    out("const long kh = taps / kw, first_ch = pc / taps, first_ky = pc % taps / kw, first_kx = pc % kw;")
+    out("const long plane_size = in_h * in_w;")
     out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
     out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
+    out("const long oh0 = (n0 + j0) / out_w, ow0 = (n0 + j0) % out_w;")
+    out("long ch = first_ch, kyi = first_ky, kxi = first_kx;")
     out.open("for (long p = 0; p < kc; p++)")
-    out("const long kk = pc + p, ch = kk / taps, r = kk % taps;")
-    out("const long ky = r / kw * dh - ph, kx = r % kw * dw - pw;")
-    out("const float *plane = src + ch * in_h * in_w;")
+    out("const long ky = kyi * dh - ph, kx = kxi * dw - pw;")
+    out("const float *plane = src + ch * plane_size;")
     out(f"float *d = dst + p * {bl.nr};")
-    out("long j = 0, at = n0 + j0;")
+    out("long j = 0, oh = oh0, ow = ow0;")
     out.open("while (j < nn)")
-    out("const long oh = at / out_w, ow = at % out_w;")
     out("const long seg = nn - j < out_w - ow ? nn - j : out_w - ow;")
     out("const long y = oh * sh + ky, x0 = ow * sw + kx;")
     out("long lo = seg, hi = seg;")
     out.open("if (y >= 0 && y < in_h)")
+    out.open("if (sw == 1)")
+    out("lo = x0 >= 0 ? 0 : -x0;")
+    out("hi = in_w - x0;")
+    out.close("} else {")
+    out.depth += 1
     out("lo = x0 >= 0 ? 0 : (-x0 + sw - 1) / sw;")
     out("hi = x0 >= in_w ? 0 : (in_w - 1 - x0) / sw + 1;")
+    out.close()
     out("if (lo > seg) lo = seg;")
     out("if (hi > seg) hi = seg;")
     out("if (hi < lo) hi = lo;")
@@ -500,9 +511,10 @@ def _pack_im2col(out: Lines, name: str, bl: Blocking) -> None:
     out("for (long t = lo; t < hi; t++) d[j + t] = plane[base + t * sw];")
     out.close()
     out("for (long t = hi; t < seg; t++) d[j + t] = 0.0f;")
-    out("j += seg; at += seg;")
+    out("j += seg; oh++; ow = 0;")
     out.close()
     out(f"for (long t = nn; t < {bl.nr}; t++) d[t] = 0.0f;")
+    out("if (++kxi == kw) { kxi = 0; if (++kyi == kh) { kyi = 0; ch++; } }")
     out.close()
     out.close()
     out.close()
@@ -561,17 +573,10 @@ def _allocator(out: Lines, name: str) -> None:
 
 def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
             packed_a: bool, packed_b: bool, threads: bool) -> None:
-    """The kernel itself: packing buffers, the outer loops, and per outer index one call of
-    the unit's shape-generic blocked loops (:func:`_generic_loops`) with this problem's
-    geometry and its epilogue behind a tile callback."""
+    m, n, k = problem.m, problem.n, problem.k
     extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
     extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
-    if problem.k > 0:
-        loops = _loops_name(bl, packed_a, _b_kind(problem, packed_b), threads)
-        _shared(out, "fl_gemm_geometry", _geometry_type)
-        _shared(out, loops, lambda o, n: _generic_loops(o, n, bl, packed_a, _b_kind(problem, packed_b), threads))
-        _tile_callback(out, name, problem, epilogue)
     if not (packed_a and packed_b):
         _allocator(out, name)
     out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
@@ -582,24 +587,15 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
     checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b)) if not skip]
     if checks:
         out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
-    if problem.k > 0:
-        out(f"const fl_gemm_geometry g = {_geometry_value(problem, bl)};")
-        if epilogue is not None:
-            out(f"struct {name}_ctx ctx = {{{{0}}{extra_args}}};")
     for d, extent in enumerate(problem.outer):
         out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
     out(f"const float *a_o = A + {_outer_offset(problem.a, packed_a, problem, bl, 'a')};")
     out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b')};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c')};")
-    if problem.k == 0:
+    if k == 0:
         _zero_k(out, name, problem, epilogue, outer_args, extra_args)
     else:
-        for d in range(len(problem.outer)):
-            if epilogue is not None:
-                out(f"ctx.o[{d}] = o{d};")
-        scratch = f"{'NULL' if packed_a else 'ap'}, {'NULL' if packed_b else 'bp'}"
-        tile = f"{name}_tile, &ctx" if epilogue is not None else "NULL, NULL"
-        out(f"{loops}(&g, a_o, b_o, c_o, {scratch}, {tile});")
+        _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads)
     for _ in problem.outer:
         out.close()
     for v in checks:
@@ -608,83 +604,30 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
     out.close()
 
 
-#: how B reaches the micro-kernel: packed at run time from a strided view, packed at
-#: compile time, or gathered as the implicit im2col matrix while packing
-B_PACK, B_PACKED, B_IM2COL = "b", "pb", "im2col"
-
-
-def _b_kind(problem: GemmProblem, packed_b: bool) -> str:
-    return B_PACKED if packed_b else B_IM2COL if isinstance(problem.b, Im2Col) else B_PACK
-
-
-def _loops_name(bl: Blocking, packed_a: bool, b_kind: str, threads: bool) -> str:
-    return f"fl_gemm_loops_{bl.mr}x{bl.nv}v{bl.vl}_{'pa' if packed_a else 'a'}_{b_kind}{'_mt' if threads else ''}"
-
-
-def _geometry_type(out: Lines, name: str) -> None:
-    # what the shape-generic loops read of a problem; one type per unit
-    out.open("typedef struct fl_gemm_geometry")
-    out("long m, n, k, ldc;  /* C is m x n, row stride ldc */")
-    out("long mc, nc, kc;  /* blocking */")
-    out("long mpad, npad;  /* A and B sides as packed at compile time */")
-    out("long a_rows, a_cols, b_rows, b_cols;  /* strides of A and B packed at run time */")
-    out("long im2col[11];  /* the implicit B's geometry (IM2COL_GEOMETRY) */")
-    out.close("} fl_gemm_geometry;")
-    out("typedef void (*fl_gemm_tile)(float *c, long i0, long mm, long j0, long nn, const void *ctx);")
-
-
-def _geometry_value(problem: GemmProblem, bl: Blocking) -> str:
-    a, b = problem.a, problem.b
-    strides = (a.rows, a.cols, b.rows, b.cols) if isinstance(b, Operand) else (a.rows, a.cols, 0, 0)
-    im2col = _im2col_args(b) if isinstance(b, Im2Col) else "0"
-    values = [problem.m, problem.n, problem.k, problem.c.rows, bl.mc, bl.nc, bl.kc,
-              _round_up(problem.m, bl.mr), _round_up(problem.n, bl.nr), *strides]
-    return "{" + ", ".join(f"{v}L" for v in values) + f", {{{im2col}}}}}"
-
-
-def _tile_callback(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None) -> None:
-    """``name_tile``: the epilogue behind the generic loops' callback, its outer indices and
-    parameters in a ``struct name_ctx`` the kernel fills."""
-    if epilogue is None:
-        return
-    members = "".join(f" {p.replace('restrict', '')};" for p in epilogue.params)
-    out(f"struct {name}_ctx {{ long o[{max(1, len(problem.outer))}];{members} }};")
-    out.open(f"static void {name}_tile(float *c, long i0, long mm, long j0, long nn, const void *ctx)")
-    out(f"const struct {name}_ctx *x = ctx;")
-    outer = "".join(f", x->o[{d}]" for d in range(len(problem.outer)))
-    params = "".join(f", x->{param_name(p)}" for p in epilogue.params)
-    out(f"{name}_epilogue(c, i0, mm, j0, nn{outer}{params});")
-    out.close()
-
-
-def _generic_loops(out: Lines, name: str, bl: Blocking, packed_a: bool, b_kind: str, threads: bool) -> None:
-    """Goto's five loops around the micro-kernel for one outer index, every bound read from
-    the geometry: compiled once per unit and blocking, not once per kernel (a kernel's own
-    copy with its shape folded in was most of a conv's compile time, and bought nothing: the
-    time is in the micro-kernel)."""
-    out.open(f"static void {name}(const fl_gemm_geometry *restrict g, const float *restrict a_o, "
-             "const float *restrict b_o, float *restrict c_o, float *restrict ap, float *restrict bp, "
-             "fl_gemm_tile tile, const void *ctx)")
-    out("const long m = g->m, n = g->n, k = g->k, ldc = g->ldc;")
-    out.open("for (long jc = 0; jc < n; jc += g->nc)")
-    out("const long nc = n - jc < g->nc ? n - jc : g->nc;")
-    out.open("for (long pc = 0; pc < k; pc += g->kc)")
-    out("const long kc = k - pc < g->kc ? k - pc : g->kc;")
-    if b_kind == B_PACKED:
-        out("const float *bpan = b_o + pc * g->npad + jc * kc;")
-    elif b_kind == B_IM2COL:
-        geometry = ", ".join(f"g->im2col[{i}]" for i in range(len(IM2COL_GEOMETRY)))
-        out(f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, jc, nc, bp, {geometry});")
+def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads) -> None:
+    m, n, k = problem.m, problem.n, problem.k
+    ldc = problem.c.rows
+    mpad, npad = _round_up(m, bl.mr), _round_up(n, bl.nr)
+    out.open(f"for (long jc = 0; jc < {n}; jc += {bl.nc})")
+    out(f"const long nc = {n} - jc < {bl.nc} ? {n} - jc : {bl.nc};")
+    out.open(f"for (long pc = 0; pc < {k}; pc += {bl.kc})")
+    out(f"const long kc = {k} - pc < {bl.kc} ? {k} - pc : {bl.kc};")
+    if packed_b:
+        out(f"const float *bpan = b_o + pc * {npad}L + jc * kc;")
+    elif isinstance(problem.b, Im2Col):
+        out(f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, jc, nc, bp, {_im2col_args(problem.b)});")
         out("const float *bpan = bp;")
     else:
-        out(f"fl_gemm_pack_b_{bl.nr}(b_o + pc * g->b_rows + jc * g->b_cols, g->b_rows, g->b_cols, kc, nc, bp);")
+        b = problem.b
+        out(f"fl_gemm_pack_b_{bl.nr}(b_o + pc * {b.rows}L + jc * {b.cols}L, {b.rows}L, {b.cols}L, kc, nc, bp);")
         out("const float *bpan = bp;")
-    out.open("for (long ic = 0; ic < m; ic += g->mc)")
-    out("const long mc = m - ic < g->mc ? m - ic : g->mc;")
+    out.open(f"for (long ic = 0; ic < {m}; ic += {bl.mc})")
+    out(f"const long mc = {m} - ic < {bl.mc} ? {m} - ic : {bl.mc};")
     if packed_a:
-        out("const float *apan = a_o + pc * g->mpad + ic * kc;")
+        out(f"const float *apan = a_o + pc * {mpad}L + ic * kc;")
     else:
-        out(f"fl_gemm_pack_a_{bl.mr}(a_o + ic * g->a_rows + pc * g->a_cols, g->a_rows, g->a_cols, mc, kc, ap);")
+        a = problem.a
+        out(f"fl_gemm_pack_a_{bl.mr}(a_o + ic * {a.rows}L + pc * {a.cols}L, {a.rows}L, {a.cols}L, mc, kc, ap);")
         out("const float *apan = ap;")
     if threads:
         out("#pragma omp parallel for schedule(static)")
@@ -692,10 +635,11 @@ def _generic_loops(out: Lines, name: str, bl: Blocking, packed_a: bool, b_kind: 
     out(f"const long nn = nc - jr < {bl.nr} ? nc - jr : {bl.nr};")
     out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
     out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
-    out("float *ct = c_o + (ic + ir) * ldc + jc + jr;")
-    out(f"{_micro_name(bl)}(kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0);")
-    out("if (tile && pc + kc == k) tile(ct, ic + ir, mm, jc + jr, nn, ctx);")
-    for _ in range(6):  # five loops and the function
+    out(f"float *ct = c_o + (ic + ir) * {ldc}L + (jc + jr) * {problem.c.cols}L;")
+    out(f"{_micro_name(bl)}(kc, apan + ir * kc, bpan + jr * kc, ct, {ldc}L, (int)mm, (int)nn, pc > 0);")
+    if epilogue is not None:
+        out(f"if (pc + kc == {k}) {name}_epilogue(ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
+    for _ in range(5):
         out.close()
 
 

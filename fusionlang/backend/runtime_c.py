@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from fusionlang.backend.cexpr import C, ctype
-from fusionlang.backend.ccompile import SINGLE_UNIT, build_library, load_library
+from fusionlang.backend.ccompile import LOOP_OPT, SINGLE_UNIT, TEMPLATE_OPT, build_library, load_library
 from fusionlang.backend.chunks import chunk_kernels
 from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.failures import RECORD, failure
@@ -38,6 +38,7 @@ class CRuntime:
         #: output name -> the array the last run returned (see _output_array)
         self._returned: dict[str, np.ndarray] = {}
         functions: dict[str, str] = {}
+        vector_code: set[str] = set()
         calls = []
         for group in build.plan.groups:
             parts, main, strategy = self._functions(build, group)
@@ -45,6 +46,8 @@ class CRuntime:
                 continue
             for fn in parts:
                 functions.setdefault(fn.name, fn.source)
+                if fn.vector_code:
+                    vector_code.add(fn.name)
                 calls.append((fn, [self._slot_of(a) for a in fn.params]))
             self.kernels.append(KernelInfo(group.id, main.name, sum(fn.nests for fn in parts),
                                          "\n".join(fn.source for fn in parts), list(group.nodes), strategy,
@@ -54,12 +57,9 @@ class CRuntime:
         self.calls = calls
         self.driver = self._driver(calls, build)
         self.source = C_PRELUDE + "\n" + "\n".join(functions.values()) + "\n" + self.driver
-        if len(functions) <= SINGLE_UNIT:
-            units = [self.source]
-        else:
-            units = [C_PRELUDE + "\n".join(functions[name] for name in chunk)
-                     for chunk in chunk_kernels(functions)] + [self.driver]
-        self.library_path = build_library(units, openmp=build.openmp, sanitize=build.sanitize)
+        units = self._units(functions, vector_code)
+        self.library_path = build_library([u for u, _ in units], openmp=build.openmp, sanitize=build.sanitize,
+                                          opts=[opt for _, opt in units])
         self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
         self.entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -67,6 +67,18 @@ class CRuntime:
         self.errors = np.zeros(RECORD, np.int64)
         self.table = (ctypes.c_void_p * max(1, len(self.slots)))()
         self._allocate(build.sanitize)
+
+    def _units(self, functions: dict[str, str], vector_code: set[str]) -> list[tuple[str, str]]:
+        """(translation unit, its optimization level): the template kernels and the loop-nest
+        kernels chunked apart (:mod:`.chunks`), so each unit gets the level its code needs; a
+        graph of a few kernels is one unit (at the loop nests' level if it has any)."""
+        if len(functions) <= SINGLE_UNIT:
+            return [(self.source, TEMPLATE_OPT if set(functions) <= vector_code else LOOP_OPT)]
+        units = []
+        for names, opt in (([n for n in functions if n not in vector_code], LOOP_OPT),
+                           ([n for n in functions if n in vector_code], TEMPLATE_OPT)):
+            units += [(C_PRELUDE + "\n".join(functions[name] for name in chunk), opt) for chunk in chunk_kernels(names)]
+        return units + [(self.driver, TEMPLATE_OPT)]
 
     @staticmethod
     def _functions(build: KernelBuild, group) -> tuple[list[CFunction], CFunction | None, str]:
@@ -82,8 +94,8 @@ class CRuntime:
             fn = emit_function(lowered, label, openmp=build.openmp, check_indices=build.check_indices,
                                streamed=build.streamed)
             return [fn], fn, lowered.scheduled.tree.strategy
-        name, source, fallible = emit_template(planned, label, openmp=build.openmp)
-        main = CFunction(name, source, list(planned.params), 1, fallible=fallible)
+        name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp)
+        main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM")
         parts = [main]
         if planned.before is not None:
             parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=build.openmp,

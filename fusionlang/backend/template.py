@@ -372,8 +372,9 @@ def _params(prog: PolyProgram, final: PolyStmt, epilogue: list[PolyStmt], operan
 # ----- printing --------------------------------------------------------------------------
 
 
-def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tuple[str, str, bool]:
-    """(function name, C source, whether it takes the error record) of the group's kernel:
+def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tuple[str, str, bool, str]:
+    """(function name, C source, whether it takes the error record, which template: "GEMM",
+    "depthwise" or "pooling") of the group's kernel:
     the GEMM with its epilogue, and a wrapper taking the group's parameters in order. The
     GEMM allocates its packing buffers: when that fails, the wrapper fills the error record
     (backend.failures) and the run stops with a ResourceError. ``openmp``: threads share
@@ -406,7 +407,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
     name = f"fl_t_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     kind = "pooling" if pool else "depthwise" if depthwise else "GEMM"
     comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
-    return name, comment + text.replace("@NAME@", name), not depthwise
+    return name, comment + text.replace("@NAME@", name), not depthwise, kind
 
 
 def _epilogue_body(tg: TemplateGroup, names: dict[int, str]) -> str:

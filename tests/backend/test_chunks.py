@@ -1,8 +1,19 @@
-"""Kernels share translation units in content-defined chunks (fusionlang.backend.chunks)."""
+"""Kernels share translation units in content-defined chunks (fusionlang.backend.chunks), template
+kernels and loop nests apart, each unit at its optimization level (ccompile)."""
 
 import hashlib
+import re
+import tempfile
+from pathlib import Path
 
+import numpy as np
+
+import fusionlang
+from fusionlang import reference
+from fusionlang.backend import ccompile, template
+from fusionlang.backend.ccompile import LOOP_OPT, TEMPLATE_OPT, compile_object
 from fusionlang.backend.chunks import CHUNK_KERNELS, chunk_kernels
+from fusionlang.ops import GraphBuilder
 
 
 def _names(count, salt="k"):
@@ -27,3 +38,55 @@ def test_a_new_kernel_rebuilds_only_its_own_chunk():
         gone, new = before - after, after - before
         assert len(gone) == 1 and 1 <= len(new) <= 2
         assert sorted(n for c in new for n in c) == sorted(list(next(iter(gone))) + [extra])
+
+
+def _conv_net(convs=4):
+    """Convs (GEMM template kernels) separated by softmaxes (loop-nest kernels), each of
+    its own width, so more distinct kernels than one unit takes (ccompile.SINGLE_UNIT)."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("units")
+    y = b.input("x", (1, 4, 6, 6))
+    for c in range(convs):
+        w = rng.standard_normal((5 + c, 4 + c, 3, 3)).astype(np.float32)
+        y = b.softmax(b.conv(y, b.constant(w), pads=(1, 1, 1, 1)), axis=1)
+    b.output(y)
+    return b.build(), {"x": rng.standard_normal((1, 4, 6, 6)).astype(np.float32)}
+
+
+def _compiled_units(monkeypatch, graph):
+    """(source, flags) of every translation unit compiling ``graph`` builds."""
+    units = []
+
+    def record(source, flag_list):
+        units.append((source, flag_list))
+        return compile_object(source, flag_list)
+
+    monkeypatch.setattr(ccompile, "compile_object", record)
+    monkeypatch.setenv("FUSIONLANG_CACHE_DIR", str(Path(tempfile.mkdtemp())))
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    return compiled, units
+
+
+def test_template_kernels_and_loop_nests_compile_apart_each_at_its_level(monkeypatch):
+    monkeypatch.setattr(template, "MIN_MACS", 0)
+    monkeypatch.delenv("FUSIONLANG_COPT", raising=False)
+    graph, feeds = _conv_net()
+    compiled, units = _compiled_units(monkeypatch, graph)
+    assert len(compiled.kernels) > ccompile.SINGLE_UNIT
+    defined = [({kind for kind in re.findall(r"(?m)^void fl_([kt])_\w+\(.*\{$", source)}, flag_list)
+               for source, flag_list in units]
+    levels = {tuple(sorted(kinds)): flag_list for kinds, flag_list in defined if kinds}
+    assert set(levels) == {("k",), ("t",)}  # loop nests ("k") and templates ("t") never share a unit
+    assert TEMPLATE_OPT in levels[("t",)] and LOOP_OPT not in levels[("t",)]
+    assert LOOP_OPT in levels[("k",)] and TEMPLATE_OPT not in levels[("k",)]
+    want = reference.run(graph, feeds)
+    got = compiled.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+
+
+def test_fusionlang_copt_sets_the_level_of_every_unit(monkeypatch):
+    monkeypatch.setattr(template, "MIN_MACS", 0)
+    monkeypatch.setenv("FUSIONLANG_COPT", "-O1")
+    _, units = _compiled_units(monkeypatch, _conv_net()[0])
+    assert units and all("-O1" in f and LOOP_OPT not in f and TEMPLATE_OPT not in f for _, f in units)
