@@ -14,6 +14,11 @@ beside. Compiling a model costs seconds to a minute, so each model is timed once
 state, not as a median of rounds: read single numbers with the machine's load in mind (CPU
 time is what to compare on a shared machine).
 
+Python's own bytecode is not what is measured: each checkout's ``fusionlang`` is byte-compiled
+before the first run and the workers may read and write ``__pycache__`` (as an installed
+package does; ``PYTHONDONTWRITEBYTECODE`` would make every worker compile the backend's
+source again inside the ``plan`` stage).
+
 ``--baseline DIR`` times a second checkout (say ``git archive`` of an older commit) in the
 same run, model by model interleaved with this one, and keeps its numbers as ``before``.
 Prints a table and writes bench/results/compile_time.json.
@@ -24,6 +29,7 @@ Prints a table and writes bench/results/compile_time.json.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -78,6 +84,7 @@ def worker(name: str, root: str) -> dict:
 def run_model(name: str, root: Path, cache: Path) -> dict:
     env = dict(os.environ, FUSIONLANG_CACHE_DIR=str(cache))
     env.pop("PYTHONPATH", None)  # the worker puts ``root`` first itself
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode (module docstring)
     done = subprocess.run([sys.executable, str(HERE), "--worker", name, "--root", str(root)], env=env,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -127,6 +134,8 @@ def main(argv=None) -> int:
         print(json.dumps(worker(args.worker, args.root)))
         return 0
     names = args.only.split(",") if args.only else LIGHT_MODELS
+    for root in [_checkout.ROOT, *([Path(args.baseline)] if args.baseline else [])]:
+        compileall.compile_dir(str(Path(root) / "fusionlang"), quiet=1)
     results, before = {}, {} if args.baseline else None
     for name in names:
         if args.baseline:

@@ -116,7 +116,7 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     """``names`` (the complex node and what follows it) as one template call, or None."""
     problem, coords, a_value, b_value = shapes
     prog = build_program(graph, names, constants=constants)
-    stmts = _split(prog, node)
+    stmts = split_epilogue(prog, node)
     if stmts is None:
         return None
     final, epilogue = stmts
@@ -295,8 +295,11 @@ _I = sp.Symbol("i", integer=True, nonnegative=True)
 _J = sp.Symbol("j", integer=True, nonnegative=True)
 
 
-def _split(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolyStmt]] | None:
-    """(the complex op's final statement, the epilogue statements in order), or None."""
+def split_epilogue(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolyStmt]] | None:
+    """(the complex op's final statement, the epilogue statements in order), or None when
+    the rest of ``prog`` is not an epilogue of ``node``: statements over the complex op's
+    output box, each writing its own element and reading what the group computed only at
+    that element."""
     own = [s for s in prog.stmts if s.node is node]
     finals = [s for s in own if s.kind in ("final", "compute")]
     if len(finals) != 1 or {s.kind for s in own} - {"init", "update", "final", "compute"}:
@@ -448,4 +451,4 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     return sp.expand(offset)
 
 
-__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "plan_template"]
+__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "plan_template", "split_epilogue"]

@@ -63,3 +63,28 @@ def test_without_feedback_compile_schedules_each_group_structure_once():
     plan = fusionlang.fuse(blocks(), "apollo", feedback=False)
     fusionlang.compile(plan, "c")
     assert schedule_store.SEARCHES and max(schedule_store.SEARCHES.values()) == 1
+
+
+def _conv_bias_relu():
+    rng = np.random.default_rng(1)
+    b = GraphBuilder("conv_epilogue")
+    x = b.input("x", (1, 3, 8, 8))
+    w = b.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    bias = b.constant(rng.standard_normal(4).astype(np.float32))
+    b.output(b.relu(b.conv(x, w, bias, pads=(1, 1, 1, 1))))
+    return b.build()
+
+
+def test_a_conv_and_its_epilogue_are_one_nest_without_a_schedule_search():
+    feedback.forget_verdicts()
+    graph = _conv_bias_relu()
+    assert feedback.check_group(graph, [n.name for n in graph.nodes]) is None
+    assert sum(schedule_store.SEARCHES.values()) == 0
+    # compiled as loop nests (no template), the group is scheduled once, at compile, and is right
+    plan = fusionlang.fuse(graph, "apollo")
+    assert len([g for g in plan.groups if g.kind == "kernel"]) == 1
+    compiled = fusionlang.compile(plan, "c", templates=False)
+    assert sum(schedule_store.SEARCHES.values()) == 1
+    feeds = random_feeds(graph)
+    np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
+                               rtol=1e-4, atol=1e-5)
