@@ -10,6 +10,7 @@ import fusionlang
 import fusionlang.backend.feedback as feedback
 import fusionlang.backend.schedule_store as schedule_store
 from fusionlang import reference
+from fusionlang.backend import template
 from fusionlang.ops import GraphBuilder
 
 
@@ -88,3 +89,25 @@ def test_a_conv_and_its_epilogue_are_one_nest_without_a_schedule_search():
     feeds = random_feeds(graph)
     np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
                                rtol=1e-4, atol=1e-5)
+
+
+def test_two_template_ops_are_refused_together_and_each_runs_as_its_template(monkeypatch):
+    # shufflenet's stem: a max pool, and an average pool reading it
+    monkeypatch.setattr(template, "MIN_MACS", 0)  # in production a pool this small stays a loop nest
+    b = GraphBuilder("pools")
+    x = b.input("x", (1, 4, 16, 16))
+    pooled = b.max_pool(x, kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))
+    averaged = b.average_pool(pooled, kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), count_include_pad=0)
+    b.output(pooled, averaged)
+    graph = b.build()
+    names = [n.name for n in graph.nodes]
+    reason = feedback.check_group(graph, names)
+    assert reason is not None and "max_pool" in reason and "average_pool" in reason and "compute template" in reason
+    plan = fusionlang.fuse(graph, "apollo")
+    assert not any(set(g.nodes) >= set(names) for g in plan.groups)
+    compiled = fusionlang.compile(plan, "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template", "gemm template"]
+    feeds = random_feeds(graph)
+    want = reference.run(graph, feeds)
+    for name, value in compiled.run(feeds).items():
+        np.testing.assert_allclose(value, want[name], rtol=1e-5, atol=1e-6)
