@@ -10,9 +10,10 @@ from another model or an earlier run counts), twice:
 Stages: ``import`` (``fusionlang.from_onnx``), ``plan`` (``fusionlang.fuse(graph, "apollo")``
 with the backend's feedback), ``compile`` (``fusionlang.compile(plan, "c")``). Each stage
 reports process CPU time (this process plus the C compilers it waited for) with wall time
-beside. Compiling a model costs seconds to a minute, so each model is timed once per cache
-state, not as a median of rounds: read single numbers with the machine's load in mind (CPU
-time is what to compare on a shared machine).
+beside. Compiling a model costs seconds to a minute, so the default is one round per model
+and cache state; ``--rounds N`` takes N, the checkouts interleaved round by round, and
+reports medians (single rounds on this shared 2-core machine moved by up to 20%; CPU time
+is what to compare).
 
 Python's own bytecode is not what is measured: each checkout's ``fusionlang`` is byte-compiled
 before the first run and the workers may read and write ``__pycache__`` (as an installed
@@ -23,7 +24,7 @@ source again inside the ``plan`` stage).
 same run, model by model interleaved with this one, and keeps its numbers as ``before``.
 Prints a table and writes bench/results/compile_time.json.
 
-    python bench/compile_time.py [--only resnet50,squeezenet] [--baseline /tmp/fusionlang-before]
+    python bench/compile_time.py [--only resnet50,squeezenet] [--baseline /tmp/fusionlang-before] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import compileall
 import json
 import os
 import platform
+import statistics
 import resource
 import subprocess
 import sys
@@ -99,6 +101,20 @@ def measure(name: str, root: Path) -> dict:
     return {"cold": cold, "warm": warm}
 
 
+def median_of(rounds: list[dict]) -> dict:
+    """Per cache state and stage, the median CPU and wall seconds of the rounds (each taken
+    on its own: a round's stages need not come from one run)."""
+    out = {}
+    for state in ("cold", "warm"):
+        first = rounds[0][state]
+        row = {key: value for key, value in first.items() if key not in STAGES}
+        for stage in STAGES:
+            row[stage] = {unit: round(statistics.median(r[state][stage][unit] for r in rounds), 3)
+                          for unit in ("cpu_s", "wall_s")}
+        out[state] = row
+    return out
+
+
 # ----- report ------------------------------------------------------------------------------
 
 
@@ -126,6 +142,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated light model names")
     parser.add_argument("--baseline", help="another checkout to time in the same run (kept as 'before')")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per model and checkout, interleaved; medians")
     parser.add_argument("--out", default=str(RESULTS / "compile_time.json"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -138,14 +155,20 @@ def main(argv=None) -> int:
         compileall.compile_dir(str(Path(root) / "fusionlang"), quiet=1)
     results, before = {}, {} if args.baseline else None
     for name in names:
+        after_rounds, before_rounds = [], []
+        for _ in range(max(1, args.rounds)):
+            if args.baseline:
+                before_rounds.append(measure(name, Path(args.baseline)))
+            after_rounds.append(measure(name, _checkout.ROOT))
+        results[name] = median_of(after_rounds)
         if args.baseline:
-            before[name] = measure(name, Path(args.baseline))
-        results[name] = measure(name, _checkout.ROOT)
+            before[name] = median_of(before_rounds)
         print(f"{name}: done", file=sys.stderr, flush=True)
     print(table(results, before))
     out = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.processor() or platform.machine(),
            "cpus": os.cpu_count(), "load_average": os.getloadavg(),
-           "note": "one round per model and cache state (compiling costs seconds to a minute); "
+           "rounds": max(1, args.rounds),
+           "note": "medians of the rounds per model, cache state and stage, the two checkouts interleaved; "
                    "cpu_s counts this process and the C compilers it ran; the machine is shared",
            "models": results}
     if before is not None:
