@@ -2,7 +2,8 @@
 
 The partitioner calls :func:`check_group` (through a callback the API hands it) on every
 candidate group; a group that does not fuse into one legal nest gets a one-line reason and
-is split by the partitioner. Only the polyhedral part runs here (statements, dependences,
+is split by the partitioner. So does a group holding two ops that each run as a compute
+template (:data:`TEMPLATE_OPS`): it could be one nest, but a slow one. Only the polyhedral part runs here (statements, dependences,
 fused tree, legality): no AST, no code, so it is cheap enough to call per merge.
 
 Verdicts are values (:class:`Verdict`) holding the schedule selected for the group, kept
@@ -45,7 +46,8 @@ TEMPLATE_OPS = frozenset(COMPLEX_OPS) | frozenset(POOL_TAPS)
 
 
 def check_group(graph: Graph, node_names: list[str]) -> str | None:
-    """None if the nodes fuse into one legal loop nest, else a one-line reason.
+    """None if the nodes fuse into one legal loop nest (and hold at most one compute
+    template op), else a one-line reason.
 
     Verdicts are remembered per graph object (the partitioner asks again each round) and
     per group structure (:func:`group_signature`); a graph edited in place should be
