@@ -114,8 +114,9 @@ def _second_opinions(backend, suite_class: str, cases: list[str]) -> dict[str, t
         found = _loaded_cases(LOADER_KINDS[suite_class]).get(case)
         deviation = suite_deviation(backend, found) if found is not None else None
         if deviation is not None:
-            verdicts[case] = ("suite_off", f"the suite's answer is {deviation:.3g} off the float64 oracle, beyond the "
-                                           f"case's tolerance (rtol {found.rtol:g}, atol {found.atol:g}); ours is within it")
+            why = (f"the suite's answer is {deviation:.3g} off the float64 oracle, beyond the case's tolerance "
+                   f"(rtol {found.rtol:g}, atol {found.atol:g}); ours is within it")
+            verdicts[case] = ("suite_off", why)
     return verdicts
 
 

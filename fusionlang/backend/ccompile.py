@@ -263,5 +263,5 @@ def clear_cache() -> None:
     shutil.rmtree(cache_dir(), ignore_errors=True)
 
 
-__all__ = ["LOOP_OPT", "TEMPLATE_OPT", "asan_runtime", "build_library", "cache_dir", "cached_build", "clear_cache", "compile_object", "flags",
-           "load_library", "verified"]
+__all__ = ["LOOP_OPT", "TEMPLATE_OPT", "asan_runtime", "build_library", "cache_dir", "cached_build", "clear_cache",
+           "compile_object", "flags", "load_library", "verified"]

@@ -3,8 +3,9 @@
 The partitioner calls :func:`check_group` (through a callback the API hands it) on every
 candidate group; a group that does not fuse into one legal nest gets a one-line reason and
 is split by the partitioner. So does a group holding two ops that each run as a compute
-template (:data:`TEMPLATE_OPS`): it could be one nest, but a slow one. Only the polyhedral part runs here (statements, dependences,
-fused tree, legality): no AST, no code, so it is cheap enough to call per merge.
+template (:data:`TEMPLATE_OPS`): it could be one nest, but a slow one. Only the
+polyhedral part runs here (statements, dependences, fused tree, legality): no AST, no code,
+so it is cheap enough to call per merge.
 
 Verdicts are values (:class:`Verdict`) holding the schedule selected for the group, kept
 twice: per graph object and node set (the partitioner asks again each round), and, as
