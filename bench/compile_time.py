@@ -34,8 +34,8 @@ import compileall
 import json
 import os
 import platform
-import statistics
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile

@@ -144,18 +144,22 @@ def suite_deviation(backend, case) -> float | None:
             ours = prepared.run(inputs)
             oracle = wide.run(None, {i.name: _widen(x) for i, x in zip(_real_inputs(case.model), inputs, strict=True)})
             for got, want, exact in zip(ours, expected, oracle, strict=True):
-                def off(values):
-                    values = np.asarray(values, np.float64)
-                    return ~np.isclose(values, exact, rtol=case.rtol, atol=case.atol, equal_nan=True), values
-                outside, _ = off(got)
-                if outside.any():
+                if _outside(got, exact, case).any():
                     return None
-                outside, values = off(want)
+                want = np.asarray(want, np.float64)
+                outside = _outside(want, exact, case)
                 if outside.any():
-                    deviation = max(deviation or 0.0, float(np.max(np.abs(values - exact)[outside])))
+                    deviation = max(deviation or 0.0, float(np.max(np.abs(want - exact)[outside])))
         return deviation
     except Exception:  # noqa: BLE001  (no second opinion: the case stays wrong)
         return None
+
+
+def _outside(values, exact, case):
+    """Where ``values`` fall outside the case's tolerance of ``exact``."""
+    import numpy as np
+
+    return ~np.isclose(np.asarray(values, np.float64), exact, rtol=case.rtol, atol=case.atol, equal_nan=True)
 
 
 def _real_inputs(model):

@@ -299,10 +299,13 @@ def split_epilogue(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolySt
     """(the complex op's final statement, the epilogue statements in order), or None when
     the rest of ``prog`` is not an epilogue of ``node``: statements over the complex op's
     output box, each writing its own element and reading what the group computed only at
-    that element."""
+    that element, and the complex op reading nothing the group computes (a prologue)."""
     own = [s for s in prog.stmts if s.node is node]
     finals = [s for s in own if s.kind in ("final", "compute")]
     if len(finals) != 1 or {s.kind for s in own} - {"init", "update", "final", "compute"}:
+        return None
+    others = {s.write.array.id for s in prog.stmts if s.node is not node}
+    if any(r.array is not None and r.array.id in others for s in own for r in s.reads):
         return None
     final = finals[0]
     epilogue = [s for s in prog.stmts if s.node is not node]
