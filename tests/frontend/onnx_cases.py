@@ -65,3 +65,21 @@ def compiled_matches_reference(model, feeds, rtol=1e-5, atol=1e-6):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+def backend_cases(suite: str, names, module: str):
+    """(ONNX's backend-test class ``suite`` run through fusionlang with only the CPU cases
+    ``names`` kept, every case name the class had): pytest collects the class from
+    ``module``, the calling test module."""
+    import onnx.backend.test
+
+    import fusionlang.onnx_backend
+
+    test = onnx.backend.test.BackendTest(fusionlang.onnx_backend, module)
+    test.include(r"_cpu$")
+    cases = test.test_cases[suite]
+    every = {a[: -len("_cpu")] for a in vars(cases) if a.endswith("_cpu")}
+    for attr in [a for a in vars(cases) if a.startswith("test_")]:
+        if not attr.endswith("_cpu") or attr[: -len("_cpu")] not in names:
+            delattr(cases, attr)
+    return cases, every

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx.backend.test
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -13,7 +12,7 @@ from onnx.reference import ReferenceEvaluator
 from fusionlang import onnx_backend
 from fusionlang.errors import ModelError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
-from onnx_cases import IR_VERSION
+from onnx_cases import IR_VERSION, backend_cases
 
 
 F64 = TensorProto.DOUBLE
@@ -148,13 +147,7 @@ def test_wrong_input_count_is_refused():
 
 # ONNX's own simple-model cases for Gradient, compiled to C (a fallback to the interpreter fails)
 GRADIENT_CASES = ["test_gradient_of_add", "test_gradient_of_add_and_mul"]
-_backend_test = onnx.backend.test.BackendTest(onnx_backend, __name__)
-_backend_test.include(r"^test_gradient_of_add(_and_mul)?_cpu$")
-OnnxBackendSimpleModelTest = _backend_test.test_cases["OnnxBackendSimpleModelTest"]
-for _attr in [a for a in vars(OnnxBackendSimpleModelTest) if a.startswith("test_")]:
-    if _attr[: -len("_cpu")] not in GRADIENT_CASES or not _attr.endswith("_cpu"):
-        delattr(OnnxBackendSimpleModelTest, _attr)
-del _attr
+OnnxBackendSimpleModelTest, _ = backend_cases("OnnxBackendSimpleModelTest", GRADIENT_CASES, __name__)
 
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
 

@@ -8,10 +8,9 @@ the case). Listed cases must pass; the full suite is run with a ``-k`` filter.
 
 from __future__ import annotations
 
-import onnx.backend.test
 import pytest
 
-import fusionlang.onnx_backend
+from onnx_cases import backend_cases
 
 #: node cases (without the device suffix), by op
 SAMPLE: dict[str, tuple[str, ...]] = {
@@ -299,14 +298,7 @@ SAMPLE: dict[str, tuple[str, ...]] = {
 }
 CASES = {name for names in SAMPLE.values() for name in names}
 
-_backend_test = onnx.backend.test.BackendTest(fusionlang.onnx_backend, __name__)
-_backend_test.include(r"_cpu$")
-OnnxBackendNodeModelTest = _backend_test.test_cases["OnnxBackendNodeModelTest"]
-ALL_NODE_CASES = {a[: -len("_cpu")] for a in vars(OnnxBackendNodeModelTest) if a.endswith("_cpu")}
-for _attr in [a for a in vars(OnnxBackendNodeModelTest) if a.startswith("test_")]:
-    if _attr[: -len("_cpu")] not in CASES or not _attr.endswith("_cpu"):
-        delattr(OnnxBackendNodeModelTest, _attr)
-del _attr
+OnnxBackendNodeModelTest, ALL_NODE_CASES = backend_cases("OnnxBackendNodeModelTest", CASES, __name__)
 
 # a case that runs on the reference interpreter has not compiled: that is a failure here
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")

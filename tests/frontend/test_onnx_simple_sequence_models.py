@@ -8,20 +8,13 @@ interpreter fails the case).
 
 from __future__ import annotations
 
-import onnx.backend.test
 import pytest
 
-import fusionlang.onnx_backend
+from onnx_cases import backend_cases
 
 SEQUENCE_MODELS = [f"test_sequence_model{k}" for k in range(1, 9)]
 
-_backend_test = onnx.backend.test.BackendTest(fusionlang.onnx_backend, __name__)
-_backend_test.include(r"^test_sequence_model\d+_cpu$")
-OnnxBackendSimpleModelTest = _backend_test.test_cases["OnnxBackendSimpleModelTest"]
-for _attr in [a for a in vars(OnnxBackendSimpleModelTest) if a.startswith("test_")]:
-    if _attr[: -len("_cpu")] not in SEQUENCE_MODELS or not _attr.endswith("_cpu"):
-        delattr(OnnxBackendSimpleModelTest, _attr)
-del _attr
+OnnxBackendSimpleModelTest, _ = backend_cases("OnnxBackendSimpleModelTest", SEQUENCE_MODELS, __name__)
 
 # a case that runs on the reference interpreter has not compiled: that is a failure here
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
