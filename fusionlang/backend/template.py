@@ -31,12 +31,12 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
+from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
                                               gemm_kernel, is_gemv, pack_constant, packing_floats, vector_types)
-from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
-from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.lower import LoweredGroup, lower
+from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
 from fusionlang.backend.schedule import schedule_program
 from fusionlang.engine.cost import CONTRACTIONS
@@ -152,12 +152,18 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
     first = [n for n in group.nodes if n in before]
     rest = [n for n in group.nodes if n not in before and n != node.name]
     # the template takes what follows it as its epilogue if it can (with no prologue: the
-    # whole group, one call), else only the op
+    # whole group, one call), else the elementwise run right after it (shufflenet's conv +
+    # relu before a channel shuffle), else only the op
     core = _plan_part(graph, group, [n for n in group.nodes if n not in before], node, shapes, constants,
                       machine) if rest else None
     if core is not None:
         rest = []
-    else:
+    run = _same_shape_run(graph, node, rest)
+    if core is None and 0 < len(run) < len(rest):
+        core = _plan_part(graph, group, [n for n in group.nodes if n == node.name or n in run], node, shapes,
+                          constants, machine)
+        rest = rest[len(run):] if core is not None else rest
+    if core is None:
         core = _plan_part(graph, group, [node.name], node, shapes, constants, machine)
     if core is None:
         return None
@@ -167,6 +173,18 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
     crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
     core.scratch = tuple(sorted(crossing - set(group.outputs)))
     return core
+
+
+def _same_shape_run(graph: Graph, node: Node, rest: list[str]) -> list[str]:
+    """The nodes at the head of ``rest`` whose outputs keep the shape of ``node``'s: the
+    candidates for an epilogue when the whole of ``rest`` is not one."""
+    shape = graph.types[node.outputs[0]].shape
+    run = []
+    for name in rest:
+        if any(graph.types[v].shape != shape for v in graph.node(name).outputs):
+            break
+        run.append(name)
+    return run
 
 
 def _ancestors_within(plan: FusionPlan, group: Group, node: Node) -> set[str]:

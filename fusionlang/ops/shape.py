@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import prod
 
 import numpy as np
@@ -9,6 +10,7 @@ import sympy as sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, v_sym
+from fusionlang.ops.quasi_affine import Terms, floor_div, linear_form, mod
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 
@@ -20,25 +22,39 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+@lru_cache(maxsize=None)
 def relinearize(out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> tuple[sp.Expr, ...]:
-    """Input index reading the same row-major element as output index i (a reshape)."""
-    linear = sum((i_sym(k) * s for k, s in enumerate(row_major_strides(out_shape)) if out_shape[k] != 1),
-                 sp.Integer(0))
-    return unravel(linear, in_shape)
+    """Input index reading the same row-major element as output index i (a reshape).
+    Cached: an expression is immutable, and a model repeats its reshapes (shufflenet's
+    channel shuffles) while the planner and the compiler each ask for them."""
+    terms = tuple((s, i_sym(k)) for k, s in enumerate(row_major_strides(out_shape)) if out_shape[k] != 1)
+    return unravel_terms(terms, {i_sym(k): n for k, n in enumerate(out_shape)}, in_shape)
 
 
-def unravel(linear: sp.Expr, shape: tuple[int, ...]) -> tuple[sp.Expr, ...]:
-    """Row-major index into ``shape`` of a linear position known to be < prod(shape)."""
+def unravel(linear: sp.Symbol, shape: tuple[int, ...]) -> tuple[sp.Expr, ...]:
+    """Row-major index into ``shape`` of the linear position ``linear`` (an index symbol
+    known to be < prod(shape))."""
+    return unravel_terms(((1, linear),), {linear: prod(shape)}, shape)
+
+
+def unravel_terms(terms: Terms, extents: dict[sp.Symbol, int], shape: tuple[int, ...]) -> tuple[sp.Expr, ...]:
+    """Row-major index into ``shape`` of the linear position sum(c * x) over ``terms``,
+    each x an integer in [0, extents[x]) and the sum < prod(shape). The floors and mods
+    are worked out on the integers (:mod:`.quasi_affine`): sympy reaches the same simple
+    forms only through its assumption system, which cost shufflenet 0.4 s per compile."""
     if prod(shape) == 0:
         return (sp.Integer(0),) * len(shape)  # nothing is read from an empty tensor
     index = []
     for k, (n, s) in enumerate(zip(shape, row_major_strides(shape))):
         if n == 1:
             index.append(sp.Integer(0))
-            continue
-        q = sp.floor(linear / s) if s != 1 else linear
-        outermost = all(d == 1 for d in shape[:k])
-        index.append(q if outermost else sp.Mod(q, n))
+        elif all(d == 1 for d in shape[:k]):  # the outermost digit: below n already
+            index.append(floor_div(terms, 0, s, extents))
+        else:  # floor(L / s) mod n = floor((L mod s*n) / s)
+            wrapped = mod(terms, 0, s * n, extents)
+            form = linear_form(wrapped, extents)
+            index.append(floor_div(form[0], form[1], s * form[2], extents) if form else
+                         sp.Mod(floor_div(terms, 0, s, extents), n))
     return tuple(index)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ import fusionlang
 from fusionlang import reference
 from fusionlang.backend import template
 from fusionlang.ops import GraphBuilder
+from fusionlang.ops.access import i_sym
 
 EPILOGUE_OPS = ["relu", "tanh", "bias", "residual", "scale", "clip", "sigmoid_mul"]
 
@@ -267,6 +269,32 @@ def test_what_the_epilogue_cannot_take_runs_as_a_loop_nest_after_the_template(af
     assert planned is not None
     feeds = {"x": rng.standard_normal((2, 3, 6, 6)).astype(np.float32),
              "o": rng.standard_normal((2, 2, 6, 6)).astype(np.float32)}
+    compiled = fusionlang.compile(plan, "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"]
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_a_channel_shuffle_after_the_conv_leaves_its_activation_in_the_epilogue():
+    # shufflenet: conv + relu, then reshape -> transpose -> reshape; the relu belongs to the
+    # template's epilogue (one trip through memory), only the shuffle runs after it
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("shuffle")
+    x = b.input("x", (1, 3, 6, 6))
+    c = b.relu(b.conv(x, b.constant(rng.standard_normal((8, 3, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    shuffled = b.transpose(b.reshape(c, shape=[1, 2, 4, 6, 6]), perm=[0, 2, 1, 3, 4])
+    y = b.reshape(shuffled, shape=[1, 8, 6, 6])
+    b.output(y)
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert [s.node.op for s in planned.epilogue] == ["relu"]
+    assert planned.after is not None and planned.before is None
+    # read through the three views, the shuffle permutes whole channels: only the channel
+    # index is divided, each row of 6x6 is a plain contiguous read
+    (read,) = [r for st in planned.after.prog.stmts for r in st.reads if r.array is not None]
+    divided = {a for e in read.index for a in sp.sympify(e).atoms(sp.floor, sp.Mod)}
+    assert divided and all(a.free_symbols == {i_sym(1)} for a in divided), read.index
+    feeds = {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}
     compiled = fusionlang.compile(plan, "c")
     assert [k.strategy for k in compiled.kernels] == ["gemm template"]
     np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
