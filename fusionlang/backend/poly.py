@@ -480,11 +480,11 @@ class _Builder:
         self.graph = graph
         self.constants = graph.constants if constants is None else constants
         self.registry = registry_of(graph, registry)
-        order = {n.name: k for k, n in enumerate(graph.nodes)}
+        order = graph.index.position
         missing = [n for n in names if n not in order]
         if missing:
             raise CodegenError(f"node {missing[0]!r} is not in graph {graph.name!r}")
-        self.nodes = [graph.nodes[order[n]] for n in sorted(set(names), key=order.__getitem__)]
+        self.nodes = [graph.index.by_name[n] for n in sorted(set(names), key=order.__getitem__)]
         self.inputs, self.outputs = boundary(graph, {n.name for n in self.nodes})
         self.arrays: list[Array] = []
         self.by_value: dict[str, Array] = {}

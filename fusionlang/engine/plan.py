@@ -217,9 +217,29 @@ def group_boundaries(graph: Graph, owner: dict[str, int]) -> dict[int, tuple[lis
 
 
 def boundary(graph: Graph, members: set[str]) -> tuple[list[str], list[str]]:
-    """(inputs, outputs) of one set of nodes: values read from outside, values used outside."""
-    owner = {n.name: (0 if n.name in members else 1) for n in graph.nodes}
-    return group_boundaries(graph, owner).get(0, ([], []))
+    """(inputs, outputs) of one set of nodes: values read from outside, values used outside;
+    in :func:`group_boundaries`' order. Walks the members only, through the graph's index
+    (densenet121's planning asked 546 times, each a walk of all 900 nodes: 1 s)."""
+    index = graph.index
+    nodes = sorted((index.by_name[m] for m in members if m in index.by_name), key=lambda n: index.position[n.name])
+    inputs: dict[str, None] = {}
+    for node in nodes:
+        for value in node.present_inputs():
+            producer = index.producers.get(value)
+            if producer is None or producer.name not in members:
+                inputs[value] = None
+    graph_outputs = {value: k for k, value in enumerate(graph.outputs)}
+    outputs = []
+    for node in nodes:  # by producer, then as group_boundaries meets them: first outside reader, graph outputs
+        met = []
+        for value in node.outputs:
+            readers = [c for c in index.consumers.get(value, ()) if c.name not in members]
+            if readers:
+                met.append(((0, index.position[readers[0].name], readers[0].present_inputs().index(value)), value))
+            elif value in graph_outputs:
+                met.append(((1, graph_outputs[value], 0), value))
+        outputs += [value for _, value in sorted(met)]
+    return list(inputs), outputs
 
 
 def make_groups(graph: Graph, members: list[list[str]], fields: list[dict]) -> list[Group]:

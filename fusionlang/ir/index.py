@@ -1,4 +1,4 @@
-"""NodeIndex: a graph's derived maps (name -> node, producers, consumers), built once.
+"""NodeIndex: a graph's derived maps (name -> node and position, producers, consumers), built once.
 
 Passes ask "which node is called X", "who computes value v" and "who reads v" all the
 time; each used to build its own dict by scanning the node list. A Graph builds one
@@ -33,6 +33,8 @@ class NodeIndex:
         self.size = len(nodes)
         #: node name -> node
         self.by_name: Mapping[str, Node] = MappingProxyType(by_name)
+        #: node name -> its position in the node list
+        self.position: Mapping[str, int] = MappingProxyType({node.name: k for k, node in enumerate(nodes)})
         #: value name -> the node computing it (graph inputs and constants are absent)
         self.producers: Mapping[str, Node] = MappingProxyType(producers)
         #: value name -> the nodes reading it, in node order (a node reading twice appears once)

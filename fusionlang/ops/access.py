@@ -41,6 +41,7 @@ def as_expr(value) -> sp.Basic:
     return sp.sympify(value, strict=True)
 
 
+@lru_cache(maxsize=None)
 def i_sym(k: int) -> sp.Symbol:
     """Output index k."""
     return sp.Symbol(f"i{k}", integer=True, nonnegative=True)

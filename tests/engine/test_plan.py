@@ -4,10 +4,13 @@ topological order, boundaries that match the graph."""
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from fusionlang.engine.plan import FusionPlan, make_group, per_node_plan, single_group_plan
+from fusionlang.engine.plan import FusionPlan, boundary, group_boundaries, make_group, per_node_plan, single_group_plan
 from fusionlang.errors import PlanError
 from fusionlang.ops import GraphBuilder
+from fusionlang.testing.graphgen import graphs
 
 
 def diamond():
@@ -87,3 +90,12 @@ def test_views_do_not_count_as_launches():
     assert plan.launches == 1
     plan.horizontal = []
     assert len(plan.kernels) == 1
+
+
+@given(graphs(max_nodes=10), st.data())
+def test_one_groups_boundary_is_its_part_of_the_partition_boundaries(graph, data):
+    # boundary() walks only the members; group_boundaries() the whole graph, every group
+    names = [n.name for n in graph.nodes]
+    members = set(data.draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))
+    owner = {name: 0 if name in members else 1 for name in names}
+    assert boundary(graph, members) == group_boundaries(graph, owner)[0]
