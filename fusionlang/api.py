@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from fusionlang.collector import paused
 from fusionlang.engine.pipeline import fuse as _fuse
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.ir.graph import Graph
 from fusionlang.lang import load_rules as _load_rules
 
 
+@paused
 def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = None,
               constant_inputs: dict[str, Any] | None = None) -> Graph:
     """Import an ONNX model (path, bytes or ModelProto) as a statically shaped Graph.
@@ -29,6 +31,7 @@ def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = N
     return _from_onnx(path_or_model, input_shapes=input_shapes, constant_inputs=constant_inputs)
 
 
+@paused
 def load_rules(name_or_path):
     """A RuleSet by library name ("apollo", "tvm", "dnnfusion", ...) or .fuse path."""
     return _load_rules(name_or_path)
@@ -38,6 +41,7 @@ def _ruleset(rules):
     return load_rules(rules) if isinstance(rules, str) else rules
 
 
+@paused
 def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: dict[str, Any] | None = None,
          feedback: bool = True) -> FusionPlan:
     """Rewrite ``graph`` with ``rules`` and partition it into fused groups.
@@ -56,6 +60,7 @@ def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: 
     return _fuse(graph, _ruleset(rules), strategy, options=options, feedback=check)
 
 
+@paused
 def compile(plan: FusionPlan, target: str = "c", **options):  # noqa: A001 - the documented name
     """Generate and build code for every group of ``plan``; returns a CompiledGraph
     whose ``run(feeds)`` returns {output name: array}. Options: see
