@@ -22,7 +22,7 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=4096)  # bounded: a long-lived process meets many shapes
 def relinearize(out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> tuple[sp.Expr, ...]:
     """Input index reading the same row-major element as output index i (a reshape).
     Cached: an expression is immutable, and a model repeats its reshapes (shufflenet's
