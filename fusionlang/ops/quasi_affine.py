@@ -36,7 +36,7 @@ def floor_div(terms: Terms, const: int, d: int, extents: dict[sp.Symbol, int]) -
     split = _split(rest, const, d, extents)
     if split is None:
         return quotient + sp.floor((_sum(rest) + const) / d)
-    high, high_const, g = split
+    high, _, high_const, g = split
     if g == d:
         return quotient + high_const // g
     return quotient + sp.floor((_sum([(c // g, x) for c, x in high]) + high_const // g) / (d // g))
@@ -49,8 +49,8 @@ def mod(terms: Terms, const: int, n: int, extents: dict[sp.Symbol, int]) -> sp.E
     split = _split(terms, const, n, extents)
     if split is None:
         return sp.Mod(_sum(terms) + const, n)
-    high, high_const, g = split
-    low = _sum([t for t in terms if t not in high]) + (const - high_const)
+    high, low_terms, high_const, g = split
+    low = _sum(low_terms) + (const - high_const)
     if not high:
         return low
     inner = _sum([(c // g, x) for c, x in high]) + high_const // g
@@ -59,17 +59,17 @@ def mod(terms: Terms, const: int, n: int, extents: dict[sp.Symbol, int]) -> sp.E
     return g * sp.Mod(inner, n // g) + low
 
 
-def _split(terms, const: int, divisor: int, extents) -> tuple[list, int, int] | None:
-    """(the high terms, their constant, g) with g dividing ``divisor`` and every high
-    coefficient, and the low terms plus the rest of the constant within [0, g); the split
-    with the fewest high terms (largest g), or None."""
+def _split(terms, const: int, divisor: int, extents) -> tuple[list, list, int, int] | None:
+    """(the high terms, the low terms, the high constant, g) with g dividing ``divisor``
+    and every high coefficient, and the low terms plus the rest of the constant within
+    [0, g); the split with the fewest high terms (largest g), or None."""
     ordered = sorted(terms, key=lambda t: -abs(t[0]))
     for cut in range(len(ordered) + 1):
         high, low = ordered[:cut], ordered[cut:]
         g = gcd(divisor, *(c for c, _ in high))
         low_lo, low_hi = _range(low, const % g, extents)
         if 0 <= low_lo and low_hi < g:
-            return high, const - const % g, g
+            return high, low, const - const % g, g
     return None
 
 
