@@ -30,8 +30,9 @@ from fusionlang.backend.runtime_cuda import build_cuda_program, cuda_available
 
 def cuda_sources(plan, *, check_indices: bool = True) -> dict[str, str]:
     """Compilable CUDA translation units of ``plan`` (name -> source); needs no GPU."""
-    lowered, _, _ = lower_plan(plan, "cuda")
-    return build_cuda_program(plan, lowered, check_indices).sources()
+    templates: dict = {}
+    lowered, _, _ = lower_plan(plan, "cuda", templates=templates)
+    return build_cuda_program(plan, lowered, check_indices, templates).sources()
 
 
 def default_target() -> str:

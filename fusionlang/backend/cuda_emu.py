@@ -51,6 +51,7 @@ static fl_dim3 blockDim, gridDim;
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(x)
+#define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static
 namespace fl_emu {
 std::atomic<bool> failed{false};
@@ -71,7 +72,7 @@ struct Barrier {
   std::condition_variable cv;
 };
 static Barrier* block_barrier;
-struct Warp { std::unique_ptr<Barrier> bar; float f[32]; double d[32]; };
+struct Warp { std::unique_ptr<Barrier> bar; float f[32]; double d[32]; float a[32][4]; float b[32][2]; };
 static std::vector<Warp>* warps;
 template <class F> int launch(unsigned grid, unsigned block, F f) {
   // one OS thread per CUDA thread of a block; the same threads run the blocks in turn
@@ -117,6 +118,28 @@ static inline long long __shfl_xor_sync(unsigned, long long v, int o) { return f
 static inline unsigned long long __shfl_xor_sync(unsigned, unsigned long long v, int o) {
   return fl_emu_shfl_bits(v, o);
 }
+static inline float fl_emu_tf32(float x) {  // cvt.rna.tf32.f32: 10 mantissa bits, ties away from zero
+  unsigned u; std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &u, 4); return x;
+}
+// mma.sync.m16n8k8 (tf32 in, fp32 accumulate) across the emulated warp: every lane posts its
+// fragments, then computes the four elements of d it owns from the whole A and B
+static inline void fl_emu_mma_tf32(float* d, const float* a, const float* b) {
+  fl_emu::Warp& w = (*fl_emu::warps)[threadIdx.x / 32];
+  unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int r = 0; r < 4; r++) w.a[lane][r] = fl_emu_tf32(a[r]);
+  for (int r = 0; r < 2; r++) w.b[lane][r] = fl_emu_tf32(b[r]);
+  w.bar->wait();
+  for (int r = 0; r < 4; r++) {
+    unsigned row = g + 8 * (r / 2), col = 2 * t + r % 2;
+    float sum = d[r];
+    for (unsigned k = 0; k < 8; k++)
+      sum += w.a[(row % 8) * 4 + k % 4][row / 8 + 2 * (k / 4)] * w.b[col * 4 + k % 4][k / 4];
+    d[r] = sum;
+  }
+  w.bar->wait();
+}
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 static inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
 static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
@@ -154,14 +177,16 @@ class EmuRuntime:
 
     def __init__(self, build: KernelBuild):
         self.graph, self.buffers, self.constants = build.graph, build.buffers, build.constants
-        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices)
+        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices, build.templates)
         self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
         launchers = {}
         for la in self.program.launches:
-            types = [t for gid in la.groups for t in self.program.groups[gid].param_types]
-            launchers.setdefault(la.kernel, _launcher(la.kernel, types))
-        self.lib = ctypes.CDLL(str(_build(SHIM + self.source + "\n" + "\n".join(launchers.values()))))
+            launchers.setdefault(la.kernel, _launcher(la.kernel, la.types(self.program)))
+        # FUSIONLANG_EMU_TENSOR_CORES=1: the GEMM template's tensor-core path, with mma.sync
+        # emulated across the warp, instead of its FMA path
+        mma = "#define FL_EMU_MMA 1\n" if os.environ.get("FUSIONLANG_EMU_TENSOR_CORES") == "1" else ""
+        self.lib = ctypes.CDLL(str(_build(mma + SHIM + self.source + "\n" + "\n".join(launchers.values()))))
         buffers = build.buffers
         self.arena = np.zeros(buffers.arena_bytes + ALIGN, np.uint8)
         self.base = (-self.arena.ctypes.data) % ALIGN
@@ -173,8 +198,7 @@ class EmuRuntime:
             fn = getattr(self.lib, f"fl_emu_{la.kernel}")
             fn.restype = ctypes.c_int
             fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
-            arrays = [a for gid in la.groups for a in self.program.groups[gid].params]
-            self.calls.append((la, fn, arrays))
+            self.calls.append((la, fn, la.arrays(self.program)))
 
     def _address(self, array, feeds) -> int:
         if array.data is not None:
@@ -196,7 +220,8 @@ class EmuRuntime:
         for la, fn, arrays in self.calls:
             table = (ctypes.c_void_p * (len(arrays) + 2))(*[self._address(a, feeds) for a in arrays],
                                                             self.scratch.ctypes.data, self.errors.ctypes.data)
-            if fn(la.grid, min(la.block, EMU_BLOCK), ctypes.cast(table, ctypes.c_void_p)) != 0:
+            block = la.block if la.exact_block else min(la.block, EMU_BLOCK)
+            if fn(la.grid, block, ctypes.cast(table, ctypes.c_void_p)) != 0:
                 raise CodegenError(f"emulated kernel {la.kernel}: a barrier was not reached by every thread")
             if self.errors[0]:
                 raise failure(self.errors, self.program.sites, la.kernel)

@@ -99,6 +99,13 @@ class CudaKernel:
     mode: str
     #: bytes of the shared scratch area this kernel uses (offsets are baked in)
     scratch_bytes: int = 0
+    #: its own parameters (arrays) and their C types, where they are not its group's
+    params: list | None = None
+    param_types: list | None = None
+    #: the kernel needs exactly ``block`` threads (a template's warp tiles), not any multiple of 32
+    exact_block: bool = False
+    #: what the report shows as its strategy, where it is not the group's schedule
+    strategy: str = ""
 
 
 @dataclass

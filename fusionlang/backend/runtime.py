@@ -86,8 +86,8 @@ def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
 def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templates: dict | None = None):
     """(lowered kernel groups by id, constants incl. folded groups, view aliases).
 
-    ``templates``: when a dict is given, groups whose complex op runs as the CPU GEMM
-    template (:func:`.template.plan_template`) are planned into it, by group id, and not
+    ``templates``: when a dict is given, groups whose complex op runs as the GEMM template of
+    ``target`` (:func:`.template.plan_template`) are planned into it, by group id, and not
     lowered to loop nests."""
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
@@ -102,7 +102,7 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
                 aliases.update(found)
                 continue
         if templates is not None:
-            planned = plan_template(plan, group, constants)
+            planned = plan_template(plan, group, constants, target=target)
             if planned is not None:
                 templates[group.id] = planned
                 continue
@@ -135,7 +135,7 @@ class CompiledGraph:
         templated: dict = {}
         lowered, self.constants, self.aliases = lower_plan(
             plan, "c" if target == "c" else "cuda", fuse=fuse,
-            templates=templated if target == "c" and templates else None)
+            templates=templated if templates else None)
         fused_away = _never_allocated(plan, templated)
         self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
                                                 scratch={gid: t.scratch for gid, t in templated.items()})

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fusionlang.backend.cuda_gemm import PRELUDE as GEMM_PRELUDE
+from fusionlang.backend.cuda_template import template_group
 from fusionlang.backend.emit_cuda import CUDA_PRELUDE, CudaGroup, emit_group, horizontal_kernel
 from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.kernel_build import KernelBuild
@@ -31,6 +33,21 @@ class Launch:
     #: (member position in a pack, group id) per parameter group; see CudaProgram.launches
     groups: list[int]
     scratch: int = 0
+    #: the kernel's own parameters and C types (a templated group's parts), else its groups'
+    params: list | None = None
+    param_types: list | None = None
+    exact_block: bool = False
+
+    def arrays(self, program: "CudaProgram") -> list:
+        """The arrays passed to the kernel, in order (scratch and error record not included)."""
+        if self.params is not None:
+            return self.params
+        return [a for gid in self.groups for a in program.groups[gid].params]
+
+    def types(self, program: "CudaProgram") -> list[str]:
+        if self.param_types is not None:
+            return self.param_types
+        return [t for gid in self.groups for t in program.groups[gid].param_types]
 
 
 @dataclass
@@ -43,7 +60,7 @@ class CudaProgram:
 
     @property
     def source(self) -> str:
-        seen, parts = set(), [CUDA_PRELUDE]
+        seen, parts = set(), [_prelude(self.groups.values())]
         for g in self.groups.values():
             if g.name not in seen:
                 seen.add(g.name)
@@ -55,7 +72,7 @@ class CudaProgram:
         """Compilable translation units: one per distinct group, one per pack."""
         out = {}
         for g in self.groups.values():
-            out.setdefault(g.name, CUDA_PRELUDE + g.source)
+            out.setdefault(g.name, _prelude([g]) + g.source)
         for name, text in self.packs.items():
             members = [g for g in self.groups.values() if any(f"{u[0]}(" in text for u in g.units)]
             out[name] = CUDA_PRELUDE + "\n".join(dict.fromkeys(m.source for m in members)) + text
@@ -71,16 +88,31 @@ class CudaProgram:
         return max((k.scratch_bytes for g in self.groups.values() for k in g.kernels), default=0)
 
 
-def build_cuda_program(plan, lowered: dict, check_indices: bool = True) -> CudaProgram:
-    """The CUDA text and launches of ``plan``'s ``lowered`` groups (horizontal packs included)."""
+def _prelude(groups) -> str:
+    """The helpers every unit needs, and the GEMM template's where one of ``groups`` has one."""
+    templated = any(k.mode == "gemm template" for g in groups for k in g.kernels)
+    return CUDA_PRELUDE + (GEMM_PRELUDE if templated else "")
+
+
+def build_cuda_program(plan, lowered: dict, check_indices: bool = True, templates: dict | None = None
+                       ) -> CudaProgram:
+    """The CUDA text and launches of ``plan``'s ``lowered`` groups and of its ``templates``
+    (group id -> TemplateGroup planned for CUDA: :mod:`.cuda_template`), horizontal packs
+    included."""
+    templates = templates or {}
     groups: dict[int, CudaGroup] = {}
     sites = 0
     for group in plan.groups:
-        if group.id in lowered:
-            cg = emit_group(lowered[group.id], f"group {group.id}", check_indices=check_indices, first_site=sites)
-            sites += len(cg.sites)
-            cg.group = group.id
-            groups[group.id] = cg
+        label = f"group {group.id}"
+        if group.id in templates:
+            cg = template_group(templates[group.id], label, check_indices=check_indices, first_site=sites)
+        elif group.id in lowered:
+            cg = emit_group(lowered[group.id], label, check_indices=check_indices, first_site=sites)
+        else:
+            continue
+        sites += len(cg.sites)
+        cg.group = group.id
+        groups[group.id] = cg
     prog = CudaProgram(groups)
     packed: dict[int, str] = {}
     for k, members in enumerate(plan.horizontal):
@@ -107,7 +139,8 @@ def build_cuda_program(plan, lowered: dict, check_indices: bool = True) -> CudaP
                 ordered.extend(la for la in prog.launches if la.kernel == name)
             continue
         for kern in groups[gid].kernels:
-            ordered.append(Launch(kern.name, kern.grid, kern.block, [gid], kern.scratch_bytes))
+            ordered.append(Launch(kern.name, kern.grid, kern.block, [gid], kern.scratch_bytes, kern.params,
+                                  kern.param_types, kern.exact_block))
     prog.launches = ordered
     return prog
 
@@ -120,9 +153,10 @@ def kernel_infos(build: KernelBuild, program: CudaProgram) -> list[KernelInfo]:
     for gid, g in program.groups.items():
         group = build.plan.group(gid)
         launches = (1 if gid in first_of_pack else 0) if gid in packed else len(g.kernels)
-        infos.append(KernelInfo(gid, g.name, g.nests, g.source, list(group.nodes),
-                                build.lowered[gid].scheduled.tree.strategy, [a.value for a in g.params],
-                                launches=launches))
+        strategy = "; ".join(k.strategy for k in g.kernels if k.strategy) if gid in build.templates else \
+            build.lowered[gid].scheduled.tree.strategy
+        infos.append(KernelInfo(gid, g.name, g.nests, g.source, list(group.nodes), strategy,
+                                [a.value for a in g.params], launches=launches))
     return infos
 
 
@@ -147,7 +181,7 @@ class CudaRuntime:
 
         self.cp = cupy
         self.graph, self.buffers, self.constants = build.graph, build.buffers, build.constants
-        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices)
+        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices, build.templates)
         self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
         self.errors = cupy.zeros(RECORD, dtype=cupy.int64)
@@ -166,9 +200,7 @@ class CudaRuntime:
         self.launches = []
         for la in self.program.launches:
             fn = self.module.get_function(la.kernel)
-            args = []
-            for gid in la.groups:
-                args.extend(self._arg(a) for a in self.program.groups[gid].params)
+            args = [self._arg(a) for a in la.arrays(self.program)]
             args += [self.scratch, self.errors]
             self.launches.append((fn, la.grid, la.block, tuple(args)))
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from fusionlang.backend.cexpr import C, IndexPrinter, ValuePrinter
+from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter
 from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
@@ -85,8 +85,8 @@ class TemplateGroup:
 # ----- planning --------------------------------------------------------------------------
 
 
-def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Machine | None = None
-                  ) -> TemplateGroup | None:
+def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Machine | None = None, *,
+                  target: str = "c") -> TemplateGroup | None:
     """The group as a template call, or None when its complex op cannot be one.
 
     First choice: the whole group as one template call, the rest of the group its epilogue.
@@ -94,10 +94,13 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     group runs in up to three parts: a loop nest for what the complex op reads, the
     template, a loop nest for the rest; values passed between the parts go through
     ``scratch`` buffers. Each is still far faster than the complex op as a loop nest.
+
+    ``target="cuda"`` plans for :mod:`.cuda_template`: matmul, gemm and conv only (pools
+    and depthwise convs stay loop nests there), constant operands passed as they are.
     """
     graph = plan.graph
     complex_nodes = [n for n in plan.nodes_of(group) if n.op in COMPLEX_OPS]
-    if not complex_nodes:
+    if not complex_nodes and target == "c":
         complex_nodes = [n for n in plan.nodes_of(group) if n.op in POOL_TAPS]
     if group.kind != "kernel" or len(complex_nodes) != 1:
         return None
@@ -108,11 +111,13 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     problem = shapes[0]
     if problem.m * problem.n * problem.k * int(np.prod(problem.outer, dtype=np.int64)) < MIN_MACS:
         return None
-    return _plan_parts(plan, group, node, shapes, constants, machine or host())
+    if target != "c" and is_depthwise(problem):
+        return None
+    return _plan_parts(plan, group, node, shapes, constants, machine or host(), target)
 
 
 def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes, constants: dict,
-               machine: Machine) -> TemplateGroup | None:
+               machine: Machine, target: str) -> TemplateGroup | None:
     """``names`` (the complex node and what follows it) as one template call, or None."""
     problem, coords, a_value, b_value = shapes
     prog = build_program(graph, names, constants=constants)
@@ -125,10 +130,10 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     if c_array is None or any(a.dtype != "float32" for a in prog.arrays):
         return None
     blocking = blocking_for(machine, problem)
-    # the depthwise and GEMV kernels read their weights as they are
-    packs = {} if is_depthwise(problem) or is_gemv(problem) else constants
+    # the depthwise and GEMV kernels read their weights as they are, and so does CUDA
+    packs = {} if is_depthwise(problem) or is_gemv(problem) or target != "c" else constants
     a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a")
-    b_constants = {} if is_gemv(problem) else constants
+    b_constants = {} if is_gemv(problem) or target != "c" else constants
     b_param, packed_b = _operand_param(prog, b_value, b_constants, problem, blocking, "b")
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
@@ -145,8 +150,8 @@ def _tables_as_float(prog: PolyProgram) -> None:
                 array.dtype = "float32"
 
 
-def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine
-                ) -> TemplateGroup | None:
+def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine,
+                target: str) -> TemplateGroup | None:
     graph = plan.graph
     before = _ancestors_within(plan, group, node)
     first = [n for n in group.nodes if n in before]
@@ -155,20 +160,20 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
     # whole group, one call), else the elementwise run right after it (shufflenet's conv +
     # relu before a channel shuffle), else only the op
     core = _plan_part(graph, group, [n for n in group.nodes if n not in before], node, shapes, constants,
-                      machine) if rest else None
+                      machine, target) if rest else None
     if core is not None:
         rest = []
     run = _same_shape_run(graph, node, rest)
     if core is None and 0 < len(run) < len(rest):
         core = _plan_part(graph, group, [n for n in group.nodes if n == node.name or n in run], node, shapes,
-                          constants, machine)
+                          constants, machine, target)
         rest = rest[len(run):] if core is not None else rest
     if core is None:
-        core = _plan_part(graph, group, [node.name], node, shapes, constants, machine)
+        core = _plan_part(graph, group, [node.name], node, shapes, constants, machine, target)
     if core is None:
         return None
-    core.before = _loop_nest(graph, first, constants) if first else None
-    core.after = _loop_nest(graph, rest, constants) if rest else None
+    core.before = _loop_nest(graph, first, constants, target) if first else None
+    core.after = _loop_nest(graph, rest, constants, target) if rest else None
     parts = [p for p in (first, [n for n in group.nodes if n not in first and n not in rest], rest) if p]
     crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
     core.scratch = tuple(sorted(crossing - set(group.outputs)))
@@ -200,12 +205,12 @@ def _ancestors_within(plan: FusionPlan, group: Group, node: Node) -> set[str]:
     return found
 
 
-def _loop_nest(graph: Graph, names: list[str], constants: dict) -> LoweredGroup:
+def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str) -> LoweredGroup:
     # one nest per statement: what is left of the group is data movement (a concat, a
     # transpose) and what follows it, whose fused schedule puts the moved axis innermost
     # (densenet121's concat + batch norm + relu: channels innermost at a stride of a whole
     # plane, 25 ms of the model's 113; one contiguous nest per statement: 10 ms)
-    return lower(schedule_program(build_program(graph, names, constants=constants), "c", fuse=False))
+    return lower(schedule_program(build_program(graph, names, constants=constants), target, fuse=False))
 
 
 def _problem(graph: Graph, node: Node):
@@ -405,7 +410,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
     its tiles."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
-    body = _epilogue_body(tg, names)
+    body = epilogue_body(tg, names)
     epi_params = tuple(d for a, d in zip(tg.params, decls) if a is not tg.a_param and a is not tg.b_param
                        and a is not tg.c_param)
     epilogue = Epilogue(body, epi_params)
@@ -434,9 +439,9 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
     return name, comment + text.replace("@NAME@", name), not depthwise, kind
 
 
-def _epilogue_body(tg: TemplateGroup, names: dict[int, str]) -> str:
-    """C statements computing every epilogue value of one element from ``v`` (the GEMM's
-    sum), storing the group's outputs other than the accumulator array itself last."""
+def epilogue_body(tg: TemplateGroup, names: dict[int, str], flavor: Flavor = C) -> str:
+    """C (or CUDA) statements computing every epilogue value of one element from ``v`` (the
+    GEMM's sum), storing the group's outputs other than the accumulator array itself last."""
     local: dict[int, str] = {}
     lines = []
     stores = []
@@ -453,7 +458,7 @@ def _epilogue_body(tg: TemplateGroup, names: dict[int, str]) -> str:
             else:
                 offset = _flat_offset(r.array.shape, r.index, tg.coords)
                 loads[r.vsym] = f"{names[id(r.array)]}[{index(offset)}]"
-        printer = ValuePrinter("float32", C, lambda sym, loads=loads: loads.get(sym, sym.name))
+        printer = ValuePrinter("float32", flavor, lambda sym, loads=loads: loads.get(sym, sym.name))
         var = f"e{k}"
         lines.append(f"const float {var} = {printer.doprint(s.expr)};")
         local[s.write.array.id] = var
@@ -472,4 +477,4 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     return sp.expand(offset)
 
 
-__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "plan_template", "split_epilogue"]
+__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "epilogue_body", "plan_template", "split_epilogue"]

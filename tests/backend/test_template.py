@@ -59,13 +59,12 @@ def _check(graph, feeds, expect_template=True):
     return compiled
 
 
-@settings(max_examples=20)
-@given(data=st.data())
-def test_conv_groups_with_random_epilogues_match_the_reference(data):
-    draw = data.draw
+def conv_case(draw, groups=st.integers(1, 3), channels=st.integers(1, 3)):
+    """A conv (1-D or 2-D, every attribute, random groups) with a random epilogue: (graph,
+    feeds), or None when the window does not fit."""
     rank = draw(st.sampled_from([1, 2]))
-    group = draw(st.integers(1, 3))
-    cin, oc = group * draw(st.integers(1, 3)), group * draw(st.integers(1, 3))
+    group = draw(groups)
+    cin, oc = group * draw(st.integers(1, 3)), group * draw(channels)
     spatial = tuple(draw(st.integers(1, 8)) for _ in range(rank))
     kernel = tuple(draw(st.integers(1, 3)) for _ in range(rank))
     strides = tuple(draw(st.integers(1, 2)) for _ in range(rank))
@@ -74,7 +73,7 @@ def test_conv_groups_with_random_epilogues_match_the_reference(data):
     out = [(n + pads[a] + pads[rank + a] - d * (k - 1) - 1) // s + 1
            for a, (n, k, s, d) in enumerate(zip(spatial, kernel, strides, dilations))]
     if min(out) < 1:
-        return
+        return None
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     batch = draw(st.integers(1, 2))
     b = GraphBuilder("conv")
@@ -85,7 +84,50 @@ def test_conv_groups_with_random_epilogues_match_the_reference(data):
     y = b.conv(*args, strides=strides, dilations=dilations, pads=pads, group=group)
     y = _epilogue(draw, b, y, (batch, oc, *out), feeds, rng, 1)
     b.output(y)
-    _check(b.build(), feeds)
+    return b.build(), feeds
+
+
+def matmul_case(draw, sizes=st.integers(1, 19)):
+    """A matmul (batched, broadcast, constant or input weights) with a random epilogue."""
+    m, k, n = (draw(sizes) for _ in range(3))
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    a_batch = tuple(1 if draw(st.booleans()) else d for d in batch)
+    b_batch = batch[draw(st.integers(0, len(batch))):]  # b may have fewer batch dims
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    b = GraphBuilder("matmul")
+    x = b.input("x", a_batch + (m, k))
+    feeds = {"x": rng.standard_normal(a_batch + (m, k)).astype(np.float32)}
+    weight = rng.standard_normal(b_batch + (k, n)).astype(np.float32)
+    w = b.constant(weight) if draw(st.booleans()) else b.input("w", weight.shape)
+    if w == "w":
+        feeds["w"] = weight
+    y = b.matmul(x, w)
+    y = _epilogue(draw, b, y, tuple(np.broadcast_shapes(a_batch, b_batch)) + (m, n), feeds, rng, -1)
+    b.output(y)
+    return b.build(), feeds
+
+
+def gemm_case(m, k, n, trans_a, trans_b, alpha, beta, c_shape):
+    """relu(gemm) with the given transposes, alpha, beta and shape of c: (graph, feeds)."""
+    rng = np.random.default_rng(m * 289 + k * 17 + n)
+    b = GraphBuilder("gemm")
+    a_shape = (k, m) if trans_a else (m, k)
+    x = b.input("a", a_shape)
+    w = b.constant(rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32))
+    args = [x, w]
+    if c_shape != "none":
+        shape = {"row": (n,), "full": (m, n), "scalar": (1,)}[c_shape]
+        args.append(b.constant(rng.standard_normal(shape).astype(np.float32)))
+    b.output(b.relu(b.gemm(*args, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta)))
+    return b.build(), {"a": rng.standard_normal(a_shape).astype(np.float32)}
+
+
+@settings(max_examples=20)
+@given(data=st.data())
+def test_conv_groups_with_random_epilogues_match_the_reference(data):
+    case = conv_case(data.draw)
+    if case is not None:
+        _check(*case)
 
 
 @settings(max_examples=25)
@@ -172,23 +214,7 @@ def test_stride_one_windows_on_every_plane_size_up_to_17_match_the_reference(op)
 @settings(max_examples=15)
 @given(data=st.data())
 def test_matmul_groups_with_batches_broadcasts_and_epilogues_match_the_reference(data):
-    draw = data.draw
-    m, k, n = (draw(st.integers(1, 19)) for _ in range(3))
-    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
-    a_batch = tuple(1 if draw(st.booleans()) else d for d in batch)
-    b_batch = batch[draw(st.integers(0, len(batch))):]  # b may have fewer batch dims
-    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    b = GraphBuilder("matmul")
-    x = b.input("x", a_batch + (m, k))
-    feeds = {"x": rng.standard_normal(a_batch + (m, k)).astype(np.float32)}
-    weight = rng.standard_normal(b_batch + (k, n)).astype(np.float32)
-    w = b.constant(weight) if draw(st.booleans()) else b.input("w", weight.shape)
-    if w == "w":
-        feeds["w"] = weight
-    y = b.matmul(x, w)
-    y = _epilogue(draw, b, y, tuple(np.broadcast_shapes(a_batch, b_batch)) + (m, n), feeds, rng, -1)
-    b.output(y)
-    _check(b.build(), feeds)
+    _check(*matmul_case(data.draw))
 
 
 @settings(max_examples=10)
@@ -197,18 +223,7 @@ def test_matmul_groups_with_batches_broadcasts_and_epilogues_match_the_reference
        c_shape=st.sampled_from(["none", "row", "full", "scalar"]))
 def test_gemm_groups_with_transposes_alpha_beta_and_c_match_the_reference(m, k, n, trans_a, trans_b, alpha, beta,
                                                                          c_shape):
-    rng = np.random.default_rng(m * 289 + k * 17 + n)
-    b = GraphBuilder("gemm")
-    a_shape = (k, m) if trans_a else (m, k)
-    x = b.input("a", a_shape)
-    w = b.constant(rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32))
-    args = [x, w]
-    if c_shape != "none":
-        shape = {"row": (n,), "full": (m, n), "scalar": (1,)}[c_shape]
-        args.append(b.constant(rng.standard_normal(shape).astype(np.float32)))
-    y = b.relu(b.gemm(*args, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta))
-    b.output(y)
-    _check(b.build(), {"a": rng.standard_normal(a_shape).astype(np.float32)})
+    _check(*gemm_case(m, k, n, trans_a, trans_b, alpha, beta, c_shape))
 
 
 def test_a_group_that_exports_the_conv_output_and_its_activation_stores_both():

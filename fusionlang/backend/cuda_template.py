@@ -1,0 +1,87 @@
+"""Groups whose complex op runs as the CUDA GEMM template (:mod:`.cuda_gemm`).
+
+The planning is the CPU template's (:func:`.template.plan_template` with ``target="cuda"``):
+the same complex op, the same epilogue statements, the same parts before and after it. So
+both targets fuse the same epilogues; only the kernel that computes the product differs.
+Here the plan becomes a :class:`.emit_cuda.CudaGroup`: the loop nests of the parts before
+and after the template (ordinary CUDA kernels, :func:`.emit_cuda.emit_group`) around the
+tiled tensor-core kernel, whose epilogue is printed by the template's own printer in the
+CUDA flavor. Each kernel carries its own parameter list, since the parts read different
+arrays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from fusionlang.backend.cexpr import CUDA
+from fusionlang.backend.cuda_gemm import Names, choose_tile, gemm_kernel, grid_size
+from fusionlang.backend.emit_cuda import MAX_GRID, CudaGroup, CudaKernel, emit_group
+from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand
+from fusionlang.backend.template import TemplateGroup, epilogue_body
+
+
+def template_kernel(tg: TemplateGroup, label: str) -> tuple[str, CudaKernel]:
+    """(source, launch) of the tiled GEMM of ``tg`` with its epilogue."""
+    names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
+    decls = [f"{'const ' if a.role == 'input' else ''}float* __restrict__ {names[id(a)]}" for a in tg.params]
+    problem = direct_view(tg.problem)
+    tile = choose_tile(problem)
+    body = epilogue_body(tg, names, CUDA)
+    text = gemm_kernel("@NAME@", problem, tile, decls, Names(names[id(tg.a_param)], names[id(tg.b_param)],
+                                                                names[id(tg.c_param)]), body)
+    name = f"fl_g_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    comment = (f"/* {label}: {tg.final.node.op} as the CUDA GEMM template, tile {tile.label}, "
+               f"{len(tg.epilogue)} epilogue statement(s) */\n")
+    types = [d.rsplit(" ", 1)[0].replace(" __restrict__", "") for d in decls]
+    kernel = CudaKernel(name, grid_size(problem, tile, MAX_GRID), tile.threads, -1, "gemm template",
+                        params=list(tg.params), param_types=types, exact_block=True,
+                        strategy=f"GEMM template {tile.label}")
+    return comment + text.replace("@NAME@", name), kernel
+
+
+def direct_view(problem: GemmProblem) -> GemmProblem:
+    """A 1x1 convolution with unit stride and no padding reads its image as a plain row-major
+    B (channels x pixels): staged with 16-byte copies instead of gathered tap by tap."""
+    b = problem.b
+    if isinstance(b, Im2Col) and b.kernel == (1, 1) and b.stride == (1, 1) and b.pads == (0, 0) and \
+            (b.out_h, b.out_w) == (b.in_h, b.in_w):
+        view = Operand(b.in_h * b.in_w, 1, b.offset, b.outer_strides)
+        return GemmProblem(problem.m, problem.n, problem.k, problem.a, view, problem.c, problem.outer)
+    return problem
+
+
+def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True, first_site: int = 0
+                   ) -> CudaGroup:
+    """The kernels of a templated group in order: before, the template, after."""
+    sources, kernels, sites = [], [], []
+    site = first_site
+
+    def part(lowered, what: str) -> None:
+        nonlocal site
+        cg = emit_group(lowered, f"{label}, {what} its template", check_indices=check_indices, first_site=site)
+        site += len(cg.sites)
+        sites.extend(cg.sites)
+        sources.append(cg.source)
+        for k in cg.kernels:
+            k.params, k.param_types = list(cg.params), list(cg.param_types)
+            kernels.append(k)
+
+    if tg.before is not None:
+        part(tg.before, "before")
+    source, kernel = template_kernel(tg, label)
+    sources.append(source)
+    kernels.append(kernel)
+    if tg.after is not None:
+        part(tg.after, "after")
+    params, seen = [], set()
+    for a in (a for k in kernels for a in k.params):
+        key = a.value if a.value is not None else id(a)
+        if key not in seen:
+            seen.add(key)
+            params.append(a)
+    name = kernel.name if len(kernels) == 1 else f"fl_g_{hashlib.sha256(''.join(sources).encode()).hexdigest()[:16]}"
+    return CudaGroup(-1, "\n".join(sources), kernels, params, [], len(kernels), [], name, sites)
+
+
+__all__ = ["direct_view", "template_group", "template_kernel"]

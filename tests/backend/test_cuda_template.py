@@ -1,0 +1,183 @@
+"""The CUDA GEMM template (backend.cuda_gemm, backend.cuda_template) through the whole
+pipeline, run on the CPU emulator (target "cuda-emu"): its FMA variant by default, its
+tensor-core variant with mma.sync emulated across the warp (FUSIONLANG_EMU_TENSOR_CORES=1).
+Conv (1-D and 2-D, every attribute), matmul (batched, broadcast) and gemm (transposes,
+alpha, beta, c) with random epilogues, on shapes that are not multiples of any tile; and
+the tensor-core kernels of resnet50 and a BERT layer compiled by NVRTC for sm_80 and sm_90."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from light import fused_plan
+from test_template import conv_case, gemm_case, matmul_case
+
+import fusionlang
+import fusionlang.backend as backend
+from fusionlang import reference
+from fusionlang.backend import cuda_template, template
+from fusionlang.backend.cuda_gemm import TILES, CudaTile, choose_tile
+from fusionlang.backend.gemm_template import GemmProblem, Operand
+from fusionlang.backend.runtime import lower_plan
+from fusionlang.backend.runtime_cuda import build_cuda_program
+from fusionlang.engine.plan import single_group_plan
+from fusionlang.ops import GraphBuilder
+
+ODD = st.sampled_from([1, 2, 3, 5, 7, 13, 16, 17, 31, 33, 40])
+
+
+@pytest.fixture(autouse=True)
+def _small_problems_use_the_template(monkeypatch):
+    monkeypatch.setattr(template, "MIN_MACS", 0)
+
+
+def _check(graph, feeds, *, rtol=2e-4, atol=2e-4):
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "cuda-emu")
+    assert any(k.strategy.startswith("GEMM template") for k in compiled.kernels), \
+        [k.strategy for k in compiled.kernels]
+    got, want = compiled.run(feeds), reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol, err_msg=name)
+    return compiled
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_conv_groups_every_attribute_with_random_epilogues(data):
+    case = conv_case(data.draw, groups=st.integers(1, 2), channels=st.integers(2, 5))
+    if case is not None:
+        _check(*case)
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_matmul_groups_with_batches_broadcasts_and_epilogues(data):
+    _check(*matmul_case(data.draw, sizes=ODD))
+
+
+@settings(max_examples=8, deadline=None)
+@given(m=ODD, k=ODD, n=ODD, trans_a=st.integers(0, 1), trans_b=st.integers(0, 1),
+       beta=st.sampled_from([0.0, 1.0, 2.0]), c_shape=st.sampled_from(["none", "row", "full"]))
+def test_gemm_groups_with_transposes_alpha_beta_and_c(m, k, n, trans_a, trans_b, beta, c_shape):
+    _check(*gemm_case(m, k, n, trans_a, trans_b, 0.5, beta, c_shape))
+
+
+def _bias_relu_matmul(m, k, n, seed=0):
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder("mm")
+    x = b.input("x", (m, k))
+    weight = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    y = b.relu(b.add(b.matmul(x, b.constant(weight)), b.constant(bias)))
+    b.output(y)
+    return b.build(), {"x": rng.standard_normal((m, k)).astype(np.float32)}, weight, bias, y
+
+
+@pytest.mark.parametrize("tile", [t for t, _ in TILES], ids=lambda t: f"{t.bm}x{t.bn}")
+def test_every_tile_of_the_table_computes_edges_and_epilogue(tile, monkeypatch):
+    """Each tile shape, on a problem that leaves a partial tile in M, N and K."""
+    monkeypatch.setattr(cuda_template, "choose_tile", lambda problem: tile)
+    graph, feeds, *_ = _bias_relu_matmul(tile.bm + 3, 37, tile.bn + 5)
+    compiled = _check(graph, feeds)
+    assert f"GEMM template {tile.label}" in [k.strategy for k in compiled.kernels]
+
+
+def _tf32(a: np.ndarray) -> np.ndarray:
+    """cvt.rna.tf32.f32: keep 10 mantissa bits, rounding half away from zero."""
+    bits = a.astype(np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("tile", [TILES[0][0], TILES[-1][0]], ids=["largest", "smallest"])
+def test_the_tensor_core_path_emulated_matches_tf32_products_exactly(tile, monkeypatch):
+    """With mma.sync emulated lane by lane, the result is the product of the TF32-rounded
+    inputs to fp32 accuracy: a fragment register read from the wrong row or column (the
+    m16n8k8 layout) would be off by whole products, far beyond this tolerance."""
+    monkeypatch.setenv("FUSIONLANG_EMU_TENSOR_CORES", "1")
+    monkeypatch.setattr(cuda_template, "choose_tile", lambda problem: tile)
+    graph, feeds, weight, bias, y = _bias_relu_matmul(tile.bm + 9, 45, tile.bn + 3, seed=4)
+    compiled = fusionlang.compile(single_group_plan(graph), "cuda-emu")
+    got = compiled.run(feeds)[y]
+    want = np.maximum(_tf32(feeds["x"]).astype(np.float64) @ _tf32(weight).astype(np.float64) + bias, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    plain = np.maximum(feeds["x"].astype(np.float64) @ weight + bias, 0)
+    assert np.abs(got - plain).max() > 1e-5  # TF32 really was used (else this test checks the FMA path)
+
+
+def test_depthwise_convs_stay_loop_nests_on_cuda_and_compute_the_same():
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("dw")
+    x = b.input("x", (1, 6, 7, 7))
+    y = b.relu(b.conv(x, b.constant(rng.standard_normal((6, 1, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1),
+                      group=6))
+    b.output(y)
+    graph = b.build()
+    feeds = {"x": rng.standard_normal((1, 6, 7, 7)).astype(np.float32)}
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "cuda-emu")
+    assert not any(k.strategy.startswith("GEMM template") for k in compiled.kernels)
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_a_prologue_and_a_concat_run_as_kernels_around_the_template():
+    rng = np.random.default_rng(1)
+    b = GraphBuilder("parts")
+    x = b.input("x", (1, 4, 5, 5))
+    other = b.input("o", (1, 2, 5, 5))
+    pre = b.relu(b.mul(x, b.constant(rng.standard_normal((1, 4, 1, 1)).astype(np.float32))))
+    c = b.tanh(b.conv(pre, b.constant(rng.standard_normal((3, 4, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    y = b.sigmoid(b.concat(other, c, axis=1))
+    b.output(y)
+    graph = b.build()
+    feeds = {"x": rng.standard_normal((1, 4, 5, 5)).astype(np.float32),
+             "o": rng.standard_normal((1, 2, 5, 5)).astype(np.float32)}
+    compiled = fusionlang.compile(single_group_plan(graph), "cuda-emu")
+    (info,) = compiled.kernels
+    # the prologue's and the concat's loop nests are kernels of their own, around the template
+    assert info.strategy.startswith("GEMM template") and info.launches >= 3
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_the_tile_follows_the_shape():
+    def problem(m, n, k, outer=()):
+        return GemmProblem(m, n, k, Operand(k, 1, 0, (0,) * len(outer)), Operand(n, 1, 0, (0,) * len(outer)),
+                           Operand(n, 1, 0, (0,) * len(outer)), outer)
+
+    big = choose_tile(problem(4096, 4096, 4096))
+    assert (big.bm, big.bn) == (128, 128)
+    small = choose_tile(problem(32, 49, 64))
+    assert small.bm * small.bn <= 64 * 32  # one small image: small tiles, more blocks
+    assert isinstance(choose_tile(problem(1, 4096, 1024)), CudaTile)
+
+
+# ----- NVRTC: the tensor-core kernels of real models -----------------------------------
+
+
+def _bert_plan():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import model_runtime  # the BERT layer the runtime benchmark builds
+
+    return fusionlang.fuse(fusionlang.from_onnx(model_runtime.bert_layer()), "apollo")
+
+
+@pytest.mark.skipif(backend.nvrtc_available() is not None, reason="NVRTC cannot be loaded")
+@pytest.mark.parametrize("model", ["resnet50", "bert_layer"])
+def test_every_conv_and_matmul_group_is_a_tensor_core_kernel_nvrtc_compiles(model, monkeypatch):
+    monkeypatch.undo()  # production sizes: MIN_MACS as shipped
+    plan = _bert_plan() if model == "bert_layer" else fused_plan(model)
+    templates: dict = {}
+    lowered, _, _ = lower_plan(plan, "cuda", templates=templates)
+    contractions = [g.id for g in plan.groups if any(n.op in ("conv", "matmul", "gemm") for n in plan.nodes_of(g))]
+    assert contractions and sorted(templates) == sorted(contractions)
+    program = build_cuda_program(plan, lowered, True, templates)
+    units = [s for s in program.sources().values() if "fl_mma_tf32(" in s]
+    assert len(units) == len({program.groups[g].name for g in contractions})
+    for arch in ("compute_80", "compute_90"):
+        for source in units:
+            ptx = backend.nvrtc_compile(source, arch)
+            assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and "cp.async" in ptx
+    assert "mma.sync" not in backend.nvrtc_compile(units[0], "compute_75")  # the FMA path before sm_80
