@@ -99,6 +99,7 @@ template <class F> int launch(unsigned grid, unsigned block, F f) {
 }
 }  // namespace fl_emu
 static inline void __syncthreads() { fl_emu::block_barrier->wait(); }
+static inline void __syncwarp() { (*fl_emu::warps)[threadIdx.x / 32].bar->wait(); }
 static inline float __shfl_xor_sync(unsigned, float v, int o) {
   fl_emu::Warp& w = (*fl_emu::warps)[threadIdx.x / 32];
   unsigned lane = threadIdx.x % 32;

@@ -34,6 +34,11 @@ from fusionlang.backend.lower import LoweredGroup
 from fusionlang.errors import CodegenError
 
 BLOCK = 256
+#: warps per block; in warp mode each is one outer point's team
+WARPS = BLOCK // 32
+#: a unit with cooperative loops and at most this many statement instances per outer point
+#: (rows of up to ~512 elements) runs a warp per point; longer ones a block per point
+WARP_WORK = 2048
 #: shared memory a kernel may use for per-point buffers (the reduction scratch is apart)
 SHARED_LIMIT = 40 * 1024
 #: largest per-thread buffer kept in (local) memory
@@ -81,6 +86,10 @@ static __device__ {t} fl_block_{op}_{suffix}({t} v, {t}* sh) {{
   if (threadIdx.x == 0) sh[0] = v;
   __syncthreads();
   return sh[0];
+}}
+static __device__ __forceinline__ {t} fl_warp_{op}_{suffix}({t} v) {{
+  for (int o = 16; o > 0; o >>= 1) v = fl_{op}_{suffix}(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }}""")
     return "\n".join(out) + "\n"
 
@@ -203,6 +212,8 @@ class _CudaPrinter(_Printer):
         #: kernel-scope array id -> offset in the scratch area (shared between units)
         self.cross: dict[int, int] = {}
         self.cross_bytes = 0
+        #: warp mode: each warp of a block is one outer point's team (short rows)
+        self.warp = False
 
     # ----- overrides of the sequential printer --------------------------------------
     def pragma(self, f: For) -> str:
@@ -227,6 +238,30 @@ class _CudaPrinter(_Printer):
         params.append("long long* __restrict__ fl_err")
         return params
 
+    # ----- the cooperating threads: a block, or one warp of it (warp mode) ---------------
+    @property
+    def tid(self) -> str:
+        return "fl_lane" if self.warp else "threadIdx.x"
+
+    @property
+    def nthreads(self) -> str:
+        return "32" if self.warp else "blockDim.x"
+
+    @property
+    def sync(self) -> str:
+        return "__syncwarp();" if self.warp else "__syncthreads();"
+
+    def shared_limit(self) -> int:
+        return SHARED_LIMIT // WARPS if self.warp else SHARED_LIMIT
+
+    def _shared_decl(self, t: str, name: str, size: int | None) -> str:
+        """A shared array (or scalar, ``size`` None) of the block, or one per warp in warp mode."""
+        if not self.warp:
+            return f"  __shared__ {t} {name}{'' if size is None else f'[{size}]'};"
+        if size is None:
+            return f"  __shared__ {t} fl_w_{name}[{WARPS}]; {t}& {name} = fl_w_{name}[threadIdx.x >> 5];"
+        return f"  __shared__ {t} fl_w_{name}[{WARPS}][{size}]; {t}* const {name} = fl_w_{name}[threadIdx.x >> 5];"
+
     # ----- placement of block-level arrays ----------------------------------------------
     def place_block_arrays(self, arrays: list[Storage], ind: str, per_block: bool) -> list[str]:
         """Declare arrays shared by a block's threads: scalars stay per-thread (all
@@ -239,9 +274,9 @@ class _CudaPrinter(_Printer):
                 lines.append(f"{ind}{t} {name};")
                 continue
             nbytes = st.size * _itemsize(st.array.dtype)
-            if self.shared_bytes + nbytes <= SHARED_LIMIT:
+            if self.shared_bytes + nbytes <= self.shared_limit():
                 self.shared_bytes += nbytes
-                self.shared_decls.append(f"  __shared__ {t} {name}[{st.size}];")
+                self.shared_decls.append(self._shared_decl(t, name, st.size))
             else:
                 offset = (self.scratch + 15) // 16 * 16
                 self.scratch = offset + nbytes
@@ -261,8 +296,8 @@ class _CudaPrinter(_Printer):
                 if st is not None and st.kind == "scalar":
                     self.lines.append(ind + self.assign(n))
                 else:
-                    self.lines.append(f"{ind}if (threadIdx.x == 0) {{ {self.assign(n)} }}")
-                    self.lines.append(f"{ind}__syncthreads();")
+                    self.lines.append(f"{ind}if ({self.tid} == 0) {{ {self.assign(n)} }}")
+                    self.lines.append(f"{ind}{self.sync}")
             elif isinstance(n, If):
                 ip = IndexPrinter()
                 self.lines.append(f"{ind}if ({ip(n.cond)}) {{")
@@ -288,13 +323,13 @@ class _CudaPrinter(_Printer):
         written = self._block_scalars_written(f)
         v = f.var.name
         it = self.flavor.int_type
-        head = (f"for ({it} {v} = {ip(f.init)} + (({it})threadIdx.x) * {f.step}; {ip.loop_cond(f.cond)}; "
-                f"{v} += (({it})blockDim.x) * {f.step}) {{")
+        head = (f"for ({it} {v} = {ip(f.init)} + (({it}){self.tid}) * {f.step}; {ip.loop_cond(f.cond)}; "
+                f"{v} += (({it}){self.nthreads}) * {f.step}) {{")
         if loop is not None and loop.coincident and not written:
             self.lines.append(ind + head)
             self.loop_body(f, depth + 1)
             self.lines.append(f"{ind}}}")
-            self.lines.append(f"{ind}__syncthreads();")
+            self.lines.append(f"{ind}{self.sync}")
             return
         accs = set(loop.simd_accs) if loop is not None else set()
         if loop is not None and accs and written <= accs and accs <= self.block_scalars():
@@ -315,25 +350,29 @@ class _CudaPrinter(_Printer):
             self.names = saved
             for aid, (pname, kind, dtype) in partial.items():
                 suffix = BLOCK_REDUCE_TYPES[dtype][0]
-                sh = f"fl_red_{suffix}"
-                self.uses_reduction.add(sh)
                 name = self.names[aid]
-                self.lines.append(f"{ind}{name} = fl_{kind}_{suffix}({name}, fl_block_{kind}_{suffix}({pname}, {sh}));")
-            self.lines.append(f"{ind}__syncthreads();")
+                if self.warp:  # a warp's lanes all-reduce by shuffles alone
+                    total = f"fl_warp_{kind}_{suffix}({pname})"
+                else:
+                    sh = f"fl_red_{suffix}"
+                    self.uses_reduction.add(sh)
+                    total = f"fl_block_{kind}_{suffix}({pname}, {sh})"
+                self.lines.append(f"{ind}{name} = fl_{kind}_{suffix}({name}, {total});")
+            self.lines.append(f"{ind}{self.sync}")
             return
         # a loop the threads cannot share: thread 0 runs it, then shares what it computed
-        self.lines.append(f"{ind}if (threadIdx.x == 0) {{")
+        self.lines.append(f"{ind}if ({self.tid} == 0) {{")
         self.loop(f, depth + 1)
         for aid in sorted(written):
             t = ctype(self.g.storage[aid].array.dtype, self.flavor)
-            self.shared_decls.append(f"  __shared__ {t} bc{aid};")
+            self.shared_decls.append(self._shared_decl(t, f"bc{aid}", None))
             self.lines.append(f"{ind}  bc{aid} = {self.names[aid]};")
         self.lines.append(f"{ind}}}")
-        self.lines.append(f"{ind}__syncthreads();")
+        self.lines.append(f"{ind}{self.sync}")
         for aid in sorted(written):
             self.lines.append(f"{ind}{self.names[aid]} = bc{aid};")
         if written:
-            self.lines.append(f"{ind}__syncthreads();")
+            self.lines.append(f"{ind}{self.sync}")
 
     def loop_body(self, f: For, depth: int) -> None:
         ind = "  " * depth
@@ -344,13 +383,21 @@ class _CudaPrinter(_Printer):
 
     # ----- units --------------------------------------------------------------------------
     def unit(self, u: _Unit, fname: str) -> tuple[str, int, str, int]:
-        """Device function text, grid size, mode and scratch bytes of one unit."""
-        self.lines = []
-        self.shared_decls = []
-        self.shared_bytes = 0
-        self.scratch = 0
-        self.scratch_slices = []
-        self.uses_reduction = set()
+        """Device function text, grid size, mode and scratch bytes of one unit.
+
+        Modes: "thread" (a thread per outer point: elementwise chains), "warp" (a warp per
+        point: short rows, reduced by shuffles alone, several rows per block), "block" (a
+        block per point: long rows, reduced through shared memory)."""
+        facts = self._facts(u)
+        mode = self._mode(u, facts)
+        if mode == "warp":
+            printed = self._print_unit(u, fname, "warp", facts)
+            if not self.scratch_slices:  # per-warp buffers fit in shared memory
+                return printed
+            mode = "block"
+        return self._print_unit(u, fname, mode, facts)
+
+    def _facts(self, u: _Unit) -> dict:
         bounds = [_bounds(f) for f in u.outer]
         extents = [b[1] for b in bounds]
         npoints = 1
@@ -363,13 +410,33 @@ class _CudaPrinter(_Printer):
         # arrays shared with other units (kernels) live in the scratch area between launches
         cross = [st for st in tops if st.array.id in self.cross]
         tops = [st for st in tops if st.array.id not in self.cross]
-        self.block_level = {st.array.id for st in level_arrays + tops + cross}
+        return dict(bounds=bounds, extents=extents, npoints=npoints, level_arrays=level_arrays, tops=tops,
+                    cross=cross)
+
+    def _mode(self, u: _Unit, facts: dict) -> str:
         coop = any(isinstance(n, For) and n.loop is not None and
                    (self.g.loops[n.loop].coincident or self.g.loops[n.loop].simd_accs)
                    for n in self._block_nodes(u.inner))
-        big_buffers = any(st.kind == "local" and st.size > THREAD_BUFFER_LIMIT for st in level_arrays + tops)
+        buffers = facts["level_arrays"] + facts["tops"]
+        big_buffers = any(st.kind == "local" and st.size > THREAD_BUFFER_LIMIT for st in buffers)
         work = _work(u.inner)
-        mode = "block" if (coop and (npoints < 8192 or work >= 4096)) or big_buffers or not u.outer else "thread"
+        if not u.outer:
+            return "block"
+        if coop and work <= WARP_WORK and not facts["cross"]:
+            return "warp"
+        return "block" if (coop and (facts["npoints"] < 8192 or work >= 4096)) or big_buffers else "thread"
+
+    def _print_unit(self, u: _Unit, fname: str, mode: str, facts: dict) -> tuple[str, int, str, int]:
+        self.lines = []
+        self.shared_decls = []
+        self.shared_bytes = 0
+        self.scratch = 0
+        self.scratch_slices = []
+        self.uses_reduction = set()
+        self.warp = mode == "warp"
+        bounds, extents, npoints = facts["bounds"], facts["extents"], facts["npoints"]
+        level_arrays, tops, cross = facts["level_arrays"], facts["tops"], facts["cross"]
+        self.block_level = {st.array.id for st in level_arrays + tops + cross}
         it = self.flavor.int_type
         params = ", ".join(self.function_params() + [f"{it} fl_bid", f"{it} fl_nb"])
         self.lines.append(f"static __device__ void {fname}({params}) {{")
@@ -393,11 +460,17 @@ class _CudaPrinter(_Printer):
         else:
             decl_lines = self.place_block_arrays(tops, "  ", per_block=True)
             self.lines.extend(decl_lines)
-            self.lines.append(f"  for ({it} t = fl_bid; t < {npoints}LL; t += fl_nb) {{")
+            if self.warp:
+                self.lines.append("  const int fl_lane = threadIdx.x & 31;")
+                self.lines.append(f"  const {it} fl_wpb = blockDim.x >> 5;")
+                self.lines.append(f"  for ({it} t = fl_bid * fl_wpb + (threadIdx.x >> 5); t < {npoints}LL; "
+                                  f"t += fl_nb * fl_wpb) {{")
+            else:
+                self.lines.append(f"  for ({it} t = fl_bid; t < {npoints}LL; t += fl_nb) {{")
             self._decompose(u.outer, extents, bounds, "    ")
             self.lines.extend(self.place_block_arrays(level_arrays, "    ", per_block=True))
             self.block_body(u.inner, 2)
-            self.lines.append("    __syncthreads();")
+            self.lines.append(f"    {self.sync}")
             self.lines.append("  }")
             written = {n.array.id for n in walk(u.inner) if isinstance(n, Assign)}
             for st in cross:
@@ -414,6 +487,8 @@ class _CudaPrinter(_Printer):
         text = "\n".join(self.lines) + "\n"
         if mode == "thread":
             grid = max(1, min((npoints + BLOCK - 1) // BLOCK, MAX_GRID))
+        elif mode == "warp":
+            grid = max(1, min((npoints + WARPS - 1) // WARPS, MAX_GRID))
         else:
             per_block = self.scratch
             grid = max(1, min(npoints, MAX_GRID))

@@ -6,6 +6,7 @@ reductions and horizontal packs are checked where no GPU exists."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import gelu, layer_norm, random_feeds, softmax
 from hypothesis import given, settings
 from strategies import graphs
@@ -36,6 +37,21 @@ def test_normalizers_as_one_kernel_each():
     compiled = check(single_group_plan(graph), feeds)
     assert compiled.stats["kernels"] == 1
     check(per_node_plan(graph), feeds)
+
+
+@pytest.mark.parametrize("norm", ["softmax", "layer_norm"])
+def test_warp_per_row_mapping_with_rows_longer_than_a_warp_and_a_partial_last_block(norm):
+    """37 rows of 70: each warp strides over its row, the last block has idle warps."""
+    b = GraphBuilder("short_rows")
+    x = b.input("x", (37, 70))
+    if norm == "softmax":
+        b.output(softmax(b, x))
+    else:
+        b.output(layer_norm(b, x, b.constant(np.linspace(0.5, 1, 70, dtype=np.float32)),
+                            b.constant(np.zeros(70, np.float32))))
+    graph = b.build()
+    compiled = check(single_group_plan(graph), random_feeds(graph))
+    assert "fl_warp_sum_f(p" in compiled.sources and "fl_block_sum_f(p" not in compiled.sources
 
 
 def test_block_mapping_with_rows_longer_than_the_block():

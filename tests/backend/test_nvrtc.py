@@ -57,9 +57,21 @@ def test_normalizer_blocks_are_one_kernel_and_compile(name):
     compile_all(per_node_plan(graph))
 
 
-def test_row_reductions_use_block_reduction_and_shared_memory():
-    source = next(iter(backend.cuda_sources(single_group_plan(block(BLOCKS["softmax"]))).values()))
-    assert "fl_block_max_f" in source and "fl_block_sum_f" in source and "__shared__ float b" in source
+def _kernel_text(graph) -> str:
+    """The group's own code (after the shared helpers every unit starts with)."""
+    source = next(iter(backend.cuda_sources(single_group_plan(graph)).values()))
+    return source[source.index("static __device__ void fl_c_"):]
+
+
+def test_short_rows_run_a_warp_per_row_reduced_by_shuffles():
+    text = _kernel_text(block(BLOCKS["softmax"], (12288, 128)))  # attention's rows: never a thread per row
+    assert "fl_warp_max_f(" in text and "fl_warp_sum_f(" in text and "fl_block_" not in text
+    assert "__shared__ float fl_w_b" in text and "__syncthreads" not in text and "fl_lane" in text
+
+
+def test_long_rows_run_a_block_per_row_reduced_through_shared_memory():
+    text = _kernel_text(block(BLOCKS["softmax"], (64, 3000)))
+    assert "fl_block_max_f(" in text and "fl_block_sum_f(" in text and "fl_warp_" not in text
 
 
 def test_conv_pool_and_data_dependent_reads_compile():
