@@ -28,11 +28,11 @@ from fusionlang.backend.runtime import TARGETS, CompiledGraph, compile, lower_pl
 from fusionlang.backend.runtime_cuda import build_cuda_program, cuda_available
 
 
-def cuda_sources(plan, *, check_indices: bool = True) -> dict[str, str]:
+def cuda_sources(plan, *, check_indices: bool = True, precision: str = "fp32") -> dict[str, str]:
     """Compilable CUDA translation units of ``plan`` (name -> source); needs no GPU."""
     templates: dict = {}
     lowered, _, _ = lower_plan(plan, "cuda", templates=templates)
-    return build_cuda_program(plan, lowered, check_indices, templates).sources()
+    return build_cuda_program(plan, lowered, check_indices, templates, precision).sources()
 
 
 def default_target() -> str:

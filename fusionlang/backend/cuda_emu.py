@@ -178,7 +178,8 @@ class EmuRuntime:
 
     def __init__(self, build: KernelBuild):
         self.graph, self.buffers, self.constants = build.graph, build.buffers, build.constants
-        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices, build.templates)
+        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices, build.templates,
+                                          build.precision)
         self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
         launchers = {}

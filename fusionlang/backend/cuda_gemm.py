@@ -18,7 +18,9 @@ Three variants of the inner product share the staging, the thread ownership of t
 accumulators (the m16n8 C fragment of ``mma.sync``) and the epilogue:
 
 * ``__CUDA_ARCH__ >= 800``: TF32 tensor cores (``mma.sync.aligned.m16n8k8``, inputs rounded
-  to TF32 by ``cvt.rna``, fp32 accumulation) and ``cp.async`` staging, double-buffered;
+  to TF32 by ``cvt.rna``, fp32 accumulation) and ``cp.async`` staging, double-buffered. At
+  precision "fp32" (the default) each product is three TF32 passes over split operands
+  (CUTLASS's 3xTF32), as accurate as fp32; at "tf32" one pass, about 1e-3 relative;
 * ``FL_EMU_MMA`` (the CPU emulator, :mod:`.cuda_emu`): the same fragments exchanged through
   the emulated warp, so the register layout of the tensor-core path is checked on the CPU;
 * otherwise (older GPUs, the emulator by default): FMAs from shared memory into the same
@@ -146,12 +148,38 @@ static __device__ __forceinline__ void fl_mma_tf32(float* d, const float* a, con
                : "r"(fl_tf32(a[0])), "r"(fl_tf32(a[1])), "r"(fl_tf32(a[2])), "r"(fl_tf32(a[3])),
                  "r"(fl_tf32(b[0])), "r"(fl_tf32(b[1])));
 }
+static __device__ __forceinline__ float fl_tf32_rounded(float x) { return __uint_as_float(fl_tf32(x)); }
 #define FL_MMA 1
 #elif defined(FL_EMU_MMA)
 #define fl_mma_tf32 fl_emu_mma_tf32
+#define fl_tf32_rounded fl_emu_tf32
 #define FL_MMA 1
 #endif
+#if defined(FL_MMA)
+// precision "fp32": each operand split into a TF32 part and the TF32 of what it left out;
+// three products (the small x small one is below fp32's rounding) keep fp32's accuracy
+static __device__ __forceinline__ void fl_mma(float* d, const float* a, const float* b) {
+#if FL_TF32_PASSES == 3
+  float ab[4], as[4], bb[2], bs[2];
+  for (int r = 0; r < 4; r++) { ab[r] = fl_tf32_rounded(a[r]); as[r] = a[r] - ab[r]; }
+  for (int r = 0; r < 2; r++) { bb[r] = fl_tf32_rounded(b[r]); bs[r] = b[r] - bb[r]; }
+  fl_mma_tf32(d, as, bb);
+  fl_mma_tf32(d, ab, bs);
+  fl_mma_tf32(d, ab, bb);
+#else
+  fl_mma_tf32(d, a, b);
+#endif
+}
+#endif
 """
+
+#: compile(precision=...): TF32 passes per product on the tensor cores
+PRECISIONS = {"fp32": 3, "tf32": 1}
+
+
+def prelude(precision: str = "fp32") -> str:
+    """The template's device helpers, multiplying at ``precision`` (see :data:`PRECISIONS`)."""
+    return f"#define FL_TF32_PASSES {PRECISIONS[precision]}\n" + PRELUDE
 
 
 @dataclass(frozen=True)
@@ -278,7 +306,7 @@ def _multiply(out: _Lines) -> None:
     out("#pragma unroll")
     out.open("for (int mi = 0; mi < MI; mi++)")
     out("#pragma unroll")
-    out("for (int ni = 0; ni < NI; ni++) fl_mma_tf32(acc[mi][ni], af[mi], bf[ni]);")
+    out("for (int ni = 0; ni < NI; ni++) fl_mma(acc[mi][ni], af[mi], bf[ni]);")
     out.close()
     out.close()
     out("#else")
@@ -383,4 +411,4 @@ def _stage_im2col(out: _Lines, problem: GemmProblem, x: str) -> None:
     out.close()
 
 
-__all__ = ["PRELUDE", "TILES", "CudaTile", "Names", "choose_tile", "gemm_kernel", "grid_size"]
+__all__ = ["PRECISIONS", "PRELUDE", "prelude", "TILES", "CudaTile", "Names", "choose_tile", "gemm_kernel", "grid_size"]

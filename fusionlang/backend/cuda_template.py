@@ -21,8 +21,9 @@ from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand
 from fusionlang.backend.template import TemplateGroup, epilogue_body
 
 
-def template_kernel(tg: TemplateGroup, label: str) -> tuple[str, CudaKernel]:
-    """(source, launch) of the tiled GEMM of ``tg`` with its epilogue."""
+def template_kernel(tg: TemplateGroup, label: str, precision: str = "fp32") -> tuple[str, CudaKernel]:
+    """(source, launch) of the tiled GEMM of ``tg`` with its epilogue; ``precision`` (set in
+    the program's prelude) is named in the report."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
     decls = [f"{'const ' if a.role == 'input' else ''}float* __restrict__ {names[id(a)]}" for a in tg.params]
     problem = direct_view(tg.problem)
@@ -36,7 +37,7 @@ def template_kernel(tg: TemplateGroup, label: str) -> tuple[str, CudaKernel]:
     types = [d.rsplit(" ", 1)[0].replace(" __restrict__", "") for d in decls]
     kernel = CudaKernel(name, grid_size(problem, tile, MAX_GRID), tile.threads, -1, "gemm template",
                         params=list(tg.params), param_types=types, exact_block=True,
-                        strategy=f"GEMM template {tile.label}")
+                        strategy=f"GEMM template {tile.label}, {precision} on tensor cores")
     return comment + text.replace("@NAME@", name), kernel
 
 
@@ -51,8 +52,8 @@ def direct_view(problem: GemmProblem) -> GemmProblem:
     return problem
 
 
-def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True, first_site: int = 0
-                   ) -> CudaGroup:
+def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True, first_site: int = 0,
+                   precision: str = "fp32") -> CudaGroup:
     """The kernels of a templated group in order: before, the template, after."""
     sources, kernels, sites = [], [], []
     site = first_site
@@ -69,7 +70,7 @@ def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True,
 
     if tg.before is not None:
         part(tg.before, "before")
-    source, kernel = template_kernel(tg, label)
+    source, kernel = template_kernel(tg, label, precision)
     sources.append(source)
     kernels.append(kernel)
     if tg.after is not None:

@@ -34,6 +34,8 @@ class KernelBuild:
     check_indices: bool = True
     #: graph outputs whose stores stream past the caches (C target; see backend.streaming)
     streamed: frozenset = frozenset()
+    #: how CUDA GEMM templates multiply on tensor cores (backend.cuda_gemm.PRECISIONS)
+    precision: str = "fp32"
 
     @property
     def graph(self) -> Graph:

@@ -3,16 +3,20 @@
 The module holds every group's kernels and the horizontal packs (Apollo layer III:
 independent single-kernel groups of ``plan.horizontal`` launched as one kernel). Buffers
 live in one device arena planned like the C one; feeds are copied into device buffers
-allocated once; constants are uploaded once at compile time.
+allocated once; constants are uploaded once at compile time. A run copies the feeds in,
+replays the kernels as one CUDA graph (:mod:`.cuda_graph`) on the runtime's stream and
+synchronizes once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from fusionlang.backend.cuda_gemm import PRELUDE as GEMM_PRELUDE
+from fusionlang.backend.cuda_gemm import prelude as gemm_prelude
+from fusionlang.backend.cuda_graph import GraphLauncher
 from fusionlang.backend.cuda_template import template_group
 from fusionlang.backend.emit_cuda import CUDA_PRELUDE, CudaGroup, emit_group, horizontal_kernel
 from fusionlang.backend.failures import RECORD, failure
@@ -57,10 +61,12 @@ class CudaProgram:
     groups: dict[int, CudaGroup]
     packs: dict[str, str] = field(default_factory=dict)
     launches: list[Launch] = field(default_factory=list)
+    #: how the GEMM template multiplies on tensor cores (cuda_gemm.PRECISIONS)
+    precision: str = "fp32"
 
     @property
     def source(self) -> str:
-        seen, parts = set(), [_prelude(self.groups.values())]
+        seen, parts = set(), [self._prelude(self.groups.values())]
         for g in self.groups.values():
             if g.name not in seen:
                 seen.add(g.name)
@@ -72,7 +78,7 @@ class CudaProgram:
         """Compilable translation units: one per distinct group, one per pack."""
         out = {}
         for g in self.groups.values():
-            out.setdefault(g.name, _prelude([g]) + g.source)
+            out.setdefault(g.name, self._prelude([g]) + g.source)
         for name, text in self.packs.items():
             members = [g for g in self.groups.values() if any(f"{u[0]}(" in text for u in g.units)]
             out[name] = CUDA_PRELUDE + "\n".join(dict.fromkeys(m.source for m in members)) + text
@@ -87,25 +93,25 @@ class CudaProgram:
     def scratch_bytes(self) -> int:
         return max((k.scratch_bytes for g in self.groups.values() for k in g.kernels), default=0)
 
+    def _prelude(self, groups) -> str:
+        """The helpers every unit needs, and the GEMM template's where one of ``groups`` has one."""
+        templated = any(k.mode == "gemm template" for g in groups for k in g.kernels)
+        return CUDA_PRELUDE + (gemm_prelude(self.precision) if templated else "")
 
-def _prelude(groups) -> str:
-    """The helpers every unit needs, and the GEMM template's where one of ``groups`` has one."""
-    templated = any(k.mode == "gemm template" for g in groups for k in g.kernels)
-    return CUDA_PRELUDE + (GEMM_PRELUDE if templated else "")
 
-
-def build_cuda_program(plan, lowered: dict, check_indices: bool = True, templates: dict | None = None
-                       ) -> CudaProgram:
+def build_cuda_program(plan, lowered: dict, check_indices: bool = True, templates: dict | None = None,
+                       precision: str = "fp32") -> CudaProgram:
     """The CUDA text and launches of ``plan``'s ``lowered`` groups and of its ``templates``
     (group id -> TemplateGroup planned for CUDA: :mod:`.cuda_template`), horizontal packs
-    included."""
+    included; the templates multiply at ``precision`` (:data:`.cuda_gemm.PRECISIONS`)."""
     templates = templates or {}
     groups: dict[int, CudaGroup] = {}
     sites = 0
     for group in plan.groups:
         label = f"group {group.id}"
         if group.id in templates:
-            cg = template_group(templates[group.id], label, check_indices=check_indices, first_site=sites)
+            cg = template_group(templates[group.id], label, check_indices=check_indices, first_site=sites,
+                                precision=precision)
         elif group.id in lowered:
             cg = emit_group(lowered[group.id], label, check_indices=check_indices, first_site=sites)
         else:
@@ -113,7 +119,7 @@ def build_cuda_program(plan, lowered: dict, check_indices: bool = True, template
         sites += len(cg.sites)
         cg.group = group.id
         groups[group.id] = cg
-    prog = CudaProgram(groups)
+    prog = CudaProgram(groups, precision=precision)
     packed: dict[int, str] = {}
     for k, members in enumerate(plan.horizontal):
         ok = [gid for gid in members if gid in groups and len(groups[gid].units) == 1
@@ -181,7 +187,8 @@ class CudaRuntime:
 
         self.cp = cupy
         self.graph, self.buffers, self.constants = build.graph, build.buffers, build.constants
-        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices, build.templates)
+        self.program = build_cuda_program(build.plan, build.lowered, build.check_indices, build.templates,
+                                          build.precision)
         self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
         self.errors = cupy.zeros(RECORD, dtype=cupy.int64)
@@ -197,12 +204,16 @@ class CudaRuntime:
                 t = build.graph.types[name]
                 self.device[name] = cupy.empty(t.shape, dtype=_stored_dtype(t.dtype))
         self.aux: dict[int, object] = {}
-        self.launches = []
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        launches = [self._reset_errors]
         for la in self.program.launches:
             fn = self.module.get_function(la.kernel)
-            args = [self._arg(a) for a in la.arrays(self.program)]
-            args += [self.scratch, self.errors]
-            self.launches.append((fn, la.grid, la.block, tuple(args)))
+            args = tuple([self._arg(a) for a in la.arrays(self.program)] + [self.scratch, self.errors])
+            launches.append(partial(fn, (la.grid,), (la.block,), args))
+        self.launcher = GraphLauncher(self.stream, launches)
+        # the uploads above ran on the legacy default stream, which a non-blocking stream
+        # does not wait for
+        cupy.cuda.Device().synchronize()
 
     def _arg(self, array):
         cp = self.cp
@@ -216,23 +227,30 @@ class CudaRuntime:
             return self.device[root]
         return self.arena[b.offset:b.offset + max(b.nbytes, 1)]
 
+    def _reset_errors(self) -> None:
+        self.errors.fill(0)
+
     def execute(self, feeds: dict[str, np.ndarray]) -> None:
+        """Copy the feeds in, run the kernels (a CUDA graph after the first run: see
+        :mod:`.cuda_graph`), and synchronize once, reading the error record."""
         for name, b in self.buffers.buffers.items():
             if b.kind == "input":
-                self.device[name].set(_as_stored(feeds[name]))
-        self.errors.fill(0)
-        for fn, grid, block, args in self.launches:
-            fn((grid,), (block,), args)
-        self.cp.cuda.get_current_stream().synchronize()
-        record = self.errors.get()
+                self.device[name].set(_as_stored(feeds[name]), stream=self.stream)
+        self.launch()
+        record = self.errors.get(stream=self.stream)
         if record[0]:
             raise failure(record, self.program.sites, "(CUDA)")
+
+    def launch(self) -> None:
+        """Enqueue one run on the inputs already on the device, without waiting for it
+        (what GPU benchmarks time, between CUDA events on ``stream``)."""
+        self.launcher.run()
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.execute(feeds)
 
         def read(name, b, t):
-            return self.arena[b.offset:b.offset + t.nbytes].get().view(t.dtype).reshape(t.shape).copy()
+            return self.arena[b.offset:b.offset + t.nbytes].get(stream=self.stream).view(t.dtype).reshape(t.shape)
         return gather_outputs(self.graph, self.buffers, self.constants, feeds, read)
 
 

@@ -36,6 +36,12 @@ def test_run_threads(capsys, model, value, reason):
         f"fusionlang: error: argument --threads: {reason} (see fusionlang run --help)")
 
 
+def test_run_precision_is_one_of_two(capsys, model):
+    line = one_line_error(capsys, ["run", model, "--random-inputs", "0", "--target", "cuda", "--precision", "fp16"])
+    assert line.startswith("fusionlang: error: argument --precision: invalid choice: 'fp16' (choose from ")
+    assert "fp32" in line and "tf32" in line and line.endswith("(see fusionlang run --help)")
+
+
 def test_run_on_two_threads_checks_against_the_reference(capsys, model):
     assert main(["run", model, "--random-inputs", "0", "--threads", "2", "--check"]) == 0
     assert "ok" in capsys.readouterr().out
