@@ -183,6 +183,15 @@ class CompiledGraph:
         outputs (what benchmarks time; ``run`` is this plus copying results out)."""
         self._runtime.execute(feeds)
 
+    def launch(self):
+        """CUDA target: enqueue one run on the inputs of the last ``run``/``execute``, copying
+        nothing in or out and not waiting for it; returns the CuPy stream it runs on (what GPU
+        benchmarks time between CUDA events)."""
+        if self.target != "cuda":
+            raise CodegenError(f"launch() enqueues on a GPU stream: target 'cuda' only (this is {self.target!r})")
+        self._runtime.launch()
+        return self._runtime.stream
+
     def __repr__(self) -> str:
         return (f"<CompiledGraph {self.graph.name!r} target={self.target}: {self.stats['kernels']} kernels, "
                 f"{self.buffers.summary()}>")

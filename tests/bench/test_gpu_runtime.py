@@ -1,0 +1,95 @@
+"""bench/gpu_runtime.py where there is no GPU: its dry path, its verdict without a device,
+and the pieces it measures with (op-by-op executor, FLOP and byte counts, rooflines), run
+here with NumPy standing in for CuPy."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fusionlang.backend as backend
+from fusionlang import reference
+from fusionlang.ops import GraphBuilder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import gpu_runtime  # noqa: E402
+
+
+def test_without_a_device_it_says_so_and_exits_0(capsys, monkeypatch):
+    monkeypatch.setattr(gpu_runtime.backend, "cuda_available", lambda: False)
+    assert gpu_runtime.main(["--only", "softmax_4096x1024"]) == 0
+    assert "no CUDA device visible to CuPy: nothing measured" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(backend.nvrtc_available() is not None, reason="NVRTC cannot be loaded")
+def test_the_dry_path_plans_emits_and_compiles_a_workload(capsys):
+    assert gpu_runtime.main(["--dry", "--only", "softmax_4096x1024,chain10_4096x1024"]) == 0
+    out = capsys.readouterr().out
+    assert "softmax_4096x1024" in out and "chain10_4096x1024" in out and out.count("compiled") == 2
+
+
+def test_unknown_workloads_are_named(capsys):
+    with pytest.raises(SystemExit) as exc:
+        gpu_runtime.main(["--dry", "--only", "resnet51"])
+    assert exc.value.code == 2 and "unknown workload(s) resnet51" in capsys.readouterr().err
+
+
+def _small_graph():
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("small")
+    x = b.input("x", (2, 3, 6, 6))
+    c = b.relu(b.conv(x, b.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+    m = b.matmul(b.flatten(c, axis=1), b.constant(rng.standard_normal((144, 5)).astype(np.float32)))
+    b.output(b.softmax(m, axis=-1))
+    return b.build(), {"x": rng.standard_normal((2, 3, 6, 6)).astype(np.float32)}
+
+
+def test_op_by_op_computes_what_the_reference_computes():
+    graph, feeds = _small_graph()
+    ops = gpu_runtime.OpByOp(graph, np, np.asarray)
+    (got,) = ops(feeds)
+    np.testing.assert_allclose(got, reference.run(graph, feeds)[graph.outputs[0]], rtol=1e-5, atol=1e-6)
+    assert not ops.host_ops
+
+
+class RefusingArrays:
+    """An array module whose arrays no op reference can compute on: every op goes to the host."""
+
+    class Array:
+        def __init__(self, data):
+            self.data = np.asarray(data)
+
+    @staticmethod
+    def asarray(a):
+        return a if isinstance(a, RefusingArrays.Array) else RefusingArrays.Array(a)
+
+
+def test_an_op_the_device_arrays_cannot_run_goes_through_the_host_and_is_counted():
+    graph, feeds = _small_graph()
+    ops = gpu_runtime.OpByOp(graph, RefusingArrays, lambda a: a.data)
+    (got,) = ops({k: RefusingArrays.asarray(v) for k, v in feeds.items()})
+    np.testing.assert_allclose(got.data, reference.run(graph, feeds)[graph.outputs[0]], rtol=1e-5, atol=1e-6)
+    assert ops.host_ops["conv"] == 1 and ops.host_ops["matmul"] == 1
+    assert sum(ops.host_ops.values()) == len(graph.nodes)
+
+
+def test_flops_count_every_multiply_add_of_conv_and_matmul():
+    graph, _ = _small_graph()
+    conv = 2 * (2 * 4 * 6 * 6) * (3 * 3 * 3)
+    matmul = 2 * (2 * 5) * 144
+    assert gpu_runtime.contraction_flops(graph) == conv + matmul
+
+
+def test_rooflines_from_device_properties_and_the_data_sheet_table():
+    h100 = {"memoryClockRate": 2_619_000, "memoryBusWidth": 5120}  # kHz, bits: an H100 SXM's HBM3
+    assert gpu_runtime.hbm_peak_bytes(h100) == pytest.approx(3.35e12, rel=0.01)
+    assert gpu_runtime.tf32_peak_tflops("NVIDIA H100 80GB HBM3") == 494.7
+    assert gpu_runtime.tf32_peak_tflops("NVIDIA H100 PCIe") == 378.0
+    assert gpu_runtime.tf32_peak_tflops("NVIDIA GeForce RTX 2080") is None
+
+
+def test_workload_names_map_to_blocks():
+    assert gpu_runtime.block_of("bias_gelu_residual_16384x4096") == "bias_gelu_residual"
+    assert gpu_runtime.block_of("resnet50") is None
+    assert {"resnet50", "matmul_4096", "layer_norm_16384x4096"} <= set(gpu_runtime.workloads())
