@@ -173,6 +173,9 @@ class _Printer:
         self.flags: dict[int, str] = {}
         #: loop variable -> printed replacement, while printing one stream of a split loop
         self.shifted: dict[sp.Symbol, str] = {}
+        #: scalar array id -> the name of its hoisted reciprocal, while printing a loop that
+        #: multiplies by it instead of dividing (see with_reciprocals)
+        self.reciprocal: dict[int, str] = {}
         self.lines: list[str] = []
 
     # ----- pieces -------------------------------------------------------------------
@@ -278,7 +281,11 @@ class _Printer:
                 return f"(({self.flavor.int_type})({symbol(s)}))"
             return self.shifted.get(s, s.name)
 
+        expr, reciprocals = self.with_reciprocal_symbols(a)
+
         def integer(s: sp.Symbol) -> bool:
+            if s in reciprocals:
+                return False
             return not is_float_dtype(a.loads[s].array.dtype) if s in a.loads else True
 
         def unsigned64(s: sp.Symbol) -> bool:
@@ -287,7 +294,7 @@ class _Printer:
         vp = ValuePrinter(dtype, self.flavor, symbol, integer, unsigned64)
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype
-        value = vp.doprint(a.value)
+        value = vp.doprint(expr)
         if codec(out_dtype):  # (never an accumulator: those hold the compute dtype)
             return f"{target} = {codec(out_dtype)[1]}({value});"
         if a.reduce is None and isinstance(as_expr(a.value), sp.Integer) and out_dtype.startswith(("int", "uint")):
@@ -316,6 +323,63 @@ class _Printer:
         if out_dtype not in ("float32", "float64") or out_dtype != dtype:
             return f"{target} = ({ctype(out_dtype, self.flavor)})({value});"
         return f"{target} = {value};"
+
+    # ----- dividing by a loop-invariant scalar: multiply by its reciprocal ------------------
+    def reciprocal_divisors(self, f: For) -> dict[int, str]:
+        """Scalars (array id -> dtype) that the statements of ``f`` (a loop of plain
+        statements) only divide by, of their own float dtype, and that ``f`` does not write:
+        softmax's row sum."""
+        if self.reciprocal or not f.body or not all(isinstance(n, Assign) for n in f.body):
+            return {}
+        written = {n.array.id for n in f.body}
+        found = {}
+        for a in f.body:
+            dtype = a.stmt.compute_dtype
+            if dtype not in ("float32", "float64"):
+                continue
+            for sym, ld in a.loads.items():
+                st = self.g.storage.get(ld.array.id)
+                if st is None or st.kind != "scalar" or ld.array.id in written or ld.array.dtype != dtype:
+                    continue
+                powers = [p for p in as_expr(a.value).atoms(sp.Pow) if p.base == sym]
+                if powers and all(p.exp == -1 for p in powers):
+                    found[ld.array.id] = dtype
+        return found
+
+    def with_reciprocals(self, f: For, depth: int, print_loop) -> bool:
+        """Print loop ``f`` (by ``print_loop(depth)``) multiplying by the reciprocal of each
+        scalar it divides by (:meth:`reciprocal_divisors`), computed once before it; False
+        when there is none. The reciprocal is used only where the divisor is a normal number
+        whose reciprocal is normal too, so x * (1 / s) is x / s within an ulp or so (the
+        tolerance every check allows); zeros, infinities, NaN and the extremes keep the
+        division, in a second copy of the loop."""
+        found = self.reciprocal_divisors(f)
+        if not found:
+            return False
+        ind = "  " * depth
+        conditions = []
+        for aid, dtype in found.items():
+            t, name = ctype(dtype, self.flavor), self.names[aid]
+            self.lines.append(f"{ind}const {t} fl_rcp{aid} = ({t})1 / {name};")
+            conditions.append(_normal_reciprocal(name, dtype))
+        self.lines.append(f"{ind}if ({' && '.join(conditions)}) {{")
+        self.reciprocal = {aid: f"fl_rcp{aid}" for aid in found}
+        print_loop(depth + 1)
+        self.reciprocal = {}
+        self.lines.append(f"{ind}}} else {{")
+        print_loop(depth + 1)
+        self.lines.append(f"{ind}}}")
+        return True
+
+    def with_reciprocal_symbols(self, a: Assign) -> tuple[sp.Expr, set]:
+        """``a``'s value with 1 / s replaced by the hoisted reciprocal's symbol, and those symbols."""
+        expr, used = a.value, set()
+        for sym, ld in a.loads.items():
+            if ld.array.id in self.reciprocal:
+                r = sp.Symbol(self.reciprocal[ld.array.id])
+                expr = as_expr(expr).subs(sp.Pow(sym, -1), r)
+                used.add(r)
+        return expr, used
 
     def decl(self, st: Storage, ind: str) -> tuple[list[str], list[str]]:
         t = ctype(st.array.dtype, self.flavor)
@@ -355,6 +419,10 @@ class _Printer:
                 self.lines.extend(after[id(n)])
 
     def loop(self, f: For, depth: int) -> None:
+        if not self.with_reciprocals(f, depth, lambda d: self.loop_once(f, d)):
+            self.loop_once(f, depth)
+
+    def loop_once(self, f: For, depth: int) -> None:
         ind = "  " * depth
         ip = IndexPrinter()
         pragma = self.pragma(f)
@@ -637,6 +705,13 @@ class _Printer:
             lines += [f"  free({n});" for _, n in self.heap]
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+
+def _normal_reciprocal(name: str, dtype: str) -> str:
+    """C condition: ``name`` and its reciprocal are both normal numbers."""
+    if dtype == "float32":
+        return f"(fabsf({name}) >= 1.17549435e-38f && fabsf({name}) <= 8.50705917e+37f)"
+    return f"(fabs({name}) >= 2.2250738585072014e-308 && fabs({name}) <= 4.4942328371557898e+307)"
 
 
 def _has_heap_local_inside(printer: _Printer, f: For) -> bool:

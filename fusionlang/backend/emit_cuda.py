@@ -326,9 +326,13 @@ class _CudaPrinter(_Printer):
         head = (f"for ({it} {v} = {ip(f.init)} + (({it}){self.tid}) * {f.step}; {ip.loop_cond(f.cond)}; "
                 f"{v} += (({it}){self.nthreads}) * {f.step}) {{")
         if loop is not None and loop.coincident and not written:
-            self.lines.append(ind + head)
-            self.loop_body(f, depth + 1)
-            self.lines.append(f"{ind}}}")
+            def print_loop(d: int) -> None:
+                self.lines.append("  " * d + head)
+                self.loop_body(f, d + 1)
+                self.lines.append("  " * d + "}")
+
+            if not self.with_reciprocals(f, depth, print_loop):
+                print_loop(depth)
             self.lines.append(f"{ind}{self.sync}")
             return
         accs = set(loop.simd_accs) if loop is not None else set()

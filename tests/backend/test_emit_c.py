@@ -234,3 +234,46 @@ def test_long_reductions_split_or_not_match_reference(case):
     finite = np.abs(want[np.isfinite(want)])
     scale = max(1.0, float(finite.max())) if finite.size else 1.0
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
+
+
+def _row_divided_by_its_sum(rows):
+    b = GraphBuilder("divide")
+    x = b.input("x", rows.shape)
+    b.output(b.div(x, b.reduce_sum(x, axes=[1], keepdims=1)))
+    return b.build(), {"x": rows}
+
+
+SPECIAL_ROWS = {  # each row's sum, and so the divisor: normal, zero, inf, NaN, subnormal, near the top
+    "normal": [1.5, -0.25, 3.0, 0.125], "zero": [1.0, -1.0, 2.0, -2.0], "inf": [np.inf, 1.0, 2.0, 3.0],
+    "nan": [np.nan, 1.0, 2.0, 3.0], "subnormal": [1e-41, 2e-41, 0.0, 3e-41], "huge": [4e37, 4e37, 4e37, 4e37],
+}
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_dividing_by_a_row_scalar_multiplies_by_its_reciprocal_and_keeps_every_special_divisor_exact(target):
+    """softmax's last pass multiplies by 1 / sum, hoisted; a divisor that is not normal, or
+    whose reciprocal is not, takes the loop that divides, so specials match the reference
+    exactly."""
+    rows = np.array(list(SPECIAL_ROWS.values()), np.float32)
+    graph, feeds = _row_divided_by_its_sum(rows)
+    compiled = compile(single_group_plan(graph), target)
+    assert re.search(r"\*fl_rcp\d+;", compiled.sources) and re.search(r"/s\d+;", compiled.sources)
+    got = compiled.run(feeds)[graph.outputs[0]]
+    with np.errstate(all="ignore"):
+        want = reference.run(graph, feeds)[graph.outputs[0]]
+    normal = list(SPECIAL_ROWS).index("normal")
+    np.testing.assert_allclose(got[normal], want[normal], rtol=2e-7)
+    special = [k for k in range(len(rows)) if k != normal]
+    np.testing.assert_array_equal(got[special], want[special])  # NaN where NaN, inf where inf, the same values
+
+
+def test_softmax_multiplies_by_the_reciprocal_of_the_row_sum():
+    b = GraphBuilder("softmax")
+    x = b.input("x", (64, 512))
+    b.output(softmax(b, x))
+    graph = b.build()
+    compiled = compile(single_group_plan(graph), "c")
+    assert re.search(r"\*fl_rcp\d+;", compiled.sources)
+    feeds = {"x": np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32) * 4}
+    np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
+                               rtol=1e-6, atol=1e-9)
