@@ -72,7 +72,10 @@ struct Barrier {
   std::condition_variable cv;
 };
 static Barrier* block_barrier;
-struct Warp { std::unique_ptr<Barrier> bar; float f[32]; double d[32]; float a[32][4]; float b[32][2]; };
+struct Warp {
+  std::unique_ptr<Barrier> bar; float f[32]; double d[32]; float a[32][4]; float b[32][2]; float a16[32][8];
+  float b16[32][4];
+};
 static std::vector<Warp>* warps;
 template <class F> int launch(unsigned grid, unsigned block, F f) {
   // one OS thread per CUDA thread of a block; the same threads run the blocks in turn
@@ -137,6 +140,25 @@ static inline void fl_emu_mma_tf32(float* d, const float* a, const float* b) {
     float sum = d[r];
     for (unsigned k = 0; k < 8; k++)
       sum += w.a[(row % 8) * 4 + k % 4][row / 8 + 2 * (k / 4)] * w.b[col * 4 + k % 4][k / 4];
+    d[r] = sum;
+  }
+  w.bar->wait();
+}
+// mma.sync.m16n8k16 (16-bit in, fp32 accumulate), the fragments already widened: lane l posts
+// a[g + 8(r%2)][2t + 8(r/2) + h] as a[2r + h] and b[2t + 8r + h][g] as b[2r + h]
+static inline void fl_emu_mma_k16(float* d, const float* a, const float* b) {
+  fl_emu::Warp& w = (*fl_emu::warps)[threadIdx.x / 32];
+  unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int r = 0; r < 8; r++) w.a16[lane][r] = a[r];
+  for (int r = 0; r < 4; r++) w.b16[lane][r] = b[r];
+  w.bar->wait();
+  for (int r = 0; r < 4; r++) {
+    unsigned row = g + 8 * (r / 2), col = 2 * t + r % 2;
+    float sum = d[r];
+    for (unsigned k = 0; k < 16; k++) {
+      unsigned ka = (k % 8) / 2, reg = row / 8 + 2 * (k / 8), half = k % 2;
+      sum += w.a16[(row % 8) * 4 + ka][2 * reg + half] * w.b16[col * 4 + ka][2 * (k / 8) + half];
+    }
     d[r] = sum;
   }
   w.bar->wait();

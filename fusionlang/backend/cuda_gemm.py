@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand
+from fusionlang.backend.half import CONVERSIONS, narrow
 
 #: streaming multiprocessors the tile choice fills (an H100 SXM has 132; an A100 108)
 TARGET_SMS = 132
@@ -115,13 +116,17 @@ static __device__ __forceinline__ void fl_stage4(float* dst, const float* src, b
   *dst = ok ? *src : 0.0f;
 #endif
 }
-static __device__ __forceinline__ void fl_stage16(float* dst, const float* src, bool ok) {
+static __device__ __forceinline__ void fl_stage16(void* dst, const void* src, bool ok) {
 #ifdef FL_TENSOR_CORES
   unsigned s = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(ok ? 16 : 0));
 #else
-  for (int q = 0; q < 4; q++) dst[q] = ok ? src[q] : 0.0f;
+  for (int q = 0; q < 4; q++) ((unsigned*)dst)[q] = ok ? ((const unsigned*)src)[q] : 0u;
 #endif
+}
+// a 16-bit element (float16 or bfloat16 bits): cp.async moves 4 bytes or more, so this one is a plain copy
+static __device__ __forceinline__ void fl_stage2(unsigned short* dst, const unsigned short* src, bool ok) {
+  *dst = ok ? *src : (unsigned short)0;
 }
 static __device__ __forceinline__ void fl_stage_commit() {
 #ifdef FL_TENSOR_CORES
@@ -154,6 +159,38 @@ static __device__ __forceinline__ float fl_tf32_rounded(float x) { return __uint
 #define fl_mma_tf32 fl_emu_mma_tf32
 #define fl_tf32_rounded fl_emu_tf32
 #define FL_MMA 1
+#endif
+#if defined(FL_TENSOR_CORES)
+// d (16x8, fp32) += a (16x16) . b (16x8), 16-bit inputs two to a register (the lower k in the
+// low half): lane l holds a[g + 8(r%2)][2t + 8(r/2) + {0,1}] and b[2t + 8r + {0,1}][g]
+static __device__ __forceinline__ void fl_mma_f16(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+static __device__ __forceinline__ void fl_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#elif defined(FL_EMU_MMA)
+static inline void fl_emu_unpack(const unsigned* in, int n, float* out, float (*widen)(unsigned short)) {
+  for (int r = 0; r < n; r++) { out[2 * r] = widen(in[r] & 0xffffu); out[2 * r + 1] = widen(in[r] >> 16); }
+}
+static inline void fl_mma_f16(float* d, const unsigned* a, const unsigned* b) {
+  float af[8], bf[4];
+  fl_emu_unpack(a, 4, af, fl_h2f);
+  fl_emu_unpack(b, 2, bf, fl_h2f);
+  fl_emu_mma_k16(d, af, bf);
+}
+static inline void fl_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+  float af[8], bf[4];
+  fl_emu_unpack(a, 4, af, fl_bf2f);
+  fl_emu_unpack(b, 2, bf, fl_bf2f);
+  fl_emu_mma_k16(d, af, bf);
+}
 #endif
 #if defined(FL_MMA)
 // precision "fp32": each operand split into a TF32 part and the TF32 of what it left out;
@@ -192,16 +229,18 @@ class Names:
 
 
 def gemm_kernel(name: str, problem: GemmProblem, tile: CudaTile, params: list[str], names: Names,
-                epilogue: str = "") -> str:
+                epilogue: str = "", element: str = "float32", c_dtype: str = "float32") -> str:
     """``extern "C" __global__ void name(params..., fl_scratch, fl_err)``: C = A . B over
     ``problem``, each element passed through ``epilogue`` (statements reading and writing
     ``v``, with ``i``, ``j`` and ``o0, o1, ...`` its coordinates) before it is stored.
-    Launch it with ``tile.threads`` threads per block and any grid (blocks stride over the
-    tiles; :func:`grid_size` covers them once)."""
+    ``element``: A's and B's dtype (float32, or float16 / bfloat16 bits: m16n8k16 tensor
+    cores, fp32 accumulation); ``c_dtype``: C's, which ``v`` is rounded to once, at the
+    store. Launch it with ``tile.threads`` threads per block and any grid (blocks stride
+    over the tiles; :func:`grid_size` covers them once)."""
     out = _Lines()
     args = ", ".join(params + ["unsigned char* __restrict__ fl_scratch", "long long* __restrict__ fl_err"])
     out.open(f'extern "C" __global__ void __launch_bounds__({tile.threads}) {name}({args})')
-    _declare(out, problem, tile)
+    _declare(out, problem, tile, element)
     out.open("for (long long fl_tile = blockIdx.x; fl_tile < FL_TILES; fl_tile += gridDim.x)")
     _tile_origin(out, problem, tile)
     out("float acc[MI][NI][4];")
@@ -210,21 +249,21 @@ def gemm_kernel(name: str, problem: GemmProblem, tile: CudaTile, params: list[st
     out("#pragma unroll")
     out("for (int ni = 0; ni < NI; ni++) acc[mi][ni][0] = acc[mi][ni][1] = acc[mi][ni][2] = acc[mi][ni][3] = 0.0f;")
     out.close()
-    _stage(out, problem, names, "0", "0")
+    _stage(out, problem, names, "0", "0", element)
     out("fl_stage_commit();")
     out.open("for (int kt = 0; kt < KT; kt++)")
     out.open("if (kt + 1 < KT)")
-    _stage(out, problem, names, "(kt + 1) & 1", "(kt + 1) * BK")
+    _stage(out, problem, names, "(kt + 1) & 1", "(kt + 1) * BK", element)
     out("fl_stage_commit();")
     out("fl_stage_wait<1>();")
     out.close()
     out("else fl_stage_wait<0>();")
     out("__syncthreads();")
     out("const int s = kt & 1;")
-    _multiply(out)
+    _multiply(out, element)
     out("__syncthreads();")
     out.close()
-    _store(out, problem, epilogue, names)
+    _store(out, problem, epilogue, names, c_dtype)
     out.close()
     out.close()
     return out.text()
@@ -261,13 +300,21 @@ class _Lines:
         return "\n".join(self.lines) + "\n"
 
 
-def _declare(out: _Lines, problem: GemmProblem, tile: CudaTile) -> None:
+#: element dtype -> (its C type in shared memory, A's row padding, B's row padding, the
+#: elements one 16-byte copy moves); 16-bit rows of BK + 8 (24 halves, 12 words) keep the
+#: m16n8k16 fragment loads free of bank conflicts as 20 floats do for m16n8k8
+ELEMENTS = {"float32": ("float", A_PAD, B_PAD, 4), "float16": ("unsigned short", 8, 8, 8),
+            "bfloat16": ("unsigned short", 8, 8, 8)}
+
+
+def _declare(out: _Lines, problem: GemmProblem, tile: CudaTile, element: str) -> None:
     kt = _ceil(problem.k, tile.bk)
+    t, a_pad, b_pad, _ = ELEMENTS[element]
     out(f"constexpr int BM = {tile.bm}, BN = {tile.bn}, BK = {tile.bk}, WM = {tile.wm}, WN = {tile.wn};")
     out(f"constexpr int MI = WM / 16, NI = WN / 8, WARPS_N = BN / WN, KT = {kt};")
     out(f"constexpr long long FL_TILES = {_tiles(problem, tile)}LL;")
-    out(f"__shared__ __align__(16) float fl_as[2][BM][BK + {A_PAD}];")
-    out(f"__shared__ __align__(16) float fl_bs[2][BK][BN + {B_PAD}];")
+    out(f"__shared__ __align__(16) {t} fl_as[2][BM][BK + {a_pad}];")
+    out(f"__shared__ __align__(16) {t} fl_bs[2][BK][BN + {b_pad}];")
     out("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;")
     out("const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;")
 
@@ -287,26 +334,47 @@ def _tile_origin(out: _Lines, problem: GemmProblem, tile: CudaTile) -> None:
         out(f"const long long {which}_base = {' + '.join(terms)};")
 
 
-def _multiply(out: _Lines) -> None:
+#: how each element's fragments are read from shared memory for mma.sync: (K per
+#: instruction, A's and B's register type, the lines reading them, the instruction's helper)
+_FRAGMENTS = {
+    "float32": (8, "float", [
+        "const int r = wm0 + mi * 16 + g;",
+        "af[mi][0] = fl_as[s][r][kk + t4]; af[mi][1] = fl_as[s][r + 8][kk + t4];",
+        "af[mi][2] = fl_as[s][r][kk + t4 + 4]; af[mi][3] = fl_as[s][r + 8][kk + t4 + 4];"], [
+        "const int c = wn0 + ni * 8 + g;",
+        "bf[ni][0] = fl_bs[s][kk + t4][c]; bf[ni][1] = fl_bs[s][kk + t4 + 4][c];"], "fl_mma"),
+    # 16-bit inputs two to a register, the lower k in the low half
+    "16": (16, "unsigned", [
+        "const int r = wm0 + mi * 16 + g, k = kk + 2 * t4;",
+        "af[mi][0] = *(const unsigned*)&fl_as[s][r][k]; af[mi][1] = *(const unsigned*)&fl_as[s][r + 8][k];",
+        "af[mi][2] = *(const unsigned*)&fl_as[s][r][k + 8]; af[mi][3] = *(const unsigned*)&fl_as[s][r + 8][k + 8];"], [
+        "const int c = wn0 + ni * 8 + g, k = kk + 2 * t4;",
+        "bf[ni][0] = (unsigned)fl_bs[s][k][c] | ((unsigned)fl_bs[s][k + 1][c] << 16);",
+        "bf[ni][1] = (unsigned)fl_bs[s][k + 8][c] | ((unsigned)fl_bs[s][k + 9][c] << 16);"], "fl_mma_@"),
+}
+
+
+def _multiply(out: _Lines, element: str) -> None:
+    """The inner product of one staged k-tile into each thread's accumulators: mma.sync on
+    tensor cores (m16n8k8 TF32, or m16n8k16 for 16-bit inputs), else FMAs on the (widened)
+    values into the same accumulators."""
+    step, reg, a_lines, b_lines, mma = _FRAGMENTS["float32" if element == "float32" else "16"]
+    mma = mma.replace("@", "f16" if element == "float16" else "bf16")
+    widen = CONVERSIONS[element][0] if element in CONVERSIONS else ""
     out("#if defined(FL_MMA)")
     out("#pragma unroll")
-    out.open("for (int kk = 0; kk < BK; kk += 8)")
-    out("float af[MI][4], bf[NI][2];")
-    out("#pragma unroll")
-    out.open("for (int mi = 0; mi < MI; mi++)")
-    out("const int r = wm0 + mi * 16 + g;")
-    out("af[mi][0] = fl_as[s][r][kk + t4]; af[mi][1] = fl_as[s][r + 8][kk + t4];")
-    out("af[mi][2] = fl_as[s][r][kk + t4 + 4]; af[mi][3] = fl_as[s][r + 8][kk + t4 + 4];")
-    out.close()
-    out("#pragma unroll")
-    out.open("for (int ni = 0; ni < NI; ni++)")
-    out("const int c = wn0 + ni * 8 + g;")
-    out("bf[ni][0] = fl_bs[s][kk + t4][c]; bf[ni][1] = fl_bs[s][kk + t4 + 4][c];")
-    out.close()
+    out.open(f"for (int kk = 0; kk < BK; kk += {step})")
+    out(f"{reg} af[MI][4], bf[NI][2];")
+    for loop, lines in (("mi < MI; mi++", a_lines), ("ni < NI; ni++", b_lines)):
+        out("#pragma unroll")
+        out.open(f"for (int {loop[:2]} = 0; {loop})")
+        for line in lines:
+            out(line)
+        out.close()
     out("#pragma unroll")
     out.open("for (int mi = 0; mi < MI; mi++)")
     out("#pragma unroll")
-    out("for (int ni = 0; ni < NI; ni++) fl_mma(acc[mi][ni], af[mi], bf[ni]);")
+    out(f"for (int ni = 0; ni < NI; ni++) {mma}(acc[mi][ni], af[mi], bf[ni]);")
     out.close()
     out.close()
     out("#else")
@@ -315,12 +383,20 @@ def _multiply(out: _Lines) -> None:
     out("float av[MI][2], bv[NI][2];")
     out("#pragma unroll")
     out.open("for (int mi = 0; mi < MI; mi++)")
-    out("av[mi][0] = fl_as[s][wm0 + mi * 16 + g][kk]; av[mi][1] = fl_as[s][wm0 + mi * 16 + g + 8][kk];")
+    out(f"av[mi][0] = {widen}(fl_as[s][wm0 + mi * 16 + g][kk]);")
+    out(f"av[mi][1] = {widen}(fl_as[s][wm0 + mi * 16 + g + 8][kk]);")
     out.close()
     out("#pragma unroll")
     out.open("for (int ni = 0; ni < NI; ni++)")
-    out("bv[ni][0] = fl_bs[s][kk][wn0 + ni * 8 + 2 * t4]; bv[ni][1] = fl_bs[s][kk][wn0 + ni * 8 + 2 * t4 + 1];")
+    out(f"bv[ni][0] = {widen}(fl_bs[s][kk][wn0 + ni * 8 + 2 * t4]);")
+    out(f"bv[ni][1] = {widen}(fl_bs[s][kk][wn0 + ni * 8 + 2 * t4 + 1]);")
     out.close()
+    _fma_block(out)
+    out.close()
+    out("#endif")
+
+
+def _fma_block(out: _Lines) -> None:
     out("#pragma unroll")
     out.open("for (int mi = 0; mi < MI; mi++)")
     out("#pragma unroll")
@@ -329,11 +405,9 @@ def _multiply(out: _Lines) -> None:
     out("acc[mi][ni][2] += av[mi][1] * bv[ni][0]; acc[mi][ni][3] += av[mi][1] * bv[ni][1];")
     out.close()
     out.close()
-    out.close()
-    out("#endif")
 
 
-def _store(out: _Lines, problem: GemmProblem, epilogue: str, names: Names) -> None:
+def _store(out: _Lines, problem: GemmProblem, epilogue: str, names: Names, c_dtype: str) -> None:
     """Each thread's accumulators through the epilogue into C (fragment layout of m16n8)."""
     out("#pragma unroll")
     out.open("for (int mi = 0; mi < MI; mi++)")
@@ -347,40 +421,46 @@ def _store(out: _Lines, problem: GemmProblem, epilogue: str, names: Names) -> No
     out("float v = acc[mi][ni][r];")
     for line in epilogue.strip().splitlines():
         out(line.strip())
-    out(f"{names.c}[c_base + i * {problem.c.rows}LL + j] = v;")
+    out(f"{names.c}[c_base + i * {problem.c.rows}LL + j] = {narrow(c_dtype, 'v') if c_dtype in CONVERSIONS else 'v'};")
     out.close()
     out.close()
     out.close()
     out.close()
 
 
-def _vector_ok(view: Operand, cols: int) -> bool:
-    """Whether 4 consecutive elements along the contiguous axis are 16-byte aligned and
-    either all inside or all outside the matrix (so one cp.async of 16 bytes moves them)."""
+def _vector_ok(view: Operand, cols: int, width: int) -> bool:
+    """Whether ``width`` consecutive elements along the contiguous axis are 16-byte aligned
+    and either all inside or all outside the matrix (so one cp.async of 16 bytes moves them)."""
     strides = (view.rows, view.offset) + tuple(view.outer_strides)
-    return view.cols == 1 and cols % 4 == 0 and all(s % 4 == 0 for s in strides)
+    return view.cols == 1 and cols % width == 0 and all(s % width == 0 for s in strides)
 
 
-def _stage(out: _Lines, problem: GemmProblem, names: Names, buffer: str, k_first: str) -> None:
+def _stage(out: _Lines, problem: GemmProblem, names: Names, buffer: str, k_first: str, element: str) -> None:
     """A[m0.., k0..] and B[k0.., n0..] into shared buffer ``buffer`` (asynchronously on sm_80+)."""
     out.open("")
     out(f"const int s = {buffer}, k0 = {k_first}, tid = threadIdx.x;")
-    _stage_view(out, problem.a, names.a, "a", "fl_as", (problem.m, problem.k), ("m0", "k0"), ("BM", "BK"))
+    _stage_view(out, problem.a, names.a, "a", "fl_as", (problem.m, problem.k), ("m0", "k0"), ("BM", "BK"), element)
     if isinstance(problem.b, Im2Col):
-        _stage_im2col(out, problem, names.b)
+        _stage_im2col(out, problem, names.b, element)
     else:
-        _stage_view(out, problem.b, names.b, "b", "fl_bs", (problem.k, problem.n), ("k0", "n0"), ("BK", "BN"))
+        _stage_view(out, problem.b, names.b, "b", "fl_bs", (problem.k, problem.n), ("k0", "n0"), ("BK", "BN"),
+                    element)
     out.close()
 
 
+def _stage_one(element: str) -> str:
+    return "fl_stage4" if element == "float32" else "fl_stage2"
+
+
 def _stage_view(out: _Lines, view: Operand, name: str, which: str, dest: str, extents: tuple[int, int],
-                origin: tuple[str, str], tile: tuple[str, str]) -> None:
+                origin: tuple[str, str], tile: tuple[str, str], element: str) -> None:
     """A tile of a strided matrix into ``dest[s][r][c]``: consecutive threads take consecutive
     elements along its contiguous axis (16 bytes at a time where :func:`_vector_ok`)."""
     rows, cols = extents
     (r0, c0), (tr, tc) = origin, tile
+    width = ELEMENTS[element][3]
     if view.cols == 1:
-        vec = 4 if _vector_ok(view, cols) else 1
+        vec = width if _vector_ok(view, cols, width) else 1
         out.open(f"for (int e = tid; e < {tr} * {tc} / {vec}; e += blockDim.x)")
         out(f"const int r = e / ({tc} / {vec}), c = e % ({tc} / {vec}) * {vec};")
     else:
@@ -388,13 +468,13 @@ def _stage_view(out: _Lines, view: Operand, name: str, which: str, dest: str, ex
         out.open(f"for (int e = tid; e < {tr} * {tc}; e += blockDim.x)")
         out(f"const int r = e % {tr}, c = e / {tr};")
     out(f"const bool ok = {r0} + r < {rows} && {c0} + c < {cols};")
-    out(f"const float* src = ok ? {name} + {which}_base + (long long)({r0} + r) * {view.rows}LL + "
+    out(f"const {ELEMENTS[element][0]}* src = ok ? {name} + {which}_base + (long long)({r0} + r) * {view.rows}LL + "
         f"(long long)({c0} + c) * {view.cols}LL : {name};")
-    out(f"fl_stage{4 * vec}(&{dest}[s][r][c], src, ok);")
+    out(f"{'fl_stage16' if vec > 1 else _stage_one(element)}(&{dest}[s][r][c], src, ok);")
     out.close()
 
 
-def _stage_im2col(out: _Lines, problem: GemmProblem, x: str) -> None:
+def _stage_im2col(out: _Lines, problem: GemmProblem, x: str, element: str) -> None:
     """B[k, n] of the convolution gathered from the image: k = (channel, kh, kw), n = (oh, ow)."""
     b = problem.b
     kh, kw = b.kernel
@@ -406,8 +486,9 @@ def _stage_im2col(out: _Lines, problem: GemmProblem, x: str) -> None:
     out(f"const int ix = n % {b.out_w} * {b.stride[1]} - {b.pads[1]} + tap % {kw} * {b.dilation[1]};")
     out(f"const bool ok = k < {problem.k} && n < {problem.n} && iy >= 0 && iy < {b.in_h} && ix >= 0 && "
         f"ix < {b.in_w};")
-    out(f"const float* src = ok ? {x} + b_base + (long long)ch * {b.in_h * b.in_w}LL + iy * {b.in_w} + ix : {x};")
-    out("fl_stage4(&fl_bs[s][r][c], src, ok);")
+    out(f"const {ELEMENTS[element][0]}* src = ok ? {x} + b_base + (long long)ch * {b.in_h * b.in_w}LL + "
+        f"iy * {b.in_w} + ix : {x};")
+    out(f"{_stage_one(element)}(&fl_bs[s][r][c], src, ok);")
     out.close()
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from fusionlang.backend.cexpr import CUDA
+from fusionlang.backend.cexpr import CUDA, ctype
 from fusionlang.backend.cuda_gemm import Names, choose_tile, gemm_kernel, grid_size
 from fusionlang.backend.emit_cuda import MAX_GRID, CudaGroup, CudaKernel, emit_group
 from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand
@@ -25,20 +25,29 @@ def template_kernel(tg: TemplateGroup, label: str, precision: str = "fp32") -> t
     """(source, launch) of the tiled GEMM of ``tg`` with its epilogue; ``precision`` (set in
     the program's prelude) is named in the report."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
-    decls = [f"{'const ' if a.role == 'input' else ''}float* __restrict__ {names[id(a)]}" for a in tg.params]
+    decls = [f"{'const ' if a.role == 'input' else ''}{ctype(a.dtype, CUDA)}* __restrict__ {names[id(a)]}"
+             for a in tg.params]
     problem = direct_view(tg.problem)
     tile = choose_tile(problem)
     body = epilogue_body(tg, names, CUDA)
     text = gemm_kernel("@NAME@", problem, tile, decls, Names(names[id(tg.a_param)], names[id(tg.b_param)],
-                                                                names[id(tg.c_param)]), body)
+                                                                names[id(tg.c_param)]), body,
+                       element=tg.element, c_dtype=tg.c_param.dtype)
     name = f"fl_g_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     comment = (f"/* {label}: {tg.final.node.op} as the CUDA GEMM template, tile {tile.label}, "
                f"{len(tg.epilogue)} epilogue statement(s) */\n")
     types = [d.rsplit(" ", 1)[0].replace(" __restrict__", "") for d in decls]
     kernel = CudaKernel(name, grid_size(problem, tile, MAX_GRID), tile.threads, -1, "gemm template",
                         params=list(tg.params), param_types=types, exact_block=True,
-                        strategy=f"GEMM template {tile.label}, {precision} on tensor cores")
+                        strategy=f"GEMM template {tile.label}, {_multiplies(tg.element, precision)}")
     return comment + text.replace("@NAME@", name), kernel
+
+
+def _multiplies(element: str, precision: str) -> str:
+    """How the tensor cores multiply, for the report."""
+    if element == "float32":
+        return f"{precision} on tensor cores"
+    return f"{element} on tensor cores, fp32 accumulation"
 
 
 def direct_view(problem: GemmProblem) -> GemmProblem:

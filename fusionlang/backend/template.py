@@ -35,6 +35,7 @@ from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL,
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
                                               gemm_kernel, is_gemv, pack_constant, packing_floats, vector_types)
+from fusionlang.backend.half import narrow, widen
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
@@ -42,6 +43,7 @@ from fusionlang.backend.schedule import schedule_program
 from fusionlang.engine.cost import CONTRACTIONS
 from fusionlang.engine.plan import FusionPlan, Group, boundary
 from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import HALF_FLOATS
 from fusionlang.ops.access import as_expr, i_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.shape import row_major_strides
@@ -54,6 +56,8 @@ COMPLEX_OPS = CONTRACTIONS
 POOL_TAPS = {"max_pool": MAX_POOL, "average_pool": SUM_POOL}
 #: a GEMM smaller than this many multiply-adds stays a loop nest (packing would dominate)
 MIN_MACS = 4096
+#: the dtypes the CUDA template takes (16-bit: m16n8k16 tensor cores, fp32 accumulation)
+ELEMENT_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclass(eq=False)
@@ -80,6 +84,8 @@ class TemplateGroup:
     after: LoweredGroup | None = None
     #: values the parts pass to each other through memory: each needs a buffer
     scratch: tuple[str, ...] = ()
+    #: the dtype of A and B: float32, or (CUDA only) float16 / bfloat16
+    element: str = "float32"
 
 
 # ----- planning --------------------------------------------------------------------------
@@ -105,7 +111,7 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     if group.kind != "kernel" or len(complex_nodes) != 1:
         return None
     node = complex_nodes[0]
-    shapes = _problem(graph, node)
+    shapes = _problem(graph, node, ("float32",) if target == "c" else ELEMENT_DTYPES)
     if shapes is None:
         return None
     problem = shapes[0]
@@ -127,17 +133,18 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     final, epilogue = stmts
     c_array = _accumulator_target(prog, final, epilogue)
     _tables_as_float(prog)
-    if c_array is None or any(a.dtype != "float32" for a in prog.arrays):
+    element = graph.types[a_value].dtype
+    if c_array is None or any(a.dtype not in ("float32", element) for a in prog.arrays):
         return None
     blocking = blocking_for(machine, problem)
     # the depthwise and GEMV kernels read their weights as they are, and so does CUDA
     packs = {} if is_depthwise(problem) or is_gemv(problem) or target != "c" else constants
-    a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a")
+    a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a", element)
     b_constants = {} if is_gemv(problem) or target != "c" else constants
-    b_param, packed_b = _operand_param(prog, b_value, b_constants, problem, blocking, "b")
+    b_param, packed_b = _operand_param(prog, b_value, b_constants, problem, blocking, "b", element)
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
-                         coords, final, epilogue)
+                         coords, final, epilogue, element=element)
 
 
 def _tables_as_float(prog: PolyProgram) -> None:
@@ -213,11 +220,12 @@ def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str) -> 
     return lower(schedule_program(build_program(graph, names, constants=constants), target, fuse=False))
 
 
-def _problem(graph: Graph, node: Node):
-    """(GemmProblem, coords, value read as A, value read as B), or None if unsupported."""
+def _problem(graph: Graph, node: Node, dtypes=("float32",)):
+    """(GemmProblem, coords, value read as A, value read as B), or None if unsupported:
+    every operand and the result of one dtype of ``dtypes``."""
     call = op_call(graph, node)
     types = [t for t in call.in_types if t is not None] + list(call.out_types)
-    if any(t.dtype != "float32" for t in types):
+    if len({t.dtype for t in types}) != 1 or types[0].dtype not in dtypes:
         return None
     if node.op == "matmul":
         return _matmul_problem(call, node)
@@ -367,14 +375,14 @@ def _accumulator_target(prog: PolyStmt, final: PolyStmt, epilogue: list[PolyStmt
 
 
 def _operand_param(prog: PolyProgram, value: str, constants: dict, problem: GemmProblem, blocking: Blocking,
-                   which: str) -> tuple[Array, bool]:
+                   which: str, element: str) -> tuple[Array, bool]:
     view = problem.a if which == "a" else problem.b
     if value in constants and not isinstance(view, Im2Col):
         packed = pack_constant(constants[value], problem, blocking, which)
         return Array(-1 - (which == "b"), packed.shape, "float32", "input", None, packed), True
     array = prog.array_of(value)
     if array is None:
-        array = Array(-3 - (which == "b"), (), "float32", "input", value)
+        array = Array(-3 - (which == "b"), (), element, "input", value)
     return array, False
 
 
@@ -457,14 +465,17 @@ def epilogue_body(tg: TemplateGroup, names: dict[int, str], flavor: Flavor = C) 
                 loads[r.vsym] = local[r.array.id]
             else:
                 offset = _flat_offset(r.array.shape, r.index, tg.coords)
-                loads[r.vsym] = f"{names[id(r.array)]}[{index(offset)}]"
+                loads[r.vsym] = widen(r.array.dtype, f"{names[id(r.array)]}[{index(offset)}]")
         printer = ValuePrinter("float32", flavor, lambda sym, loads=loads: loads.get(sym, sym.name))
-        var = f"e{k}"
-        lines.append(f"const float {var} = {printer.doprint(s.expr)};")
+        var, dtype = f"e{k}", s.write.array.dtype
+        value = printer.doprint(s.expr)
+        # a 16-bit value is rounded once, where the loop nest (and the reference) store it
+        lines.append(f"const float {var} = {widen(dtype, narrow(dtype, value)) if dtype in HALF_FLOATS else value};")
         local[s.write.array.id] = var
         if s.write.array.role == "output" and s.write.array is not tg.c_param:
             offset = _flat_offset(s.write.array.shape, s.write.index, tg.coords)
-            stores.append(f"{names[id(s.write.array)]}[{index(offset)}] = {var};")
+            stored = narrow(dtype, var) if dtype in HALF_FLOATS else var
+            stores.append(f"{names[id(s.write.array)]}[{index(offset)}] = {stored};")
     lines += stores
     lines.append(f"v = {local[tg.c_param.id]};")
     return "\n".join(lines)

@@ -201,3 +201,50 @@ def test_every_conv_and_matmul_group_is_a_tensor_core_kernel_nvrtc_compiles(mode
             ptx = backend.nvrtc_compile(source, arch)
             assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and "cp.async" in ptx
     assert "mma.sync" not in backend.nvrtc_compile(units[0], "compute_75")  # the FMA path before sm_80
+
+
+def _sixteen_bit_graph(kind: str, dtype: str):
+    rng = np.random.default_rng(7)
+    b = GraphBuilder(f"{kind}16")
+    if kind == "matmul":
+        x = b.input("x", (2, 45, 70), dtype)
+        y = b.matmul(x, b.constant(rng.standard_normal((70, 37)).astype(dtype)))
+        y = b.relu(b.add(y, b.constant(rng.standard_normal(37).astype(dtype))))
+        shape = (2, 45, 70)
+    else:
+        x = b.input("x", (1, 5, 11, 9), dtype)
+        y = b.conv(x, b.constant(rng.standard_normal((19, 5, 3, 3)).astype(dtype)),
+                   b.constant(rng.standard_normal(19).astype(dtype)), pads=(1, 1, 1, 1), strides=(2, 1))
+        y = b.clip(y, min=-1.0, max=2.0)
+        shape = (1, 5, 11, 9)
+    b.output(y)
+    return b.build(), {"x": rng.standard_normal(shape).astype(dtype)}, y
+
+
+@pytest.mark.parametrize("tensor_cores", [False, True], ids=["fma", "mma"])
+@pytest.mark.parametrize("kind", ["matmul", "conv"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_operands_multiply_with_fp32_accumulation_on_both_paths(dtype, kind, tensor_cores, monkeypatch):
+    """m16n8k16 emulated lane by lane (16-bit pairs unpacked from each register) or FMAs on
+    the widened values: products of 16-bit numbers are exact in fp32, so both give the
+    reference's numbers after the one rounding to 16 bits at the store."""
+    if tensor_cores:
+        monkeypatch.setenv("FUSIONLANG_EMU_TENSOR_CORES", "1")
+    graph, feeds, y = _sixteen_bit_graph(kind, dtype)
+    compiled = fusionlang.compile(single_group_plan(graph), "cuda-emu")
+    assert f"{dtype} on tensor cores, fp32 accumulation" in compiled.kernels[0].strategy
+    got = compiled.run(feeds)[y].astype(np.float32)
+    want = reference.run(graph, feeds)[y].astype(np.float32)
+    ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
+    np.testing.assert_allclose(got, want, rtol=ulp, atol=ulp)  # at most one rounding step apart
+
+
+@pytest.mark.skipif(backend.nvrtc_available() is not None, reason="NVRTC cannot be loaded")
+@pytest.mark.parametrize("dtype, instruction", [("float16", "m16n8k16.row.col.f32.f16.f16.f32"),
+                                                ("bfloat16", "m16n8k16.row.col.f32.bf16.bf16.f32")])
+def test_16_bit_templates_compile_to_their_tensor_core_instructions(dtype, instruction):
+    for kind in ("matmul", "conv"):
+        graph, *_ = _sixteen_bit_graph(kind, dtype)
+        (source,) = backend.cuda_sources(single_group_plan(graph)).values()
+        for arch in ("compute_80", "compute_90"):
+            assert f"mma.sync.aligned.{instruction}" in backend.nvrtc_compile(source, arch)
