@@ -45,6 +45,7 @@ SHIM = r"""
 #include <chrono>
 #include <atomic>
 struct fl_dim3 { unsigned x, y, z; };
+struct float4 { float x, y, z, w; };  // CUDA's, without its 16-byte alignment: the emulator reads the caller's arrays
 static thread_local fl_dim3 threadIdx, blockIdx;
 static fl_dim3 blockDim, gridDim;
 #define __global__

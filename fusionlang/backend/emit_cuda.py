@@ -36,6 +36,9 @@ from fusionlang.errors import CodegenError
 BLOCK = 256
 #: warps per block; in warp mode each is one outer point's team
 WARPS = BLOCK // 32
+#: elementwise (thread-mapped) units of at least VECTOR_MIN_POINTS points run VECTOR
+#: innermost neighbours per thread, so their float loads and stores are 16 bytes wide
+VECTOR, VECTOR_MIN_POINTS = 4, 1 << 16
 #: a unit with cooperative loops and at most this many statement instances per outer point
 #: (rows of up to ~512 elements) runs a warp per point; longer ones a block per point
 WARP_WORK = 2048
@@ -214,6 +217,8 @@ class _CudaPrinter(_Printer):
         self.cross_bytes = 0
         #: warp mode: each warp of a block is one outer point's team (short rows)
         self.warp = False
+        #: id(load) -> its lane of a float4 loaded before the statements (see _vector_unit)
+        self.vector_loads: dict[int, str] = {}
 
     # ----- overrides of the sequential printer --------------------------------------
     def pragma(self, f: For) -> str:
@@ -452,7 +457,10 @@ class _CudaPrinter(_Printer):
                 self.lines.append(f"  {t} {self.names[st.array.id]} = *({t}*)({where});")
             else:
                 self.lines.append(f"  {t}* {self.names[st.array.id]} = ({t}*)({where});")
-        if mode == "thread":
+        vector = VECTOR if mode == "thread" and _vectorizable(extents, npoints) else 1
+        if vector > 1:
+            self._vector_unit(u, extents, bounds, npoints, tops + level_arrays)
+        elif mode == "thread":
             self.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints}LL; "
                               f"t += fl_nb * blockDim.x) {{")
             self._decompose(u.outer, extents, bounds, "    ")
@@ -490,7 +498,7 @@ class _CudaPrinter(_Printer):
         self.lines[body_start:body_start] = shared
         text = "\n".join(self.lines) + "\n"
         if mode == "thread":
-            grid = max(1, min((npoints + BLOCK - 1) // BLOCK, MAX_GRID))
+            grid = max(1, min((npoints // vector + BLOCK - 1) // BLOCK, MAX_GRID))
         elif mode == "warp":
             grid = max(1, min((npoints + WARPS - 1) // WARPS, MAX_GRID))
         else:
@@ -517,7 +525,93 @@ class _CudaPrinter(_Printer):
                 yield from self._block_nodes(n.then)
                 yield from self._block_nodes(n.orelse)
 
-    def _decompose(self, outer: list[For], extents, bounds, ind: str) -> None:
+    # ----- 16-byte accesses -----------------------------------------------------------------
+    def _vector_unit(self, u: _Unit, extents, bounds, npoints: int, decls: list[Storage]) -> None:
+        """A thread-mapped unit whose threads each take VECTOR innermost neighbours: the
+        float32 rows it reads and writes at unit stride move as float4 (one 16-byte load or
+        store per row), the statements run once per neighbour on registers."""
+        it = self.flavor.int_type
+        last = u.outer[-1]
+        loads, stores = self._vector_accesses(u, last)
+        self.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints // VECTOR}LL; "
+                          f"t += fl_nb * blockDim.x) {{")
+        self._decompose(u.outer, extents[:-1] + [extents[-1] // VECTOR], bounds, "    ", VECTOR)
+        first = {last.var: sp.Symbol(f"fl_{last.var.name}")}
+        ip = IndexPrinter()
+        rows: dict[tuple, str] = {}  # (array id, offset) -> its float4: a row read twice is loaded once
+        for key, (aid, offset) in loads.items():
+            if (aid, offset) not in rows:
+                rows[aid, offset] = f"fl_l{len(rows)}"
+                self.lines.append(f"    const float4 {rows[aid, offset]} = "
+                                  f"*(const float4*)&{self.names[aid]}[{ip(offset.subs(first))}];")
+            self.vector_loads[key] = f"((const float*)&{rows[aid, offset]})[fl_v]"
+        for k in range(len(stores)):
+            self.lines.append(f"    float4 fl_s{k};")
+        for k, aid in enumerate(stores):
+            self.row_target[aid] = f"((float*)&fl_s{k})[fl_v]"
+        self.lines.append("#pragma unroll")
+        self.lines.append(f"    for (int fl_v = 0; fl_v < {VECTOR}; fl_v++) {{")
+        self.lines.append(f"      const {it} {last.var.name} = fl_{last.var.name} + fl_v * {last.step};")
+        for st in decls:
+            d, _ = self.decl(st, "      ")
+            self.lines.extend(d)
+        self.body(u.inner, 3)
+        self.lines.append("    }")
+        for k, (aid, offset) in enumerate(stores.items()):
+            self.lines.append(f"    *(float4*)&{self.names[aid]}[{ip(offset.subs(first))}] = fl_s{k};")
+            del self.row_target[aid]
+        self.vector_loads = {}
+        self.lines.append("  }")
+
+    def _vector_accesses(self, u: _Unit, last: For) -> tuple[dict, dict]:
+        """(id(load) -> (array id, offset), array id -> offset of its one store): the float32
+        parameter rows the unit's top-level statements read or write at unit stride along
+        ``last`` from a multiple of VECTOR. A row the unit also writes is not preloaded, and
+        a stored row is neither read in the unit nor stored twice per point."""
+        params = {a.id for a in self.g.params if a.dtype == "float32"}
+        assigns = [n for n in walk(u.inner) if isinstance(n, Assign)]
+        written = [n.array.id for n in assigns]
+        read = {ld.array.id for n in assigns for ld in n.loads.values()}
+        top = [n for n in u.inner if isinstance(n, Assign)]
+        loads = {}
+        for a in top:
+            for ld in a.loads.values():
+                offset = self._aligned_row(ld.array, ld.index, last)
+                if ld.array.id in params and ld.array.id not in written and not ld.guard and ld.cond is None \
+                        and offset is not None:
+                    loads[id(ld)] = (ld.array.id, offset)
+        stores = {}
+        for a in top:
+            offset = self._aligned_row(a.array, a.index, last)
+            if a.array.id in params and a.reduce is None and written.count(a.array.id) == 1 \
+                    and a.array.id not in read and offset is not None:
+                stores[a.array.id] = offset
+        return loads, stores
+
+    def _aligned_row(self, array, index, last: For) -> sp.Expr | None:
+        """The element offset of ``index`` when it is c + (multiples of VECTOR) with c the
+        innermost outer variable (so VECTOR neighbours are one aligned float4), else None."""
+        if self.g.storage[array.id].kind != "global":
+            return None
+        offset = sp.expand(self.storage(array).offset(index))
+        terms = offset.as_coefficients_dict()
+        if terms.get(last.var) != 1 or last.step != 1:
+            return None
+        for term, coeff in terms.items():
+            if term == last.var:
+                continue
+            if not (term == 1 or isinstance(term, sp.Symbol)) or coeff % VECTOR != 0:
+                return None
+        return offset
+
+    def load(self, ld, dtype: str, symbol) -> str:
+        vector = self.vector_loads.get(id(ld))
+        return vector if vector is not None else super().load(ld, dtype, symbol)
+
+    def _decompose(self, outer: list[For], extents, bounds, ind: str, vector: int = 1) -> None:
+        """The outer loop variables of point ``t``; with ``vector`` > 1, ``t`` counts groups
+        of that many innermost points and the innermost variable is printed as the first
+        of its group, ``fl_<var>``."""
         it = self.flavor.int_type
         rest = "t"
         for k, f in enumerate(outer):
@@ -527,7 +621,16 @@ class _CudaPrinter(_Printer):
             first, _ = bounds[k]
             q = f"({rest} / {inner}LL)" if inner > 1 else rest
             q = f"({q} % {extents[k]}LL)" if k > 0 else q
-            self.lines.append(f"{ind}const {it} {f.var.name} = {first} + {q} * {f.step};")
+            if vector > 1 and k == len(outer) - 1:
+                self.lines.append(f"{ind}const {it} fl_{f.var.name} = {first} + {q} * {vector * f.step};")
+            else:
+                self.lines.append(f"{ind}const {it} {f.var.name} = {first} + {q} * {f.step};")
+
+
+def _vectorizable(extents: list[int], npoints: int) -> bool:
+    """A thread-mapped unit large enough to keep the GPU busy with a quarter of the threads,
+    whose innermost extent splits into groups of :data:`VECTOR`."""
+    return bool(extents) and extents[-1] % VECTOR == 0 and npoints >= VECTOR_MIN_POINTS
 
 
 def emit_group(group: LoweredGroup, label: str = "group", *, check_indices: bool = True,

@@ -126,3 +126,22 @@ def test_values_shared_between_kernels_of_one_group_go_through_memory():
     graph = b.build()
     compiled = check(single_group_plan(graph), random_feeds(graph), rtol=1e-5, atol=1e-6)
     assert compiled.stats["kernels"] > 1
+
+
+def _wide_elementwise_graph():
+    """66,560 points (over the vectorizing threshold), rows of 260: a row bias (a float4 per
+    group), a column scale (a scalar per group), and an output the unit reads back."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("wide")
+    x = b.input("x", (256, 260))
+    bias = b.constant(rng.standard_normal(260).astype(np.float32))
+    scale = b.constant(rng.standard_normal((256, 1)).astype(np.float32))
+    h = b.tanh(b.mul(b.add(x, bias), scale))
+    b.output(h, b.sigmoid(h))
+    return b.build()
+
+
+def test_wide_elementwise_units_move_rows_as_float4_and_compute_the_same():
+    graph = _wide_elementwise_graph()
+    compiled = check(single_group_plan(graph), random_feeds(graph))
+    assert "const float4 fl_l" in compiled.sources and "*(float4*)&p" in compiled.sources

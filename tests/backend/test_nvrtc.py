@@ -6,6 +6,8 @@ If NVRTC cannot be loaded at all these tests are skipped with a loud reason; wit
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from helpers import gelu, layer_norm, softmax
@@ -133,3 +135,13 @@ def test_16_bit_blocks_compile(name, dtype):
 def test_random_16_bit_graphs_compile(case):
     graph, _ = case
     compile_all(single_group_plan(graph))
+
+
+def test_wide_elementwise_kernels_load_and_store_16_bytes_at_a_time():
+    """The float4 rows of a thread-mapped unit are 16-byte instructions in the PTX."""
+    b = GraphBuilder("wide")
+    x = b.input("x", (4096, 1024))
+    b.output(gelu(b, b.add(x, b.constant(np.linspace(-1, 1, 1024, dtype=np.float32)))))
+    (source,) = backend.cuda_sources(single_group_plan(b.build())).values()
+    ptx = backend.nvrtc_compile(source)
+    assert re.search(r"ld\.global(\.nc)?\.v4\.f32", ptx) and re.search(r"st\.global\.v4\.f32", ptx)
