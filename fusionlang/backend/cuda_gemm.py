@@ -220,6 +220,19 @@ def prelude(precision: str = "fp32") -> str:
 
 
 @dataclass(frozen=True)
+class Prologue:
+    """Operand ``which`` ("a" or "b") computed while staged: ``body`` (statements over the
+    operand tensor's index ``fl_x0, fl_x1, ...``) leaves its value in ``result``; ``coords``
+    are that index as C expressions of the staged element: ``o0, o1, ...`` and ``fl_row``,
+    ``fl_col`` (a matrix view), or ``ch``, ``iy``, ``ix`` (the im2col of a conv)."""
+
+    which: str
+    coords: tuple[str, ...]
+    body: str
+    result: str
+
+
+@dataclass(frozen=True)
 class Names:
     """The kernel's parameter names for A, B and C."""
 
@@ -229,14 +242,16 @@ class Names:
 
 
 def gemm_kernel(name: str, problem: GemmProblem, tile: CudaTile, params: list[str], names: Names,
-                epilogue: str = "", element: str = "float32", c_dtype: str = "float32") -> str:
+                epilogue: str = "", element: str = "float32", c_dtype: str = "float32",
+                prologue: Prologue | None = None) -> str:
     """``extern "C" __global__ void name(params..., fl_scratch, fl_err)``: C = A . B over
     ``problem``, each element passed through ``epilogue`` (statements reading and writing
     ``v``, with ``i``, ``j`` and ``o0, o1, ...`` its coordinates) before it is stored.
     ``element``: A's and B's dtype (float32, or float16 / bfloat16 bits: m16n8k16 tensor
     cores, fp32 accumulation); ``c_dtype``: C's, which ``v`` is rounded to once, at the
-    store. Launch it with ``tile.threads`` threads per block and any grid (blocks stride
-    over the tiles; :func:`grid_size` covers them once)."""
+    store. ``prologue``: one operand is computed element by element while staged (see
+    :class:`Prologue`). Launch it with ``tile.threads`` threads per block and any grid
+    (blocks stride over the tiles; :func:`grid_size` covers them once)."""
     out = _Lines()
     args = ", ".join(params + ["unsigned char* __restrict__ fl_scratch", "long long* __restrict__ fl_err"])
     out.open(f'extern "C" __global__ void __launch_bounds__({tile.threads}) {name}({args})')
@@ -249,11 +264,11 @@ def gemm_kernel(name: str, problem: GemmProblem, tile: CudaTile, params: list[st
     out("#pragma unroll")
     out("for (int ni = 0; ni < NI; ni++) acc[mi][ni][0] = acc[mi][ni][1] = acc[mi][ni][2] = acc[mi][ni][3] = 0.0f;")
     out.close()
-    _stage(out, problem, names, "0", "0", element)
+    _stage(out, problem, names, "0", "0", element, prologue)
     out("fl_stage_commit();")
     out.open("for (int kt = 0; kt < KT; kt++)")
     out.open("if (kt + 1 < KT)")
-    _stage(out, problem, names, "(kt + 1) & 1", "(kt + 1) * BK", element)
+    _stage(out, problem, names, "(kt + 1) & 1", "(kt + 1) * BK", element, prologue)
     out("fl_stage_commit();")
     out("fl_stage_wait<1>();")
     out.close()
@@ -435,17 +450,35 @@ def _vector_ok(view: Operand, cols: int, width: int) -> bool:
     return view.cols == 1 and cols % width == 0 and all(s % width == 0 for s in strides)
 
 
-def _stage(out: _Lines, problem: GemmProblem, names: Names, buffer: str, k_first: str, element: str) -> None:
+def _stage(out: _Lines, problem: GemmProblem, names: Names, buffer: str, k_first: str, element: str,
+           prologue: Prologue | None) -> None:
     """A[m0.., k0..] and B[k0.., n0..] into shared buffer ``buffer`` (asynchronously on sm_80+)."""
     out.open("")
     out(f"const int s = {buffer}, k0 = {k_first}, tid = threadIdx.x;")
-    _stage_view(out, problem.a, names.a, "a", "fl_as", (problem.m, problem.k), ("m0", "k0"), ("BM", "BK"), element)
+    a_pro = prologue if prologue is not None and prologue.which == "a" else None
+    b_pro = prologue if prologue is not None and prologue.which == "b" else None
+    _stage_view(out, problem.a, names.a, "a", "fl_as", (problem.m, problem.k), ("m0", "k0"), ("BM", "BK"), element,
+                a_pro)
     if isinstance(problem.b, Im2Col):
-        _stage_im2col(out, problem, names.b, element)
+        _stage_im2col(out, problem, names.b, element, b_pro)
     else:
         _stage_view(out, problem.b, names.b, "b", "fl_bs", (problem.k, problem.n), ("k0", "n0"), ("BK", "BN"),
-                    element)
+                    element, b_pro)
     out.close()
+
+
+def _staged_value(out: _Lines, prologue: Prologue, dest: str, element: str) -> None:
+    """``dest`` = the prologue's value of the operand element (0 outside the matrix or the
+    image), computed now from what it reads: no copy is in flight for this operand."""
+    out("float fl_pv = 0.0f;")
+    out.open("if (ok)")
+    for d, coord in enumerate(prologue.coords):
+        out(f"const long long fl_x{d} = {coord};")
+    for line in prologue.body.strip().splitlines():
+        out(line.strip())
+    out(f"fl_pv = {prologue.result};")
+    out.close()
+    out(f"{dest} = {narrow(element, 'fl_pv') if element in CONVERSIONS else 'fl_pv'};")
 
 
 def _stage_one(element: str) -> str:
@@ -453,14 +486,15 @@ def _stage_one(element: str) -> str:
 
 
 def _stage_view(out: _Lines, view: Operand, name: str, which: str, dest: str, extents: tuple[int, int],
-                origin: tuple[str, str], tile: tuple[str, str], element: str) -> None:
+                origin: tuple[str, str], tile: tuple[str, str], element: str, prologue: Prologue | None) -> None:
     """A tile of a strided matrix into ``dest[s][r][c]``: consecutive threads take consecutive
-    elements along its contiguous axis (16 bytes at a time where :func:`_vector_ok`)."""
+    elements along its contiguous axis (16 bytes at a time where :func:`_vector_ok`), or
+    computes each by the prologue from the tensor element (``fl_row``, ``fl_col``) it stands for."""
     rows, cols = extents
     (r0, c0), (tr, tc) = origin, tile
     width = ELEMENTS[element][3]
     if view.cols == 1:
-        vec = width if _vector_ok(view, cols, width) else 1
+        vec = width if _vector_ok(view, cols, width) and prologue is None else 1
         out.open(f"for (int e = tid; e < {tr} * {tc} / {vec}; e += blockDim.x)")
         out(f"const int r = e / ({tc} / {vec}), c = e % ({tc} / {vec}) * {vec};")
     else:
@@ -468,13 +502,18 @@ def _stage_view(out: _Lines, view: Operand, name: str, which: str, dest: str, ex
         out.open(f"for (int e = tid; e < {tr} * {tc}; e += blockDim.x)")
         out(f"const int r = e % {tr}, c = e / {tr};")
     out(f"const bool ok = {r0} + r < {rows} && {c0} + c < {cols};")
+    if prologue is not None:
+        out(f"const long long fl_row = {r0} + r, fl_col = {c0} + c;")
+        _staged_value(out, prologue, f"{dest}[s][r][c]", element)
+        out.close()
+        return
     out(f"const {ELEMENTS[element][0]}* src = ok ? {name} + {which}_base + (long long)({r0} + r) * {view.rows}LL + "
         f"(long long)({c0} + c) * {view.cols}LL : {name};")
     out(f"{'fl_stage16' if vec > 1 else _stage_one(element)}(&{dest}[s][r][c], src, ok);")
     out.close()
 
 
-def _stage_im2col(out: _Lines, problem: GemmProblem, x: str, element: str) -> None:
+def _stage_im2col(out: _Lines, problem: GemmProblem, x: str, element: str, prologue: Prologue | None) -> None:
     """B[k, n] of the convolution gathered from the image: k = (channel, kh, kw), n = (oh, ow)."""
     b = problem.b
     kh, kw = b.kernel
@@ -486,10 +525,15 @@ def _stage_im2col(out: _Lines, problem: GemmProblem, x: str, element: str) -> No
     out(f"const int ix = n % {b.out_w} * {b.stride[1]} - {b.pads[1]} + tap % {kw} * {b.dilation[1]};")
     out(f"const bool ok = k < {problem.k} && n < {problem.n} && iy >= 0 && iy < {b.in_h} && ix >= 0 && "
         f"ix < {b.in_w};")
+    if prologue is not None:
+        _staged_value(out, prologue, "fl_bs[s][r][c]", element)
+        out.close()
+        return
     out(f"const {ELEMENTS[element][0]}* src = ok ? {x} + b_base + (long long)ch * {b.in_h * b.in_w}LL + "
         f"iy * {b.in_w} + ix : {x};")
     out(f"{_stage_one(element)}(&fl_bs[s][r][c], src, ok);")
     out.close()
 
 
-__all__ = ["PRECISIONS", "PRELUDE", "prelude", "TILES", "CudaTile", "Names", "choose_tile", "gemm_kernel", "grid_size"]
+__all__ = ["PRECISIONS", "PRELUDE", "TILES", "CudaTile", "Names", "Prologue", "choose_tile", "gemm_kernel",
+           "grid_size", "prelude"]

@@ -14,33 +14,76 @@ from __future__ import annotations
 
 import hashlib
 
+import sympy as sp
+
 from fusionlang.backend.cexpr import CUDA, ctype
-from fusionlang.backend.cuda_gemm import Names, choose_tile, gemm_kernel, grid_size
+from fusionlang.backend.cuda_gemm import Names, Prologue, choose_tile, gemm_kernel, grid_size
 from fusionlang.backend.emit_cuda import MAX_GRID, CudaGroup, CudaKernel, emit_group
 from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand
-from fusionlang.backend.template import TemplateGroup, epilogue_body
+from fusionlang.backend.template import TemplateGroup, chain_lines, epilogue_body
+from fusionlang.ops.access import i_sym
 
 
 def template_kernel(tg: TemplateGroup, label: str, precision: str = "fp32") -> tuple[str, CudaKernel]:
     """(source, launch) of the tiled GEMM of ``tg`` with its epilogue; ``precision`` (set in
     the program's prelude) is named in the report."""
-    names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
+    params = kernel_params(tg)
+    names = {id(a): f"p{k}" for k, a in enumerate(params)}
     decls = [f"{'const ' if a.role == 'input' else ''}{ctype(a.dtype, CUDA)}* __restrict__ {names[id(a)]}"
-             for a in tg.params]
-    problem = direct_view(tg.problem)
+             for a in params]
+    staged_b = tg.prologue is not None and tg.prologue.which == "b"
+    problem = tg.problem if staged_b else direct_view(tg.problem)  # the prologue's coordinates are im2col's
     tile = choose_tile(problem)
     body = epilogue_body(tg, names, CUDA)
-    text = gemm_kernel("@NAME@", problem, tile, decls, Names(names[id(tg.a_param)], names[id(tg.b_param)],
-                                                                names[id(tg.c_param)]), body,
-                       element=tg.element, c_dtype=tg.c_param.dtype)
+    operands = [names.get(id(a), "0") for a in (tg.a_param, tg.b_param, tg.c_param)]  # "0": computed, not read
+    text = gemm_kernel("@NAME@", problem, tile, decls, Names(*operands), body, element=tg.element,
+                       c_dtype=tg.c_param.dtype, prologue=_prologue(tg, names))
     name = f"fl_g_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     comment = (f"/* {label}: {tg.final.node.op} as the CUDA GEMM template, tile {tile.label}, "
                f"{len(tg.epilogue)} epilogue statement(s) */\n")
     types = [d.rsplit(" ", 1)[0].replace(" __restrict__", "") for d in decls]
     kernel = CudaKernel(name, grid_size(problem, tile, MAX_GRID), tile.threads, -1, "gemm template",
-                        params=list(tg.params), param_types=types, exact_block=True,
+                        params=params, param_types=types, exact_block=True,
                         strategy=f"GEMM template {tile.label}, {_multiplies(tg.element, precision)}")
     return comment + text.replace("@NAME@", name), kernel
+
+
+def kernel_params(tg: TemplateGroup) -> list:
+    """The template kernel's arrays: the group's, less an operand a staged prologue computes,
+    plus what that prologue reads."""
+    if tg.prologue is None:
+        return list(tg.params)
+    computed = tg.a_param if tg.prologue.which == "a" else tg.b_param
+    params = [a for a in tg.params if a is not computed]
+    for a in tg.prologue.inputs:
+        if all(a is not p for p in params):
+            params.append(a)
+    return params
+
+
+def _prologue(tg: TemplateGroup, names: dict[int, str]) -> Prologue | None:
+    """The staged prologue's text over the operand tensor's index ``fl_x0, fl_x1, ...``."""
+    pro = tg.prologue
+    if pro is None:
+        return None
+    operand = tg.a_param if pro.which == "a" else tg.b_param
+    index = {i_sym(d): sp.Symbol(f"fl_x{d}", integer=True) for d in range(len(operand.shape))}
+    lines, local, _ = chain_lines(pro.stmts, names, index, CUDA, "q", skip_store=pro.stmts[-1].write.array)
+    return Prologue(pro.which, _operand_coords(tg, pro.which, operand.shape), "\n".join(lines),
+                    local[pro.stmts[-1].write.array.id])
+
+
+def _operand_coords(tg: TemplateGroup, which: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """The operand tensor's index of a staged element, as C expressions (see cuda_gemm.Prologue)."""
+    node = tg.final.node
+    if node.op == "conv":  # B: the image, channel ch of group o1 of image o0
+        channel = f"o1 * {tg.problem.b.channels} + ch"
+        return ("o0", channel, "iy", "ix") if len(shape) == 4 else ("o0", channel, "ix")
+    if node.op == "gemm":
+        return ("fl_col", "fl_row") if node.attrs.get(f"trans_{which}", 0) else ("fl_row", "fl_col")
+    lead = len(tg.problem.outer) - (len(shape) - 2)  # matmul: batch dims broadcast from the right
+    batch = tuple("0" if n == 1 else f"o{d + lead}" for d, n in enumerate(shape[:-2]))
+    return batch + ("fl_row", "fl_col")
 
 
 def _multiplies(element: str, precision: str) -> str:
@@ -94,4 +137,4 @@ def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True,
     return CudaGroup(-1, "\n".join(sources), kernels, params, [], len(kernels), [], name, sites)
 
 
-__all__ = ["direct_view", "template_group", "template_kernel"]
+__all__ = ["direct_view", "kernel_params", "template_group", "template_kernel"]

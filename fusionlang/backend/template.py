@@ -86,6 +86,19 @@ class TemplateGroup:
     scratch: tuple[str, ...] = ()
     #: the dtype of A and B: float32, or (CUDA only) float16 / bfloat16
     element: str = "float32"
+    #: CUDA: an elementwise prologue computed while one operand is staged, instead of a loop
+    #: nest before the template (see :func:`staging_prologue`)
+    prologue: StagedPrologue | None = None
+
+
+@dataclass(eq=False)
+class StagedPrologue:
+    """What the group computes, element by element, before operand ``which`` ("a" or "b")
+    is read: its statements in order (the last writes the operand) and the arrays they read."""
+
+    which: str
+    stmts: list[PolyStmt]
+    inputs: list[Array]
 
 
 # ----- planning --------------------------------------------------------------------------
@@ -179,12 +192,49 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
         core = _plan_part(graph, group, [node.name], node, shapes, constants, machine, target)
     if core is None:
         return None
+    core.prologue = staging_prologue(graph, group, first, node, shapes, constants) if first and target != "c" \
+        else None
+    if core.prologue is not None:  # computed while staging: the prologue and the template are one part
+        first = []
     core.before = _loop_nest(graph, first, constants, target) if first else None
     core.after = _loop_nest(graph, rest, constants, target) if rest else None
     parts = [p for p in (first, [n for n in group.nodes if n not in first and n not in rest], rest) if p]
     crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
     core.scratch = tuple(sorted(crossing - set(group.outputs)))
     return core
+
+
+def staging_prologue(graph: Graph, group: Group, first: list[str], node: Node, shapes, constants: dict
+                     ) -> StagedPrologue | None:
+    """``first`` (the group's nodes the complex op reads through) as a prologue the CUDA
+    template computes while staging one operand, or None. It qualifies when all it hands
+    on is that one operand (no group output, nothing the rest reads), and each of its
+    statements computes one element of the operand's box from values at the same element
+    (or inputs at any affine index: a per-channel scale): bn + relu before a conv."""
+    _, _, a_value, b_value = shapes
+    handed = set(boundary(graph, set(first))[1])
+    if a_value == b_value or handed not in ({a_value}, {b_value}) or handed & set(group.outputs):
+        return None
+    which = "a" if handed == {a_value} else "b"
+    if which == "a" and node.op == "conv":
+        return None  # a conv's weights are constants: folded, never a prologue
+    prog = build_program(graph, first, constants=constants)
+    box = graph.types[a_value if which == "a" else b_value].shape
+    written: set[int] = set()
+    for s in prog.stmts:
+        if s.kind != "compute" or s.out_extents != box or not _identity(s.write.index, box) or s.write.guarded:
+            return None
+        for r in s.reads:
+            if r.guarded or r.is_indirect():
+                return None
+            if r.array is not None and r.array.role != "input" and \
+                    (r.array.id not in written or not _identity(r.index, box)):
+                return None
+        written.add(s.write.array.id)
+    if not prog.stmts or prog.stmts[-1].write.array.value not in handed:
+        return None
+    _tables_as_float(prog)
+    return StagedPrologue(which, list(prog.stmts), [a for a in prog.arrays if a.role == "input"])
 
 
 def _same_shape_run(graph: Graph, node: Node, rest: list[str]) -> list[str]:
@@ -450,11 +500,20 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
 def epilogue_body(tg: TemplateGroup, names: dict[int, str], flavor: Flavor = C) -> str:
     """C (or CUDA) statements computing every epilogue value of one element from ``v`` (the
     GEMM's sum), storing the group's outputs other than the accumulator array itself last."""
+    lines, local, stores = chain_lines([tg.final] + tg.epilogue, names, tg.coords, flavor, "e",
+                                       skip_store=tg.c_param)
+    return "\n".join(lines + stores + [f"v = {local[tg.c_param.id]};"])
+
+
+def chain_lines(stmts: list[PolyStmt], names: dict[int, str], coords: dict[sp.Symbol, sp.Expr], flavor: Flavor,
+                prefix: str, skip_store: Array | None = None) -> tuple[list[str], dict[int, str], list[str]]:
+    """(lines defining ``<prefix>0, <prefix>1, ...``: each statement's value at one element,
+    array id -> the variable holding it, stores of the outputs among them but
+    ``skip_store``). Index symbols become ``coords``; an accumulator read is ``v``."""
     local: dict[int, str] = {}
-    lines = []
-    stores = []
+    lines, stores = [], []
     index = IndexPrinter()
-    for k, s in enumerate([tg.final] + tg.epilogue):
+    for k, s in enumerate(stmts):
         loads = {}
         for r in s.reads:
             if r.array is None:
@@ -464,21 +523,19 @@ def epilogue_body(tg: TemplateGroup, names: dict[int, str], flavor: Flavor = C) 
             elif r.array.id in local:
                 loads[r.vsym] = local[r.array.id]
             else:
-                offset = _flat_offset(r.array.shape, r.index, tg.coords)
+                offset = _flat_offset(r.array.shape, r.index, coords)
                 loads[r.vsym] = widen(r.array.dtype, f"{names[id(r.array)]}[{index(offset)}]")
         printer = ValuePrinter("float32", flavor, lambda sym, loads=loads: loads.get(sym, sym.name))
-        var, dtype = f"e{k}", s.write.array.dtype
+        var, dtype = f"{prefix}{k}", s.write.array.dtype
         value = printer.doprint(s.expr)
         # a 16-bit value is rounded once, where the loop nest (and the reference) store it
         lines.append(f"const float {var} = {widen(dtype, narrow(dtype, value)) if dtype in HALF_FLOATS else value};")
         local[s.write.array.id] = var
-        if s.write.array.role == "output" and s.write.array is not tg.c_param:
-            offset = _flat_offset(s.write.array.shape, s.write.index, tg.coords)
+        if s.write.array.role == "output" and s.write.array is not skip_store:
+            offset = _flat_offset(s.write.array.shape, s.write.index, coords)
             stored = narrow(dtype, var) if dtype in HALF_FLOATS else var
             stores.append(f"{names[id(s.write.array)]}[{index(offset)}] = {stored};")
-    lines += stores
-    lines.append(f"v = {local[tg.c_param.id]};")
-    return "\n".join(lines)
+    return lines, local, stores
 
 
 def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
@@ -488,4 +545,5 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     return sp.expand(offset)
 
 
-__all__ = ["COMPLEX_OPS", "TemplateGroup", "emit_template", "epilogue_body", "plan_template", "split_epilogue"]
+__all__ = ["COMPLEX_OPS", "StagedPrologue", "TemplateGroup", "chain_lines", "emit_template", "epilogue_body",
+           "plan_template", "split_epilogue", "staging_prologue"]

@@ -248,3 +248,125 @@ def test_16_bit_templates_compile_to_their_tensor_core_instructions(dtype, instr
         (source,) = backend.cuda_sources(single_group_plan(graph)).values()
         for arch in ("compute_80", "compute_90"):
             assert f"mma.sync.aligned.{instruction}" in backend.nvrtc_compile(source, arch)
+
+
+# ----- prologues computed while staging ----------------------------------------------------
+
+PROLOGUE_OPS = ["scale", "shift", "relu", "clip", "sigmoid"]
+
+
+def _prologue(draw, b, x, shape, channel_axis, rng):
+    for op in draw(st.lists(st.sampled_from(PROLOGUE_OPS), min_size=1, max_size=3)):
+        if op in ("scale", "shift"):
+            pshape = [1] * len(shape)
+            pshape[channel_axis] = shape[channel_axis]
+            c = b.constant(rng.standard_normal(pshape).astype(np.float32))
+            x = b.mul(x, c) if op == "scale" else b.add(x, c)
+        elif op == "clip":
+            x = b.clip(x, min=-0.5, max=1.0)
+        else:
+            x = getattr(b, op)(x)
+    return x
+
+
+def _one_launch(graph, feeds, y, **options):
+    """The whole group as one kernel: the prologue staged, not a loop nest of its own."""
+    compiled = fusionlang.compile(single_group_plan(graph), "cuda-emu", **options)
+    (info,) = compiled.kernels
+    assert info.strategy.startswith("GEMM template") and info.launches == 1
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_prologue_before_a_conv_is_computed_while_the_image_is_staged(data):
+    """bn + relu before a conv (1-D and 2-D, strides, pads, dilations, groups): one launch,
+    the padding taps staying 0 (the prologue's output is what is padded)."""
+    draw = data.draw
+    rank, group = draw(st.sampled_from([1, 2])), draw(st.integers(1, 2))
+    cin, oc = group * draw(st.integers(1, 3)), group * draw(st.integers(2, 4))
+    spatial = tuple(draw(st.integers(3, 8)) for _ in range(rank))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    pads = tuple(draw(st.integers(0, 1)) for _ in range(2 * rank))
+    strides = tuple(draw(st.integers(1, 2)) for _ in range(rank))
+    dilations = tuple(draw(st.integers(1, 2)) for _ in range(rank))
+    if any((n + pads[a] + pads[rank + a] - d * (k - 1) - 1) < 0
+           for a, (n, k, d) in enumerate(zip(spatial, kernel, dilations))):
+        return
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    shape = (draw(st.integers(1, 2)), cin) + spatial
+    b = GraphBuilder("staged")
+    x = b.input("x", shape)
+    pre = _prologue(draw, b, x, shape, 1, rng)
+    w = b.constant(rng.standard_normal((oc, cin // group) + kernel).astype(np.float32))
+    y = b.relu(b.conv(pre, w, pads=pads, strides=strides, dilations=dilations, group=group))
+    b.output(y)
+    _one_launch(b.build(), {"x": rng.standard_normal(shape).astype(np.float32)}, y)
+
+
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_a_prologue_on_either_matmul_operand_is_computed_while_it_is_staged(data):
+    draw = data.draw
+    m, k, n = draw(ODD), draw(ODD), draw(ODD)
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    a_shape = tuple(1 if draw(st.booleans()) else d for d in batch) + (m, k)
+    b_shape = batch[draw(st.integers(0, len(batch))):] + (k, n)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    b = GraphBuilder("staged_mm")
+    x, w = b.input("x", a_shape), b.input("w", b_shape)
+    if draw(st.booleans()):
+        x = _prologue(draw, b, x, a_shape, len(a_shape) - 1, rng)
+    else:
+        w = _prologue(draw, b, w, b_shape, len(b_shape) - 1, rng)
+    y = b.matmul(x, w)
+    b.output(y)
+    feeds = {"x": rng.standard_normal(a_shape).astype(np.float32), "w": rng.standard_normal(b_shape).astype(np.float32)}
+    _one_launch(b.build(), feeds, y)
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+def test_a_prologue_on_a_transposed_gemm_operand(trans_a):
+    rng = np.random.default_rng(trans_a)
+    shape = (37, 21) if trans_a else (21, 37)
+    b = GraphBuilder("staged_gemm")
+    x = b.input("a", shape)
+    pre = b.sigmoid(b.mul(x, b.constant(np.float32(1.5))))
+    y = b.gemm(pre, b.constant(rng.standard_normal((37, 19)).astype(np.float32)), trans_a=trans_a)
+    b.output(y)
+    _one_launch(b.build(), {"a": rng.standard_normal(shape).astype(np.float32)}, y)
+
+
+def test_a_prologue_whose_value_leaves_the_group_still_runs_as_its_own_kernel():
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("exported")
+    x = b.input("x", (1, 3, 6, 6))
+    pre = b.relu(x)
+    y = b.conv(pre, b.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1))
+    b.output(pre, y)
+    graph = b.build()
+    compiled = fusionlang.compile(single_group_plan(graph), "cuda-emu")
+    assert compiled.kernels[0].launches == 2
+    feeds = {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    want = reference.run(graph, feeds)
+    for name, got in compiled.run(feeds).items():
+        np.testing.assert_allclose(got, want[name], rtol=2e-4, atol=2e-4)
+
+
+def test_a_16_bit_prologue_rounds_where_the_loop_nest_would(monkeypatch):
+    monkeypatch.setenv("FUSIONLANG_EMU_TENSOR_CORES", "1")
+    rng = np.random.default_rng(6)
+    b = GraphBuilder("staged16")
+    x = b.input("x", (1, 5, 7, 7), "float16")
+    pre = b.relu(b.mul(x, b.constant(rng.standard_normal((1, 5, 1, 1)).astype("float16"))))
+    y = b.conv(pre, b.constant(rng.standard_normal((6, 5, 3, 3)).astype("float16")), pads=(1, 1, 1, 1))
+    b.output(y)
+    graph = b.build()
+    feeds = {"x": rng.standard_normal((1, 5, 7, 7)).astype("float16")}
+    compiled = fusionlang.compile(single_group_plan(graph), "cuda-emu")
+    assert compiled.kernels[0].launches == 1
+    np.testing.assert_allclose(compiled.run(feeds)[y].astype(np.float32),
+                               reference.run(graph, feeds)[y].astype(np.float32), rtol=2 ** -10, atol=2 ** -10)
+    if backend.nvrtc_available() is None:
+        (source,) = backend.cuda_sources(single_group_plan(graph)).values()
+        assert "m16n8k16" in backend.nvrtc_compile(source, "compute_80")
