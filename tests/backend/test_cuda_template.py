@@ -27,6 +27,7 @@ from fusionlang.backend.runtime import lower_plan
 from fusionlang.backend.runtime_cuda import build_cuda_program
 from fusionlang.engine.plan import single_group_plan
 from fusionlang.ops import GraphBuilder
+from fusionlang.report.render import render_report
 
 ODD = st.sampled_from([1, 2, 3, 5, 7, 13, 16, 17, 31, 33, 40])
 
@@ -370,3 +371,12 @@ def test_a_16_bit_prologue_rounds_where_the_loop_nest_would(monkeypatch):
     if backend.nvrtc_available() is None:
         (source,) = backend.cuda_sources(single_group_plan(graph)).values()
         assert "m16n8k16" in backend.nvrtc_compile(source, "compute_80")
+
+
+def test_the_report_shows_each_template_tile():
+    graph, feeds, *_ = _bias_relu_matmul(70, 37, 45)
+    plan = single_group_plan(graph)
+    compiled = fusionlang.compile(plan, "cuda-emu")
+    tile = compiled.kernels[0].strategy
+    assert tile.startswith("GEMM template ") and " warps of " in tile
+    assert f"schedule {tile}" in render_report(plan, compiled=compiled)
