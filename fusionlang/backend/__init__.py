@@ -10,9 +10,13 @@ Where things are decided:
 * ``lower``     isl AST -> loop IR (``loopir``), contraction of intermediates, declaration scopes
 * ``cexpr``     exact printing of indices (floor semantics) and float bodies
 * ``emit_c`` / ``emit_cuda``   the same loop IR as C functions / CUDA kernels
+* ``template``  which conv/matmul groups run as a GEMM template, with what epilogue (and,
+                on CUDA, what prologue); ``gemm_template`` the CPU kernel,
+                ``cuda_gemm`` / ``cuda_template`` the CUDA one (tiles, tensor cores)
 * ``ccompile``  system C compiler, on-disk cache, ctypes; ``nvrtc`` CUDA -> PTX without a GPU
 * ``memory``    which values get buffers, lifetimes, storage sharing
-* ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy, ``cuda_emu`` on the CPU)
+* ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy and ``cuda_graph``,
+                ``cuda_emu`` on the CPU)
 * ``feedback``  check_group: Apollo's upward feedback to the partitioner (verdicts
                 remembered by group structure)
 * ``failures``  what generated code reports when a run cannot go on (a bad index, out
