@@ -328,8 +328,11 @@ class _Printer:
     def reciprocal_divisors(self, f: For) -> dict[int, str]:
         """Scalars (array id -> dtype) that the statements of ``f`` (a loop of plain
         statements) only divide by, of their own float dtype, and that ``f`` does not write:
-        softmax's row sum."""
-        if self.reciprocal or not f.body or not all(isinstance(n, Assign) for n in f.body):
+        softmax's row sum. CUDA only: a GPU divides at a fraction of its multiply rate, while
+        on the CPU the SIMD division hides behind the row's exp (softmax 4096 x 1024, A/B in
+        one process, three runs: 1.92 / 1.87, 3.31 / 3.24, 3.44 / 3.38 ms with / without)."""
+        if self.flavor.name != "cuda" or self.reciprocal or not f.body \
+                or not all(isinstance(n, Assign) for n in f.body):
             return {}
         written = {n.array.id for n in f.body}
         found = {}
