@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from light import feeds_and_expected, fused_plan
 from strategies import graphs
 
+import fusionlang
 import fusionlang.backend as backend
 from fusionlang import reference
 from fusionlang.engine.plan import per_node_plan, single_group_plan
@@ -69,3 +70,27 @@ def test_16_bit_softmax_on_the_gpu(dtype):
         assert got[name].dtype == want[name].dtype
         np.testing.assert_allclose(got[name].astype(np.float32), want[name].astype(np.float32), rtol=2e-2,
                                    atol=2e-2 * float(np.abs(want[name].astype(np.float32)).max()), err_msg=name)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_templates_and_the_replayed_graph_on_the_gpu(precision):
+    """Conv and matmul groups as the tensor-core template; the second run captures the
+    launches into a CUDA graph, later runs replay it, and every run gives the same numbers."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("templated")
+    x = b.input("x", (2, 8, 33, 31))
+    c = b.relu(b.conv(x, b.constant(rng.standard_normal((24, 8, 3, 3)).astype(np.float32)), pads=[1, 1, 1, 1]))
+    f = b.flatten(b.global_average_pool(c), axis=1)
+    b.output(b.matmul(f, b.constant(rng.standard_normal((24, 70)).astype(np.float32))))
+    graph = b.build()
+    feeds = random_feeds(graph)
+    compiled = backend.compile(fusionlang.fuse(graph, "apollo"), "cuda", precision=precision)
+    assert any(k.strategy.startswith("GEMM template") for k in compiled.kernels)
+    want = reference.run(graph, feeds)
+    tolerance = 1e-4 if precision == "fp32" else 2e-2
+    for _ in range(3):
+        got = compiled.run(feeds)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=tolerance, atol=tolerance)
+    launcher = compiled._runtime.launcher
+    assert launcher.graph is not None or launcher.fallback
