@@ -111,9 +111,11 @@ def io_bytes(graph: Graph) -> int:
     return sum(graph.types[v].nbytes for v in values)
 
 
-def hbm_peak_bytes(properties: dict) -> float:
-    """HBM bandwidth from CUDA's device properties (memory clock in kHz, double data rate)."""
-    return 2.0 * properties["memoryClockRate"] * 1e3 * properties["memoryBusWidth"] / 8
+def hbm_peak_bytes(properties: dict) -> float | None:
+    """HBM bandwidth from CUDA's device properties (memory clock in kHz, double data rate);
+    None where the runtime no longer reports the clock."""
+    clock, width = properties.get("memoryClockRate"), properties.get("memoryBusWidth")
+    return 2.0 * clock * 1e3 * width / 8 if clock and width else None
 
 
 def tf32_peak_tflops(device_name: str) -> float | None:
@@ -237,9 +239,15 @@ def _torch_competitors(name: str, model, feeds: dict, torch, cp) -> dict:
             return {}
         fn = convert(model).eval().cuda()
     compiled = torch.compile(fn)
-    with torch.no_grad():
-        compiled(*x)  # compile now, not in the first timed round
-    return {"torch": (lambda: fn(*x), stream), "torch_compile": (lambda: compiled(*x), stream)}
+
+    def inference(f):
+        def run():
+            with torch.inference_mode():  # no autograd bookkeeping: what a deployed model pays
+                return f(*x)
+        return run
+
+    inference(compiled)()  # compile now, not in the first timed round
+    return {"torch": (inference(fn), stream), "torch_compile": (inference(compiled), stream)}
 
 
 # ----- measuring --------------------------------------------------------------------------
@@ -305,7 +313,8 @@ def bench(name: str, model: onnx.ModelProto, rounds: int, cp, torch, device: dic
     seconds = best / 1e3
     if block_of(name) is not None:
         row["gb_per_s"] = facts["bytes"] / seconds / 1e9
-        row["hbm_roofline_fraction"] = facts["bytes"] / seconds / device["hbm_bytes_per_s"]
+        if device["hbm_bytes_per_s"]:
+            row["hbm_roofline_fraction"] = facts["bytes"] / seconds / device["hbm_bytes_per_s"]
     if facts["flops"]:
         row["tflop_per_s"] = facts["flops"] / seconds / 1e12
         if device["tf32_peak_tflops"]:
@@ -383,7 +392,8 @@ def main(argv=None) -> int:
         rows.append(bench(workload, found[workload](), args.rounds, cp, torch, device))
     result = {"date": time.strftime("%Y-%m-%d"), "device": device, "rounds": args.rounds,
               "torch": None if torch is None else torch.__version__, "cupy": cp.__version__, "rows": rows}
-    print(f"device: {name}, HBM {device['hbm_bytes_per_s'] / 1e12:.2f} TB/s, TF32 dense peak "
+    hbm = f"{device['hbm_bytes_per_s'] / 1e12:.2f} TB/s" if device["hbm_bytes_per_s"] else "unknown"
+    print(f"device: {name}, HBM {hbm}, TF32 dense peak "
           f"{device['tf32_peak_tflops'] or 'unknown'} TFLOP/s; CUDA-event medians in ms")
     print(table(rows))
     RESULTS.mkdir(exist_ok=True)

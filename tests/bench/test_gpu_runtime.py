@@ -84,6 +84,7 @@ def test_flops_count_every_multiply_add_of_conv_and_matmul():
 def test_rooflines_from_device_properties_and_the_data_sheet_table():
     h100 = {"memoryClockRate": 2_619_000, "memoryBusWidth": 5120}  # kHz, bits: an H100 SXM's HBM3
     assert gpu_runtime.hbm_peak_bytes(h100) == pytest.approx(3.35e12, rel=0.01)
+    assert gpu_runtime.hbm_peak_bytes({"memoryBusWidth": 5120}) is None  # a runtime that no longer reports the clock
     assert gpu_runtime.tf32_peak_tflops("NVIDIA H100 80GB HBM3") == 494.7
     assert gpu_runtime.tf32_peak_tflops("NVIDIA H100 PCIe") == 378.0
     assert gpu_runtime.tf32_peak_tflops("NVIDIA GeForce RTX 2080") is None
