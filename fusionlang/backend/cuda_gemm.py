@@ -12,7 +12,11 @@ The CUDA sibling of :mod:`.gemm_template`, over the same :class:`.gemm_template.
       each thread runs the epilogue on the accumulators it owns and stores them
 
 The im2col matrix of a convolution is gathered while staging (a tap outside the image is
-staged as 0, by cp.async's zero fill); it never exists in memory.
+staged as 0, by cp.async's zero fill); it never exists in memory. An elementwise prologue
+of one operand (:class:`Prologue`) is computed while that operand is staged, from what it
+reads, so its result never exists in memory either. float16 and bfloat16 operands are
+staged as their 16-bit patterns and multiplied by ``mma.m16n8k16`` (two to a register),
+with the same fp32 accumulators.
 
 Three variants of the inner product share the staging, the thread ownership of the
 accumulators (the m16n8 C fragment of ``mma.sync``) and the epilogue:
