@@ -329,14 +329,14 @@ def bench(name: str, model: onnx.ModelProto, rounds: int, cp, torch, device: dic
 
 def table(rows: list[dict]) -> str:
     keys = ["fused", "fused_tf32", "cupy_ops", "torch", "torch_compile", "torch_cublas_tf32"]
-    head = f"{'workload':26}" + "".join(f"{k:>18}" for k in keys) + f"{'GB/s':>8}{'TFLOP/s':>9}{'max diff':>10}"
+    head = f"{'workload':30}" + "".join(f"{k:>18}" for k in keys) + f"{'GB/s':>8}{'TFLOP/s':>9}{'max diff':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
         t = r["timing"]
         cells = "".join(f"{t[k]['gpu_ms']:18.3f}" if k in t else f"{'-':>18}" for k in keys)
         gbs = f"{r['gb_per_s']:8.0f}" if "gb_per_s" in r else f"{'-':>8}"
         tfs = f"{r['tflop_per_s']:9.1f}" if "tflop_per_s" in r else f"{'-':>9}"
-        lines.append(f"{r['workload']:26}{cells}{gbs}{tfs}{max(r['max_rel_diff'].values()):10.1e}")
+        lines.append(f"{r['workload']:30}{cells}{gbs}{tfs}{max(r['max_rel_diff'].values()):10.1e}")
     return "\n".join(lines)
 
 
@@ -346,7 +346,7 @@ def table(rows: list[dict]) -> str:
 def dry(chosen: list[str], found: dict) -> int:
     """What can be done without a GPU: plan, emit and NVRTC-compile each workload."""
     reason = backend.nvrtc_available()
-    print(f"{'workload':26}{'kernels':>8}{'units':>7}{'GFLOP':>9}{'MB moved':>10}  NVRTC (compute_90)")
+    print(f"{'workload':30}{'groups':>7}{'units':>7}{'GFLOP':>9}{'MB moved':>10}  NVRTC (compute_90)")
     for name in chosen:
         graph = fusionlang.from_onnx(found[name]())
         plan = fusionlang.fuse(graph, "apollo")
@@ -354,7 +354,7 @@ def dry(chosen: list[str], found: dict) -> int:
         if reason is None:
             for source in sources.values():
                 backend.nvrtc_compile(source, "compute_90")
-        print(f"{name:26}{len(plan.groups):8}{len(sources):7}{contraction_flops(graph) / 1e9:9.2f}"
+        print(f"{name:30}{len(plan.groups):7}{len(sources):7}{contraction_flops(graph) / 1e9:9.2f}"
               f"{io_bytes(graph) / 2**20:10.1f}  {'compiled' if reason is None else 'not available: ' + reason}")
     return 0
 
