@@ -107,7 +107,8 @@ def direct_view(problem: GemmProblem) -> GemmProblem:
 def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True, first_site: int = 0,
                    precision: str = "fp32") -> CudaGroup:
     """The kernels of a templated group in order: before, the template, after."""
-    sources, kernels, sites = [], [], []
+    pieces: dict[str, str] = {}
+    kernels, sites = [], []
     site = first_site
 
     def part(lowered, what: str) -> None:
@@ -115,7 +116,7 @@ def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True,
         cg = emit_group(lowered, f"{label}, {what} its template", check_indices=check_indices, first_site=site)
         site += len(cg.sites)
         sites.extend(cg.sites)
-        sources.append(cg.source)
+        pieces[cg.name] = cg.source
         for k in cg.kernels:
             k.params, k.param_types = list(cg.params), list(cg.param_types)
             kernels.append(k)
@@ -123,7 +124,7 @@ def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True,
     if tg.before is not None:
         part(tg.before, "before")
     source, kernel = template_kernel(tg, label, precision)
-    sources.append(source)
+    pieces[kernel.name] = source
     kernels.append(kernel)
     if tg.after is not None:
         part(tg.after, "after")
@@ -133,8 +134,8 @@ def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True,
         if key not in seen:
             seen.add(key)
             params.append(a)
-    name = kernel.name if len(kernels) == 1 else f"fl_g_{hashlib.sha256(''.join(sources).encode()).hexdigest()[:16]}"
-    return CudaGroup(-1, "\n".join(sources), kernels, params, [], len(kernels), [], name, sites)
+    name = kernel.name if len(kernels) == 1 else f"fl_g_{hashlib.sha256(''.join(pieces).encode()).hexdigest()[:16]}"
+    return CudaGroup(-1, "\n".join(pieces.values()), kernels, params, [], len(kernels), [], name, sites, pieces)
 
 
 __all__ = ["direct_view", "kernel_params", "template_group", "template_kernel"]

@@ -134,6 +134,13 @@ class CudaGroup:
     name: str = ""
     #: checked indices, numbered across the program from the first one's number
     sites: list = field(default_factory=list)
+    #: its source in named pieces, where it has several (a template and the loop nests
+    #: around it); two groups may share a piece, which a program defines once
+    pieces: dict[str, str] = field(default_factory=dict)
+
+    def named_sources(self) -> dict[str, str]:
+        """Each piece of source by the name it defines (the whole source, by the group's name)."""
+        return self.pieces or {self.name: self.source}
 
 
 @dataclass

@@ -66,13 +66,11 @@ class CudaProgram:
 
     @property
     def source(self) -> str:
-        seen, parts = set(), [self._prelude(self.groups.values())]
+        pieces: dict[str, str] = {}  # by the name each defines: a kernel two groups share, once
         for g in self.groups.values():
-            if g.name not in seen:
-                seen.add(g.name)
-                parts.append(g.source)
-        parts.extend(self.packs.values())
-        return "\n".join(parts)
+            for name, text in g.named_sources().items():
+                pieces.setdefault(name, text)
+        return "\n".join([self._prelude(self.groups.values()), *pieces.values(), *self.packs.values()])
 
     def sources(self) -> dict[str, str]:
         """Compilable translation units: one per distinct group, one per pack."""

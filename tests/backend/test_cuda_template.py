@@ -25,7 +25,7 @@ from fusionlang.backend.cuda_gemm import TILES, CudaTile, choose_tile
 from fusionlang.backend.gemm_template import GemmProblem, Operand
 from fusionlang.backend.runtime import lower_plan
 from fusionlang.backend.runtime_cuda import build_cuda_program
-from fusionlang.engine.plan import single_group_plan
+from fusionlang.engine.plan import FusionPlan, make_groups, single_group_plan
 from fusionlang.ops import GraphBuilder
 from fusionlang.report.render import render_report
 
@@ -380,3 +380,26 @@ def test_the_report_shows_each_template_tile():
     tile = compiled.kernels[0].strategy
     assert tile.startswith("GEMM template ") and " warps of " in tile
     assert f"schedule {tile}" in render_report(plan, compiled=compiled)
+
+
+def test_two_groups_sharing_a_template_kernel_define_it_once():
+    """Two convs of one shape and epilogue are one template kernel; the loop nests after
+    them differ, so the groups differ: the program must still define the kernel once
+    (squeezenet's fire modules)."""
+    rng = np.random.default_rng(8)
+    b = GraphBuilder("shared")
+    x = b.input("x", (1, 3, 6, 6))
+    convs = [b.relu(b.conv(x, b.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)), pads=(1, 1, 1, 1)))
+             for _ in range(2)]
+    b.output(b.transpose(convs[0], perm=[0, 2, 3, 1]), b.reduce_sum(convs[1], axes=[2, 3], keepdims=1))
+    graph = b.build()
+    groups = [["conv_1", "relu_2", "transpose_6"], ["conv_4", "relu_5", "reduce_sum_7"]]
+    plan = FusionPlan(graph, make_groups(graph, groups, [{}, {}]), strategy="test")
+    compiled = fusionlang.compile(plan, "cuda-emu")
+    template = next(line for line in compiled.sources.splitlines() if '__global__ void __launch_bounds__(' in line
+                    and " fl_g_" in line)
+    assert compiled.sources.count(template) == 1  # one definition, launched by both groups
+    feeds = {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    want = reference.run(graph, feeds)
+    for name, got in compiled.run(feeds).items():
+        np.testing.assert_allclose(got, want[name], rtol=2e-4, atol=2e-4)
