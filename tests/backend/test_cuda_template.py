@@ -202,6 +202,8 @@ def test_every_conv_and_matmul_group_is_a_tensor_core_kernel_nvrtc_compiles(mode
             ptx = backend.nvrtc_compile(source, arch)
             assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and "cp.async" in ptx
     assert "mma.sync" not in backend.nvrtc_compile(units[0], "compute_75")  # the FMA path before sm_80
+    # and the whole program in one module, as CudaRuntime compiles it: each kernel defined once
+    assert ".entry" in backend.nvrtc_compile(program.source, "compute_90")
 
 
 def _sixteen_bit_graph(kind: str, dtype: str):
