@@ -17,6 +17,7 @@ from fusionlang.errors import FuseError, RuleError
 from fusionlang.lang import parse_text, render
 from fusionlang.lang.loader import resolve, standard_names
 from fusionlang.testing import check_rules, fuse_sources, hostile_sources, mutated_sources
+from fusionlang.testing.checker import STATUSES
 
 STDLIB = [Path(resolve(n)).read_text() for n in standard_names()]
 #: examples per fuzz test: 10x the profile's (a parse takes milliseconds)
@@ -66,7 +67,9 @@ def test_the_checker_never_crashes_on_a_rule_set_that_loads(text):
         report = check_rules(rules, max_examples=3, kinds=("rewrite", "decompose", "def", "fuse"))
     except FuseError:
         return  # e.g. a rule set whose rewrites loop: reported to the user as such
-    assert all(c.status in ("proved", "checked", "failed", "skipped") for c in report.checks)
+    # every check ends in a status the report knows; "under-covered" is one (the drawing ran
+    # out of time: a loaded machine, CI with another job beside it)
+    assert all(c.status in STATUSES for c in report.checks)
 
 
 def test_the_generator_speaks_the_grammar():
