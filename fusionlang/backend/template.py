@@ -1,4 +1,5 @@
-"""Groups whose complex op runs as the GEMM template (:mod:`.gemm_template`) on the CPU.
+"""Groups whose complex op runs as a GEMM template: :mod:`.gemm_template` on the CPU, and
+(planned with ``target="cuda"``, float16 and bfloat16 too) :mod:`.cuda_template` on CUDA.
 
 A group qualifies when it holds one float32 ``matmul``, ``gemm`` or 1-D/2-D ``conv`` whose
 operands come from outside the group (or, with none of those, one 1-D/2-D ``max_pool`` or
