@@ -149,6 +149,20 @@ class _Unit:
     inner: list
 
 
+@dataclass(frozen=True)
+class _UnitFacts:
+    """What a unit's printing needs to know before it picks a mode: its outer loops' (first
+    value, trips) and trips, its point count, the arrays declared per point and at kernel
+    scope, and those shared with other units through the scratch area."""
+
+    bounds: list[tuple[int, int]]
+    extents: list[int]
+    npoints: int
+    level_arrays: list[Storage]
+    tops: list[Storage]
+    cross: list[Storage]
+
+
 def _bounds(f: For) -> tuple[int, int] | None:
     """(first value, trip count) of a loop with constant bounds."""
     if not isinstance(f.init, sp.Integer) or f.step <= 0:
@@ -413,7 +427,7 @@ class _CudaPrinter(_Printer):
             mode = "block"
         return self._print_unit(u, fname, mode, facts)
 
-    def _facts(self, u: _Unit) -> dict:
+    def _facts(self, u: _Unit) -> _UnitFacts:
         bounds = [_bounds(f) for f in u.outer]
         extents = [b[1] for b in bounds]
         npoints = 1
@@ -426,23 +440,22 @@ class _CudaPrinter(_Printer):
         # arrays shared with other units (kernels) live in the scratch area between launches
         cross = [st for st in tops if st.array.id in self.cross]
         tops = [st for st in tops if st.array.id not in self.cross]
-        return dict(bounds=bounds, extents=extents, npoints=npoints, level_arrays=level_arrays, tops=tops,
-                    cross=cross)
+        return _UnitFacts(bounds, extents, npoints, level_arrays, tops, cross)
 
-    def _mode(self, u: _Unit, facts: dict) -> str:
+    def _mode(self, u: _Unit, facts: _UnitFacts) -> str:
         coop = any(isinstance(n, For) and n.loop is not None and
                    (self.g.loops[n.loop].coincident or self.g.loops[n.loop].simd_accs)
                    for n in self._block_nodes(u.inner))
-        buffers = facts["level_arrays"] + facts["tops"]
+        buffers = facts.level_arrays + facts.tops
         big_buffers = any(st.kind == "local" and st.size > THREAD_BUFFER_LIMIT for st in buffers)
         work = _work(u.inner)
         if not u.outer:
             return "block"
-        if coop and work <= WARP_WORK and not facts["cross"]:
+        if coop and work <= WARP_WORK and not facts.cross:
             return "warp"
-        return "block" if (coop and (facts["npoints"] < 8192 or work >= 4096)) or big_buffers else "thread"
+        return "block" if (coop and (facts.npoints < 8192 or work >= 4096)) or big_buffers else "thread"
 
-    def _print_unit(self, u: _Unit, fname: str, mode: str, facts: dict) -> tuple[str, int, str, int]:
+    def _print_unit(self, u: _Unit, fname: str, mode: str, facts: _UnitFacts) -> tuple[str, int, str, int]:
         self.lines = []
         self.shared_decls = []
         self.shared_bytes = 0
@@ -450,8 +463,8 @@ class _CudaPrinter(_Printer):
         self.scratch_slices = []
         self.uses_reduction = set()
         self.warp = mode == "warp"
-        bounds, extents, npoints = facts["bounds"], facts["extents"], facts["npoints"]
-        level_arrays, tops, cross = facts["level_arrays"], facts["tops"], facts["cross"]
+        bounds, extents, npoints = facts.bounds, facts.extents, facts.npoints
+        level_arrays, tops, cross = facts.level_arrays, facts.tops, facts.cross
         self.block_level = {st.array.id for st in level_arrays + tops + cross}
         it = self.flavor.int_type
         params = ", ".join(self.function_params() + [f"{it} fl_bid", f"{it} fl_nb"])
@@ -464,7 +477,7 @@ class _CudaPrinter(_Printer):
                 self.lines.append(f"  {t} {self.names[st.array.id]} = *({t}*)({where});")
             else:
                 self.lines.append(f"  {t}* {self.names[st.array.id]} = ({t}*)({where});")
-        vector = VECTOR if mode == "thread" and _vectorizable(extents, npoints) else 1
+        vector = VECTOR if mode == "thread" and _vectorizable(u, bounds, npoints) else 1
         if vector > 1:
             self._vector_unit(u, extents, bounds, npoints, tops + level_arrays)
         elif mode == "thread":
@@ -634,10 +647,14 @@ class _CudaPrinter(_Printer):
                 self.lines.append(f"{ind}const {it} {f.var.name} = {first} + {q} * {f.step};")
 
 
-def _vectorizable(extents: list[int], npoints: int) -> bool:
+def _vectorizable(u: _Unit, bounds: list[tuple[int, int]], npoints: int) -> bool:
     """A thread-mapped unit large enough to keep the GPU busy with a quarter of the threads,
-    whose innermost extent splits into groups of :data:`VECTOR`."""
-    return bool(extents) and extents[-1] % VECTOR == 0 and npoints >= VECTOR_MIN_POINTS
+    whose innermost loop runs by 1 from a multiple of :data:`VECTOR` over groups of VECTOR
+    (so each group's first element is as aligned as the row it starts)."""
+    if not u.outer or npoints < VECTOR_MIN_POINTS:
+        return False
+    first, trips = bounds[-1]
+    return u.outer[-1].step == 1 and first % VECTOR == 0 and trips % VECTOR == 0
 
 
 def emit_group(group: LoweredGroup, label: str = "group", *, check_indices: bool = True,
