@@ -3,9 +3,12 @@ during it: both use the graph's one opening).
 
 A policy may keep a compound op whole while it partitions (tvm.fuse treats softmax as
 one out-ewise-fusable op, as TVM does); the loop layer only compiles primitive ops. So the
-compound ops left in a plan are opened here with the standard decompositions (the rule
-set's own cases first), and every node an opening creates joins the group of the op it
-replaces: group count, stitches and horizontal packs are unchanged.
+compound ops left in a plan are opened here, and every node an opening creates joins the
+group of the op it replaces: group count, stitches and horizontal packs are unchanged.
+
+Only the rule sets the policy names open them: its own decompositions first, then those of
+each ``import "x.fuse" for lowering`` (tvm.fuse lowers with decompose.fuse that way). A
+compound op none of them opens is an error that says which import is missing.
 """
 
 from __future__ import annotations
@@ -19,11 +22,7 @@ from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_trace import Recorder, decomposition_node_budget
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
-from fusionlang.lang import load_rules
 from fusionlang.ops.interpreter import registry_of
-
-#: the rule library whose decompositions lower what a policy kept whole
-LOWERING_RULES = "decompose"
 
 
 def compound_nodes(graph: Graph, registry) -> set[str]:
@@ -31,10 +30,11 @@ def compound_nodes(graph: Graph, registry) -> set[str]:
     return {n.name for n in graph.nodes if registry.get(n.op).compound}
 
 
-def open_compound_ops(graph: Graph, names: list[str], rulesets) -> dict[str, list[str]]:
+def open_compound_ops(graph: Graph, names: list[str], rulesets, registry) -> dict[str, list[str]]:
     """Open, in place, the compound ops ``names`` (and the compound ops their bodies
-    build), each with the first of ``rulesets`` that has a case for it. Returns, for each
-    opened node, the primitive nodes that replace it."""
+    build), each with the first of ``rulesets`` that has a case for it; ``registry`` says
+    which ops are compound. Returns, for each opened node, the primitive nodes that
+    replace it."""
     index = GraphIndex(graph)
     by_name = {n.name: n for n in graph.nodes}
     recorder = Recorder(budget=0, node_budget=decomposition_node_budget(graph))
@@ -43,7 +43,7 @@ def open_compound_ops(graph: Graph, names: list[str], rulesets) -> dict[str, lis
         stack, primitive = [by_name[name]], []
         while stack:
             current = stack.pop()
-            ruleset, case = _lowering_case(rulesets, current)
+            ruleset, case = _lowering_case(rulesets, registry, current)
             if case is None:
                 primitive.append(current.name)
                 continue
@@ -53,15 +53,24 @@ def open_compound_ops(graph: Graph, names: list[str], rulesets) -> dict[str, lis
     return replaced
 
 
-def _lowering_case(rulesets, node):
-    if not rulesets[0].registry.get(node.op).compound:
+def _lowering_case(rulesets, registry, node):
+    if not registry.get(node.op).compound:
         return None, None
     for ruleset in rulesets:
         case = _case_for(ruleset, node)
         if case is not None:
             return ruleset, case
-    raise FuseError(f"node {node.name!r} ({node.op}) is a compound op and no decomposition in "
-                    f"{', '.join(r.name or '?' for r in rulesets)} opens it (its attributes: {node.attrs})")
+    named = ", ".join(repr(r.name or "?") for r in rulesets) or "no rule set"
+    head = f"node {node.name!r} ({node.op}) is a compound op and no decomposition in {named} opens it " \
+           f"(its attributes: {_attributes(node.attrs)})"
+    if any(node.op in r.decompositions for r in rulesets):
+        raise FuseError(f"{head}: no decompose case for {node.op} accepts these attributes")
+    raise FuseError(f"{head}; a policy that keeps {node.op} whole names the decompositions that lower it: "
+                    f"import \"decompose.fuse\" for lowering")
+
+
+def _attributes(attrs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in attrs.items()) or "none"
 
 
 @dataclass
@@ -96,7 +105,7 @@ def opened(graph: Graph, ruleset) -> OpenedGraph | None:
             return None
         copy = graph.copy()
         replaced = open_compound_ops(copy, [n.name for n in copy.nodes if n.name in compound],
-                                     _lowering_rulesets(ruleset))
+                                     lowering_rulesets(ruleset), registry)
         found = _OPENED[graph] = OpenedGraph(copy, replaced, made_from)
     return found
 
@@ -112,14 +121,18 @@ def on_primitives(feedback, ruleset, graph: Graph):
     return check
 
 
-def _lowering_rulesets(ruleset) -> list:
-    return [r for r in (ruleset, load_rules(LOWERING_RULES)) if r is not None]
+def lowering_rulesets(ruleset) -> list:
+    """The rule sets whose decompositions open what ``ruleset``'s partitioning kept whole, in
+    the order they are tried: its own, then its ``import ... for lowering`` ones."""
+    if ruleset is None:
+        return []
+    return [ruleset, *ruleset.lowering]
 
 
 def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
-    none). ``ruleset``'s own decompositions are tried before the standard ones; the opening
-    the feedback check made is reused (:func:`opened`)."""
+    none), opened with :func:`lowering_rulesets` of ``ruleset``; the opening the feedback
+    check made is reused (:func:`opened`)."""
     opening = opened(plan.graph, ruleset)
     if opening is None:
         return plan
@@ -134,4 +147,5 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     return lowered
 
 
-__all__ = ["OpenedGraph", "compound_nodes", "lower_compound_groups", "on_primitives", "open_compound_ops", "opened"]
+__all__ = ["OpenedGraph", "compound_nodes", "lower_compound_groups", "lowering_rulesets", "on_primitives",
+           "open_compound_ops", "opened"]

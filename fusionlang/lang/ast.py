@@ -143,6 +143,9 @@ Expr = Union[Num, Str, Var, ListE, Call, Bind, BinOp, Neg, Compare, BoolOp, Not,
 class Import:
     path: str
     span: Span = _span()
+    #: ``import "x.fuse" for lowering``: the file is its own rule set, whose decompositions
+    #: open the compound ops partitioning kept whole (nothing else of it joins the importer)
+    lowering: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,9 @@ def clear_memo() -> None:
 
 
 def check_modules(modules: list[A.Module], *, name: str, registry: OpRegistry, diags: Diagnostics,
-                  imports: tuple[str, ...] = ()) -> RuleSet | None:
-    """Check ``modules`` (imports first) as one rule set; None when there are errors."""
+                  imports: tuple[str, ...] = (), lowering: tuple[RuleSet, ...] = ()) -> RuleSet | None:
+    """Check ``modules`` (imports first) as one rule set; None when there are errors.
+    ``lowering``: the rule sets its ``import ... for lowering`` items loaded."""
     checker = _Checker(modules, registry, diags)
     checker.run()
     if diags.errors:
@@ -64,7 +65,8 @@ def check_modules(modules: list[A.Module], *, name: str, registry: OpRegistry, d
                    class_rules=tuple(checker.class_rules), registry=checker.registry, defs=checker.defs,
                    decompositions={op: tuple(cases) for op, cases in checker.decompositions.items()},
                    rewrites=tuple(checker.rewrites), fuse_entries=tuple(checker.fuse_entries),
-                   strategies=checker.strategies, tests=_inherited_tests(modules, checker.tests), imports=imports)
+                   strategies=checker.strategies, tests=_inherited_tests(modules, checker.tests), imports=imports,
+                   lowering=lowering)
 
 
 def _inherited_tests(modules, tests) -> tuple[TestBlock, ...]:

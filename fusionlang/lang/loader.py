@@ -16,12 +16,11 @@ from importlib import resources
 
 from fusionlang.errors import RuleError
 from fusionlang.lang import ast as A
-from fusionlang.lang.checker import check_modules
+from fusionlang.lang.checker import check_modules, clear_memo
 from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span
 from fusionlang.lang.parser import parse_module
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.ops.registry import REGISTRY, OpRegistry
-from fusionlang.lang.checker import clear_memo
 
 #: a rule file larger than this is refused unread (also stops endless /proc-like files)
 MAX_RULE_FILE_BYTES = 16 * 1024 * 1024
@@ -148,9 +147,15 @@ class _Collector:
         self.keys: list[tuple] = []
         self.done: set[str] = set()
         self.stack: list[str] = []
+        #: ``import "x.fuse" for lowering`` items met in any module, with the real path each names
+        self.lowering: list[tuple[A.Import, str]] = []
+        #: the real path of the first module added (the rule set's own file), if it has one
+        self.root: str | None = None
 
     def add_module(self, module: A.Module, real: str | None) -> None:
         if real is not None:
+            if self.root is None and not self.stack:
+                self.root = real
             self.stack.append(real)
         importer_dir = os.path.dirname(real) if real else None
         for item in module.items:
@@ -163,17 +168,11 @@ class _Collector:
         self.modules.append(module)
 
     def add_import(self, item: A.Import, importer_dir: str | None) -> None:
-        if not item.path.endswith(".fuse"):
-            # refused before any look-up: an import must never read other files
-            self.diags.error(item.span, f"import {item.path!r} does not name a .fuse file",
-                             "imports name rule files, e.g. import \"std/ops.fuse\"")
-            return
-        real = _resolve_import(item.path, importer_dir)
+        real = self._import_target(item, importer_dir)
         if real is None:
-            where = [importer_dir or os.getcwd(), display_path(rules_dir()), "std/"]
-            self.diags.error(item.span, f"cannot find import {item.path!r}",
-                             f"imports resolve relative to the importing file, then in the standard rules "
-                             f"directory ({rules_dir()}) and its std/ folder; looked in {where[0]}")
+            return
+        if item.lowering:
+            self.lowering.append((item, real))
             return
         if real in self.stack:
             chain = [display_path(p) for p in self.stack[self.stack.index(real):]] + [display_path(real)]
@@ -187,12 +186,58 @@ class _Collector:
             return
         self.add_module(module, real)
 
+    def _import_target(self, item: A.Import, importer_dir: str | None) -> str | None:
+        """The real path ``item`` names, or None with the error reported."""
+        if not item.path.endswith(".fuse"):
+            # refused before any look-up: an import must never read other files
+            self.diags.error(item.span, f"import {item.path!r} does not name a .fuse file",
+                             "imports name rule files, e.g. import \"std/ops.fuse\"")
+            return None
+        real = _resolve_import(item.path, importer_dir)
+        if real is None:
+            where = [importer_dir or os.getcwd(), display_path(rules_dir()), "std/"]
+            self.diags.error(item.span, f"cannot find import {item.path!r}",
+                             f"imports resolve relative to the importing file, then in the standard rules "
+                             f"directory ({rules_dir()}) and its std/ folder; looked in {where[0]}")
+            return None
+        return real
 
-def _check(collector: _Collector, name: str, registry: OpRegistry | None) -> RuleSet | None:
+
+#: real paths of the rule files loading a lowering import now, outermost first (a cycle of
+#: lowering imports is an error, not an endless recursion)
+_LOWERING_STACK: list[str] = []
+
+
+def _check(collector: _Collector, name: str, registry: OpRegistry | None,
+           lowering: tuple[RuleSet, ...] | None = None) -> RuleSet | None:
+    if lowering is None:
+        lowering = _lowering_rulesets(collector, registry)
     if collector.diags.errors:
         return None
     return check_modules(collector.modules, name=name, registry=registry or REGISTRY, diags=collector.diags,
-                         imports=tuple(m.path for m in collector.modules[:-1]))
+                         imports=tuple(m.path for m in collector.modules[:-1]), lowering=lowering)
+
+
+def _lowering_rulesets(collector: _Collector, registry: OpRegistry | None) -> tuple[RuleSet, ...]:
+    """The rule set of each ``import ... for lowering`` (each loaded on its own, once);
+    their errors join the importer's diagnostics, located in their own files."""
+    found: dict[str, RuleSet] = {}
+    importers = _LOWERING_STACK + ([collector.root] if collector.root else [])
+    for item, real in collector.lowering:
+        if real in found:
+            continue
+        if real in importers:
+            chain = [display_path(p) for p in importers[importers.index(real):]] + [display_path(real)]
+            collector.diags.error(item.span, f"import cycle through lowering imports: {' -> '.join(chain)}")
+            continue
+        _LOWERING_STACK.append(collector.root or "")
+        try:
+            found[real] = load_rules(real, registry)
+        except RuleError as exc:
+            collector.diags.items.extend(exc.diagnostics)
+        finally:
+            _LOWERING_STACK.pop()
+    return tuple(found.values())
 
 
 def load_rules(name_or_path, registry: OpRegistry | None = None) -> RuleSet:
@@ -213,11 +258,13 @@ def load_rules(name_or_path, registry: OpRegistry | None = None) -> RuleSet:
     module = _parse_file(real, diags, Span(display_path(real), 1, 1))
     if module is not None:
         collector.add_module(module, real)
-    cache_key = (tuple(collector.keys), id(base), len(base.names()))
+    lowering = _lowering_rulesets(collector, registry)
+    # a lowering rule set is itself cached by its files: the same object while they are unchanged
+    cache_key = (tuple(collector.keys), id(base), len(base.names()), tuple(id(r) for r in lowering))
     if not diags.errors and cache_key in _RULESETS:
         return _RULESETS[cache_key]
     ruleset = _check(collector, os.path.basename(real)[: -len(".fuse")] if real.endswith(".fuse")
-                     else os.path.basename(real), registry)
+                     else os.path.basename(real), registry, lowering)
     if ruleset is None:
         raise RuleError(diags.sorted())
     _RULESETS[cache_key] = ruleset

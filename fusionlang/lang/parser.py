@@ -31,6 +31,7 @@ _TERMINAL_WORDS = {
     "DECIMAL": "a number",
     "SIGNED_INT": "an integer",
     "STRING": "a string",
+    "LOWERING": "'lowering'",
     "CMP_OP": "a comparison",
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*' or '/'",
@@ -286,7 +287,8 @@ class _ToAst(Transformer):
 
     @_positioned
     def import_(self, c, span, raw):
-        return A.Import(_unescape(str(c[0])), span)
+        path, lowering = c
+        return A.Import(_unescape(str(path)), span, lowering=lowering is not None)
 
     @_positioned
     def categories(self, c, span, raw):

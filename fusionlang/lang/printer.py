@@ -139,6 +139,8 @@ def _header(name: str, params, attr_texts: list[str]) -> str:
 def format_ruleset(ruleset) -> str:
     """A whole RuleSet as one .fuse file that parses back to an equal RuleSet."""
     out: list[str] = [f"# rule set {ruleset.name!r}, printed from {', '.join(ruleset.files)}"]
+    # a lowering rule set stays a file of its own: named by its root file (the last one loaded)
+    out.extend(f"import {format_literal(lowering.files[-1])} for lowering" for lowering in ruleset.lowering)
     if ruleset.categories:
         out.append("categories " + " < ".join(ruleset.categories))
     for rule in ruleset.class_rules:

@@ -23,7 +23,7 @@ __all__ = ["FuseLexer"]
 KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect", "fuse", "import", "input", "not",
             "or", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
 #: keywords of items added later, kept apart so concurrent additions merge cleanly
-KEYWORDS += ("sibling", "nofuse", "oracle")
+KEYWORDS += ("sibling", "nofuse", "oracle", "for", "lowering")
 #: keywords that declare a name
 DECLARATIONS = ("decompose", "def", "rewrite", "strategy", "test")
 

@@ -224,13 +224,14 @@ class RuleSet:
     """Immutable: every collection is a tuple, frozenset or read-only mapping."""
 
     __slots__ = ("name", "files", "categories", "registry", "defs", "decompositions", "rewrites", "tests",
-                 "fuse_entries", "strategies", "class_rules", "_commutative", "_rank", "_by_op", "imports")
+                 "fuse_entries", "strategies", "class_rules", "_commutative", "_rank", "_by_op", "imports",
+                 "lowering")
 
     def __init__(self, *, name: str, files: tuple[str, ...], categories: tuple[str, ...],
                  class_rules: tuple[ClassRule, ...], registry: OpRegistry, defs: Mapping[str, DefRule],
                  decompositions: Mapping[str, tuple[DecomposeRule, ...]], rewrites: tuple[RewriteRule, ...],
                  fuse_entries: tuple[FuseEntry, ...], strategies: Mapping[str, Strategy],
-                 tests: tuple[TestBlock, ...], imports: tuple[str, ...] = ()):
+                 tests: tuple[TestBlock, ...], imports: tuple[str, ...] = (), lowering: tuple = ()):
         setter = object.__setattr__
         setter(self, "name", name)
         setter(self, "files", tuple(files))
@@ -244,6 +245,9 @@ class RuleSet:
         setter(self, "strategies", MappingProxyType(dict(strategies)))
         setter(self, "tests", tuple(tests))
         setter(self, "imports", tuple(imports))
+        #: rule sets of ``import "x.fuse" for lowering``: their decompositions open, inside
+        #: their groups, the compound ops this rule set's partitioning kept whole
+        setter(self, "lowering", tuple(lowering))
         setter(self, "_commutative", frozenset(r.op for r in class_rules if r.commutative))
         setter(self, "_rank", {c: k for k, c in enumerate(categories)})
         by_op: dict[str, list[ClassRule]] = {}
@@ -346,7 +350,7 @@ class RuleSet:
     def _key(self):
         return (self.categories, tuple(self.class_rules), tuple(sorted(self.defs.items())),
                 tuple(sorted(self.decompositions.items())), self.rewrites, self.fuse_entries,
-                tuple(sorted(self.strategies.items())), self.tests)
+                tuple(sorted(self.strategies.items())), self.tests, self.lowering)
 
     def __eq__(self, other):
         if not isinstance(other, RuleSet):

@@ -8,7 +8,7 @@ from fusionlang.api import compile, fuse, load_rules
 from fusionlang.engine.lowering import lower_compound_groups
 from fusionlang.engine.partition import partition
 from fusionlang.engine.rewrite import apply_rules
-from fusionlang.errors import UnsupportedOpError
+from fusionlang.errors import FuseError, UnsupportedOpError
 from fusionlang.ops import GraphBuilder
 from fusionlang.reference import run as reference_run
 
@@ -43,12 +43,18 @@ def test_rewriting_keeps_the_registry(rules):
     assert apply_rules(swish_softmax(rules), rules).graph.registry is rules.registry
 
 
-@pytest.mark.parametrize("given", [True, False])
-def test_lowering_keeps_the_registry_with_or_without_the_rule_set(rules, given):
+def test_lowering_keeps_the_registry(rules):
     whole = partition(swish_softmax(rules), rules, "tvm")
-    lowered = lower_compound_groups(whole, rules if given else None)
+    lowered = lower_compound_groups(whole, rules)
     assert "softmax" not in {n.op for n in lowered.graph.nodes}  # opened in a copy of the graph
     assert lowered.graph.registry is rules.registry
+
+
+def test_lowering_without_a_rule_set_opens_nothing_it_was_not_given(rules):
+    whole = partition(swish_softmax(rules), rules, "tvm")
+    with pytest.raises(FuseError, match=r"\(softmax\) is a compound op and no decomposition in no rule set opens "
+                                        r"it .*import \"decompose.fuse\" for lowering$"):
+        lower_compound_groups(whole, None)
 
 
 def test_a_def_op_next_to_a_compound_op_compiles_under_tvm(rules):

@@ -17,6 +17,15 @@ def attention_scores():
     return b.build()
 
 
+def assert_computes_the_same(graph, plan):
+    feeds = {"q": np.random.default_rng(0).standard_normal((8, 16), np.float32),
+             "k": np.random.default_rng(1).standard_normal((16, 8), np.float32)}
+    got = fusionlang.compile(plan, target="c").run(feeds)
+    want = fusionlang.reference.run(graph, feeds)
+    for name in graph.outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+
+
 def compound(plan):
     return [n.op for n in plan.graph.nodes if REGISTRY.get(n.op).compound]
 
@@ -39,12 +48,7 @@ def test_fuse_returns_primitive_plans_that_compute_the_same():
     graph = attention_scores()
     plan = fusionlang.fuse(graph, "tvm", "tvm")
     assert compound(plan) == []
-    feeds = {"q": np.random.default_rng(0).standard_normal((8, 16), np.float32),
-             "k": np.random.default_rng(1).standard_normal((16, 8), np.float32)}
-    got = fusionlang.compile(plan, target="c").run(feeds)
-    want = fusionlang.reference.run(graph, feeds)
-    for name in graph.outputs:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+    assert_computes_the_same(graph, plan)
 
 
 def test_a_plan_without_compound_ops_is_returned_as_is():
@@ -60,9 +64,11 @@ def test_a_compound_op_no_rule_opens_is_a_clear_error():
     no_cases = fusionlang.load_rules("std/ops")
     assert not no_cases.decompositions.get("softmax")
     softmax = next(n.name for n in graph.nodes if n.op == "softmax")
-    with pytest.raises(FuseError, match=rf"node '{softmax}' \(softmax\) is a compound op and no decomposition in "
-                                        r"\S+ opens it"):
-        open_compound_ops(graph, [softmax], [no_cases])
+    with pytest.raises(FuseError, match=rf"^node '{softmax}' \(softmax\) is a compound op and no decomposition in "
+                                        r"'ops' opens it \(its attributes: axis=-1\); a policy that keeps softmax "
+                                        r"whole names the decompositions that lower it: "
+                                        r"import \"decompose.fuse\" for lowering$"):
+        open_compound_ops(graph, [softmax], [no_cases], no_cases.registry)
 
 
 def test_fuse_opens_each_compound_op_once_for_feedback_and_lowering(monkeypatch):
@@ -80,3 +86,48 @@ def test_fuse_opens_each_compound_op_once_for_feedback_and_lowering(monkeypatch)
     originals = {n.name for n in graph.nodes if REGISTRY.get(n.op).compound}
     assert originals <= set(opened)
     assert len(opened) == len(set(opened))
+
+
+MINIMAL_POLICY = 'import "std/ops.fuse"\n{lowering}fuse elemwise -> elemwise : elemwise\n'
+
+
+def test_a_policy_that_names_no_lowering_cannot_lower_what_it_keeps_whole(tmp_path):
+    from fusionlang.errors import FuseError
+
+    path = tmp_path / "mine.fuse"
+    path.write_text(MINIMAL_POLICY.format(lowering=""))
+    with pytest.raises(FuseError, match=r"\(softmax\) is a compound op and no decomposition in 'mine' opens it .*"
+                                        r"import \"decompose.fuse\" for lowering$"):
+        fusionlang.fuse(attention_scores(), fusionlang.load_rules(str(path)))
+
+
+def test_a_policy_lowers_with_the_rule_sets_it_imports_for_lowering(tmp_path, monkeypatch):
+    import fusionlang.backend.feedback as feedback
+    import fusionlang.engine.lowering as lowering
+
+    path = tmp_path / "mine.fuse"
+    path.write_text(MINIMAL_POLICY.format(lowering='import "decompose.fuse" for lowering\n'))
+    rules = fusionlang.load_rules(str(path))
+    used = []
+    real = lowering.open_node
+    monkeypatch.setattr(lowering, "open_node", lambda index, ruleset, node, case, recorder:
+                        used.append(ruleset) or real(index, ruleset, node, case, recorder))
+    feedback.forget_verdicts()
+    graph = attention_scores()
+    plan = fusionlang.fuse(graph, rules)
+    assert used and all(r is rules.lowering[0] for r in used)
+    assert compound(plan) == [] and "softmax" not in rules.decompositions
+    assert_computes_the_same(graph, plan)
+
+
+def test_a_lowering_rule_set_without_a_case_for_the_attributes_says_so(tmp_path):
+    from fusionlang.engine.lowering import open_compound_ops
+    from fusionlang.errors import FuseError
+
+    (tmp_path / "narrow.fuse").write_text("decompose softmax(x; axis=0) {\n    return x\n}\n")
+    graph = attention_scores()
+    rules = fusionlang.load_rules(str(tmp_path / "narrow.fuse"))
+    softmax = next(n.name for n in graph.nodes if n.op == "softmax")
+    with pytest.raises(FuseError, match=r"opens it \(its attributes: axis=-1\): no decompose case for softmax "
+                                        r"accepts these attributes$"):
+        open_compound_ops(graph, [softmax], [rules], rules.registry)
