@@ -141,7 +141,11 @@ def _plane_body(out: Lines, name, x: Im2Col, kh, kw, dh, dw, ph, pw, epilogue, e
 def _row_body(out: Lines, name, x: Im2Col, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap: Tap) -> None:
     # any stride: one output row at a time, each tap a strided run of one input row; the
     # taps outside the input are skipped, which is padding for all three taps (padding
-    # never wins a max, adds 0 to a sum)
+    # never wins a max, adds 0 to a sum). The valid columns of a tap depend on kx alone, so
+    # the kx loop is unrolled here with constant bounds: a runtime-bounded loop of 16 to 56
+    # iterations spent more on peeling than on the max (3x3 pools of 111- and 55-wide rows: 1.2
+    # to 1.4x faster; reducing a max window's rows first into one contiguous row, then the
+    # strided runs, was faster still at 111 wide but 1.3 to 2x slower at 64, 55 and 27).
     out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
     out(f"float row[{x.out_w}] __attribute__((aligned(64)));")
     out(f"for (long ow = 0; ow < {x.out_w}; ow++) row[ow] = {tap.init};")
@@ -149,23 +153,36 @@ def _row_body(out: Lines, name, x: Im2Col, kh, kw, sh, sw, dh, dw, ph, pw, epilo
     out(f"const long iy = oh * {sh} + ky * {dh} - {ph};")
     out(f"if (iy < 0 || iy >= {x.in_h}) continue;")
     out(f"const float *in = plane + iy * {x.in_w}L;")
-    out.open(f"for (long kx = 0; kx < {kw}; kx++)")
-    if tap.weighted:
-        out(f"const float tap = w[ky * {kw} + kx];")
-    out(f"const long x0 = kx * {dw} - {pw};")
-    # ow in [lo, hi) keeps 0 <= ow * sw + x0 < in_w
-    out(f"long lo = x0 >= 0 ? 0 : (-x0 + {sw - 1}) / {sw};")
-    out(f"long hi = x0 >= {x.in_w} ? 0 : ({x.in_w - 1} - x0) / {sw} + 1;")
-    out(f"if (hi > {x.out_w}) hi = {x.out_w};")
-    out("#pragma omp simd")
-    out(f"for (long ow = lo; ow < hi; ow++) {_update(tap, 'row[ow]', f'in[ow * {sw} + x0]')}")
-    out.close()
+    _row_taps(out, tap, x, kw, sw, dw, pw)
     out.close()
     out(f"float *dst = y + oh * {x.out_w}L;")
     out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = row[ow];")
     if epilogue is not None:
         out(f"{name}_epilogue(dst, 0, 1, oh * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
     out.close()
+
+
+def _row_taps(out: Lines, tap: Tap, x: Im2Col, kw, sw, dw, pw) -> None:
+    """Each tap kx of the input row ``in`` into ``row``: a strided run over the output
+    columns it reaches inside the input, bounds known here."""
+    for kx in range(kw):
+        x0 = kx * dw - pw
+        lo, hi = _valid_columns(x0, sw, x.in_w, x.out_w)
+        if hi <= lo:
+            continue
+        out.open("")
+        if tap.weighted:
+            out(f"const float tap = w[ky * {kw} + {kx}];")
+        out("#pragma omp simd")
+        out(f"for (long ow = {lo}; ow < {hi}; ow++) {_update(tap, 'row[ow]', f'in[ow * {sw} + ({x0})]')}")
+        out.close()
+
+
+def _valid_columns(x0: int, sw: int, in_w: int, out_w: int) -> tuple[int, int]:
+    """Output columns ``[lo, hi)`` whose tap ``ow * sw + x0`` lies inside ``[0, in_w)``."""
+    lo = 0 if x0 >= 0 else (-x0 + sw - 1) // sw
+    hi = 0 if x0 >= in_w else (in_w - 1 - x0) // sw + 1
+    return lo, min(hi, out_w)
 
 
 def _offset(view) -> str:
