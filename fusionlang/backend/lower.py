@@ -20,7 +20,7 @@ import sympy as sp
 
 from fusionlang.backend.loopir import Assign, For, If, Load, Storage, walk
 from fusionlang.backend.poly import (Access, Array, PolyProgram, PolyStmt, _union_map, access_map_text, domain_of,
-                                     isl_expr, original_order, substituted)
+                                     flow_dependences, isl_expr, substituted)
 from fusionlang.backend.schedule import Scheduled
 from fusionlang.errors import CodegenError
 from fusionlang.ops.access import ACC, as_expr
@@ -115,10 +115,8 @@ def _scope(prog: PolyProgram, array: Array, accesses, common_loops) -> int | Non
     if not reads:
         return common_loops[-1].id
     dom = domain_of(prog, list(stmts.values()))
-    flow = (isl.UnionAccessInfo.from_sink(_union_map(prog, reads).intersect_domain(dom))
-            .set_must_source(_union_map(prog, writes).intersect_domain(dom))
-            .set_schedule_map(original_order(prog)).compute_flow())
-    deps = flow.get_must_dependence()
+    deps = flow_dependences(prog, _union_map(prog, reads).intersect_domain(dom),
+                            _union_map(prog, writes).intersect_domain(dom), accumulators=array.role == "acc")
     best = None
     zero = isl.UnionSet.read_from_str(prog.ctx, "{ [0] }")
     for loop in common_loops:

@@ -1,0 +1,85 @@
+"""The dependences a program's schedules are checked against, without isl's flow analysis:
+on data arrays exactly isl's flow dependences; through accumulators the write-then-read
+pairs, which lie between isl's flow dependences and their transitive closure, so every
+legality question has the same answer (and the same candidates are legal)."""
+
+from __future__ import annotations
+
+import islpy as isl
+import pytest
+from hypothesis import given, settings
+from strategies import graphs
+
+from fusionlang.backend.fusion import candidate_trees
+from fusionlang.backend.poly import _written_once, access_map_text, build_program, original_order
+from fusionlang.backend.schedule import is_legal, to_isl
+from fusionlang.ops import GraphBuilder
+
+
+def isl_flow(prog, kind: str) -> isl.UnionMap:
+    """What compute_dependences computed before: isl's must flow, in the original order."""
+    accumulator = kind == "acc"
+    reads = [access_map_text(s, a) for s in prog.stmts for a in s.reads
+             if a.array.role != "input" and (a.array.role == "acc") == accumulator]
+    writes = [access_map_text(s, s.write) for s in prog.stmts if (s.write.array.role == "acc") == accumulator]
+
+    def union(texts):
+        if not texts:
+            return isl.UnionMap.empty(isl.Space.params_alloc(prog.ctx, 0))
+        return isl.UnionMap.read_from_str(prog.ctx, "{ " + "; ".join(t.strip()[1:-1] for t in texts) + " }")
+
+    sink, source = union(reads).intersect_domain(prog.domain), union(writes).intersect_domain(prog.domain)
+    flow = isl.UnionAccessInfo.from_sink(sink).set_must_source(source).set_schedule_map(original_order(prog))
+    return flow.compute_flow().get_must_dependence()
+
+
+def assert_same_questions(prog):
+    assert prog.deps_data.is_equal(isl_flow(prog, "data"))
+    flow = isl_flow(prog, "acc")
+    closure, exact = flow.transitive_closure()
+    assert flow.is_subset(prog.deps_acc)
+    if exact:
+        assert prog.deps_acc.is_subset(closure)
+    for tree in candidate_trees(prog):
+        schedule = to_isl(prog, tree)
+        legal = is_legal(prog, schedule)
+        prog.__dict__["_flow"], mine = {"data": prog.deps_data, "acc": flow, "acc_carried": None}, prog.__dict__["_flow"]
+        try:
+            assert is_legal(prog, schedule) == legal
+        finally:
+            prog.__dict__["_flow"] = mine
+
+
+def program(graph):
+    return build_program(graph, [n.name for n in graph.nodes])
+
+
+def padded_conv_pool_concat():
+    b = GraphBuilder("cpc")
+    x = b.input("x", (1, 3, 8, 8))
+    w = b.input("w", (4, 3, 3, 3))
+    c = b.relu(b.conv(x, w, pads=[1, 1, 1, 1]))
+    p = b.max_pool(c, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    q = b.average_pool(c, kernel_shape=[2, 2], strides=[2, 2])
+    b.output(b.concat(b.reduce_sum(p, axes=[1], keepdims=1), b.reduce_max(q, axes=[1], keepdims=1), axis=1))
+    return b.build()
+
+
+def test_a_padded_conv_pools_and_a_concat_ask_the_same_questions():
+    assert_same_questions(program(padded_conv_pool_concat()))
+
+
+@pytest.mark.parametrize("writes, once", [
+    ("{ S0[i] -> A[i] : 0 <= i < 4; S1[i] -> A[i + 4] : 0 <= i < 4 }", True),  # a concat's slices
+    ("{ S0[i, j] -> A[i] : 0 <= i < 4 and 0 <= j < 2 }", False),  # two instances write A[i]
+    ("{ S0[i] -> A[i] : 0 <= i < 4; S1[i] -> A[i + 3] : 0 <= i < 4 }", False),  # A[3] twice
+])
+def test_an_array_written_twice_is_left_to_isl(writes, once):
+    assert _written_once(isl.UnionMap(writes)) is once
+
+
+@settings(max_examples=40, deadline=None)
+@given(graphs(max_ops=6))
+def test_random_programs_ask_the_same_questions(case):
+    graph, _ = case
+    assert_same_questions(program(graph))
