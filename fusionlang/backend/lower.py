@@ -174,7 +174,9 @@ class _Lowerer:
             return sp.Piecewise((args[1], args[0]), (args[2], True))
         rel = {_OT.eq: sp.Eq, _OT.le: sp.Le, _OT.lt: sp.Lt, _OT.ge: sp.Ge, _OT.gt: sp.Gt}
         if op in rel:
-            return rel[op](args[0], args[1])
+            # isl already decided what it could: asking sympy's assumptions again cost a
+            # tenth of a small model's code generation
+            return rel[op](args[0], args[1], evaluate=False)
         if op in (_OT.and_, _OT.and_then):
             return sp.And(*args)
         if op in (_OT.or_, _OT.or_else):
