@@ -132,11 +132,14 @@ def lowering_rulesets(ruleset) -> list:
 def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
     """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
     none), opened with :func:`lowering_rulesets` of ``ruleset``; the opening the feedback
-    check made is reused (:func:`opened`)."""
+    check made becomes the plan's graph (:func:`opened`)."""
     opening = opened(plan.graph, ruleset)
     if opening is None:
         return plan
-    graph = opening.graph.copy()  # the plan's own: the shared opening stays as it is
+    # the plan takes the opened graph over (partitioning, the opening's only other reader,
+    # is done), so lowering copies no graph; a later lowering of the same plan opens afresh
+    _OPENED.pop(plan.graph, None)
+    graph = opening.graph
     members = [opening.members(g.nodes) for g in plan.groups]
     fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost)) for g in plan.groups]
     groups = make_groups(graph, members, fields)

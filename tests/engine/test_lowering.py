@@ -131,3 +131,16 @@ def test_a_lowering_rule_set_without_a_case_for_the_attributes_says_so(tmp_path)
     with pytest.raises(FuseError, match=r"opens it \(its attributes: axis=-1\): no decompose case for softmax "
                                         r"accepts these attributes$"):
         open_compound_ops(graph, [softmax], [rules], rules.registry)
+
+
+def test_lowering_hands_the_opened_graph_to_the_plan_and_a_second_lowering_opens_afresh():
+    import fusionlang.engine.lowering as lowering
+
+    rules = fusionlang.load_rules("tvm")
+    whole = partition(attention_scores(), rules, "tvm")
+    first = lower_compound_groups(whole, rules)
+    assert whole.graph not in lowering._OPENED  # handed over, not kept for another reader
+    second = lower_compound_groups(whole, rules)
+    assert first.graph is not second.graph
+    assert [n.op for n in first.graph.nodes] == [n.op for n in second.graph.nodes]
+    assert [g.nodes for g in first.groups] == [g.nodes for g in second.groups]
