@@ -1,8 +1,9 @@
 """Printer: a RuleSet (or one expression) back to .fuse text.
 
 The text of :func:`format_ruleset` parses to an equal RuleSet: imports are flattened
-into one file, every construct is written in its canonical form, and expressions get
-exactly the parentheses their tree needs.
+into one file (an ``import ... for lowering`` stays an import: its rule set is its own),
+every construct is written in its canonical form, and expressions get exactly the
+parentheses their tree needs.
 """
 
 from __future__ import annotations
