@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from strategies import graphs
 
 from fusionlang.backend.fusion import candidate_trees
-from fusionlang.backend.poly import _written_once, access_map_text, build_program, original_order
+from fusionlang.backend.poly import _union_map, _written_once, access_map_text, build_program, original_order
 from fusionlang.backend.schedule import is_legal, to_isl
 from fusionlang.ops import GraphBuilder
 
@@ -23,12 +23,8 @@ def isl_flow(prog, kind: str) -> isl.UnionMap:
              if a.array.role != "input" and (a.array.role == "acc") == accumulator]
     writes = [access_map_text(s, s.write) for s in prog.stmts if (s.write.array.role == "acc") == accumulator]
 
-    def union(texts):
-        if not texts:
-            return isl.UnionMap.empty(isl.Space.params_alloc(prog.ctx, 0))
-        return isl.UnionMap.read_from_str(prog.ctx, "{ " + "; ".join(t.strip()[1:-1] for t in texts) + " }")
-
-    sink, source = union(reads).intersect_domain(prog.domain), union(writes).intersect_domain(prog.domain)
+    sink = _union_map(prog, reads).intersect_domain(prog.domain)
+    source = _union_map(prog, writes).intersect_domain(prog.domain)
     flow = isl.UnionAccessInfo.from_sink(sink).set_must_source(source).set_schedule_map(original_order(prog))
     return flow.compute_flow().get_must_dependence()
 
