@@ -1,4 +1,4 @@
-"""Write fusionlang/lang/fuse_tables.json: the .fuse parser's LALR tables for the current
+"""Write fusionlang/lang/fuse_tables.py: the .fuse parser's LALR tables for the current
 fuse.lark (see fusionlang/lang/parse_tables.py). Run it after every grammar change;
 tests/lang/test_parse_tables.py fails while the file is stale.
 
@@ -13,9 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fusionlang.lang.parse_tables import TABLES, tables_json  # noqa: E402
+from fusionlang.lang.parse_tables import TABLES, tables_module  # noqa: E402
 
 if __name__ == "__main__":
     out = ROOT / "fusionlang" / "lang" / TABLES
-    out.write_text(tables_json(), encoding="utf-8")
+    out.write_text(tables_module(), encoding="utf-8")
     print(f"wrote {out.relative_to(ROOT)}")

@@ -1,10 +1,12 @@
-"""The .fuse parser's LALR tables, computed once by a developer and shipped as JSON.
+"""The .fuse parser's LALR tables, computed once by a developer and shipped as a Python module.
 
 Building the tables from fuse.lark costs about 0.3 s of every process that parses a rule file
 (every CLI run, every cold compile). lark's own cache is a pickle in the shared temp directory,
-which the project refuses (a file planted there would run code). So the tables are written
-by ``tools/gen_parse_tables.py`` into ``fuse_tables.json`` next to the grammar, as plain data:
-JSON, with dicts and tuples spelled out because lark's tables have integer keys and tuples.
+which the project refuses (a file planted there would run code). So ``tools/gen_parse_tables.py``
+writes them into ``fuse_tables.py`` next to the grammar: a module of plain literals (dicts,
+tuples, strings, numbers), part of the package like any other. A module and not JSON because
+Python keeps its compiled form (``__pycache__``, written when the package is installed), so
+loading the tables costs about 1 ms where decoding the JSON cost 50.
 They are used only while they belong to the grammar they were made from (a SHA-256 of
 fuse.lark) and to the lark version that made them; otherwise the parser is built from the
 grammar as before, so a stale file costs time, never correctness.
@@ -13,7 +15,7 @@ grammar as before, so a stale file costs time, never correctness.
 from __future__ import annotations
 
 import hashlib
-import json
+import pprint
 from importlib import resources
 
 import lark
@@ -22,8 +24,9 @@ from lark.grammar import Rule
 from lark.lexer import TerminalDef
 
 GRAMMAR = "fuse.lark"
-TABLES = "fuse_tables.json"
+TABLES = "fuse_tables.py"
 OPTIONS = {"parser": "lalr", "maybe_placeholders": True, "cache": False}
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def grammar_text() -> str:
@@ -34,45 +37,47 @@ def _stamp(grammar: str) -> dict:
     return {"grammar_sha256": hashlib.sha256(grammar.encode()).hexdigest(), "lark": lark.__version__}
 
 
+def _shipped():
+    """The shipped module, or None where it is missing (a checkout that never generated it)."""
+    try:  # here, not at the top: only a process that parses a rule file pays for the tables
+        from fusionlang.lang import fuse_tables
+    except ImportError:
+        return None
+    return fuse_tables
+
+
 def build_parser() -> Lark:
     """The parser, from shipped tables when they match the grammar, else built."""
     grammar = grammar_text()
-    tables = resources.files("fusionlang.lang").joinpath(TABLES)
-    if tables.is_file():
-        stored = json.loads(tables.read_text(encoding="utf-8"))
-        if stored.get("stamp") == _stamp(grammar):
-            data, memo = _decode(stored["tables"])
-            return Lark._load_from_dict(data, memo)  # what lark's standalone parsers load with
+    shipped = _shipped()
+    if shipped is not None and shipped.STAMP == _stamp(grammar):
+        data, memo = shipped.TABLES
+        return Lark._load_from_dict(data, memo)  # what lark's standalone parsers load with
     return Lark(grammar, **OPTIONS)
 
 
-def tables_json() -> str:
-    """The text of fuse_tables.json for the current grammar and lark."""
+def tables_module() -> str:
+    """The text of fuse_tables.py for the current grammar and lark."""
     grammar = grammar_text()
-    data, memo = Lark(grammar, **OPTIONS).memo_serialize([TerminalDef, Rule])
-    return json.dumps({"stamp": _stamp(grammar), "tables": _encode((data, memo))}, separators=(",", ":")) + "\n"
+    tables = Lark(grammar, **OPTIONS).memo_serialize([TerminalDef, Rule])
+    _check_plain(tables)
+    return ('"""The .fuse parser\'s LALR tables for fuse.lark (see parse_tables.py).\n\n'
+            'Written by tools/gen_parse_tables.py; do not edit."""\n\n'
+            f"STAMP = {pprint.pformat(_stamp(grammar), width=120)}\n\n"
+            f"TABLES = {pprint.pformat(tables, width=120, compact=True, sort_dicts=False)}\n")
 
 
-def _encode(value):
+def _check_plain(value) -> None:
+    """Only literals may be written: the module is read back by importing it."""
     if isinstance(value, dict):
-        return {"d": [[_encode(k), _encode(v)] for k, v in value.items()]}
-    if isinstance(value, tuple):
-        return {"t": [_encode(item) for item in value]}
-    if isinstance(value, list):
-        return [_encode(item) for item in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    raise TypeError(f"lark table entry of type {type(value).__name__} has no JSON form")
+        for key, item in value.items():
+            _check_plain(key)
+            _check_plain(item)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _check_plain(item)
+    elif not isinstance(value, _PLAIN) or (isinstance(value, float) and value != value):
+        raise TypeError(f"lark table entry of type {type(value).__name__} has no literal form")
 
 
-def _decode(value):
-    if isinstance(value, dict):
-        if "d" in value:
-            return {_decode(k): _decode(v) for k, v in value["d"]}
-        return tuple(_decode(item) for item in value["t"])
-    if isinstance(value, list):
-        return [_decode(item) for item in value]
-    return value
-
-
-__all__ = ["build_parser", "grammar_text", "tables_json"]
+__all__ = ["build_parser", "grammar_text", "tables_module"]

@@ -1,30 +1,48 @@
-"""The shipped LALR tables (fuse_tables.json) belong to today's grammar, parse exactly as a
-parser built from the grammar does, and are ignored when they are stale."""
+"""The shipped LALR tables (fuse_tables.py) belong to today's grammar, parse exactly as a
+parser built from the grammar does, and are ignored when they are stale or missing."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import ast
+import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from lark import Lark
 
+import fusionlang.lang
 from fusionlang.lang import parse_tables
-from fusionlang.lang.parse_tables import OPTIONS, TABLES, build_parser, grammar_text, tables_json
 from fusionlang.lang.loader import rules_dir
+from fusionlang.lang.parse_tables import OPTIONS, TABLES, build_parser, grammar_text, tables_module
 
 
-def _shipped() -> str:
-    return resources.files("fusionlang.lang").joinpath(TABLES).read_text(encoding="utf-8")
+def _stamp(text: str) -> dict:
+    """The STAMP literal of a tables module's text."""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == "STAMP":
+            return ast.literal_eval(node.value)
+    raise AssertionError("no STAMP")
 
 
 def test_shipped_tables_are_those_of_the_current_grammar():
     # the text itself differs from run to run (lark numbers its states in set order), the
-    # stamp does not
-    # stamp; another lark version than the one that wrote them makes the parser build its own
-    shipped, current = json.loads(_shipped())["stamp"], json.loads(tables_json())["stamp"]
-    assert shipped["grammar_sha256"] == current["grammar_sha256"], "run python tools/gen_parse_tables.py"
+    # stamp does not; another lark version than the one that wrote them makes the parser
+    # build its own
+    shipped = resources.files("fusionlang.lang").joinpath(TABLES).read_text(encoding="utf-8")
+    assert _stamp(shipped)["grammar_sha256"] == _stamp(tables_module())["grammar_sha256"], \
+        "run python tools/gen_parse_tables.py"
+
+
+def test_the_tables_module_holds_literals_only():
+    # read back by importing it: nothing in it may do anything but build data
+    text = resources.files("fusionlang.lang").joinpath(TABLES).read_text(encoding="utf-8")
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Expr):  # the docstring
+            assert isinstance(node.value, ast.Constant)
+            continue
+        assert isinstance(node, ast.Assign), ast.dump(node)[:80]
+        ast.literal_eval(node.value)
 
 
 def test_the_shipped_parser_reads_the_standard_library_as_a_built_one_does():
@@ -37,7 +55,7 @@ def test_the_shipped_parser_reads_the_standard_library_as_a_built_one_does():
         assert shipped.parse(text) == built.parse(text), path.name
 
 
-def test_stale_tables_are_ignored_and_the_parser_is_built(monkeypatch):
+def _counting_lark(monkeypatch) -> list:
     built = []
     real_lark = parse_tables.Lark
 
@@ -47,6 +65,11 @@ def test_stale_tables_are_ignored_and_the_parser_is_built(monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(parse_tables, "Lark", Counting)
+    return built
+
+
+def test_stale_tables_are_ignored_and_the_parser_is_built(monkeypatch):
+    built = _counting_lark(monkeypatch)
     build_parser()
     assert built == []  # matching tables: nothing built
     monkeypatch.setattr(parse_tables, "grammar_text", lambda: grammar_text() + "\n// changed\n")
@@ -55,7 +78,16 @@ def test_stale_tables_are_ignored_and_the_parser_is_built(monkeypatch):
     assert parser.parse("rewrite r: add(x, x) => mul(x, 2)\n") is not None
 
 
-@pytest.mark.parametrize("value", [frozenset(), object()])
-def test_only_plain_data_is_written(value):
-    with pytest.raises(TypeError, match="no JSON form"):
-        parse_tables._encode({"x": (1, [value])})
+def test_missing_tables_mean_the_parser_is_built(monkeypatch):
+    built = _counting_lark(monkeypatch)
+    monkeypatch.setitem(sys.modules, "fusionlang.lang.fuse_tables", None)  # import fails
+    monkeypatch.delattr(fusionlang.lang, "fuse_tables", raising=False)
+    parser = build_parser()
+    assert built == [1]
+    assert parser.parse("rewrite r: add(x, x) => mul(x, 2)\n") is not None
+
+
+@pytest.mark.parametrize("value", [frozenset(), object(), float("nan")])
+def test_only_literals_are_written(value):
+    with pytest.raises(TypeError, match="no literal form"):
+        parse_tables._check_plain({"x": (1, [value])})
