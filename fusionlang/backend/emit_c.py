@@ -86,6 +86,9 @@ class CFunction:
     #: its hot loops are explicit vector code or ``omp simd`` loops (the GEMM template), which
     #: -O2 vectorizes as well as -O3 (ccompile.TEMPLATE_OPT)
     vector_code: bool = False
+    #: the shared routines it calls and only declares, by name: their definitions
+    #: (gemm_template._shared), compiled once per library however many kernels call them
+    helpers: dict = field(default_factory=dict)
 
 
 #: heap locals are allocated through this; compiled with -DFL_ALLOC_LIMIT=N, any request above

@@ -37,7 +37,6 @@ import numpy as np
 
 from fusionlang.backend.machine import Machine
 
-
 # ----- the problem -------------------------------------------------------------------
 
 
@@ -263,12 +262,14 @@ def vector_types(vl: int) -> str:
 
 
 def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: Epilogue | None = None,
-                *, packed_a: bool = False, packed_b: bool = False, threads: bool = False) -> str:
+                *, packed_a: bool = False, packed_b: bool = False, threads: bool = False,
+                helpers: dict[str, str] | None = None) -> str:
     """C source of ``int name(const float *A, const float *B, float *C, <epilogue params>)``:
     C = A . B over the problem's outer indices, then the epilogue on every element. Returns
     0, or 1 when its packing buffers cannot be allocated (nothing is written then).
     ``threads``: OpenMP threads share the NR-wide slivers of each packed panel (each
-    writes its own columns of C); packing stays on one thread."""
+    writes its own columns of C); packing stays on one thread. ``helpers``: see
+    :func:`_shared`."""
     if packed_b and isinstance(problem.b, Im2Col):
         raise ValueError("an im2col operand cannot be passed packed")
     if is_gemv(problem) and not (packed_a or packed_b):
@@ -276,14 +277,19 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     out = Lines()
     out(f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
         f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
-    _shared(out, _micro_name(blocking), lambda o, n: _micro_kernel(o, n, blocking))
+    micro = _micro_name(blocking)
+    _shared(out, helpers, micro, f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=micro)}",
+            lambda o: _micro_kernel(o, blocking), vector_types(blocking.vl))
     if not packed_a:
-        _shared(out, f"fl_gemm_pack_a_{blocking.mr}", lambda o, n: _pack_a(o, n, blocking))
+        pack = f"fl_gemm_pack_a_{blocking.mr}"
+        _shared(out, helpers, pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, blocking))
     if not packed_b:
         if isinstance(problem.b, Im2Col):
-            _shared(out, f"fl_gemm_pack_im2col_{blocking.nr}", lambda o, n: _pack_im2col(o, n, blocking))
+            pack = f"fl_gemm_pack_im2col_{blocking.nr}"
+            _shared(out, helpers, pack, _IM2COL_SIGNATURE.format(name=pack), lambda o: _pack_im2col(o, blocking))
         else:
-            _shared(out, f"fl_gemm_pack_b_{blocking.nr}", lambda o, n: _pack_b(o, n, blocking))
+            pack = f"fl_gemm_pack_b_{blocking.nr}"
+            _shared(out, helpers, pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, blocking))
     epilogue_function(out, name, problem, epilogue)
     _driver(out, name, problem, blocking, epilogue, packed_a, packed_b, threads)
     return out.text()
@@ -358,26 +364,53 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     return out.text()
 
 
-def _shared(out: Lines, name: str, emit) -> None:
-    """Print a helper that depends only on the blocking (not on the problem's shape) once per
-    translation unit: every kernel of a unit includes it, the guard keeps one copy, so the C
-    compiler optimizes it once, not once per kernel (densenet121: 120 micro-kernels were a
-    third of its compile time)."""
-    out(f"#ifndef FL_SHARED_{name}")
-    out(f"#define FL_SHARED_{name}")
-    emit(out, name)
-    out("#endif")
+#: how a helper is declared when one copy serves every unit of a library: hidden, so the
+#: other units call it directly (no PLT) and no symbol leaks into the process
+SHARED_LINKAGE = '__attribute__((visibility("hidden"))) '
+
+
+def _shared(out: Lines, helpers: dict[str, str] | None, name: str, signature: str, body, prelude: str = "") -> None:
+    """Print a helper that depends only on the blocking (not on the problem's shape), so that
+    the C compiler optimizes it once, not once per kernel (densenet121: 120 micro-kernels
+    were a third of its compile time).
+
+    ``helpers`` None: the helper is printed here, static, under a guard: a translation unit
+    keeps one copy whichever of its kernels prints it first. A dict: the helper's source
+    (``prelude``, the types it needs, and the function with :data:`SHARED_LINKAGE`) goes
+    into it by name, and only its declaration here: a library of several units then
+    compiles each helper once (in one of its units, :mod:`.runtime_c`), not once per unit
+    that calls it."""
+    if helpers is None:
+        out(f"#ifndef FL_SHARED_{name}")
+        out(f"#define FL_SHARED_{name}")
+        out.open(f"static {signature}")
+        body(out)
+        out.close()
+        out("#endif")
+        return
+    if name not in helpers:
+        text = Lines()
+        text.open(f"{SHARED_LINKAGE}{signature}")
+        body(text)
+        text.close()
+        helpers[name] = prelude + text.text()
+    out(f"{SHARED_LINKAGE}{signature};")
+
+
+_MICRO_SIGNATURE = ("void {name}(long kc, const float *restrict a, const float *restrict b, float *restrict c, "
+                    "long ldc, int mm, int nn, int accumulate)")
+_PACK_A_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols, long m, long kc, float *restrict dst)"
+_PACK_B_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols, long kc, long n, float *restrict dst)"
 
 
 def _micro_name(bl: Blocking) -> str:
     return f"fl_gemm_micro_{bl.mr}x{bl.nv}v{bl.vl}"
 
 
-def _micro_kernel(out: Lines, name: str, bl: Blocking) -> None:
-    # noinline: shared by the unit's kernels; a call per MR x NR tile of kc steps costs nothing
+def _micro_kernel(out: Lines, bl: Blocking) -> None:
+    # noinline (in its signature): shared by the unit's kernels; a call per MR x NR tile of
+    # kc steps costs nothing
     vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
-    out.open(f"static __attribute__((noinline)) void {name}(long kc, const float *restrict a, "
-             f"const float *restrict b, float *restrict c, long ldc, int mm, int nn, int accumulate)")
     accs = [[f"c{i}_{v}" for v in range(bl.nv)] for i in range(bl.mr)]
     out(f"{vf} " + ", ".join(f"{acc} = {{0}}" for row in accs for acc in row) + ";")
     out.open("for (long p = 0; p < kc; p++)")
@@ -409,13 +442,10 @@ def _micro_kernel(out: Lines, name: str, bl: Blocking) -> None:
     out.close()
     out.close()
     out.close()
-    out.close()
 
 
-def _pack_a(out: Lines, name: str, bl: Blocking) -> None:
+def _pack_a(out: Lines, bl: Blocking) -> None:
     # dst: MR-tall slivers, each kc steps of MR values (column p of the sliver is contiguous)
-    out.open(f"static void {name}(const float *restrict src, long rows, long cols, long m, long kc, "
-             "float *restrict dst)")
     out.open(f"for (long i0 = 0; i0 < m; i0 += {bl.mr}, dst += {bl.mr} * kc)")
     out(f"const long mm = m - i0 < {bl.mr} ? m - i0 : {bl.mr};")
     out.open("for (long i = 0; i < mm; i++)")
@@ -425,13 +455,10 @@ def _pack_a(out: Lines, name: str, bl: Blocking) -> None:
     out.close()
     out(f"for (long i = mm; i < {bl.mr}; i++) for (long p = 0; p < kc; p++) dst[p * {bl.mr} + i] = 0.0f;")
     out.close()
-    out.close()
 
 
-def _pack_b(out: Lines, name: str, bl: Blocking) -> None:
+def _pack_b(out: Lines, bl: Blocking) -> None:
     # dst: NR-wide slivers, each kc rows of NR values
-    out.open(f"static void {name}(const float *restrict src, long rows, long cols, long kc, long n, "
-             "float *restrict dst)")
     out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
     out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
     out.open("for (long p = 0; p < kc; p++)")
@@ -449,7 +476,6 @@ def _pack_b(out: Lines, name: str, bl: Blocking) -> None:
     out(f"for (long j = nn; j < {bl.nr}; j++) d[j] = 0.0f;")
     out.close()
     out.close()
-    out.close()
 
 
 #: the geometry an im2col packing routine takes, in this order (see :func:`_im2col_args`)
@@ -462,7 +488,11 @@ def _im2col_args(b: Im2Col) -> str:
     return ", ".join(f"{v}L" for v in values)
 
 
-def _pack_im2col(out: Lines, name: str, bl: Blocking) -> None:
+_IM2COL_SIGNATURE = ("void {name}(const float *restrict src, long pc, long kc, long n0, long n, float *restrict dst, "
+                     + ", ".join(f"long {g}" for g in IM2COL_GEOMETRY) + ")")
+
+
+def _pack_im2col(out: Lines, bl: Blocking) -> None:
     # B rows pc..pc+kc of the implicit patch matrix, columns n0.. of the output plane.
     # A sliver's columns run along output rows; within one output row the taps of one
     # (channel, ky, kx) are one strided run of an input row (contiguous at stride 1),
@@ -470,9 +500,6 @@ def _pack_im2col(out: Lines, name: str, bl: Blocking) -> None:
     # No division in the loops: (channel, ky, kx) and (oh, ow) are counted, not divided
     # out, so the routine is as fast with its geometry in registers as with it folded in
     # as constants (a division per run of 7 to 56 elements was a tenth of a conv's time).
-    geometry = ", ".join(f"long {g}" for g in IM2COL_GEOMETRY)
-    out.open(f"static void {name}(const float *restrict src, long pc, long kc, long n0, long n, "
-             f"float *restrict dst, {geometry})")
     out("const long kh = taps / kw, first_ch = pc / taps, first_ky = pc % taps / kw, first_kx = pc % kw;")
     out("const long plane_size = in_h * in_w;")
     out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
@@ -515,7 +542,6 @@ def _pack_im2col(out: Lines, name: str, bl: Blocking) -> None:
     out.close()
     out(f"for (long t = nn; t < {bl.nr}; t++) d[t] = 0.0f;")
     out("if (++kxi == kw) { kxi = 0; if (++kyi == kh) { kyi = 0; ch++; } }")
-    out.close()
     out.close()
     out.close()
 
@@ -672,5 +698,5 @@ def param_name(decl: str) -> str:
 
 
 __all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Operand", "blocking_for", "epilogue_function",
-           "gemm_kernel", "gemv_kernel", "is_gemv", "packing_floats", "param_name",
+           "SHARED_LINKAGE", "gemm_kernel", "gemv_kernel", "is_gemv", "packing_floats", "param_name",
            "pack_constant", "packed_size", "vector_types"]

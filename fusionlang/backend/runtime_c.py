@@ -38,6 +38,7 @@ class CRuntime:
         #: output name -> the array the last run returned (see _output_array)
         self._returned: dict[str, np.ndarray] = {}
         functions: dict[str, str] = {}
+        helpers: dict[str, str] = {}
         vector_code: set[str] = set()
         calls = []
         for group in build.plan.groups:
@@ -46,6 +47,7 @@ class CRuntime:
                 continue
             for fn in parts:
                 functions.setdefault(fn.name, fn.source)
+                helpers.update(fn.helpers)
                 if fn.vector_code:
                     vector_code.add(fn.name)
                 calls.append((fn, [self._slot_of(a) for a in fn.params]))
@@ -53,10 +55,12 @@ class CRuntime:
                                          "\n".join(fn.source for fn in parts), list(group.nodes), strategy,
                                          [a.value for a in main.params]))
         self.functions = functions
+        #: the routines the GEMM kernels share (micro-kernels, packers), by name
+        self.helpers = helpers
         #: (function, slot of each parameter) in launch order
         self.calls = calls
         self.driver = self._driver(calls, build)
-        self.source = C_PRELUDE + "\n" + "\n".join(functions.values()) + "\n" + self.driver
+        self.source = C_PRELUDE + "\n" + "".join(helpers.values()) + "\n".join(functions.values()) + "\n" + self.driver
         units = self._units(functions, vector_code)
         self.library_path = build_library([u for u, _ in units], openmp=build.openmp, sanitize=build.sanitize,
                                           opts=[opt for _, opt in units])
@@ -70,7 +74,9 @@ class CRuntime:
 
     def _units(self, functions: dict[str, str], vector_code: set[str]) -> list[tuple[str, str]]:
         """(translation unit, its optimization level): the template kernels and the loop-nest
-        kernels chunked apart (:mod:`.chunks`), so each unit gets the level its code needs; a
+        kernels chunked apart (:mod:`.chunks`), so each unit gets the level its code needs,
+        and the helpers the GEMM kernels share in one of them only, compiled once for all
+        the units that call them (squeezenet: 2 of 5 micro-kernels were compiled twice); a
         graph of a few kernels is one unit (at the loop nests' level if it has any)."""
         if len(functions) <= SINGLE_UNIT:
             return [(self.source, TEMPLATE_OPT if set(functions) <= vector_code else LOOP_OPT)]
@@ -78,10 +84,19 @@ class CRuntime:
         for names, opt in (([n for n in functions if n not in vector_code], LOOP_OPT),
                            ([n for n in functions if n in vector_code], TEMPLATE_OPT)):
             units += [(C_PRELUDE + "\n".join(functions[name] for name in chunk), opt) for chunk in chunk_kernels(names)]
-        # the driver rides with the smallest unit: a compiler run of its own cost 0.03 s
-        smallest = min(range(len(units)), key=lambda k: len(units[k][0]))
-        units[smallest] = (units[smallest][0] + "\n" + self.driver, units[smallest][1])
+        # these ride with the smallest unit (of the GEMM kernels' level, for the helpers they
+        # call): a compiler run of their own cost 0.03 s
+        if self.helpers:  # only GEMM kernels call helpers, so there is a unit of their level
+            self._ride(units, "".join(self.helpers.values()), TEMPLATE_OPT)
+        self._ride(units, self.driver, None)
         return units
+
+    @staticmethod
+    def _ride(units: list[tuple[str, str]], text: str, opt: str | None) -> None:
+        """Append ``text`` to the smallest unit compiled at ``opt`` (None: of any level)."""
+        fits = [k for k, (_, level) in enumerate(units) if opt in (None, level)]
+        smallest = min(fits, key=lambda k: len(units[k][0]))
+        units[smallest] = (units[smallest][0] + "\n" + text, units[smallest][1])
 
     @staticmethod
     def _functions(build: KernelBuild, group) -> tuple[list[CFunction], CFunction | None, str]:
@@ -97,8 +112,10 @@ class CRuntime:
             fn = emit_function(lowered, label, openmp=build.openmp, check_indices=build.check_indices,
                                streamed=build.streamed)
             return [fn], fn, lowered.scheduled.tree.strategy
-        name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp)
-        main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM")
+        helpers: dict[str, str] = {}
+        name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp, helpers=helpers)
+        main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM",
+                         helpers=helpers)
         parts = [main]
         if planned.before is not None:
             parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=build.openmp,

@@ -460,13 +460,16 @@ def _params(prog: PolyProgram, final: PolyStmt, epilogue: list[PolyStmt], operan
 # ----- printing --------------------------------------------------------------------------
 
 
-def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tuple[str, str, bool, str]:
+def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
+                  helpers: dict[str, str] | None = None) -> tuple[str, str, bool, str]:
     """(function name, C source, whether it takes the error record, which template: "GEMM",
     "depthwise" or "pooling") of the group's kernel:
     the GEMM with its epilogue, and a wrapper taking the group's parameters in order. The
     GEMM allocates its packing buffers: when that fails, the wrapper fills the error record
     (backend.failures) and the run stops with a ResourceError. ``openmp``: threads share
-    its tiles."""
+    its tiles. ``helpers``: a dict collects the routines GEMM kernels share (micro-kernels,
+    packers) by name, and the source only declares them (see gemm_template._shared); by
+    default the source holds them."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
     body = epilogue_body(tg, names)
@@ -479,7 +482,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False) -> tup
         inner = depthwise_kernel("@NAME@_gemm", tg.problem, epilogue, threads=openmp, tap=pool or DEPTHWISE)
     else:
         inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
-                            packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
+                            packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp, helpers=helpers)
     inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
     args = [names[id(tg.a_param)]] if pool is None else []
     args += [names[id(tg.b_param)], names[id(tg.c_param)]]

@@ -4,13 +4,15 @@ kernels and loop nests apart, each unit at its optimization level (ccompile)."""
 import hashlib
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import fusionlang
 from fusionlang import reference
-from fusionlang.backend import ccompile, template
+from fusionlang.backend import ccompile, runtime_c, template
 from fusionlang.backend.ccompile import LOOP_OPT, TEMPLATE_OPT, compile_object
 from fusionlang.backend.chunks import CHUNK_KERNELS, CHUNK_MIN, chunk_kernels
 from fusionlang.ops import GraphBuilder
@@ -92,3 +94,28 @@ def test_fusionlang_copt_sets_the_level_of_every_unit(monkeypatch):
     monkeypatch.setenv("FUSIONLANG_COPT", "-O1")
     _, units = _compiled_units(monkeypatch, _conv_net()[0])
     assert units and all("-O1" in f and LOOP_OPT not in f and TEMPLATE_OPT not in f for _, f in units)
+
+
+def test_gemm_helpers_compile_once_however_many_units_call_them(monkeypatch):
+    # one kernel per unit, so every template unit calls the same micro-kernel and packer
+    monkeypatch.setattr(template, "MIN_MACS", 0)
+    monkeypatch.setattr(runtime_c, "chunk_kernels", lambda names: [[n] for n in sorted(names)])
+    graph, feeds = _conv_net()
+    compiled, units = _compiled_units(monkeypatch, graph)
+    helper = re.compile(r'(?m)^__attribute__\(\(visibility\("hidden"\)\)\) (?:__attribute__\(\(\w+\)\) )?'
+                        r'void (fl_gemm_\w+)\((.*)$')
+    defined, declared = Counter(), Counter()
+    for source, _ in units:
+        for name, rest in helper.findall(source):
+            (defined if rest.endswith("{") else declared)[name] += 1
+    template_units = sum("void fl_t_" in source for source, _ in units)
+    assert template_units >= 2 and defined and any(n.startswith("fl_gemm_micro_") for n in defined)
+    assert set(defined.values()) == {1}, defined  # one definition per library
+    assert all(declared[name] >= 2 for name in defined), declared  # called from several units
+    for name in defined:  # hidden: not a symbol the library exports
+        with pytest.raises(AttributeError):
+            getattr(compiled._runtime.lib, name)
+    want = reference.run(graph, feeds)
+    got = compiled.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
