@@ -3,6 +3,7 @@
 One command on a GPU machine (CuPy, and PyTorch where installed)::
 
     python bench/gpu_runtime.py [--rounds 20] [--only resnet50,softmax_4096x1024] [--dry]
+        [--torch-compile all|blocks|none] [--out FILE]
 
 Workloads: the 9 light ONNX models; the memory-bound blocks of bench/model_runtime.py
 (layer_norm, softmax, erf GELU, bias + GELU + residual, a 10-op chain) at 4096 x 1024 and at
@@ -19,11 +20,16 @@ Competitors, all on device-resident inputs:
   blocks written in PyTorch here, the light models through onnx2torch where installed;
   for the matmul, cuBLAS with TF32 allowed (the target's yardstick).
 
+``--torch-compile blocks`` leaves torch.compile out of the light models (Inductor takes tens
+of seconds to compile each, where a lent GPU's minutes are few).
+
 Each workload: medians over interleaved rounds of CUDA-event time (wall time beside), the
 largest difference of each output from ONNX Runtime on the CPU (the matmul: from NumPy),
 achieved GB/s against the device's HBM roofline (blocks: the bytes the block must read and
 write) and TFLOP/s against its dense TF32 tensor-core peak (conv and matmul FLOPs). Prints a
-table and writes bench/results/gpu_runtime.json naming the device.
+table and writes bench/results/gpu_runtime.json (or ``--out``) naming the device, rewritten
+after every workload so that a run cut short keeps what it measured. A workload that fails
+(a compile error, a launch error) is a row with its ``error`` and the run goes on.
 
 Without a CUDA device visible to CuPy it says so and exits 0, measuring nothing. ``--dry``
 (what it can do anywhere) builds every chosen workload's fused plan and CUDA source,
@@ -130,11 +136,13 @@ def tf32_peak_tflops(device_name: str) -> float | None:
 
 class OpByOp:
     """A graph run node by node, each op's NumPy reference called on arrays of ``xp`` (CuPy
-    on the GPU). A node whose reference fails on them is computed on the host from copies
-    and its op counted in ``host_ops``."""
+    on the GPU), or the function ``device_ops`` names for its op (CuPy's own erf: the
+    reference's erf is NumPy-only). A node whose reference fails on them is computed on the
+    host from copies and its op counted in ``host_ops``."""
 
-    def __init__(self, graph: Graph, xp, to_host):
+    def __init__(self, graph: Graph, xp, to_host, device_ops: dict | None = None):
         self.graph, self.xp, self.to_host = graph, xp, to_host
+        self.device_ops = device_ops or {}
         self.registry = registry_of(graph)
         self.constants = {k: xp.asarray(v) for k, v in graph.constants.items()}
         self.host_ops: Counter = Counter()
@@ -155,7 +163,10 @@ class OpByOp:
             while present and present[-1] is None:
                 present.pop()
             try:
-                results = self.registry.get(node.op).reference(present, node.attrs)
+                if node.op in self.device_ops:
+                    results = [self.device_ops[node.op](*present)]
+                else:
+                    results = self.registry.get(node.op).reference(present, node.attrs)
                 return [self._typed(node, k, r) for k, r in enumerate(results)]
             except Exception:  # noqa: BLE001 - any op the device arrays cannot run goes to the host
                 self.on_host.add(node.name)
@@ -170,6 +181,15 @@ class OpByOp:
         if tuple(array.shape) != tuple(want.shape):
             raise ValueError(f"{node.op}: shape {array.shape}, expected {want.shape}")
         return array.astype(want.dtype, copy=False)
+
+
+def cupy_device_ops() -> dict:
+    """Ops whose NumPy reference CuPy cannot run, as CuPy's own functions."""
+    try:
+        from cupyx.scipy.special import erf
+    except ImportError:
+        return {}
+    return {"erf": erf}
 
 
 def torch_block(block: str, model: onnx.ModelProto, torch):
@@ -200,7 +220,7 @@ def torch_block(block: str, model: onnx.ModelProto, torch):
     return None
 
 
-def competitors(name: str, model: onnx.ModelProto, cp, torch) -> tuple[dict, list, dict]:
+def competitors(name: str, model: onnx.ModelProto, cp, torch, torch_compile: str = "all") -> tuple[dict, list, dict]:
     """(name -> (run, stream for its events), feeds on the host, facts) of one workload."""
     graph = fusionlang.from_onnx(model)
     feeds = mr.feeds_for(model, graph)
@@ -214,10 +234,10 @@ def competitors(name: str, model: onnx.ModelProto, cp, torch) -> tuple[dict, lis
         tf32.run(feeds)
         fns["fused_tf32"] = (tf32.launch, tf32.launch())
     device_feeds = {k: cp.asarray(v) for k, v in feeds.items()}
-    ops = OpByOp(graph, cp, cp.asnumpy)
+    ops = OpByOp(graph, cp, cp.asnumpy, cupy_device_ops())
     stream = cp.cuda.get_current_stream()
     fns["cupy_ops"] = (lambda: ops(device_feeds), stream)
-    torch_fns = _torch_competitors(name, model, feeds, torch, cp) if torch is not None else {}
+    torch_fns = _torch_competitors(name, model, feeds, torch, cp, torch_compile) if torch is not None else {}
     fns.update(torch_fns)
     facts = {"kernels": fused.stats["kernels"], "flops": contraction_flops(graph), "bytes": io_bytes(graph),
              "strategies": sorted({k.strategy for k in fused.kernels if k.strategy.startswith("GEMM")}),
@@ -225,7 +245,7 @@ def competitors(name: str, model: onnx.ModelProto, cp, torch) -> tuple[dict, lis
     return fns, feeds, facts
 
 
-def _torch_competitors(name: str, model, feeds: dict, torch, cp) -> dict:
+def _torch_competitors(name: str, model, feeds: dict, torch, cp, torch_compile: str = "all") -> dict:
     x = [torch.from_numpy(v).cuda() for v in feeds.values()]
     stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
     block = block_of(name)
@@ -241,7 +261,6 @@ def _torch_competitors(name: str, model, feeds: dict, torch, cp) -> dict:
         except ImportError:
             return {}
         fn = convert(model).eval().cuda()
-    compiled = torch.compile(fn)
 
     def inference(f):
         def run():
@@ -249,8 +268,12 @@ def _torch_competitors(name: str, model, feeds: dict, torch, cp) -> dict:
                 return f(*x)
         return run
 
-    inference(compiled)()  # compile now, not in the first timed round
-    return {"torch": (inference(fn), stream), "torch_compile": (inference(compiled), stream)}
+    found = {"torch": (inference(fn), stream)}
+    if torch_compile == "all" or (torch_compile == "blocks" and block is not None):
+        compiled = torch.compile(fn)
+        inference(compiled)()  # compile now, not in the first timed round
+        found["torch_compile"] = (inference(compiled), stream)
+    return found
 
 
 # ----- measuring --------------------------------------------------------------------------
@@ -304,8 +327,8 @@ def largest_difference(got: list, want: list) -> float:
     return worst
 
 
-def bench(name: str, model: onnx.ModelProto, rounds: int, cp, torch, device: dict) -> dict:
-    fns, feeds, facts = competitors(name, model, cp, torch)
+def bench(name: str, model: onnx.ModelProto, rounds: int, cp, torch, device: dict, torch_compile: str = "all") -> dict:
+    fns, feeds, facts = competitors(name, model, cp, torch, torch_compile)
     timing = interleaved(fns, rounds, cp)
     results = outputs_of(fns, facts["outputs"], cp, torch)
     want = oracle(name, model, feeds)
@@ -335,6 +358,9 @@ def table(rows: list[dict]) -> str:
     head = f"{'workload':30}" + "".join(f"{k:>18}" for k in keys) + f"{'GB/s':>8}{'TFLOP/s':>9}{'max diff':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
+        if "error" in r:
+            lines.append(f"{r['workload']:30}failed: {r['error']}")
+            continue
         t = r["timing"]
         cells = "".join(f"{t[k]['gpu_ms']:18.3f}" if k in t else f"{'-':>18}" for k in keys)
         gbs = f"{r['gb_per_s']:8.0f}" if "gb_per_s" in r else f"{'-':>8}"
@@ -367,6 +393,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--only", default="", help="comma-separated workload names")
     parser.add_argument("--dry", action="store_true", help="no GPU needed: plan, emit and NVRTC-compile only")
+    parser.add_argument("--torch-compile", choices=("all", "blocks", "none"), default="all",
+                        help="which workloads torch.compile competes on (default all)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "gpu_runtime.json", help="the JSON to write")
     args = parser.parse_args(argv)
     found = workloads()
     chosen = [w for w in args.only.split(",") if w] or list(found)
@@ -389,19 +418,31 @@ def main(argv=None) -> int:
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     device = {"name": name, "hbm_bytes_per_s": hbm_peak_bytes(props), "tf32_peak_tflops": tf32_peak_tflops(name),
               "sms": props["multiProcessorCount"], "compute_capability": f"{props['major']}.{props['minor']}"}
-    rows = []
+    result = {"date": time.strftime("%Y-%m-%d"), "device": device, "rounds": args.rounds,
+              "torch": None if torch is None else torch.__version__, "cupy": cp.__version__,
+              "torch_compile": args.torch_compile, "rows": []}
     for workload in chosen:
         print(f"... {workload}", file=sys.stderr, flush=True)
-        rows.append(bench(workload, found[workload](), args.rounds, cp, torch, device))
-    result = {"date": time.strftime("%Y-%m-%d"), "device": device, "rounds": args.rounds,
-              "torch": None if torch is None else torch.__version__, "cupy": cp.__version__, "rows": rows}
+        started = time.perf_counter()
+        result["rows"].append(measured(workload, found[workload], args, cp, torch, device))
+        print(f"    {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    rows = result["rows"]
     hbm = f"{device['hbm_bytes_per_s'] / 1e12:.2f} TB/s" if device["hbm_bytes_per_s"] else "unknown"
     print(f"device: {name}, HBM {hbm}, TF32 dense peak "
           f"{device['tf32_peak_tflops'] or 'unknown'} TFLOP/s; CUDA-event medians in ms")
     print(table(rows))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "gpu_runtime.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+def measured(workload: str, build, args, cp, torch, device: dict) -> dict:
+    """The workload's row, or its error: one failing workload does not end the run."""
+    try:
+        return bench(workload, build(), args.rounds, cp, torch, device, args.torch_compile)
+    except Exception as exc:  # noqa: BLE001 - recorded in the row, and the next workload runs
+        print(f"    failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return {"workload": workload, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
 
 
 if __name__ == "__main__":

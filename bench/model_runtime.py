@@ -86,7 +86,10 @@ class _Onnx:
     def model(self, x: str, shape, y: str, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, self.name, [helper.make_tensor_value_info(x, dtype, list(shape))],
                                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], self.inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        opsets = [helper.make_opsetid("", OPSET)]
+        # the oldest IR version the opset allows: onnx's newest is past what an older runtime reads
+        # (onnx 1.23 writes IR 14, onnxruntime 1.30 reads up to 13)
+        return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
 
 
 def _layer_norm(g: _Onnx, x: str, width: int) -> str:

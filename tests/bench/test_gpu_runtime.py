@@ -94,3 +94,33 @@ def test_workload_names_map_to_blocks():
     assert gpu_runtime.block_of("bias_gelu_residual_16384x4096") == "bias_gelu_residual"
     assert gpu_runtime.block_of("resnet50") is None
     assert {"resnet50", "matmul_4096", "layer_norm_16384x4096"} <= set(gpu_runtime.workloads())
+
+
+def test_a_failing_workload_is_a_row_with_its_error_and_the_table_says_so(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("an illegal memory access was encountered")
+
+    monkeypatch.setattr(gpu_runtime, "bench", broken)
+    args = gpu_runtime.argparse.Namespace(rounds=1, torch_compile="none")
+    row = gpu_runtime.measured("softmax_4096x1024", lambda: None, args, None, None, {})
+    assert row == {"workload": "softmax_4096x1024",
+                   "error": "RuntimeError: an illegal memory access was encountered"}
+    assert "softmax_4096x1024" in gpu_runtime.table([row]) and "failed: RuntimeError" in gpu_runtime.table([row])
+
+
+def test_an_op_named_in_device_ops_runs_that_function_instead_of_the_reference():
+    b = GraphBuilder("erf")
+    x = b.input("x", (3, 4))
+    b.output(b.erf(x))
+    graph = b.build()
+    feeds = {"x": np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)}
+    calls = []
+
+    def device_erf(a):
+        calls.append(a.shape)
+        return reference.run(graph, {"x": a})[graph.outputs[0]]
+
+    ops = gpu_runtime.OpByOp(graph, np, np.asarray, {"erf": device_erf})
+    (got,) = ops(feeds)
+    np.testing.assert_array_equal(got, reference.run(graph, feeds)[graph.outputs[0]])
+    assert calls == [(3, 4)] and not ops.host_ops
