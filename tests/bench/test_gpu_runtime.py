@@ -124,3 +124,14 @@ def test_an_op_named_in_device_ops_runs_that_function_instead_of_the_reference()
     (got,) = ops(feeds)
     np.testing.assert_array_equal(got, reference.run(graph, feeds)[graph.outputs[0]])
     assert calls == [(3, 4)] and not ops.host_ops
+
+
+def test_weights_listed_as_graph_inputs_are_dropped_from_the_inputs_for_onnx2torch():
+    import model_runtime
+
+    model = model_runtime.light_model("squeezenet")
+    weights = {t.name for t in model.graph.initializer}
+    assert weights & {i.name for i in model.graph.input}
+    stripped = gpu_runtime.without_initializer_inputs(model)
+    assert [i.name for i in stripped.graph.input] == ["data_0"]
+    assert len(stripped.graph.initializer) == len(model.graph.initializer) and len(model.graph.input) > 1
