@@ -25,12 +25,21 @@ the implicit im2col matrix of a convolution (:class:`Im2Col`): the patch is gath
 while packing and never materialized. A constant operand can be packed once, at compile
 time (:func:`pack_constant`), and passed in packed form.
 
+The blocked loops and the epilogue are one shared *driver* that reads the problem's numbers
+(sizes, strides, offsets, blocking, the epilogue's index coefficients) from an array: GEMMs
+that differ only in those numbers (squeezenet's 17 conv kernels: 4 drivers) compile one
+driver, and each kernel is a call passing its own numbers. The column index keeps its
+literal coefficients (the epilogue's loop over it stays unit-stride for the vectorizer) and
+so do divisors (a division by a constant is a multiply).
+
 Everything printed here is generated from shapes and our own epilogue code; no text from a
 model or a rule file reaches it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -254,6 +263,50 @@ class Lines:
         return "\n".join(self.lines) + "\n"
 
 
+#: the name of every shared driver starts so (the library and the report find them by it)
+DRIVER_PREFIX = "fl_gemm_drive_"
+
+
+class Numbers:
+    """The numbers a shared driver reads at run time: each printed one takes the next slot of
+    its array ``S`` (slots follow the printing order, so drivers printed alike share a text)."""
+
+    def __init__(self) -> None:
+        self.values: list[int] = []
+
+    def __call__(self, value: int) -> str:
+        self.values.append(int(value))
+        return f"S[{len(self.values) - 1}]"
+
+    def array(self) -> str:
+        return f"static const long S[{max(1, len(self.values))}] = {{{', '.join(f'{v}L' for v in self.values) or '0L'}}};"
+
+
+#: an integer literal (``729`` or ``729L``), not part of a name, a float or an exponent
+_INTEGER = re.compile(r"(?<![\w.])(?<![eE][-+])(\d+)L?(?![\w.])")
+_INDEX = re.compile(r"\[([^\[\]]*)\]")
+#: an index a literal of which must stay: divisions, shifts, selections
+_KEEP_INDEX = re.compile(r"[/%?]|<<|>>|fl_fdiv|fl_fmod")
+
+
+def lift_index_literals(body: str, numbers: Numbers) -> str:
+    """``body`` with the integer literals of its array indices read from ``numbers``, but for
+    the column's coefficient (``j``) and any index that divides, shifts or selects."""
+    def literal(match: re.Match, inner: str) -> str:
+        before, after = inner[:match.start()], inner[match.end():]
+        if re.search(r"\bj\s*\*\s*$", before) or re.match(r"\s*\*\s*j\b", after):
+            return match.group(0)
+        return numbers(int(match.group(1)))
+
+    def index(match: re.Match) -> str:
+        inner = match.group(1)
+        if _KEEP_INDEX.search(inner):
+            return match.group(0)
+        return "[" + _INTEGER.sub(lambda m: literal(m, inner), inner) + "]"
+
+    return _INDEX.sub(index, body)
+
+
 def vector_types(vl: int) -> str:
     """The vector types the template prints: an aligned one for packed panels, an
     element-aligned one for C."""
@@ -290,9 +343,56 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
         else:
             pack = f"fl_gemm_pack_b_{blocking.nr}"
             _shared(out, helpers, pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, blocking))
-    epilogue_function(out, name, problem, epilogue)
-    _driver(out, name, problem, blocking, epilogue, packed_a, packed_b, threads)
+    _shared_driver(out, helpers, name, problem, blocking, epilogue, packed_a, packed_b, threads)
     return out.text()
+
+
+def _shared_driver(out: Lines, helpers: dict[str, str] | None, name: str, problem: GemmProblem, bl: Blocking,
+                   epilogue: Epilogue | None, packed_a: bool, packed_b: bool, threads: bool) -> None:
+    """Print the driver (blocked loops and epilogue) once per text, as :func:`_shared` prints
+    a helper, and ``int name(A, B, C, <epilogue params>)`` calling it with this problem's
+    numbers."""
+    numbers, driver = Numbers(), Lines()
+    epilogue_function(driver, "@DRIVE@", problem, epilogue, numbers)
+    _driver(driver, "@DRIVE@", problem, bl, epilogue, packed_a, packed_b, threads, numbers)
+    text = driver.text()
+    drive = f"{DRIVER_PREFIX}{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    text = text.replace("@DRIVE@", drive)
+    definition, body = text.rsplit(f"int {drive}(", 1)
+    if helpers is None:
+        out(f"#ifndef FL_SHARED_{drive}")
+        out(f"#define FL_SHARED_{drive}")
+        out.lines.append(f"{definition}static int {drive}({body}".rstrip("\n"))
+        out("#endif")
+    else:
+        if drive not in helpers:
+            calls = [f"{SHARED_LINKAGE}{sig};" for sig in _helper_signatures(problem, bl, packed_a, packed_b)]
+            helpers[drive] = "\n".join(calls) + "\n" + f"{definition}{SHARED_LINKAGE}int {drive}({body}"
+        out(f"{SHARED_LINKAGE}{_drive_signature(drive, epilogue)};")
+    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
+    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
+    out(numbers.array())
+    out(f"return {drive}(S, A, B, C{extra_args});")
+    out.close()
+
+
+def _drive_signature(drive: str, epilogue: Epilogue | None) -> str:
+    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
+    return f"int {drive}(const long *restrict S, const float *restrict A, const float *restrict B, float *restrict C{extra})"
+
+
+def _helper_signatures(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[str]:
+    """Declarations of the helpers a driver calls (defined in whichever unit got them)."""
+    micro = _micro_name(bl)
+    found = [f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=micro)}"]
+    if not packed_a:
+        found.append(_PACK_A_SIGNATURE.format(name=f"fl_gemm_pack_a_{bl.mr}"))
+    if not packed_b:
+        pack = _IM2COL_SIGNATURE if isinstance(problem.b, Im2Col) else _PACK_B_SIGNATURE
+        kind = "im2col" if isinstance(problem.b, Im2Col) else "b"
+        found.append(pack.format(name=f"fl_gemm_pack_{kind}_{bl.nr}"))
+    return found
 
 
 #: outputs a GEMV kernel computes together (rows of a transposed weight read side by side)
@@ -482,10 +582,11 @@ def _pack_b(out: Lines, bl: Blocking) -> None:
 IM2COL_GEOMETRY = ("taps", "kw", "dh", "dw", "ph", "pw", "in_h", "in_w", "out_w", "sh", "sw")
 
 
-def _im2col_args(b: Im2Col) -> str:
+def _im2col_args(b: Im2Col, num=None) -> str:
+    num = num or (lambda value: f"{value}L")
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = b.kernel, b.stride, b.dilation, b.pads
     values = (kh * kw, kw, dh, dw, ph, pw, b.in_h, b.in_w, b.out_w, sh, sw)
-    return ", ".join(f"{v}L" for v in values)
+    return ", ".join(num(v) for v in values)
 
 
 _IM2COL_SIGNATURE = ("void {name}(const float *restrict src, long pc, long kc, long n0, long n, float *restrict dst, "
@@ -550,20 +651,25 @@ def _outer_params(problem: GemmProblem) -> str:
     return "".join(f", long o{d}" for d in range(len(problem.outer)))
 
 
-def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None) -> None:
+def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None,
+                      numbers: Numbers | None = None) -> None:
     """``name_epilogue(c, i0, mm, j0, nn, o..., params)``: the epilogue over an mm x nn tile
-    of C at row i0, column j0 (``c`` points at its first element)."""
+    of C at row i0, column j0 (``c`` points at its first element). With ``numbers`` it also
+    takes the driver's ``S`` first and reads its numbers from it."""
     if epilogue is None:
         return
     extra = "".join(", " + p for p in epilogue.params)
-    out.open(f"static inline void {name}_epilogue(float *restrict c, long i0, long mm, long j0, long nn"
+    numbered = numbers is not None
+    head = "const long *restrict S, " if numbered else ""
+    out.open(f"static inline void {name}_epilogue({head}float *restrict c, long i0, long mm, long j0, long nn"
              f"{_outer_params(problem)}{extra})")
     out.open("for (long i = i0; i < i0 + mm; i++)")
-    out(f"float *row = c + (i - i0) * {problem.c.rows}L - j0;")
+    out(f"float *row = c + (i - i0) * {numbers(problem.c.rows) if numbered else f'{problem.c.rows}L'} - j0;")
     out("#pragma omp simd")
     out.open("for (long j = j0; j < j0 + nn; j++)")
     out("float v = row[j];")
-    for line in epilogue.body.strip().splitlines():
+    body = lift_index_literals(epilogue.body, numbers) if numbered else epilogue.body
+    for line in body.strip().splitlines():
         out(line.strip())
     out("row[j] = v;")
     out.close()
@@ -598,30 +704,29 @@ def _allocator(out: Lines, name: str) -> None:
 
 
 def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
-            packed_a: bool, packed_b: bool, threads: bool) -> None:
-    m, n, k = problem.m, problem.n, problem.k
-    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
+            packed_a: bool, packed_b: bool, threads: bool, num: Numbers) -> None:
+    """``int name(S, A, B, C, <epilogue params>)``: the blocked loops, every number read from S."""
     extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     if not (packed_a and packed_b):
         _allocator(out, name)
-    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
+    out.open(_drive_signature(name, epilogue))
     if not packed_a:
-        out(f"float *ap = {name}_alloc({4 * _a_block(bl)});")
+        out(f"float *ap = {name}_alloc({num(4 * _a_block(bl))});")
     if not packed_b:
-        out(f"float *bp = {name}_alloc({4 * _b_panel(bl)});")
+        out(f"float *bp = {name}_alloc({num(4 * _b_panel(bl))});")
     checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b)) if not skip]
     if checks:
         out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
     for d, extent in enumerate(problem.outer):
-        out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
-    out(f"const float *a_o = A + {_outer_offset(problem.a, packed_a, problem, bl, 'a')};")
-    out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b')};")
-    out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c')};")
-    if k == 0:
-        _zero_k(out, name, problem, epilogue, outer_args, extra_args)
+        out.open(f"for (long o{d} = 0; o{d} < {num(extent)}; o{d}++)")
+    out(f"const float *a_o = A + {_outer_offset(problem.a, packed_a, problem, bl, 'a', num)};")
+    out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b', num)};")
+    out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c', num)};")
+    if problem.k == 0:
+        _zero_k(out, name, problem, epilogue, outer_args, extra_args, num)
     else:
-        _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads)
+        _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads, num)
     for _ in problem.outer:
         out.close()
     for v in checks:
@@ -630,30 +735,34 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
     out.close()
 
 
-def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads) -> None:
+def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads, num) -> None:
     m, n, k = problem.m, problem.n, problem.k
-    ldc = problem.c.rows
     mpad, npad = _round_up(m, bl.mr), _round_up(n, bl.nr)
-    out.open(f"for (long jc = 0; jc < {n}; jc += {bl.nc})")
-    out(f"const long nc = {n} - jc < {bl.nc} ? {n} - jc : {bl.nc};")
-    out.open(f"for (long pc = 0; pc < {k}; pc += {bl.kc})")
-    out(f"const long kc = {k} - pc < {bl.kc} ? {k} - pc : {bl.kc};")
+    # one slot per number, printed once, so the loops below read locals
+    out(f"const long m = {num(m)}, n = {num(n)}, k = {num(k)}, ldc = {num(problem.c.rows)};")
+    out(f"const long kc_max = {num(bl.kc)}, mc_max = {num(bl.mc)}, nc_max = {num(bl.nc)};")
+    out.open("for (long jc = 0; jc < n; jc += nc_max)")
+    out("const long nc = n - jc < nc_max ? n - jc : nc_max;")
+    out.open("for (long pc = 0; pc < k; pc += kc_max)")
+    out("const long kc = k - pc < kc_max ? k - pc : kc_max;")
     if packed_b:
-        out(f"const float *bpan = b_o + pc * {npad}L + jc * kc;")
+        out(f"const float *bpan = b_o + pc * {num(npad)} + jc * kc;")
     elif isinstance(problem.b, Im2Col):
-        out(f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, jc, nc, bp, {_im2col_args(problem.b)});")
+        out(f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, jc, nc, bp, {_im2col_args(problem.b, num)});")
         out("const float *bpan = bp;")
     else:
         b = problem.b
-        out(f"fl_gemm_pack_b_{bl.nr}(b_o + pc * {b.rows}L + jc * {b.cols}L, {b.rows}L, {b.cols}L, kc, nc, bp);")
+        rows, cols = num(b.rows), num(b.cols)
+        out(f"fl_gemm_pack_b_{bl.nr}(b_o + pc * {rows} + jc * {cols}, {rows}, {cols}, kc, nc, bp);")
         out("const float *bpan = bp;")
-    out.open(f"for (long ic = 0; ic < {m}; ic += {bl.mc})")
-    out(f"const long mc = {m} - ic < {bl.mc} ? {m} - ic : {bl.mc};")
+    out.open("for (long ic = 0; ic < m; ic += mc_max)")
+    out("const long mc = m - ic < mc_max ? m - ic : mc_max;")
     if packed_a:
-        out(f"const float *apan = a_o + pc * {mpad}L + ic * kc;")
+        out(f"const float *apan = a_o + pc * {num(mpad)} + ic * kc;")
     else:
         a = problem.a
-        out(f"fl_gemm_pack_a_{bl.mr}(a_o + ic * {a.rows}L + pc * {a.cols}L, {a.rows}L, {a.cols}L, mc, kc, ap);")
+        rows, cols = num(a.rows), num(a.cols)
+        out(f"fl_gemm_pack_a_{bl.mr}(a_o + ic * {rows} + pc * {cols}, {rows}, {cols}, mc, kc, ap);")
         out("const float *apan = ap;")
     if threads:
         out("#pragma omp parallel for schedule(static)")
@@ -661,25 +770,24 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_a
     out(f"const long nn = nc - jr < {bl.nr} ? nc - jr : {bl.nr};")
     out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
     out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
-    out(f"float *ct = c_o + (ic + ir) * {ldc}L + (jc + jr) * {problem.c.cols}L;")
-    out(f"{_micro_name(bl)}(kc, apan + ir * kc, bpan + jr * kc, ct, {ldc}L, (int)mm, (int)nn, pc > 0);")
+    out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
+    out(f"{_micro_name(bl)}(kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0);")
     if epilogue is not None:
-        out(f"if (pc + kc == {k}) {name}_epilogue(ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
+        out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
     for _ in range(5):
         out.close()
 
 
-def _zero_k(out, name, problem, epilogue, outer_args, extra_args) -> None:
+def _zero_k(out, name, problem, epilogue, outer_args, extra_args, num) -> None:
     # an empty sum: C is 0, then the epilogue
-    ldc = problem.c.rows
-    out(f"for (long i = 0; i < {problem.m}; i++) for (long j = 0; j < {problem.n}; j++) "
-        f"c_o[i * {ldc}L + j * {problem.c.cols}L] = 0.0f;")
+    m, n, ldc = num(problem.m), num(problem.n), num(problem.c.rows)
+    out(f"for (long i = 0; i < {m}; i++) for (long j = 0; j < {n}; j++) c_o[i * {ldc} + j * {problem.c.cols}L] = 0.0f;")
     if epilogue is not None:
-        out(f"for (long i = 0; i < {problem.m}; i++) "
-            f"{name}_epilogue(c_o + i * {ldc}L, i, 1, 0, {problem.n}{outer_args}{extra_args});")
+        out(f"for (long i = 0; i < {m}; i++) {name}_epilogue(S, c_o + i * {ldc}, i, 1, 0, {n}{outer_args}{extra_args});")
 
 
-def _outer_offset(view, packed: bool, problem: GemmProblem, bl: Blocking, which: str) -> str:
+def _outer_offset(view, packed: bool, problem: GemmProblem, bl: Blocking | None, which: str, num=None) -> str:
+    num = num or (lambda value: f"{value}L")
     if packed:
         size = packed_size(problem, bl, which)
         strides, step = [], size
@@ -687,9 +795,9 @@ def _outer_offset(view, packed: bool, problem: GemmProblem, bl: Blocking, which:
             strides.append(step if s else 0)
             step *= extent if s else 1
         strides.reverse()
-        terms = [f"o{d} * {s}L" for d, s in enumerate(strides) if s]
+        terms = [f"o{d} * {num(s)}" for d, s in enumerate(strides) if s]
         return " + ".join(terms) or "0"
-    terms = [f"{view.offset}L"] + [f"o{d} * {s}L" for d, s in enumerate(view.outer_strides) if s]
+    terms = [num(view.offset)] + [f"o{d} * {num(s)}" for d, s in enumerate(view.outer_strides) if s]
     return " + ".join(terms)
 
 
@@ -697,6 +805,6 @@ def param_name(decl: str) -> str:
     return decl.replace("*", " ").split()[-1]
 
 
-__all__ = ["Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Operand", "blocking_for", "epilogue_function",
-           "SHARED_LINKAGE", "gemm_kernel", "gemv_kernel", "is_gemv", "packing_floats", "param_name",
-           "pack_constant", "packed_size", "vector_types"]
+__all__ = ["DRIVER_PREFIX", "Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Numbers", "Operand", "SHARED_LINKAGE",
+           "blocking_for", "epilogue_function", "gemm_kernel", "gemv_kernel", "is_gemv", "lift_index_literals",
+           "pack_constant", "packed_size", "packing_floats", "param_name", "vector_types"]

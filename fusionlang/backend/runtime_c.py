@@ -23,6 +23,7 @@ from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
+from fusionlang.backend.gemm_template import DRIVER_PREFIX
 from fusionlang.backend.template import emit_template
 
 
@@ -52,7 +53,7 @@ class CRuntime:
                     vector_code.add(fn.name)
                 calls.append((fn, [self._slot_of(a) for a in fn.params]))
             self.kernels.append(KernelInfo(group.id, main.name, sum(fn.nests for fn in parts),
-                                         "\n".join(fn.source for fn in parts), list(group.nodes), strategy,
+                                         _shown_source(parts), list(group.nodes), strategy,
                                          [a.value for a in main.params]))
         self.functions = functions
         #: the routines the GEMM kernels share (micro-kernels, packers), by name
@@ -263,4 +264,13 @@ class CRuntime:
         return tuple(found)
 
 
+def _shown_source(parts) -> str:
+    """A group's source as a reader wants it: its functions and the shared GEMM drivers they
+    call (the loops and the epilogue; the library compiles each driver once), not the
+    micro-kernels and packers every GEMM shares."""
+    drivers = {name: text for fn in parts for name, text in fn.helpers.items() if name.startswith(DRIVER_PREFIX)}
+    return "\n".join([fn.source for fn in parts] + list(drivers.values()))
+
+
 __all__ = ["CRuntime"]
+

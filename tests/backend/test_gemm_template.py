@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from fusionlang.backend.ccompile import build_library, load_library
 from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, Operand,
-                                              blocking_for, gemm_kernel, pack_constant, packing_floats,
-                                              vector_types)
+                                              Numbers, blocking_for, gemm_kernel, lift_index_literals,
+                                              pack_constant, packing_floats, vector_types)
 from fusionlang.backend.machine import _parse_size, host, machine_for
 
 ISAS = ["avx512", "avx2", "generic"] if host().isa == "avx512" else [host().isa, "generic"]
@@ -163,6 +163,55 @@ def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers():
         assert fn(_ptr(w), _ptr(x), _ptr(y)) == 0
         np.testing.assert_allclose(y, _conv_reference(x, w, (stride, stride), (1, 1), (1, 1), 1), rtol=1e-4,
                                    atol=1e-4)
+
+
+def test_gemms_that_differ_only_in_their_numbers_share_one_driver():
+    # two convs of different sizes, strides and output channels, each with a bias by row and
+    # a residual read at a shape-dependent offset: one driver is printed for both (once in
+    # the library's helpers), each kernel passes its own numbers, and both compute right
+    blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
+                        host().vector_floats * MICRO_TILES[host().isa][0][1])
+    rng = np.random.default_rng(1)
+    epilogue = Epilogue("v = v + bias[i] + resid[(j + %d * i)];",
+                        ("const float *restrict bias", "const float *restrict resid"))
+    helpers: dict[str, str] = {}
+    cases, sources = [], []
+    for index, (h, stride, oc) in enumerate([(7, 1, 3), (9, 2, 5)]):
+        oh = (h + 2 - 3) // stride + 1
+        problem = GemmProblem(oc, oh * oh, 18, Operand(18, 1, 0, ()), Im2Col(2, h, h, (3, 3), (stride, stride), (1, 1),
+                                                                            (1, 1), oh, oh, 0, ()),
+                              Operand(oh * oh, 1, 0, ()))
+        epi = Epilogue(epilogue.body % (oh * oh), epilogue.params)
+        sources.append(gemm_kernel(f"fl_conv_{index}", problem, blocking, epi, helpers=helpers))
+        x = rng.standard_normal((1, 2, h, h)).astype(np.float32)
+        w = rng.standard_normal((oc, 2, 3, 3)).astype(np.float32)
+        bias = rng.standard_normal(oc).astype(np.float32)
+        resid = rng.standard_normal((oc, oh, oh)).astype(np.float32)
+        cases.append((x, w, bias, resid, stride, np.zeros((1, oc, oh, oh), np.float32)))
+    drivers = [name for name in helpers if name.startswith("fl_gemm_drive_")]
+    assert len(drivers) == 1 and all(drivers[0] in s for s in sources)
+    unit = ("#include <stdlib.h>\n" + vector_types(blocking.vl) + "".join(helpers.values()) + "\n".join(sources))
+    lib = load_library(build_library([unit]))
+    for index, (x, w, bias, resid, stride, y) in enumerate(cases):
+        fn = getattr(lib, f"fl_conv_{index}")
+        assert fn(_ptr(w), _ptr(x), _ptr(y), _ptr(bias), _ptr(resid)) == 0
+        want = _conv_reference(x, w, (stride, stride), (1, 1), (1, 1), 1) + bias[:, None, None] + resid
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("body,lifted,values", [
+    ("v = v + p2[(i + (32 * o1))];", "v = v + p2[(i + (S[0] * o1))];", [32]),
+    ("v = p3[(j + 729L * i + 5)];", "v = p3[(j + S[0] * i + S[1])];", [729, 5]),
+    # the column's coefficient stays (unit stride for the vectorizer), and so do divisors
+    ("v = p3[(2 * j + 7)] + p4[(j * 3)];", "v = p3[(2 * j + S[0])] + p4[(j * 3)];", [7]),
+    ("v = p3[fl_fdiv(i, 13) + 4];", "v = p3[fl_fdiv(i, 13) + 4];", []),
+    ("v = p3[(i % 6) * 10];", "v = p3[(i % 6) * 10];", []),
+    # literals outside an index, and digits of names, floats and exponents, stay
+    ("const float e0 = 2.5e-3f * v + 12.0f + p12[i];", "const float e0 = 2.5e-3f * v + 12.0f + p12[i];", []),
+])
+def test_an_epilogues_index_literals_are_read_from_the_drivers_numbers(body, lifted, values):
+    numbers = Numbers()
+    assert lift_index_literals(body, numbers) == lifted and numbers.values == values
 
 
 def test_a_one_row_problem_reads_its_matrix_in_place():
