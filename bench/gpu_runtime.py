@@ -261,6 +261,27 @@ def without_initializer_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
+def for_onnx2torch(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy onnx2torch converts: besides listing weights as inputs, the light models build
+    their weights with ConstantOfShape, and onnx2torch's Conv reads its weight from the
+    initializers (KeyError on the H200, 2026-11-28): each such ConstantOfShape of a constant
+    shape becomes the initializer it computes."""
+    copy = without_initializer_inputs(model)
+    constants = {t.name: t for t in copy.graph.initializer}
+    kept = []
+    for node in copy.graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in constants:
+            kept.append(node)
+            continue
+        shape = tuple(int(d) for d in onnx.numpy_helper.to_array(constants[node.input[0]]))
+        (value,) = [onnx.numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"] or [np.zeros(1, np.float32)]
+        copy.graph.initializer.append(onnx.numpy_helper.from_array(np.full(shape, value.item(), value.dtype),
+                                                                   node.output[0]))
+    del copy.graph.node[:]
+    copy.graph.node.extend(kept)
+    return copy
+
+
 def _torch_competitors(name: str, model, feeds: dict, torch, cp, torch_compile: str = "all") -> dict:
     x = [torch.from_numpy(v).cuda() for v in feeds.values()]
     stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
@@ -276,7 +297,7 @@ def _torch_competitors(name: str, model, feeds: dict, torch, cp, torch_compile: 
             from onnx2torch import convert
         except ImportError:
             return {}
-        fn = convert(without_initializer_inputs(model)).eval().cuda()
+        fn = convert(for_onnx2torch(model)).eval().cuda()
 
     def inference(f):
         def run():

@@ -135,3 +135,17 @@ def test_weights_listed_as_graph_inputs_are_dropped_from_the_inputs_for_onnx2tor
     stripped = gpu_runtime.without_initializer_inputs(model)
     assert [i.name for i in stripped.graph.input] == ["data_0"]
     assert len(stripped.graph.initializer) == len(model.graph.initializer) and len(model.graph.input) > 1
+
+
+def test_the_light_models_constant_of_shape_weights_become_initializers_for_onnx2torch():
+    import model_runtime
+    import onnxruntime as ort
+
+    model = model_runtime.light_model("squeezenet")
+    folded = gpu_runtime.for_onnx2torch(model)
+    assert not [n for n in folded.graph.node if n.op_type == "ConstantOfShape"]
+    assert "conv1_w_0" in {t.name for t in folded.graph.initializer}
+    feeds = {"data_0": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    want, got = (ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+                 for m in (model, folded))
+    np.testing.assert_array_equal(got, want)
