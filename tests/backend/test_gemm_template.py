@@ -7,7 +7,10 @@ multiples of the micro-tile, several NC and MC blocks, a single row or column.
 
 from __future__ import annotations
 
+import ast
 import ctypes
+import operator
+import re
 
 import numpy as np
 import pytest
@@ -268,3 +271,42 @@ def test_a_constant_operand_is_read_where_its_view_addresses(rows, cols):
         return
     want = np.array([[flat[2 + i * rows + j * cols] for j in range(7)] for i in range(5)], np.float32)
     np.testing.assert_array_equal(_strided(flat, 2, (5, 7), (rows, cols)), want)
+
+
+def _arithmetic(node, names: dict) -> int:
+    """The value of a parsed +, -, * expression over names and integers."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names[node.id]
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+    return ops[type(node.op)](_arithmetic(node.left, names), _arithmetic(node.right, names))
+
+
+@st.composite
+def index_expressions(draw, depth=3):
+    """A C index expression over i, j, o0, o1 and integer literals (some with an L suffix)."""
+    if depth == 0 or draw(st.booleans()):
+        if draw(st.booleans()):
+            return draw(st.sampled_from(["i", "j", "o0", "o1"]))
+        return f"{draw(st.integers(0, 5000))}{draw(st.sampled_from(['', 'L']))}"
+    op = draw(st.sampled_from([" + ", " - ", " * "]))
+    return f"({draw(index_expressions(depth - 1))}{op}{draw(index_expressions(depth - 1))})"
+
+
+@settings(max_examples=200)
+@given(index=index_expressions(), at=st.fixed_dictionaries({k: st.integers(-50, 50) for k in ("i", "j", "o0", "o1")}))
+def test_lifted_index_literals_read_back_the_same_values(index, at):
+    numbers = Numbers()
+    body = f"v = v + p2[{index}];"
+    lifted = lift_index_literals(body, numbers)
+
+    def value(text: str) -> int:
+        inner = text[text.index("[") + 1:text.rindex("]")]
+        inner = re.sub(r"S\[(\d+)\]", lambda m: str(numbers.values[int(m.group(1))]), inner)
+        return _arithmetic(ast.parse(re.sub(r"(\d+)L\b", r"\1", inner), mode="eval").body, at)
+
+    assert value(lifted) == value(body)
+    # a literal multiplying j directly stays in the text
+    for literal in re.findall(r"(?<![\w.])(\d+)L? \* j\b", body):
+        assert re.search(rf"(?<![\w.]){literal}L? \* j\b", lifted)
