@@ -27,7 +27,7 @@ time (:func:`pack_constant`), and passed in packed form.
 
 The blocked loops and the epilogue are one shared *driver* that reads the problem's numbers
 (sizes, strides, offsets, blocking, the epilogue's index coefficients) from an array: GEMMs
-that differ only in those numbers (squeezenet's 17 conv kernels: 4 drivers) compile one
+that differ only in those numbers (squeezenet's 17 conv kernels: 3 drivers) compile one
 driver, and each kernel is a call passing its own numbers. The column index keeps its
 literal coefficients (the epilogue's loop over it stays unit-stride for the vectorizer) and
 so do divisors (a division by a constant is a multiply).
