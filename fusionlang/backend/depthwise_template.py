@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Lines, epilogue_function, param_name
+from fusionlang.backend.gemm_template import (Epilogue, GemmProblem, Im2Col, Lines, epilogue_args, epilogue_function,
+                                              epilogue_params)
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,7 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     out(f"/* {what} template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
         f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw} */")
     epilogue_function(out, name, problem, epilogue)
-    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
-    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     weights = "const float *restrict W, " if tap.weighted else ""
     out.open(f"int {name}({weights}const float *restrict X, float *restrict Y{extra})")
     if threads:

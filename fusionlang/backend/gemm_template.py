@@ -330,69 +330,77 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     out = Lines()
     out(f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
         f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
-    micro = _micro_name(blocking)
-    _shared(out, helpers, micro, f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=micro)}",
-            lambda o: _micro_kernel(o, blocking), vector_types(blocking.vl))
-    if not packed_a:
-        pack = f"fl_gemm_pack_a_{blocking.mr}"
-        _shared(out, helpers, pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, blocking))
-    if not packed_b:
-        if isinstance(problem.b, Im2Col):
-            pack = f"fl_gemm_pack_im2col_{blocking.nr}"
-            _shared(out, helpers, pack, _IM2COL_SIGNATURE.format(name=pack), lambda o: _pack_im2col(o, blocking))
-        else:
-            pack = f"fl_gemm_pack_b_{blocking.nr}"
-            _shared(out, helpers, pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, blocking))
-    _shared_driver(out, helpers, name, problem, blocking, epilogue, packed_a, packed_b, threads)
+    called = _helpers_called(problem, blocking, packed_a, packed_b)
+    for helper, signature, body, prelude in called:
+        _shared(out, helpers, helper, signature, body, prelude)
+    _shared_driver(out, helpers, name, problem, blocking, epilogue, packed_a, packed_b, threads,
+                   [signature for _, signature, _, _ in called])
     return out.text()
 
 
+def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[tuple]:
+    """(name, signature, body printer, prelude) of each shape-free helper the driver calls:
+    the micro-kernel and the packing routines of the operands not passed packed."""
+    micro = _micro_name(bl)
+    called = [(micro, f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=micro)}",
+               lambda o: _micro_kernel(o, bl), vector_types(bl.vl))]
+    if not packed_a:
+        pack = f"fl_gemm_pack_a_{bl.mr}"
+        called.append((pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, bl), ""))
+    if not packed_b and isinstance(problem.b, Im2Col):
+        pack = f"fl_gemm_pack_im2col_{bl.nr}"
+        called.append((pack, _IM2COL_SIGNATURE.format(name=pack), lambda o: _pack_im2col(o, bl), ""))
+    elif not packed_b:
+        pack = f"fl_gemm_pack_b_{bl.nr}"
+        called.append((pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, bl), ""))
+    return called
+
+
 def _shared_driver(out: Lines, helpers: dict[str, str] | None, name: str, problem: GemmProblem, bl: Blocking,
-                   epilogue: Epilogue | None, packed_a: bool, packed_b: bool, threads: bool) -> None:
+                   epilogue: Epilogue | None, packed_a: bool, packed_b: bool, threads: bool,
+                   called: list[str]) -> None:
     """Print the driver (blocked loops and epilogue) once per text, as :func:`_shared` prints
-    a helper, and ``int name(A, B, C, <epilogue params>)`` calling it with this problem's
-    numbers."""
+    a helper (``called``: the signatures of the helpers it calls, declared where it lands),
+    and ``int name(A, B, C, <epilogue params>)`` calling it with this problem's numbers."""
     numbers, driver = Numbers(), Lines()
     epilogue_function(driver, "@DRIVE@", problem, epilogue, numbers)
     _driver(driver, "@DRIVE@", problem, bl, epilogue, packed_a, packed_b, threads, numbers)
     text = driver.text()
     drive = f"{DRIVER_PREFIX}{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     text = text.replace("@DRIVE@", drive)
-    definition, body = text.rsplit(f"int {drive}(", 1)
     if helpers is None:
         out(f"#ifndef FL_SHARED_{drive}")
         out(f"#define FL_SHARED_{drive}")
-        out.lines.append(f"{definition}static int {drive}({body}".rstrip("\n"))
+        out.lines.append(text.replace(_LINKAGE, "static ").rstrip("\n"))
         out("#endif")
     else:
         if drive not in helpers:
-            calls = [f"{SHARED_LINKAGE}{sig};" for sig in _helper_signatures(problem, bl, packed_a, packed_b)]
-            helpers[drive] = "\n".join(calls) + "\n" + f"{definition}{SHARED_LINKAGE}int {drive}({body}"
+            declarations = "".join(f"{SHARED_LINKAGE}{signature};\n" for signature in called)
+            helpers[drive] = declarations + text.replace(_LINKAGE, SHARED_LINKAGE)
         out(f"{SHARED_LINKAGE}{_drive_signature(drive, epilogue)};")
-    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
-    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
-    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
     out(numbers.array())
-    out(f"return {drive}(S, A, B, C{extra_args});")
+    out(f"return {drive}(S, A, B, C{epilogue_args(epilogue)});")
     out.close()
 
 
+#: where a driver's linkage goes: static in a single source, hidden and shared in a library
+_LINKAGE = "@LINKAGE@"
+
+
 def _drive_signature(drive: str, epilogue: Epilogue | None) -> str:
-    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
-    return f"int {drive}(const long *restrict S, const float *restrict A, const float *restrict B, float *restrict C{extra})"
+    return (f"int {drive}(const long *restrict S, const float *restrict A, const float *restrict B, "
+            f"float *restrict C{epilogue_params(epilogue)})")
 
 
-def _helper_signatures(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[str]:
-    """Declarations of the helpers a driver calls (defined in whichever unit got them)."""
-    micro = _micro_name(bl)
-    found = [f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=micro)}"]
-    if not packed_a:
-        found.append(_PACK_A_SIGNATURE.format(name=f"fl_gemm_pack_a_{bl.mr}"))
-    if not packed_b:
-        pack = _IM2COL_SIGNATURE if isinstance(problem.b, Im2Col) else _PACK_B_SIGNATURE
-        kind = "im2col" if isinstance(problem.b, Im2Col) else "b"
-        found.append(pack.format(name=f"fl_gemm_pack_{kind}_{bl.nr}"))
-    return found
+def epilogue_params(epilogue: Epilogue | None) -> str:
+    """The epilogue's parameter declarations, each after a comma (empty without one)."""
+    return "".join(", " + p for p in epilogue.params) if epilogue else ""
+
+
+def epilogue_args(epilogue: Epilogue | None) -> str:
+    """The epilogue's parameter names as call arguments, each after a comma."""
+    return "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
 
 
 #: outputs a GEMV kernel computes together (rows of a transposed weight read side by side)
@@ -410,8 +418,7 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     B as it lies: a dot product per output when B's K axis is contiguous (a transposed
     weight), else an AXPY over the output row per K step. Returns 0 (it allocates nothing)."""
     a, b, c = problem.a, problem.b, problem.c
-    extra = "".join(", " + p for p in epilogue.params) if epilogue else ""
-    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     out = Lines()
     out(f"/* GEMV template: n={problem.n} k={problem.k} outer={list(problem.outer)}, B read in place */")
@@ -658,7 +665,7 @@ def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epi
     takes the driver's ``S`` first and reads its numbers from it."""
     if epilogue is None:
         return
-    extra = "".join(", " + p for p in epilogue.params)
+    extra = epilogue_params(epilogue)
     numbered = numbers is not None
     head = "const long *restrict S, " if numbered else ""
     out.open(f"static inline void {name}_epilogue({head}float *restrict c, long i0, long mm, long j0, long nn"
@@ -706,11 +713,11 @@ def _allocator(out: Lines, name: str) -> None:
 def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
             packed_a: bool, packed_b: bool, threads: bool, num: Numbers) -> None:
     """``int name(S, A, B, C, <epilogue params>)``: the blocked loops, every number read from S."""
-    extra_args = "".join(", " + param_name(p) for p in epilogue.params) if epilogue else ""
+    extra_args = epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     if not (packed_a and packed_b):
         _allocator(out, name)
-    out.open(_drive_signature(name, epilogue))
+    out.open(_LINKAGE + _drive_signature(name, epilogue))
     if not packed_a:
         out(f"float *ap = {name}_alloc({num(4 * _a_block(bl))});")
     if not packed_b:
@@ -806,5 +813,5 @@ def param_name(decl: str) -> str:
 
 
 __all__ = ["DRIVER_PREFIX", "Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Numbers", "Operand", "SHARED_LINKAGE",
-           "blocking_for", "epilogue_function", "gemm_kernel", "gemv_kernel", "is_gemv", "lift_index_literals",
+           "blocking_for", "epilogue_args", "epilogue_function", "epilogue_params", "gemm_kernel", "gemv_kernel", "is_gemv", "lift_index_literals",
            "pack_constant", "packed_size", "packing_floats", "param_name", "vector_types"]
