@@ -249,8 +249,10 @@ def competitors(name: str, model: onnx.ModelProto, cp, torch, torch_compile: str
 
 
 def without_initializer_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose graph inputs are only the fed ones: older models (the light ones) list
-    every weight as a graph input too, which onnx2torch takes for a placeholder to feed."""
+    """A copy whose graph inputs are only the fed ones, at an IR version (4 or later) where
+    an initializer need not be an input: older models (the light ones) list every weight as
+    a graph input too. onnx2torch drops those inputs itself; the copy is for the folding
+    below, whose new initializers must be valid without being inputs."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     weights = {t.name for t in copy.graph.initializer}
