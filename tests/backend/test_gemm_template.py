@@ -240,10 +240,10 @@ def test_problem_refuses_inconsistent_views():
 def test_blocking_follows_the_machine():
     big = blocking_for(machine_for("avx512", l1d=48 * 1024, l2=2 << 20, l3=32 << 20))
     small = blocking_for(machine_for("avx2", l1d=32 * 1024, l2=256 * 1024, l3=8 << 20))
-    assert (big.vl, big.mr, big.nr) == (16, 14, 32) and (small.vl, small.mr, small.nr) == (8, 6, 16)
-    # the B sliver fits L1, the A block half of L2
+    assert (big.vl, big.mr, big.nr, big.kc) == (16, 6, 64, 384) and (small.vl, small.mr, small.nr) == (8, 6, 16)
+    # the B sliver is twice L1, the A block half of L2
     for bl, m in ((big, machine_for("avx512", 48 * 1024, 2 << 20, 32 << 20)), (small, machine_for("avx2", 32 * 1024, 256 * 1024, 8 << 20))):
-        assert bl.kc * bl.nr * 4 <= m.l1d and bl.mc * bl.kc * 4 <= m.l2 // 2
+        assert bl.kc * bl.nr * 4 <= 2 * m.l1d and bl.mc * bl.kc * 4 <= m.l2 // 2
         assert bl.mc % bl.mr == 0 and bl.nc % bl.nr == 0
     clamped = blocking_for(host(), GemmProblem(3, 5, 7, Operand(7, 1), Operand(5, 1), Operand(5, 1)))
     assert clamped.kc == 7 and clamped.mc == clamped.mr and clamped.nc == clamped.nr
@@ -252,7 +252,17 @@ def test_blocking_follows_the_machine():
     rows32 = blocking_for(avx512, GemmProblem(32, 784, 64, Operand(64, 1), Operand(784, 1), Operand(784, 1)))
     assert (rows32.mr, rows32.nr) == (8, 48)
     square = blocking_for(avx512, GemmProblem(1024, 1024, 64, Operand(64, 1), Operand(1024, 1), Operand(1024, 1)))
-    assert (square.mr, square.nr) == (14, 32)
+    assert (square.mr, square.nr) == (6, 64)
+    # 196 output pixels: 224 columns of 32-wide tiles pad less than 256 of 64-wide ones
+    pixels196 = blocking_for(avx512, GemmProblem(48, 196, 64, Operand(64, 1), Operand(196, 1), Operand(196, 1)))
+    assert pixels196.nr == 32
+
+
+@pytest.mark.parametrize("k,blocks", [(576, 2), (1024, 3), (384, 1), (385, 2), (1, 1), (4608, 12)])
+def test_k_is_cut_into_equal_blocks(k, blocks):
+    most = blocking_for(machine_for("avx512", l1d=48 * 1024)).kc  # 384 for a 64-wide tile
+    bl = blocking_for(machine_for("avx512", l1d=48 * 1024), GemmProblem(64, 64, k, Operand(k, 1), Operand(64, 1), Operand(64, 1)))
+    assert bl.kc <= most and -(-k // bl.kc) == blocks and bl.kc * blocks - k < blocks
 
 
 def test_cache_sizes_parse_like_sysfs_prints_them():
