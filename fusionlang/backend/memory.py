@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fusionlang.backend.concat_inplace import Placement, resolve
 from fusionlang.engine.plan import FusionPlan
 
 ALIGN = 64
@@ -29,10 +30,13 @@ class Buffer:
     root: str | None = None
     #: arena buffers placed on some of the same bytes (lifetimes disjoint)
     shares_with: list[str] = field(default_factory=list)
+    #: the concat output whose bytes hold this arena buffer (see :mod:`.concat_inplace`)
+    inside: str | None = None
 
     def to_dict(self) -> dict:
         return {"value": self.value, "nbytes": self.nbytes, "kind": self.kind, "offset": self.offset,
-                "first": self.first, "last": self.last, "root": self.root, "shares_with": self.shares_with}
+                "first": self.first, "last": self.last, "root": self.root, "shares_with": self.shares_with,
+                "inside": self.inside}
 
 
 @dataclass
@@ -77,13 +81,16 @@ def _stored_root(value: str, aliases: dict[str, str], buffers: dict[str, Buffer]
 
 
 def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, share: bool = True,
-                 scratch: dict[int, tuple[str, ...]] | None = None) -> BufferPlan:
+                 scratch: dict[int, tuple[str, ...]] | None = None,
+                 placements: dict[str, Placement] | None = None) -> BufferPlan:
     """Place every group-boundary value.
 
     ``constants``: value -> array known at compile time (graph constants, folded groups).
     ``aliases``: value -> value whose storage it re-labels (view groups).
     ``scratch``: group id -> values inside that group that still go through memory (a
     group run in parts, see :mod:`.template`); each lives while its group runs.
+    ``placements``: value -> where it lies inside a concat output run in place (see
+    :mod:`.concat_inplace`); the outermost concat output lives as long as anything inside it.
     """
     graph = plan.graph
     buffers: dict[str, Buffer] = {}
@@ -122,7 +129,13 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
             while b.kind == "alias":
                 b = buffers[b.root]
             b.last = end
-    arena = [b for b in buffers.values() if b.kind == "arena"]
+    placements = placements or {}
+    for value in placements:
+        b = buffers[value]
+        b.inside = resolve(placements, value).root
+        outer = buffers[b.inside]
+        outer.first, outer.last = min(outer.first, b.first), max(outer.last, b.last)
+    arena = [b for b in buffers.values() if b.kind == "arena" and b.inside is None]
     unshared = sum(_align(max(b.nbytes, 1)) for b in arena)
     placed: list[Buffer] = []
     top = 0
@@ -147,6 +160,8 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
         lo, hi = b.offset, b.offset + _align(max(b.nbytes, 1))
         b.shares_with = sorted(p.value for p in placed
                                if p is not b and p.offset < hi and lo < p.offset + _align(max(p.nbytes, 1)))
+    for value in placements:
+        buffers[value].offset = buffers[buffers[value].inside].offset + resolve(placements, value).at
     return BufferPlan(buffers, top, unshared)
 
 

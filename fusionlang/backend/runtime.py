@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from fusionlang.backend.concat_inplace import Placement, concat_placements, drop_output_bound, split_trailing_concats
 from fusionlang.backend.cuda_emu import EmuRuntime
 from fusionlang.backend.cuda_gemm import PRECISIONS
 from fusionlang.backend.kernel_build import KernelBuild
@@ -84,15 +85,20 @@ def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
     return aliases
 
 
-def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templates: dict | None = None):
+def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templates: dict | None = None,
+               placements: dict[str, Placement] | None = None):
     """(lowered kernel groups by id, constants incl. folded groups, view aliases).
 
     ``templates``: when a dict is given, groups whose complex op runs as the GEMM template of
     ``target`` (:func:`.template.plan_template`) are planned into it, by group id, and not
-    lowered to loop nests."""
+    lowered to loop nests. ``placements``: when a dict is given, the concats whose inputs
+    can be written straight into their output (:mod:`.concat_inplace`) are recorded in it,
+    input by input, and run nothing."""
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
     lowered: dict[int, LoweredGroup] = {}
+    written: set[str] = set()  # values kernel groups store to memory
+    in_place: dict[str, Group] = {}  # concat output -> its group, run in place
     for group in plan.groups:
         if group.kind == "const":
             _fold_constants(plan, group, constants)
@@ -102,15 +108,31 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
             if found is not None:
                 aliases.update(found)
                 continue
-        if templates is not None:
-            planned = plan_template(plan, group, constants, target=target)
-            if planned is not None:
-                templates[group.id] = planned
+        if placements is not None:
+            found = concat_placements(plan, group, written, placements)
+            if found:
+                placements.update(found)
+                in_place[plan.nodes_of(group)[0].outputs[0]] = group
+                written.update(group.outputs)
                 continue
-        lg = lower_group(plan, group, target, fuse=fuse, constants=constants)
-        if lg.prog.stmts:
-            lowered[group.id] = lg
+        written.update(group.outputs)
+        _lower_kernel(plan, group, target, fuse, constants, templates, lowered)
+    if placements is not None:
+        for output in drop_output_bound(placements, set(plan.graph.outputs), aliases):
+            _lower_kernel(plan, in_place[output], target, fuse, constants, templates, lowered)
     return lowered, constants, aliases
+
+
+def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, constants: dict,
+                  templates: dict | None, lowered: dict) -> None:
+    if templates is not None:
+        planned = plan_template(plan, group, constants, target=target)
+        if planned is not None:
+            templates[group.id] = planned
+            return
+    lg = lower_group(plan, group, target, fuse=fuse, constants=constants)
+    if lg.prog.stmts:
+        lowered[group.id] = lg
 
 
 class CompiledGraph:
@@ -125,6 +147,7 @@ class CompiledGraph:
             raise CodegenError(f"precision={precision!r}: expected one of {', '.join(map(repr, PRECISIONS))}")
         start = time.perf_counter()
         plan.validate()
+        plan = split_trailing_concats(plan)
         self.plan = plan
         self.graph = plan.graph
         self.target = target
@@ -137,12 +160,14 @@ class CompiledGraph:
         #: loaded indices (gather) are checked against their axis; a bad one is an InputError
         self.check_indices = check_indices
         templated: dict = {}
+        placements: dict[str, Placement] = {}
         lowered, self.constants, self.aliases = lower_plan(
             plan, "c" if target == "c" else "cuda", fuse=fuse,
-            templates=templated if templates else None)
+            templates=templated if templates else None, placements=placements)
         fused_away = _never_allocated(plan, templated)
         self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
-                                                scratch={gid: t.scratch for gid, t in templated.items()})
+                                                scratch={gid: t.scratch for gid, t in templated.items()},
+                                                placements=placements)
         # one thread only: a non-temporal store is ordered for other threads by a fence the
         # printed kernels do not put before OpenMP's barriers
         streamed = streamed_values(plan.graph, host()) if target == "c" and not self.openmp else frozenset()

@@ -1,0 +1,115 @@
+"""Concats run in place: their inputs are written into the output's bytes, and what a run
+returns is what the reference computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusionlang
+from fusionlang import reference
+from fusionlang.backend.concat_inplace import split_trailing_concats
+from fusionlang.engine.plan import make_group, per_node_plan
+from fusionlang.ops import GraphBuilder
+
+RNG = np.random.default_rng(7)
+
+
+def _weights(*shape):
+    return RNG.standard_normal(shape).astype(np.float32) * 0.3
+
+
+def _branches(batch=1, repeat=False, output_branch=False):
+    """x -> three branches (a conv with relu, a 1x1 conv, an elementwise one) -> concat on
+    channels -> a conv."""
+    b = GraphBuilder("branches")
+    x = b.input("x", (batch, 3, 9, 9))
+    a = b.relu(b.conv(x, b.constant(_weights(4, 3, 3, 3)), pads=[1, 1, 1, 1]), name="a")
+    c = b.conv(x, b.constant(_weights(5, 3, 1, 1)), name="c")
+    e = b.tanh(b.mul(x, b.constant(np.float32(2.0))), name="e")
+    parts = [a, c, e, a] if repeat else [a, c, e]
+    cat = b.concat(*parts, axis=1, name="cat")
+    channels = 4 + 5 + 3 + (4 if repeat else 0)
+    b.output(b.conv(cat, b.constant(_weights(6, channels, 3, 3)), name="y"))
+    if output_branch:
+        b.output(c)
+    return b.build(), {"x": RNG.standard_normal((batch, 3, 9, 9)).astype(np.float32)}
+
+
+def _compiled(graph, plan=None):
+    return fusionlang.compile(plan or fusionlang.fuse(graph, "apollo"), "c")
+
+
+def _agrees(compiled, graph, feeds):
+    got, want = compiled.run(feeds), reference.run(graph, feeds)
+    for name in graph.outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+
+
+def _concat_kernels(compiled):
+    return [k for k in compiled.kernels if any(compiled.graph.node(n).op == "concat" for n in k.nodes)]
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_branches_write_into_the_concat_output(fused):
+    graph, feeds = _branches()
+    compiled = _compiled(graph, None if fused else per_node_plan(graph))
+    _agrees(compiled, graph, feeds)
+    buffers = compiled.buffers.buffers
+    for value, at in (("a", 0), ("c", 4 * 81 * 4), ("e", 9 * 81 * 4)):
+        assert buffers[value].inside == "cat"
+        assert buffers[value].offset == buffers["cat"].offset + at
+    assert _concat_kernels(compiled) == []
+
+
+def test_a_concat_fused_after_a_branch_gets_a_group_of_its_own():
+    graph, feeds = _branches()
+    conv_a = next(n.name for n in graph.nodes if n.op == "conv")
+    tail = [conv_a, "a", "cat"]  # a branch with the concat after it, as Apollo groups inception's
+    members = [[n.name] for n in graph.nodes if n.name not in tail and n.name != "y"] + [tail, ["y"]]
+    plan = per_node_plan(graph)
+    plan.groups = [make_group(graph, k, m) for k, m in enumerate(members)]
+    plan.validate()
+    split = split_trailing_concats(plan)
+    assert [g.nodes for g in split.groups[-3:]] == [[conv_a, "a"], ["cat"], ["y"]]
+    assert "a" in split.groups[-3].outputs and [g.id for g in split.groups] == list(range(len(members) + 1))
+    compiled = _compiled(graph, plan)
+    _agrees(compiled, graph, feeds)
+    assert compiled.buffers.buffers["a"].inside == "cat" and _concat_kernels(compiled) == []
+
+
+def test_nested_concats_add_up_their_offsets():
+    b = GraphBuilder("dense")
+    x = b.input("x", (1, 2, 5, 5))
+    first = b.concat(b.relu(x, name="r0"), b.exp(b.neg(x), name="n0"), axis=1, name="c1")
+    second = b.concat(first, b.sigmoid(first, name="s1"), axis=1, name="c2")
+    b.output(b.reduce_sum(second, axes=[1], name="total"), b.tanh(first, name="t"))
+    graph = b.build()
+    feeds = {"x": RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)}
+    compiled = _compiled(graph, per_node_plan(graph))
+    _agrees(compiled, graph, feeds)
+    buffers = compiled.buffers.buffers
+    assert buffers["c1"].inside == buffers["r0"].inside == buffers["s1"].inside == "c2"
+    assert buffers["n0"].offset == buffers["c2"].offset + 2 * 25 * 4
+    assert buffers["s1"].offset == buffers["c2"].offset + 4 * 25 * 4
+
+
+@pytest.mark.parametrize("case", ["batch of 2", "an input twice", "a branch is a graph output"])
+def test_concats_that_cannot_run_in_place_still_copy(case):
+    graph, feeds = _branches(batch=2 if case == "batch of 2" else 1, repeat=case == "an input twice",
+                             output_branch=case == "a branch is a graph output")
+    compiled = _compiled(graph, per_node_plan(graph))
+    _agrees(compiled, graph, feeds)
+    assert all(b.inside is None for b in compiled.buffers.buffers.values())
+    assert len(_concat_kernels(compiled)) == 1
+
+
+def test_a_concat_of_graph_inputs_or_into_a_graph_output_copies():
+    b = GraphBuilder("edges")
+    x, y = b.input("x", (1, 4)), b.input("y", (1, 4))
+    b.output(b.concat(x, b.relu(y, name="r"), axis=1, name="cat"))
+    graph = b.build()
+    feeds = {"x": RNG.standard_normal((1, 4)).astype(np.float32), "y": RNG.standard_normal((1, 4)).astype(np.float32)}
+    compiled = _compiled(graph, per_node_plan(graph))
+    _agrees(compiled, graph, feeds)
+    assert all(b.inside is None for b in compiled.buffers.buffers.values())
