@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fusionlang.backend.concat_inplace import Placement, concat_placements, drop_output_bound, split_trailing_concats
+from fusionlang.backend.concat_inplace import Placement, concat_placements, drop_output_bound, split_at_concats
 from fusionlang.backend.cuda_emu import EmuRuntime
 from fusionlang.backend.cuda_gemm import PRECISIONS
 from fusionlang.backend.kernel_build import KernelBuild
@@ -147,7 +147,7 @@ class CompiledGraph:
             raise CodegenError(f"precision={precision!r}: expected one of {', '.join(map(repr, PRECISIONS))}")
         start = time.perf_counter()
         plan.validate()
-        plan = split_trailing_concats(plan)
+        plan = split_at_concats(plan, cut_inside=target == "c")
         self.plan = plan
         self.graph = plan.graph
         self.target = target
@@ -187,6 +187,8 @@ class CompiledGraph:
             "loop_nests": sum(k.nests for k in self.kernels),
             "unique_kernels": len({k.name for k in self.kernels}),
             "intermediates_never_allocated": fused_away,
+            #: concat groups whose inputs are written into their output: they run nothing
+            "concats_in_place": len({p.root for p in placements.values()}),
             "arena_bytes": self.buffers.arena_bytes,
             "unshared_bytes": self.buffers.unshared_bytes,
             "constant_bytes": int(sum(a.nbytes for a in self.constants.values())),

@@ -8,7 +8,7 @@ import pytest
 
 import fusionlang
 from fusionlang import reference
-from fusionlang.backend.concat_inplace import split_trailing_concats
+from fusionlang.backend.concat_inplace import split_at_concats
 from fusionlang.engine.plan import make_group, per_node_plan
 from fusionlang.ops import GraphBuilder
 
@@ -59,7 +59,7 @@ def test_branches_write_into_the_concat_output(fused):
     for value, at in (("a", 0), ("c", 4 * 81 * 4), ("e", 9 * 81 * 4)):
         assert buffers[value].inside == "cat"
         assert buffers[value].offset == buffers["cat"].offset + at
-    assert _concat_kernels(compiled) == []
+    assert _concat_kernels(compiled) == [] and compiled.stats["concats_in_place"] == 1
 
 
 def test_a_concat_fused_after_a_branch_gets_a_group_of_its_own():
@@ -70,7 +70,7 @@ def test_a_concat_fused_after_a_branch_gets_a_group_of_its_own():
     plan = per_node_plan(graph)
     plan.groups = [make_group(graph, k, m) for k, m in enumerate(members)]
     plan.validate()
-    split = split_trailing_concats(plan)
+    split = split_at_concats(plan)
     assert [g.nodes for g in split.groups[-3:]] == [[conv_a, "a"], ["cat"], ["y"]]
     assert "a" in split.groups[-3].outputs and [g.id for g in split.groups] == list(range(len(members) + 1))
     compiled = _compiled(graph, plan)
@@ -101,7 +101,7 @@ def test_concats_that_cannot_run_in_place_still_copy(case):
     compiled = _compiled(graph, per_node_plan(graph))
     _agrees(compiled, graph, feeds)
     assert all(b.inside is None for b in compiled.buffers.buffers.values())
-    assert len(_concat_kernels(compiled)) == 1
+    assert len(_concat_kernels(compiled)) == 1 and compiled.stats["concats_in_place"] == 0
 
 
 def test_a_concat_of_graph_inputs_or_into_a_graph_output_copies():
@@ -113,3 +113,50 @@ def test_a_concat_of_graph_inputs_or_into_a_graph_output_copies():
     compiled = _compiled(graph, per_node_plan(graph))
     _agrees(compiled, graph, feeds)
     assert all(b.inside is None for b in compiled.buffers.buffers.values())
+
+
+def _dense_block():
+    """densenet's pattern: conv -> concat(previous, conv) -> scale, shift, relu, with the
+    concat also read by the next concat; Apollo-like grouping fuses conv .. relu."""
+    b = GraphBuilder("dense")
+    x = b.input("x", (1, 4, 6, 6))
+    prev = b.relu(x, name="prev")
+    conv = b.conv(prev, b.constant(_weights(2, 4, 3, 3)), pads=[1, 1, 1, 1], name="conv")
+    cat = b.concat(prev, conv, axis=1, name="cat")
+    act = b.relu(b.add(b.mul(cat, b.constant(_weights(1, 6, 1, 1))), b.constant(_weights(1, 6, 1, 1))), name="act")
+    new = b.conv(act, b.constant(_weights(2, 6, 1, 1)), name="new")
+    b.output(b.reduce_sum(b.concat(cat, new, axis=1, name="cat2"), axes=[1], name="y"))
+    graph = b.build()
+    fused = [n.name for n in graph.nodes if n.name in ("conv", "cat", "act") or graph.node(n.name).op in ("mul", "add")]
+    members, placed = [], False
+    for n in graph.nodes:
+        if n.name in fused:
+            if not placed:
+                members.append(fused)
+                placed = True
+        else:
+            members.append([n.name])
+    plan = per_node_plan(graph)
+    plan.groups = [make_group(graph, k, m) for k, m in enumerate(members)]
+    plan.validate()
+    return graph, plan, {"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}
+
+
+def test_a_concat_inside_a_group_is_cut_out_on_the_cpu_only():
+    graph, plan, feeds = _dense_block()
+    whole = next(g for g in plan.groups if "cat" in g.nodes)
+    cut = split_at_concats(plan)
+    pieces = [g.nodes for g in cut.groups if set(g.nodes) & set(whole.nodes)]
+    assert pieces == [["conv"], ["cat"], [n for n in whole.nodes if n not in ("conv", "cat")]]
+    assert split_at_concats(plan, cut_inside=False) is plan  # a GPU keeps the group: a launch costs more
+    compiled = _compiled(graph, plan)
+    _agrees(compiled, graph, feeds)
+    buffers = compiled.buffers.buffers
+    assert buffers["conv"].inside == buffers["prev"].inside == buffers["cat"].inside == "cat2"
+    assert _concat_kernels(compiled) == []
+
+
+def test_no_cut_where_the_concat_would_copy_anyway():
+    graph, plan, _ = _dense_block()
+    graph.outputs.append("prev")  # an input of the concat is a graph output: it keeps its own array
+    assert split_at_concats(plan) is plan
