@@ -137,9 +137,11 @@ class Blocking:
 
 #: micro-tiles (MR, NV) per instruction set, the default first: MR * NV accumulators + NV
 #: B vectors + 1 broadcast fit the vector registers (AVX-512 and NEON 32, AVX2 and the
-#: fallback 16). The others serve shapes the default pads badly (196 output pixels fill
-#: 196 of 256 columns of 64-wide tiles, of 224 of 32-wide ones). AVX-512's default is 6x4:
-#: 1024^3, interleaved, 25 rounds: 6x4 158 GFLOP/s, 14x2 146 (kc 342 to 512 alike).
+#: fallback 16). The last columns of N run a narrower kernel of the same tile (its first
+#: vectors only), so the others serve only M's the default pads by more than a tenth (16 or
+#: 32 output channels fill 16 of 18 or 32 of 36 rows of 6-row tiles, all of 8-row ones):
+#: a library whose GEMMs share a tile compiles one driver per epilogue. AVX-512's default
+#: is 6x4: 1024^3, interleaved, 25 rounds: 6x4 158 GFLOP/s, 14x2 146 (kc 342 to 512 alike).
 MICRO_TILES = {"avx512": ((6, 4), (14, 2), (12, 2), (8, 3)), "avx2": ((6, 2), (4, 3)),
                "neon": ((8, 3), (6, 4)), "generic": ((4, 2),)}
 
@@ -173,12 +175,12 @@ def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple
         return tiles[0]
 
     def padded(tile):
-        mr, nv = tile
-        return _round_up(problem.m, mr) * _round_up(problem.n, vl * nv)
+        # N's last sliver runs a narrower micro-kernel: N pads to a vector, not to the tile
+        return _round_up(problem.m, tile[0]) * _round_up(problem.n, vl)
 
     best = tiles[0]
-    for tile in tiles[1:]:  # another tile only where it saves more than 2% of the work
-        if padded(tile) < 0.98 * padded(best):
+    for tile in tiles[1:]:  # another tile only where it saves more than 10% of the work
+        if padded(tile) < 0.9 * padded(best):
             best = tile
     return best
 
@@ -344,9 +346,8 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
 def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[tuple]:
     """(name, signature, body printer, prelude) of each shape-free helper the driver calls:
     the micro-kernel and the packing routines of the operands not passed packed."""
-    micro = _micro_name(bl)
-    called = [(micro, f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=micro)}",
-               lambda o: _micro_kernel(o, bl), vector_types(bl.vl))]
+    called = [(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
+               lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
     if not packed_a:
         pack = f"fl_gemm_pack_a_{bl.mr}"
         called.append((pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, bl), ""))
@@ -513,39 +514,46 @@ _PACK_A_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols
 _PACK_B_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols, long kc, long n, float *restrict dst)"
 
 
-def _micro_name(bl: Blocking) -> str:
-    return f"fl_gemm_micro_{bl.mr}x{bl.nv}v{bl.vl}"
+def _micro_name(bl: Blocking, vectors: int | None = None) -> str:
+    """The micro-kernel of ``bl``'s tile, or of its first ``vectors`` vectors (a narrower
+    kernel over the same packed slivers, for the last columns of a problem)."""
+    if vectors is None or vectors == bl.nv:
+        return f"fl_gemm_micro_{bl.mr}x{bl.nv}v{bl.vl}"
+    return f"fl_gemm_micro_{bl.mr}x{vectors}v{bl.vl}_of{bl.nv}"
 
 
-def _micro_kernel(out: Lines, bl: Blocking) -> None:
+def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None) -> None:
     # noinline (in its signature): shared by the unit's kernels; a call per MR x NR tile of
-    # kc steps costs nothing
+    # kc steps costs nothing. ``vectors`` < NV: the same slivers (NR floats a step), only
+    # their first vectors computed: the last columns of N cost what they hold, not a tile
+    nv = vectors or bl.nv
+    width = nv * bl.vl
     vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
-    accs = [[f"c{i}_{v}" for v in range(bl.nv)] for i in range(bl.mr)]
+    accs = [[f"c{i}_{v}" for v in range(nv)] for i in range(bl.mr)]
     out(f"{vf} " + ", ".join(f"{acc} = {{0}}" for row in accs for acc in row) + ";")
     # two k steps a trip: 1024^3 on AVX-512, 6x4 tile, ran 159 -> 167 GFLOP/s (4 and 8: no better)
     out("#pragma GCC unroll 2")
     out.open("for (long p = 0; p < kc; p++)")
-    for v in range(bl.nv):
+    for v in range(nv):
         # element-aligned loads: a packed constant from NumPy need not be 64-byte aligned,
         # and an unaligned-type load of aligned data costs the same
         out(f"const {vf} b{v} = *(const {vfu} *)(b + {v * bl.vl});")
     for i in range(bl.mr):
         out(f"const float a{i} = a[{i}];")
-        for v in range(bl.nv):
+        for v in range(nv):
             out(f"{accs[i][v]} += a{i} * b{v};")
     out(f"a += {bl.mr}; b += {bl.nr};")
     out.close()
-    out.open(f"if (mm == {bl.mr} && nn == {bl.nr})")
+    out.open(f"if (mm == {bl.mr} && nn == {width})")
     for i in range(bl.mr):
-        for v in range(bl.nv):
+        for v in range(nv):
             ptr = f"(({vfu} *)(c + {i} * ldc + {v * bl.vl}))"
             out(f"if (accumulate) *{ptr} += {accs[i][v]}; else *{ptr} = {accs[i][v]};")
     out.close("} else {")
     out.depth += 1
-    out(f"float t[{bl.mr}][{bl.nr}] __attribute__((aligned(64)));")
+    out(f"float t[{bl.mr}][{width}] __attribute__((aligned(64)));")
     for i in range(bl.mr):
-        for v in range(bl.nv):
+        for v in range(nv):
             out(f"*({vf} *)&t[{i}][{v * bl.vl}] = {accs[i][v]};")
     out.open("for (int i = 0; i < mm; i++)")
     out.open("for (int j = 0; j < nn; j++)")
@@ -800,7 +808,14 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_a
     out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
     out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
     out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
-    out(f"{_micro_name(bl)}(kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0);")
+    args = "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0"
+    if bl.nv == 1:
+        out(f"{_micro_name(bl)}({args});")
+    else:  # the last sliver of N: only the vectors it holds
+        out(f"const long vectors = (nn + {bl.vl - 1}) / {bl.vl};")
+        for w in range(bl.nv, 1, -1):
+            out(f"{'if' if w == bl.nv else 'else if'} (vectors == {w}) {_micro_name(bl, w)}({args});")
+        out(f"else {_micro_name(bl, 1)}({args});")
     if epilogue is not None:
         out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
     for _ in range(5):
