@@ -125,7 +125,7 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     if group.kind != "kernel" or len(complex_nodes) != 1:
         return None
     node = complex_nodes[0]
-    shapes = _problem(graph, node, ("float32",) if target == "c" else ELEMENT_DTYPES)
+    shapes = _problem(graph, node, ("float32",) if target == "c" else ELEMENT_DTYPES, pointwise_as_matrix=target == "c")
     if shapes is None:
         return None
     problem = shapes[0]
@@ -271,9 +271,11 @@ def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str) -> 
     return lower(schedule_program(build_program(graph, names, constants=constants), target, fuse=False))
 
 
-def _problem(graph: Graph, node: Node, dtypes=("float32",)):
+def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix: bool = False):
     """(GemmProblem, coords, value read as A, value read as B), or None if unsupported:
-    every operand and the result of one dtype of ``dtypes``."""
+    every operand and the result of one dtype of ``dtypes``. ``pointwise_as_matrix``: a
+    1x1, stride-1, unpadded conv reads its input as a plain matrix, not as an im2col (the C
+    template; the CUDA one stages a conv's prologue through its im2col gather)."""
     call = op_call(graph, node)
     types = [t for t in call.in_types if t is not None] + list(call.out_types)
     if len({t.dtype for t in types}) != 1 or types[0].dtype not in dtypes:
@@ -284,7 +286,7 @@ def _problem(graph: Graph, node: Node, dtypes=("float32",)):
         return _gemm_problem(call, node)
     if node.op in POOL_TAPS:
         return _pool_problem(call, node)
-    return _conv_problem(call, node)
+    return _conv_problem(call, node, pointwise_as_matrix)
 
 
 def _matmul_problem(call, node: Node):
@@ -330,14 +332,14 @@ def _window_geometry(call, x, kernel_shape):
     return spatial, out_spatial, window.kernel, window.strides, window.dilations, window.pads_begin
 
 
-def _conv_problem(call, node: Node):
+def _conv_problem(call, node: Node, pointwise_as_matrix: bool = False):
     x, w = call.input(0), call.input(1)
     if x.rank not in (3, 4):
         return None
     spatial, out_spatial, kernel, strides, dilations, pads = _window_geometry(
         call, x, call.attrs["kernel_shape"] or w.shape[2:])
     return _windowed_problem(x, spatial, out_spatial, kernel, strides, dilations, pads, call.attrs["group"],
-                             w.shape[0], node.inputs[1], node.inputs[0])
+                             w.shape[0], node.inputs[1], node.inputs[0], pointwise_as_matrix)
 
 
 def _pool_problem(call, node: Node):
@@ -351,7 +353,7 @@ def _pool_problem(call, node: Node):
 
 
 def _windowed_problem(x, spatial, out_spatial, kernel, strides, dilations, pads, group: int, oc: int,
-                      a_value: str, b_value: str):
+                      a_value: str, b_value: str, pointwise_as_matrix: bool = False):
     batch, channels = x.shape[:2]
     cg, mg = channels // group, oc // group
     kg = cg * kernel[0] * kernel[1]
@@ -359,7 +361,14 @@ def _windowed_problem(x, spatial, out_spatial, kernel, strides, dilations, pads,
     oh, ow = out_spatial
     plane = oh * ow
     a_view = Operand(kg, 1, 0, (0, mg * kg))
-    b_view = Im2Col(cg, h, wd, kernel, strides, dilations, pads, oh, ow, 0, (channels * h * wd, cg * h * wd))
+    if pointwise_as_matrix and tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and not any(pads) \
+            and (oh, ow) == (h, wd):
+        # a pointwise conv reads its input as it lies, a [channels, pixels] matrix: packed
+        # row by row (whole rows of pixels), not one output row's run at a time (A/B by
+        # process: inception_v2 39 -> 37 ms, squeezenet 7.0 -> 6.5)
+        b_view = Operand(h * wd, 1, 0, (channels * h * wd, cg * h * wd))
+    else:
+        b_view = Im2Col(cg, h, wd, kernel, strides, dilations, pads, oh, ow, 0, (channels * h * wd, cg * h * wd))
     c_view = Operand(plane, 1, 0, (oc * plane, mg * plane))
     problem = GemmProblem(mg, plane, kg, a_view, b_view, c_view, (batch, group))
     o0, o1 = (sp.Symbol(f"o{d}", integer=True, nonnegative=True) for d in range(2))

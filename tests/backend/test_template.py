@@ -398,3 +398,21 @@ def test_packing_buffers_that_cannot_be_allocated_are_a_one_line_resource_error(
     monkeypatch.delenv("FUSIONLANG_COPT")
     np.testing.assert_allclose(fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c").run(feeds)[y],
                                np.maximum(feeds["x"] @ feeds["w"], 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("group,pads", [(1, [0, 0, 0, 0]), (2, [0, 0, 0, 0]), (1, [1, 1, 1, 1])])
+def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
+    # 1x1, stride 1, unpadded: packed as a [channels, pixels] matrix, whole rows at a time,
+    # across batch and groups; padded, it stays an im2col
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("pointwise")
+    x = b.input("x", (2, 4, 5, 7))
+    w = b.constant(rng.standard_normal((6, 4 // group, 1, 1)).astype(np.float32))
+    b.output(b.relu(b.conv(x, w, group=group, pads=pads), name="y"))
+    graph = b.build()
+    feeds = {"x": rng.standard_normal((2, 4, 5, 7)).astype(np.float32)}
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
+    padded = any(pads)
+    assert ("fl_gemm_pack_im2col_" in compiled.sources) == padded
+    assert ("fl_gemm_pack_b_" in compiled.sources) != padded
