@@ -36,8 +36,8 @@ def _branches(batch=1, repeat=False, output_branch=False):
     return b.build(), {"x": RNG.standard_normal((batch, 3, 9, 9)).astype(np.float32)}
 
 
-def _compiled(graph, plan=None):
-    return fusionlang.compile(plan or fusionlang.fuse(graph, "apollo"), "c")
+def _compiled(graph, plan=None, target="c"):
+    return fusionlang.compile(plan or fusionlang.fuse(graph, "apollo"), target)
 
 
 def _agrees(compiled, graph, feeds):
@@ -50,10 +50,10 @@ def _concat_kernels(compiled):
     return [k for k in compiled.kernels if any(compiled.graph.node(n).op == "concat" for n in k.nodes)]
 
 
-@pytest.mark.parametrize("fused", [True, False])
-def test_branches_write_into_the_concat_output(fused):
+@pytest.mark.parametrize("fused,target", [(True, "c"), (False, "c"), (True, "cuda-emu")])
+def test_branches_write_into_the_concat_output(fused, target):
     graph, feeds = _branches()
-    compiled = _compiled(graph, None if fused else per_node_plan(graph))
+    compiled = _compiled(graph, None if fused else per_node_plan(graph), target)
     _agrees(compiled, graph, feeds)
     buffers = compiled.buffers.buffers
     for value, at in (("a", 0), ("c", 4 * 81 * 4), ("e", 9 * 81 * 4)):
@@ -86,8 +86,9 @@ def test_nested_concats_add_up_their_offsets():
     b.output(b.reduce_sum(second, axes=[1], name="total"), b.tanh(first, name="t"))
     graph = b.build()
     feeds = {"x": RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)}
-    compiled = _compiled(graph, per_node_plan(graph))
-    _agrees(compiled, graph, feeds)
+    for target in ("c", "cuda-emu"):
+        compiled = _compiled(graph, per_node_plan(graph), target)
+        _agrees(compiled, graph, feeds)
     buffers = compiled.buffers.buffers
     assert buffers["c1"].inside == buffers["r0"].inside == buffers["s1"].inside == "c2"
     assert buffers["n0"].offset == buffers["c2"].offset + 2 * 25 * 4
