@@ -17,8 +17,9 @@ from importlib import resources
 from fusionlang.errors import RuleError
 from fusionlang.lang import ast as A
 from fusionlang.lang.checker import check_modules, clear_memo
-from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span
+from fusionlang.lang.diagnostics import Diagnostic, Diagnostics, Span, remember_source
 from fusionlang.lang.parser import parse_module
+from fusionlang.lang.shipped import shipped_module
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.ops.registry import REGISTRY, OpRegistry
 
@@ -132,7 +133,12 @@ def _parse_file(real: str, diags: Diagnostics, span: Span) -> A.Module | None:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
         diags.error(span, f"cannot read {display_path(real)!r}: {reason}")
         return None
-    module = parse_module(text, display_path(real), diags)
+    display = display_path(real)
+    module = shipped_module(display, text)  # a standard file as shipped parsed: no lark run
+    if module is not None:
+        remember_source(display, text)
+    else:
+        module = parse_module(text, display, diags)
     if module is not None:
         _MODULES[key] = module
     return module
