@@ -802,10 +802,12 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_a
         out(f"fl_gemm_pack_a_{bl.mr}(a_o + ic * {rows} + pc * {cols}, {rows}, {cols}, mc, kc, ap);")
         out("const float *apan = ap;")
     if threads:
-        out("#pragma omp parallel for schedule(static)")
+        # the tiles of the panel, not just its slivers: a 7x7 plane is one 64-wide sliver
+        # (each tile writes its own block of C)
+        out("#pragma omp parallel for collapse(2) schedule(static)")
     out.open(f"for (long jr = 0; jr < nc; jr += {bl.nr})")
-    out(f"const long nn = nc - jr < {bl.nr} ? nc - jr : {bl.nr};")
     out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
+    out(f"const long nn = nc - jr < {bl.nr} ? nc - jr : {bl.nr};")
     out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
     out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
     args = "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0"
