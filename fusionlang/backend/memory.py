@@ -129,10 +129,11 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
             while b.kind == "alias":
                 b = buffers[b.root]
             b.last = end
-    placements = placements or {}
-    for value in placements:
+    # where each placed value lies in its outermost concat output (a chain resolved once)
+    outermost = {value: resolve(placements, value) for value in placements or {}}
+    for value, where in outermost.items():
         b = buffers[value]
-        b.inside = resolve(placements, value).root
+        b.inside = where.root
         outer = buffers[b.inside]
         outer.first, outer.last = min(outer.first, b.first), max(outer.last, b.last)
     arena = [b for b in buffers.values() if b.kind == "arena" and b.inside is None]
@@ -160,8 +161,8 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
         lo, hi = b.offset, b.offset + _align(max(b.nbytes, 1))
         b.shares_with = sorted(p.value for p in placed
                                if p is not b and p.offset < hi and lo < p.offset + _align(max(p.nbytes, 1)))
-    for value in placements:
-        buffers[value].offset = buffers[buffers[value].inside].offset + resolve(placements, value).at
+    for value, where in outermost.items():
+        buffers[value].offset = buffers[where.root].offset + where.at
     return BufferPlan(buffers, top, unshared)
 
 

@@ -15,6 +15,7 @@ import fusionlang.lang
 from fusionlang.lang import parse_tables
 from fusionlang.lang.loader import rules_dir
 from fusionlang.lang.parse_tables import OPTIONS, TABLES, build_parser, grammar_text, tables_module
+from fusionlang.lang.shipped import STD_MODULES
 
 
 def _stamp(text: str) -> dict:
@@ -34,9 +35,10 @@ def test_shipped_tables_are_those_of_the_current_grammar():
         "run python tools/gen_parse_tables.py"
 
 
-def test_the_tables_module_holds_literals_only():
-    # read back by importing it: nothing in it may do anything but build data
-    text = resources.files("fusionlang.lang").joinpath(TABLES).read_text(encoding="utf-8")
+@pytest.mark.parametrize("module", [TABLES, STD_MODULES])
+def test_the_generated_modules_hold_literals_only(module):
+    # read back by importing them: nothing in them may do anything but build data
+    text = resources.files("fusionlang.lang").joinpath(module).read_text(encoding="utf-8")
     for node in ast.parse(text).body:
         if isinstance(node, ast.Expr):  # the docstring
             assert isinstance(node.value, ast.Constant)
