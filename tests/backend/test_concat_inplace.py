@@ -116,7 +116,7 @@ def test_a_concat_of_graph_inputs_or_into_a_graph_output_copies():
     assert all(b.inside is None for b in compiled.buffers.buffers.values())
 
 
-def _dense_block():
+def _dense_block(last_of_block=False):
     """densenet's pattern: conv -> concat(previous, conv) -> scale, shift, relu, with the
     concat also read by the next concat; Apollo-like grouping fuses conv .. relu."""
     b = GraphBuilder("dense")
@@ -126,7 +126,10 @@ def _dense_block():
     cat = b.concat(prev, conv, axis=1, name="cat")
     act = b.relu(b.add(b.mul(cat, b.constant(_weights(1, 6, 1, 1))), b.constant(_weights(1, 6, 1, 1))), name="act")
     new = b.conv(act, b.constant(_weights(2, 6, 1, 1)), name="new")
-    b.output(b.reduce_sum(b.concat(cat, new, axis=1, name="cat2"), axes=[1], name="y"))
+    if last_of_block:  # a transition layer follows: nothing but the group reads the concat
+        b.output(b.reduce_sum(new, axes=[1], name="y"))
+    else:
+        b.output(b.reduce_sum(b.concat(cat, new, axis=1, name="cat2"), axes=[1], name="y"))
     graph = b.build()
     fused = [n.name for n in graph.nodes if n.name in ("conv", "cat", "act") or graph.node(n.name).op in ("mul", "add")]
     members, placed = [], False
@@ -155,6 +158,38 @@ def test_a_concat_inside_a_group_is_cut_out_on_the_cpu_only():
     buffers = compiled.buffers.buffers
     assert buffers["conv"].inside == buffers["prev"].inside == buffers["cat"].inside == "cat2"
     assert _concat_kernels(compiled) == []
+
+
+def test_the_last_concat_of_a_dense_block_is_cut_out_of_its_group_on_the_cpu():
+    """Read only inside its group, by the batch norm after it: its inputs come from before the
+    group and from the group's conv, which are stored anyway, so the cut stores nothing more
+    (fused with the batch norm, the offset writes left loop fusion no shared loop)."""
+    graph, plan, feeds = _dense_block(last_of_block=True)
+    whole = next(g for g in plan.groups if "cat" in g.nodes)
+    cut = split_at_concats(plan)
+    pieces = [g.nodes for g in cut.groups if set(g.nodes) & set(whole.nodes)]
+    assert pieces == [["conv"], ["cat"], [n for n in whole.nodes if n not in ("conv", "cat")]]
+    assert split_at_concats(plan, cut_inside=False) is plan
+    compiled = _compiled(graph, plan)
+    _agrees(compiled, graph, feeds)
+    buffers = compiled.buffers.buffers
+    assert buffers["conv"].inside == buffers["prev"].inside == "cat" and _concat_kernels(compiled) == []
+    assert all("distributed" not in k.strategy for k in compiled.kernels)
+
+
+def test_no_cut_where_the_group_computes_what_the_concat_lays_out():
+    """Concat inputs made by elementwise nodes of the group are never stored when the group
+    stays whole: cut out, they would be."""
+    b = GraphBuilder("inner")
+    x = b.input("x", (1, 4, 6, 6))
+    cat = b.concat(b.relu(x, name="r"), b.tanh(x, name="t"), axis=1, name="cat")
+    b.output(b.sigmoid(cat, name="y"))
+    graph = b.build()
+    plan = per_node_plan(graph)
+    plan.groups = [make_group(graph, 0, [n.name for n in graph.nodes])]
+    plan.validate()
+    assert split_at_concats(plan) is plan
+    _agrees(_compiled(graph, plan), graph, {"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)})
 
 
 def test_no_cut_where_the_concat_would_copy_anyway():
