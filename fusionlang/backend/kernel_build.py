@@ -36,6 +36,8 @@ class KernelBuild:
     streamed: frozenset = frozenset()
     #: how CUDA GEMM templates multiply on tensor cores (backend.cuda_gemm.PRECISIONS)
     precision: str = "fp32"
+    #: C target: time each kernel call (CompiledGraph.profile)
+    profile: bool = False
 
     @property
     def graph(self) -> Graph:

@@ -26,4 +26,18 @@ class KernelInfo:
                 "strategy": self.strategy, "launches": self.launches}
 
 
-__all__ = ["KernelInfo"]
+@dataclass(frozen=True)
+class KernelTime:
+    """What :meth:`CompiledGraph.profile` measured of one kernel: wall seconds per run
+    (CLOCK_MONOTONIC around each call; a template's parts before and after it included),
+    and its ``share`` of the time of all kernels."""
+
+    kernel: KernelInfo
+    seconds: float
+    share: float
+
+    def to_dict(self) -> dict:
+        return {**self.kernel.to_dict(), "seconds": self.seconds, "share": self.share}
+
+
+__all__ = ["KernelInfo", "KernelTime"]

@@ -19,7 +19,7 @@ from fusionlang.backend.concat_inplace import Placement, concat_placements, drop
 from fusionlang.backend.cuda_emu import EmuRuntime
 from fusionlang.backend.cuda_gemm import PRECISIONS
 from fusionlang.backend.kernel_build import KernelBuild
-from fusionlang.backend.kernel_info import KernelInfo
+from fusionlang.backend.kernel_info import KernelInfo, KernelTime
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.machine import host
 from fusionlang.backend.memory import BufferPlan, plan_buffers
@@ -140,11 +140,13 @@ class CompiledGraph:
 
     def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
                  fuse: bool = True, check_indices: bool = True, templates: bool = True, threads: int | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", profile: bool = False):
         if target not in TARGETS:
             raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
         if precision not in PRECISIONS:
             raise CodegenError(f"precision={precision!r}: expected one of {', '.join(map(repr, PRECISIONS))}")
+        if profile and target != "c":
+            raise CodegenError(f"profile=True times the kernels of the C target only (this is {target!r})")
         start = time.perf_counter()
         plan.validate()
         plan = split_at_concats(plan, cut_inside=target == "c")
@@ -173,7 +175,8 @@ class CompiledGraph:
         streamed = streamed_values(plan.graph, host()) if target == "c" and not self.openmp else frozenset()
         build = KernelBuild(plan, lowered, templated, self.constants, self.buffers, openmp=self.openmp,
                             threads=threads, sanitize=sanitize, check_indices=check_indices, streamed=streamed,
-                            precision=precision)
+                            precision=precision, profile=profile)
+        self.profiled = profile
         # the build (polyhedral programs, loop IR: isl contexts, sympy trees) is not needed
         # to run and is let go here; so is the graph from before rewriting, so a compiled
         # graph holds little beyond its constants and buffers
@@ -210,6 +213,22 @@ class CompiledGraph:
         outputs (what benchmarks time; ``run`` is this plus copying results out)."""
         self._runtime.execute(feeds)
 
+    def profile(self, feeds: Mapping[str, np.ndarray], runs: int = 10) -> list[KernelTime]:
+        """Run ``runs`` times and return each kernel's mean wall time per run, in launch
+        order (compile with ``profile=True``; C target). Where the time goes, kernel by
+        kernel: the sum of the rest over the whole is what fusing them away could save."""
+        if not self.profiled:
+            raise CodegenError("profile() times kernels compiled with profile=True")
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise CodegenError(f"runs={runs!r}: expected a positive number of runs")
+        arrays = {k: np.ascontiguousarray(v) for k, v in check_feeds(self.graph, feeds).items()}
+        self._runtime.reset_profile()
+        for _ in range(runs):
+            self._runtime.execute(arrays)
+        seconds = [s / runs for s in self._runtime.kernel_seconds()]
+        total = sum(seconds) or 1.0
+        return [KernelTime(k, s, s / total) for k, s in zip(self.kernels, seconds)]
+
     def launch(self):
         """CUDA target: enqueue one run on the inputs of the last ``run``/``execute``, copying
         nothing in or out and not waiting for it; returns the CuPy stream it runs on (what GPU
@@ -239,7 +258,7 @@ def _never_allocated(plan: FusionPlan, templates: dict) -> int:
 
 def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
             fuse: bool = True, check_indices: bool = True, templates: bool = True,
-            threads: int | None = None, precision: str = "fp32") -> CompiledGraph:
+            threads: int | None = None, precision: str = "fp32", profile: bool = False) -> CompiledGraph:
     """Compile a fusion plan for ``target`` ("c" or "cuda").
 
     ``check_indices=False`` drops the check of gathered indices: an index outside its axis
@@ -252,14 +271,16 @@ def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, saniti
     Results do not depend on the thread count: no sum is split across threads.
     ``precision`` (CUDA targets): how conv and matmul multiply on tensor cores (sm_80 and
     newer): "fp32" (default) in three TF32 passes over split operands, as accurate as fp32;
-    "tf32" in one pass, about three times the speed and 1e-3 relative error."""
+    "tf32" in one pass, about three times the speed and 1e-3 relative error.
+    ``profile=True`` (C target) times every kernel call; ``CompiledGraph.profile(feeds)``
+    reports the times. The clock costs about 50 ns a call, so it is off by default."""
     try:
         return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, check_indices=check_indices,
-                             templates=templates, threads=threads, precision=precision)
+                             templates=templates, threads=threads, precision=precision, profile=profile)
     except FuseError:
         raise
     except RecursionError as exc:
         raise CodegenError(f"expression too deep to compile: {exc}") from None
 
 
-__all__ = ["RUNTIMES", "TARGETS", "CompiledGraph", "KernelInfo", "compile", "lower_group"]
+__all__ = ["RUNTIMES", "TARGETS", "CompiledGraph", "KernelInfo", "KernelTime", "compile", "lower_group"]

@@ -3,7 +3,9 @@
 The library holds every distinct kernel function and a driver ``fl_run(void **slots)``
 that calls them in plan order. A slot is a pointer: a feed, a constant (uploaded once), or
 a place in the arena (allocated once). With ``sanitize`` every buffer is its own allocation
-so AddressSanitizer's redzones surround each one.
+so AddressSanitizer's redzones surround each one. With ``profile`` the driver also adds the
+nanoseconds each call took to an array of its own slot (per compiled graph, not a global of
+the library, which two compiled graphs of one source share).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class CRuntime:
         helpers: dict[str, str] = {}
         vector_code: set[str] = set()
         calls = []
+        #: the index in ``kernels`` of each call's kernel (a template group makes up to 3 calls)
+        self.call_kernel: list[int] = []
         for group in build.plan.groups:
             parts, main, strategy = self._functions(build, group)
             if not parts:
@@ -52,6 +56,7 @@ class CRuntime:
                 if fn.vector_code:
                     vector_code.add(fn.name)
                 calls.append((fn, [self._slot_of(a) for a in fn.params]))
+                self.call_kernel.append(len(self.kernels))
             self.kernels.append(KernelInfo(group.id, main.name, sum(fn.nests for fn in parts),
                                          _shown_source(parts), list(group.nodes), strategy,
                                          [a.value for a in main.params]))
@@ -60,7 +65,13 @@ class CRuntime:
         self.helpers = helpers
         #: (function, slot of each parameter) in launch order
         self.calls = calls
-        self.driver = self._driver(calls, build)
+        #: nanoseconds spent in each call since the last reset_profile (profile=True only)
+        self.profile_ns: np.ndarray | None = None
+        profile_slot = None
+        if build.profile:
+            profile_slot = self.slots[("aux", "profile")] = len(self.slots)
+            self.profile_ns = self.slot_arrays[profile_slot] = np.zeros(max(1, len(calls)), np.int64)
+        self.driver = self._driver(calls, build, profile_slot)
         self.source = C_PRELUDE + "\n" + "".join(helpers.values()) + "\n".join(functions.values()) + "\n" + self.driver
         units = self._units(functions, vector_code)
         self.library_path = build_library([u for u, _ in units], openmp=build.openmp, sanitize=build.sanitize,
@@ -141,9 +152,11 @@ class CRuntime:
         return self.slots[key]
 
     @staticmethod
-    def _driver(calls, build: KernelBuild) -> str:
+    def _driver(calls, build: KernelBuild, profile_slot: int | None = None) -> str:
         """``int fl_run(void** slots, int64_t* err)``: the kernels in order; it stops after a
-        fallible kernel that filled the error record, noting which call that was."""
+        fallible kernel that filled the error record, noting which call that was. With a
+        ``profile_slot``, each call's time (CLOCK_MONOTONIC: wall time, threads included)
+        is added to the int64 array in that slot."""
         protos, body = {}, []
         for k, (fn, args) in enumerate(calls):
             params = []
@@ -157,13 +170,21 @@ class CRuntime:
                 params.append("int64_t*")
                 casts.append("err")
             protos[fn.name] = f"void {fn.name}({', '.join(params) if params else 'void'});"
-            body.append(f"  {fn.name}({', '.join(casts)});")
+            call = f"{fn.name}({', '.join(casts)});"
+            if profile_slot is None:
+                body.append(f"  {call}")
+            else:
+                body.append(f"  clock_gettime(CLOCK_MONOTONIC, &t0); {call} clock_gettime(CLOCK_MONOTONIC, &t1);")
+                body.append(f"  prof[{k}] += (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);")
             if fn.fallible:
                 body.append(f"  if (err[0]) {{ err[3] = {k}; return 1; }}")
         head = "#include <stdint.h>\n#include <stddef.h>\n"
         if build.openmp and build.threads is not None:
             head += "#include <omp.h>\n"
             body.insert(0, f"  omp_set_num_threads({build.threads});")
+        if profile_slot is not None:
+            head += "#include <time.h>\n"
+            body.insert(0, f"  int64_t *prof = (int64_t *)s[{profile_slot}];\n  struct timespec t0, t1;")
         return (head + "\n".join(protos.values())
                 + "\nint fl_run(void** s, int64_t* err) {\n" + "\n".join(body) + "\n  return 0;\n}\n")
 
@@ -231,6 +252,17 @@ class CRuntime:
                 self.table[self.slots[("value", name)]] = self._address(name)
         return gather_outputs(self.graph, self.buffers, self.constants, feeds,
                               lambda name, b, t: direct[name] if name in direct else self._array(name).copy())
+
+    def reset_profile(self) -> None:
+        self.profile_ns[:] = 0
+
+    def kernel_seconds(self) -> list[float]:
+        """Seconds spent in each kernel (in ``kernels`` order) since the last reset, its
+        parts before and after a template included."""
+        totals = [0.0] * len(self.kernels)
+        for k, ns in zip(self.call_kernel, self.profile_ns.tolist()):
+            totals[k] += ns * 1e-9
+        return totals
 
     def _output_array(self, name: str) -> np.ndarray:
         """The array the last run returned for ``name`` if nothing else holds it any more

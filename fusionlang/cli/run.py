@@ -17,6 +17,7 @@ from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
 from fusionlang.cli.text import print_line
+from fusionlang.errors import InputError
 from fusionlang.reference import run as reference_run
 
 HELP = "run a model (compiled, or with the reference interpreter)"
@@ -40,13 +41,22 @@ def configure(p) -> None:
     p.add_argument("--precision", choices=["fp32", "tf32"], default="fp32",
                    help="--target cuda: conv and matmul on tensor cores in three TF32 passes as accurate as fp32 "
                    "(default), or in one, faster, about 1e-3 relative")
+    p.add_argument("--profile", type=flags.repeat, metavar="RUNS",
+                   help="--target c: time each kernel over RUNS more runs and show where the time goes")
     p.add_argument("--unchecked-indices", action="store_true",
                    help="drop the range check of gathered indices (only for indices known to be in range)")
+
+
+#: kernels the --profile table lists (the rest are summed in one line)
+PROFILE_ROWS = 15
 
 
 def run(args) -> int:
     out = console(args)
     expected = None
+    times = None
+    if args.profile and args.target != "c":
+        raise InputError(f"--profile times compiled C kernels: use it with --target c (not {args.target})")
     if args.output_dir:
         check_output_directory(args.output_dir)  # before the work, not after it
     with Stages(args) as stages:
@@ -69,9 +79,14 @@ def run(args) -> int:
             check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
             with stages.step(f"loop fusion + codegen ({args.target})"):
                 options = {"threads": args.threads} if args.target == "c" else {"precision": args.precision}
+                if args.profile:
+                    options["profile"] = True
                 compiled = compile_plan(plan, args.target, check_indices=not args.unchecked_indices, **options)
             with stages.step(f"run ({args.target})"):
                 outputs = compiled.run(feeds)
+            if args.profile:
+                with stages.step(f"profile ({args.profile} runs)"):
+                    times = compiled.profile(feeds, runs=args.profile)
             if args.check:
 
                 with stages.step("check against the reference interpreter"):
@@ -88,6 +103,8 @@ def run(args) -> int:
     problems = compare(outputs, expected, args.rtol, args.atol) if expected is not None else []
     report["check"] = "skipped" if expected is None else ("ok" if not problems else problems)
     report["timings"] = stages.timings
+    if times is not None:
+        report["profile"] = [t.to_dict() for t in times]
     if wants_json(args):
         print(json.dumps(report, indent=2))
     else:
@@ -103,6 +120,26 @@ def run(args) -> int:
         if expected is not None:
             out.print("check against the reference interpreter: " + ("ok" if not problems else "MISMATCH"))
         out.print(f"{args.target}: {elapsed:.3f} s")
+        if times is not None:
+            for line in profile_table(times, compiled.graph, args.profile):
+                out.print(line, markup=False, highlight=False)
     for problem in problems:
         print_line(f"fusionlang: mismatch: {problem}")
     return EXIT_MISMATCH if problems else EXIT_OK
+
+
+def profile_table(times, graph, runs: int) -> list[str]:
+    """Kernels by time, slowest first: ms per run, share, strategy, what each computes."""
+    total = sum(t.seconds for t in times)
+    ranked = sorted(times, key=lambda t: -t.seconds)
+    lines = [f"kernel time, mean of {runs} runs: {total * 1e3:.3f} ms in {len(times)} kernels",
+             f"{'ms':>9} {'share':>6}  {'strategy':<22} nodes"]
+    for t in ranked[:PROFILE_ROWS]:
+        nodes = ", ".join(f"{graph.node(n).op} {n}" for n in t.kernel.nodes[:4])
+        more = f" (+{len(t.kernel.nodes) - 4})" if len(t.kernel.nodes) > 4 else ""
+        lines.append(f"{t.seconds * 1e3:9.3f} {t.share:6.1%}  {t.kernel.strategy[:22]:<22} {nodes}{more}")
+    rest = ranked[PROFILE_ROWS:]
+    if rest:
+        lines.append(f"{sum(t.seconds for t in rest) * 1e3:9.3f} {sum(t.share for t in rest):6.1%}  "
+                     f"the other {len(rest)} kernels")
+    return lines

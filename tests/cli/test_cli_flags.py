@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cli_helpers import conv_bn_pool_model, one_line_error
 
@@ -45,6 +47,26 @@ def test_run_precision_is_one_of_two(capsys, model):
 def test_run_on_two_threads_checks_against_the_reference(capsys, model):
     assert main(["run", model, "--random-inputs", "0", "--threads", "2", "--check"]) == 0
     assert "ok" in capsys.readouterr().out
+
+
+def test_run_profile_shows_where_the_time_goes(capsys, model):
+    assert main(["run", model, "--random-inputs", "0", "--profile", "3", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel time, mean of 3 runs:" in out and "check against the reference interpreter: ok" in out
+    assert "gemm template" in out and "relu relu, tanh tanh" in out  # the strategy and "op node" of each kernel
+    assert main(["--json", "run", model, "--random-inputs", "0", "--profile", "2"]) == 0
+    rows = json.loads(capsys.readouterr().out)["profile"]
+    assert rows and sum(r["share"] for r in rows) == pytest.approx(1.0) and all(r["seconds"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--profile", "0"], f"argument --profile: the repeat count must be from 1 to {MAX_REPEAT}, got '0' "
+                         "(see fusionlang run --help)"),
+    (["--profile", "2", "--target", "reference"], "--profile times compiled C kernels: use it with --target c "
+                                                  "(not reference)"),
+])
+def test_run_profile_errors(capsys, model, argv, message):
+    assert one_line_error(capsys, ["run", model, "--random-inputs", "0", *argv]) == f"fusionlang: error: {message}"
 
 
 @pytest.mark.parametrize("flag", ["--rtol", "--atol"])
