@@ -25,6 +25,12 @@ For each workload: medians of process CPU time (wall time beside) over the round
 fused / ORT, fused / unfused, and the largest difference of each output from ORT's. Prints a
 table and writes bench/results/model_runtime[_threads].json.
 
+Also what fusion *could* save: the unfused build compiled with ``profile=True`` (a build of
+its own, so the clock is not in the timed runs) reports each kernel's time; fusion leaves
+the templates' work (conv, matmul, pooling) whole and at best removes the rest, so
+``fusion_bound = total / template time`` of the unfused build is the largest
+``unfused / fused`` the fused build can reach.
+
     python bench/model_runtime.py [--rounds 7] [--threads 1|all] [--only resnet50,bert_layer]
 """
 
@@ -262,7 +268,19 @@ def competitors(model: onnx.ModelProto, threads: str) -> tuple[dict, dict, dict]
         fns["torch"] = lambda: torch_run(feeds)
     info = {"fused_kernels": fused.stats["kernels"], "unfused_kernels": unfused.stats["kernels"],
             "templates": sum(k.strategy == "gemm template" for k in fused.kernels)}
+    if not openmp:
+        info["unfused_profiled"] = fusionlang.compile(unfused_plan(plan.graph), "c", profile=True)
     return fns, feeds, info
+
+
+def fusion_bound(profiled, feeds, rounds: int) -> dict:
+    """The unfused build's time split: templates against every other kernel, and the largest
+    unfused / fused that removing all of the others would give."""
+    times = profiled.profile(feeds, runs=rounds)
+    template = sum(t.seconds for t in times if t.kernel.strategy == "gemm template")
+    total = sum(t.seconds for t in times)
+    return {"unfused_template_ms": 1e3 * template, "unfused_other_ms": 1e3 * (total - template),
+            "fusion_bound": total / template if template else float("inf")}
 
 
 def interleaved(fns: dict, rounds: int) -> dict:
@@ -297,9 +315,12 @@ def agreement(results: dict) -> dict:
 
 
 def bench(name: str, model: onnx.ModelProto, rounds: int, threads: str) -> dict:
-    fns, _, info = competitors(model, threads)
+    fns, feeds, info = competitors(model, threads)
+    profiled = info.pop("unfused_profiled", None)
     timing, results = interleaved(fns, rounds)
     row = {"workload": name, **info, "timing": timing, "max_rel_diff_from_ort": agreement(results)}
+    if profiled is not None:
+        row.update(fusion_bound(profiled, feeds, rounds))
     cpu = {k: v["cpu_ms"] for k, v in timing.items()}
     wall = {k: v["wall_ms"] for k, v in timing.items()}
     clock = wall if threads == "all" else cpu
@@ -311,7 +332,7 @@ def bench(name: str, model: onnx.ModelProto, rounds: int, threads: str) -> dict:
 def table(rows: list[dict], threads: str) -> str:
     clock = "wall" if threads == "all" else "cpu"
     head = (f"{'workload':20} {'fused ms':>9} {'unfused':>8} {'ORT':>8} {'torch':>7} {'fused/ORT':>9} "
-            f"{'unfused/fused':>13} {'kernels':>8} {'max diff':>9}")
+            f"{'unfused/fused':>13} {'bound':>6} {'kernels':>8} {'max diff':>9}")
     lines = [head, "-" * len(head)]
     for r in rows:
         t = r["timing"]
@@ -321,7 +342,8 @@ def table(rows: list[dict], threads: str) -> str:
 
         diff = max(r["max_rel_diff_from_ort"].values())
         lines.append(f"{r['workload']:20} {ms('fused'):>9} {ms('unfused'):>8} {ms('ort'):>8} {ms('torch'):>7} "
-                     f"{r['fused_over_ort']:9.2f} {r['unfused_over_fused']:13.2f} {r['fused_kernels']:8} {diff:9.1e}")
+                     f"{r['fused_over_ort']:9.2f} {r['unfused_over_fused']:13.2f} "
+                     f"{r.get('fusion_bound', float('nan')):6.2f} {r['fused_kernels']:8} {diff:9.1e}")
     return "\n".join(lines)
 
 
@@ -357,6 +379,9 @@ def main(argv=None) -> int:
         "worst_fused_over_ort_blocks": max((r["fused_over_ort"] for r in blocks), default=float("nan")),
         "least_unfused_over_fused_light": min((r["unfused_over_fused"] for r in rows
                                                if r["workload"] in LIGHT_MODELS), default=float("nan")),
+        # where even removing every non-template kernel could not give 1.1x
+        "light_bound_below_1_1": [r["workload"] for r in rows if r["workload"] in LIGHT_MODELS
+                                  and r.get("fusion_bound", math.inf) < 1.1],
     }
     try:
         import onnxruntime
@@ -371,7 +396,8 @@ def main(argv=None) -> int:
     print(table(rows, args.threads))
     print(f"geomean fused/ORT over models {summary['geomean_fused_over_ort_models']:.2f}, worst model "
           f"{summary['worst_fused_over_ort_models']:.2f}, worst block {summary['worst_fused_over_ort_blocks']:.2f}, "
-          f"least unfused/fused on a light model {summary['least_unfused_over_fused_light']:.2f}"
+          f"least unfused/fused on a light model {summary['least_unfused_over_fused_light']:.2f}; "
+          f"fusion bound below 1.1 on {', '.join(summary['light_bound_below_1_1']) or 'no light model'}"
           + ("" if result["torch"] else "  (PyTorch eager: torch/onnx2torch not installed, left out)"))
     RESULTS.mkdir(exist_ok=True)
     suffix = "" if args.threads == "1" else "_threads"
