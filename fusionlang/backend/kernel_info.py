@@ -20,10 +20,14 @@ class KernelInfo:
     #: kernel parameters as value names (None for constant tables of an op's access spec)
     params: list = field(default_factory=list)
     launches: int = 1
+    #: a template kernel's problem as a GEMM ("GEMM m=64 n=3136 k=576"), else empty
+    detail: str = ""
+    #: floating-point operations of a template kernel's problem per run (0: not counted)
+    flops: int = 0
 
     def to_dict(self) -> dict:
         return {"group": self.group, "name": self.name, "nests": self.nests, "nodes": self.nodes,
-                "strategy": self.strategy, "launches": self.launches}
+                "strategy": self.strategy, "launches": self.launches, "detail": self.detail, "flops": self.flops}
 
 
 @dataclass(frozen=True)

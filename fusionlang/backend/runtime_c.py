@@ -47,7 +47,7 @@ class CRuntime:
         #: the index in ``kernels`` of each call's kernel (a template group makes up to 3 calls)
         self.call_kernel: list[int] = []
         for group in build.plan.groups:
-            parts, main, strategy = self._functions(build, group)
+            parts, main, strategy, (detail, flops) = self._functions(build, group)
             if not parts:
                 continue
             for fn in parts:
@@ -59,7 +59,7 @@ class CRuntime:
                 self.call_kernel.append(len(self.kernels))
             self.kernels.append(KernelInfo(group.id, main.name, sum(fn.nests for fn in parts),
                                          _shown_source(parts), list(group.nodes), strategy,
-                                         [a.value for a in main.params]))
+                                         [a.value for a in main.params], detail=detail, flops=flops))
         self.functions = functions
         #: the routines the GEMM kernels share (micro-kernels, packers), by name
         self.helpers = helpers
@@ -111,19 +111,19 @@ class CRuntime:
         units[smallest] = (units[smallest][0] + "\n" + text, units[smallest][1])
 
     @staticmethod
-    def _functions(build: KernelBuild, group) -> tuple[list[CFunction], CFunction | None, str]:
-        """(the C functions one group runs, in order; the one that names it; its strategy):
-        one loop-nest kernel, or the template call with the loop nests of the parts before
-        and after it."""
+    def _functions(build: KernelBuild, group) -> tuple[list[CFunction], CFunction | None, str, tuple[str, int]]:
+        """(the C functions one group runs, in order; the one that names it; its strategy;
+        a template's problem and its flops): one loop-nest kernel, or the template call
+        with the loop nests of the parts before and after it."""
         label = f"group {group.id}"
         planned = build.templates.get(group.id)
         if planned is None:
             lowered = build.lowered.get(group.id)
             if lowered is None:
-                return [], None, ""
+                return [], None, "", ("", 0)
             fn = emit_function(lowered, label, openmp=build.openmp, check_indices=build.check_indices,
                                streamed=build.streamed)
-            return [fn], fn, lowered.scheduled.tree.strategy
+            return [fn], fn, lowered.scheduled.tree.strategy, ("", 0)
         helpers: dict[str, str] = {}
         name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp, helpers=helpers)
         main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM",
@@ -135,7 +135,10 @@ class CRuntime:
         if planned.after is not None:
             parts.append(emit_function(planned.after, f"{label}, after its template", openmp=build.openmp,
                                        check_indices=build.check_indices, streamed=build.streamed))
-        return parts, main, "gemm template"
+        problem = planned.problem
+        outer = "".join(f" x{n}" for n in problem.outer if n > 1)
+        flops = problem.flops if kind != "pooling" else 0  # a pool's taps are compares, not multiply-adds
+        return parts, main, "gemm template", (f"{kind} m={problem.m} n={problem.n} k={problem.k}{outer}", flops)
 
     # ----- slots ----------------------------------------------------------------------
     def _slot_of(self, array) -> int:

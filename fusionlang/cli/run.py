@@ -129,17 +129,20 @@ def run(args) -> int:
 
 
 def profile_table(times, graph, runs: int) -> list[str]:
-    """Kernels by time, slowest first: ms per run, share, strategy, what each computes."""
+    """Kernels by time, slowest first: ms per run, share, GFLOP/s of a conv or matmul,
+    strategy (with a template's problem as a GEMM), what each computes."""
     total = sum(t.seconds for t in times)
     ranked = sorted(times, key=lambda t: -t.seconds)
     lines = [f"kernel time, mean of {runs} runs: {total * 1e3:.3f} ms in {len(times)} kernels",
-             f"{'ms':>9} {'share':>6}  {'strategy':<22} nodes"]
+             f"{'ms':>9} {'share':>6} {'GFLOP/s':>8}  {'strategy':<36} nodes"]
     for t in ranked[:PROFILE_ROWS]:
         nodes = ", ".join(f"{graph.node(n).op} {n}" for n in t.kernel.nodes[:4])
         more = f" (+{len(t.kernel.nodes) - 4})" if len(t.kernel.nodes) > 4 else ""
-        lines.append(f"{t.seconds * 1e3:9.3f} {t.share:6.1%}  {t.kernel.strategy[:22]:<22} {nodes}{more}")
+        rate = f"{t.kernel.flops / t.seconds * 1e-9:8.1f}" if t.kernel.flops and t.seconds > 0 else f"{'':8}"
+        strategy = t.kernel.detail or t.kernel.strategy
+        lines.append(f"{t.seconds * 1e3:9.3f} {t.share:6.1%} {rate}  {strategy[:36]:<36} {nodes}{more}")
     rest = ranked[PROFILE_ROWS:]
     if rest:
-        lines.append(f"{sum(t.seconds for t in rest) * 1e3:9.3f} {sum(t.share for t in rest):6.1%}  "
+        lines.append(f"{sum(t.seconds for t in rest) * 1e3:9.3f} {sum(t.share for t in rest):6.1%} {'':8}  "
                      f"the other {len(rest)} kernels")
     return lines

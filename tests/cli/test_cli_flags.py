@@ -53,7 +53,7 @@ def test_run_profile_shows_where_the_time_goes(capsys, model):
     assert main(["run", model, "--random-inputs", "0", "--profile", "3", "--check"]) == 0
     out = capsys.readouterr().out
     assert "kernel time, mean of 3 runs:" in out and "check against the reference interpreter: ok" in out
-    assert "gemm template" in out and "relu relu, tanh tanh" in out  # the strategy and "op node" of each kernel
+    assert "GEMM m=4 n=64 k=27" in out and "relu relu, tanh tanh" in out  # the problem and "op node" of each kernel
     assert main(["--json", "run", model, "--random-inputs", "0", "--profile", "2"]) == 0
     rows = json.loads(capsys.readouterr().out)["profile"]
     assert rows and sum(r["share"] for r in rows) == pytest.approx(1.0) and all(r["seconds"] > 0 for r in rows)
