@@ -671,6 +671,12 @@ def _pack_im2col(out: Lines, bl: Blocking) -> None:
     out.open("if (sw == 1)")
     out("#pragma omp simd  /* vectorized at TEMPLATE_OPT (-O2) too */")
     out("for (long t = lo; t < hi; t++) d[j + t] = plane[base + t];")
+    out.close("} else if (sw == 2) {")
+    out.depth += 1
+    # the stride of most strided convs (resnet's and squeezenet's stems, downsampling):
+    # with the stride a literal the loop vectorizes as loads and an even-lane permute
+    out("#pragma omp simd")
+    out("for (long t = lo; t < hi; t++) d[j + t] = plane[base + 2 * t];")
     out.close("} else {")
     out.depth += 1
     out("for (long t = lo; t < hi; t++) d[j + t] = plane[base + t * sw];")

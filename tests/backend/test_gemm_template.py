@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fusionlang.backend.ccompile import build_library, load_library
@@ -117,6 +117,11 @@ def _conv_reference(x, w, stride, dilation, pads, group):
 
 
 @settings(max_examples=20)
+# stride 2, which packs through its own vectorized loop, with padding on both sides
+@example(batch=1, group=1, cg=3, mg=4, h=9, wd=11, kh=3, kw=3, stride=(2, 2), dilation=(1, 1), pads=(1, 1),
+         blocking=Blocking(machine_for("generic").vector_floats, *MICRO_TILES["generic"][0], 5,
+                           MICRO_TILES["generic"][0][0], machine_for("generic").vector_floats * MICRO_TILES["generic"][0][1]),
+         seed=1)
 @given(batch=st.integers(1, 2), group=st.integers(1, 3), cg=st.integers(1, 3), mg=st.integers(1, 4),
        h=st.integers(1, 9), wd=st.integers(1, 11), kh=st.integers(1, 3), kw=st.integers(1, 3),
        stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
