@@ -26,7 +26,7 @@ the polyhedral loop nest, so the template is a speed-up and never a restriction.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import sympy as sp
@@ -193,6 +193,8 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
         core = _plan_part(graph, group, [node.name], node, shapes, constants, machine, target)
     if core is None:
         return None
+    if target == "c" and _store_shuffled(graph, group, core, rest):
+        rest = []
     core.prologue = staging_prologue(graph, group, first, node, shapes, constants) if first and target != "c" \
         else None
     if core.prologue is not None:  # computed while staging: the prologue and the template are one part
@@ -203,6 +205,37 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
     crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
     core.scratch = tuple(sorted(crossing - set(group.outputs)))
     return core
+
+
+def _store_shuffled(graph: Graph, group: Group, core: TemplateGroup, rest: list[str]) -> bool:
+    """Have the template store its result straight into the channel shuffle that is all
+    that follows it, and say whether it does. shufflenet: a conv of G groups, then reshape
+    to [N, G, C/G, H, W], transpose (0, 2, 1, 3, 4), reshape back. Row q of conv group g is
+    output channel q * G + g, so C's rows step G planes and its group step is one plane;
+    the strided copy after the template goes (it ran as a loop nest through a scratch
+    buffer)."""
+    problem, c = core.problem, core.c_param
+    if len(rest) != 3 or len(problem.outer) != 2 or not c.value or len(c.shape) != 4:
+        return False
+    split, swap, join = (graph.node(n) for n in rest)
+    if (split.op, swap.op, join.op) != ("reshape", "transpose", "reshape") or split.inputs[0] != c.value \
+            or swap.inputs[0] != split.outputs[0] or join.inputs[0] != swap.outputs[0]:
+        return False
+    if {c.value, split.outputs[0], swap.outputs[0]} & set(group.outputs):
+        return False  # something outside the group reads the conv's result or a view between
+    n, channels, h, w = c.shape
+    groups = problem.outer[1]
+    plane = h * w
+    if op_call(graph, swap).attrs["perm"] != (0, 2, 1, 3, 4) or channels % groups \
+            or graph.types[split.outputs[0]].shape != (n, groups, channels // groups, h, w) \
+            or graph.types[join.outputs[0]].shape != c.shape:
+        return False
+    if (problem.outer[0], problem.m, problem.n) != (n, channels // groups, plane) or problem.c != Operand(
+            plane, 1, 0, (channels * plane, channels // groups * plane)):
+        return False
+    core.problem = replace(problem, c=replace(problem.c, rows=groups * plane, outer_strides=(channels * plane, plane)))
+    c.value = join.outputs[0]
+    return True
 
 
 def staging_prologue(graph: Graph, group: Group, first: list[str], node: Node, shapes, constants: dict

@@ -315,6 +315,37 @@ def test_a_channel_shuffle_after_the_conv_leaves_its_activation_in_the_epilogue(
     np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
 
 
+@pytest.mark.parametrize("case", ["shuffled", "groups differ", "relu read outside"])
+def test_a_grouped_convs_shuffle_is_where_the_template_stores(case):
+    """shufflenet's unit: a grouped 1x1 conv + relu, then a shuffle of as many groups. Row q
+    of conv group g is output channel q * G + g: the template stores there directly (C's
+    rows step G planes) and no copy runs after it. Not when the shuffle has other groups
+    or something outside reads the relu."""
+    rng = np.random.default_rng(5)
+    groups, channels, shuffle = 3, 12, 3 if case != "groups differ" else 2
+    b = GraphBuilder("shuffle")
+    x = b.input("x", (2, 6, 5, 7))
+    c = b.relu(b.conv(x, b.constant(rng.standard_normal((channels, 6 // groups, 1, 1)).astype(np.float32)),
+                      group=groups), name="c")
+    parts = b.reshape(c, shape=[2, shuffle, channels // shuffle, 5, 7])
+    y = b.reshape(b.transpose(parts, perm=[0, 2, 1, 3, 4]), shape=[2, channels, 5, 7], name="y")
+    b.output(y)
+    if case == "relu read outside":
+        b.output(c)
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    stored = case == "shuffled"
+    assert (planned.after is None) == stored and (planned.c_param.value == y) == stored
+    assert planned.problem.c.rows == (groups * 35 if stored else 35)
+    feeds = {"x": rng.standard_normal((2, 6, 5, 7)).astype(np.float32)}
+    compiled = fusionlang.compile(plan, "c")
+    assert (compiled.kernels[0].nests == 1) == stored
+    got, want = compiled.run(feeds), reference.run(graph, feeds)
+    for name in graph.outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)
+
+
 def test_templates_can_be_switched_off_and_give_the_same_numbers():
     rng = np.random.default_rng(2)
     b = GraphBuilder("off")
