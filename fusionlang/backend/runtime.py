@@ -204,9 +204,11 @@ class CompiledGraph:
         return self._runtime.source
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        arrays = check_feeds(self.graph, feeds)
-        arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
-        return self._runtime.run(arrays)
+        return self._runtime.run(self._checked_feeds(feeds))
+
+    def _checked_feeds(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The feeds checked against the graph's inputs, each as a C-contiguous array."""
+        return {k: np.ascontiguousarray(v) for k, v in check_feeds(self.graph, feeds).items()}
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
         """Run the kernels on already checked, contiguous feeds without collecting the
@@ -221,7 +223,7 @@ class CompiledGraph:
             raise CodegenError("profile() times kernels compiled with profile=True")
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
             raise CodegenError(f"runs={runs!r}: expected a positive number of runs")
-        arrays = {k: np.ascontiguousarray(v) for k, v in check_feeds(self.graph, feeds).items()}
+        arrays = self._checked_feeds(feeds)
         self._runtime.execute(arrays)  # untimed: a first run's page faults are not a kernel's
         self._runtime.reset_profile()
         for _ in range(runs):
