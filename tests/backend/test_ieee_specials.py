@@ -54,6 +54,28 @@ def test_pow_at_minus_infinity_follows_ieee_in_c_and_the_reference():
     assert_same(got, want)
 
 
+@pytest.mark.parametrize("exponent", [0.25, -0.25, 0.75, -0.75, 1.5, -1.5])
+def test_quarter_powers_printed_with_square_roots_match_pow(exponent):
+    # x ** 0.75 (LRN's beta) prints as square roots, not powf: pow's values must stay,
+    # zeros' signs included (1 / pow(-0, -0.25) is +inf, not sqrt's -inf)
+    sweep = np.logspace(-44, 38, 200, dtype=np.float64).astype(np.float32)
+    x = np.concatenate([SPECIAL, sweep, np.float32([2.2e-26, 1.0, 16.0])])
+    b = GraphBuilder("roots")
+    b.output(b.pow(b.input("x", x.shape, "float32"), b.constant(np.float32(exponent))))
+    graph = b.build()
+    compiled = fusionlang.compile(per_node_plan(graph, lambda n: "kernel"), target="c")
+    body = [line for line in compiled.sources.splitlines() if "p1[" in line]
+    assert body and not any("pow" in line for line in body) and all("sqrtf(" in line for line in body)
+    with np.errstate(all="ignore"):
+        want = reference.run(graph, {"x": x})
+    got = compiled.run({"x": x})
+    for name in want:
+        assert_same(got, want)
+        zeros = want[name] == 0
+        np.testing.assert_array_equal(np.signbit(got[name][zeros]), np.signbit(want[name][zeros]))
+        assert got[name][2] == want[name][2]  # at -inf
+
+
 def test_literal_zeros_are_not_simplified_away():
     b = GraphBuilder("zeros")
     x = b.input("x", SPECIAL.shape, "float32")
