@@ -162,8 +162,11 @@ def _stride_score(a, stmt: PolyStmt, dim: sp.Symbol) -> int:
     return 2 if c <= 1 else (1 if c <= 4 else 0)
 
 
-def moved_dims(prog: PolyStmt) -> dict[str, sp.Symbol]:
-    """update statement -> output dim to iterate inside its reduction loops (CPU)."""
+def moved_dims(prog: PolyStmt, windows: bool = False) -> dict[str, sp.Symbol]:
+    """update statement -> output dim to iterate inside its reduction loops (CPU).
+    ``windows``: also a sum that is not a contraction (see below); only a nest of its own
+    takes it: in a fused tree the moved dim leaves the shared outer band, which costs
+    more (LRN after a max pool: two shared loops become one)."""
     moved = {}
     for s in prog.stmts:
         if s.kind != "update":
@@ -174,12 +177,21 @@ def moved_dims(prog: PolyStmt) -> dict[str, sp.Symbol]:
         volume = 1
         for n in s.red_extents:
             volume *= n
-        if len(rreads) < 2 or volume < 16:
-            continue
         odims = [(d, n) for d, n in zip(s.out_dims, s.out_extents) if n > 1]
-        if not odims:
+        if not rreads or not odims:
             continue
         q, qn = odims[-1]
+        if len(rreads) < 2 or volume < 16:
+            if not windows:
+                continue
+            # not a contraction: a window or strided sum (LRN's 5 channels) moves its
+            # contiguous output dim inside only when no read is contiguous along the
+            # reduction, so the inner loop becomes a vector loop it could not be
+            # (zfnet512's first LRN: 109-wide rows inside its 5 taps)
+            if all(_stride_score(a, s, q) == 2 and all(_stride_score(a, s, d) == 0 for d in rdims)
+                   for a in rreads):
+                moved[s.name] = q
+            continue
         rl = rdims[-1]
         rn = s.extent_of(rl)
 
@@ -294,11 +306,14 @@ class _TreeBuilder:
             total += n
         return total <= SMALL_GROUP
 
-    def distributed(self):
+    def distributed(self, moved: dict[str, sp.Symbol] | None = None):
         children = []
         for s in self.prog.stmts:
             node = TLeaf([s.name])
             dims = [d for d, n in zip(s.dims, s.extents) if n > 1]
+            m = (moved or {}).get(s.name)
+            if m is not None and m in dims:  # its reduction loops around the moved dim
+                dims = [d for d in dims if d != m] + [m]
             loops = [self.new_loop({s.name: d}, "cluster") for d in dims]
             for loop in reversed(loops):
                 node = TBand(loop, node)
@@ -457,6 +472,13 @@ def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True, leg
             if chosen:
                 yield from trees(chosen)
         yield from trees([])
+    moved = moved_dims(prog, windows=True) if target == "c" and prog.stmts else {}
+    if moved:
+        # a nest per statement, a moved reduction's inside out: legal where its reads
+        # allow it (checked like every candidate), else the plain one after it
+        tb = _TreeBuilder(prog, target, False)
+        root, nests = tb.distributed(moved)
+        yield FusedTree(root, tb.loops, tb.paths, nests, "distributed, reduction outside")
     tb = _TreeBuilder(prog, target, False)
     root, nests = tb.distributed()
     yield FusedTree(root, tb.loops, tb.paths, nests, "distributed")

@@ -136,6 +136,31 @@ def test_gemm_loop_order_follows_strides(trans_b, moves):
     compile_and_check(graph)
 
 
+def lrn_graph(shape=(1, 12, 9, 13)):
+    b = GraphBuilder("lrn")
+    b.output(b.op("lrn", b.input("x", shape), size=5, alpha=1e-4, beta=0.75, bias=2.0))
+    return b.build()
+
+
+def test_a_window_sum_across_channels_moves_the_row_inside_its_taps():
+    # LRN sums 5 channels a plane apart: the contiguous row goes inside the taps (a vector
+    # loop), even one nest per statement (the part before a pooling template)
+    graph = lrn_graph()
+    prog = build_program(graph, [n.name for n in graph.nodes])
+    assert moved_dims(prog) == {}  # in a fused tree it would cost the shared outer band
+    assert [d.name for d in moved_dims(prog, windows=True).values()] == ["i3"]
+    compiled = compile_and_check(graph, fuse=False)
+    assert compiled.kernels[0].strategy == "distributed, reduction outside"
+
+
+def test_a_sum_along_the_contiguous_axis_keeps_its_order():
+    b = GraphBuilder("rows")
+    b.output(b.reduce_sum(b.input("x", (6, 40)), axes=[1]))
+    graph = b.build()
+    assert moved_dims(build_program(graph, [n.name for n in graph.nodes]), windows=True) == {}
+    assert compile_and_check(graph, fuse=False).kernels[0].strategy == "distributed"
+
+
 def test_global_reduction_then_broadcast_is_two_nests_and_reported():
     b = GraphBuilder("center")
     x = b.input("x", (256, 300))
