@@ -530,11 +530,6 @@ def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None) -> None:
     width = nv * bl.vl
     vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
     accs = [[f"c{i}_{v}" for v in range(nv)] for i in range(bl.mr)]
-    # the C tile is stored after kc steps; asked for now, its lines arrive while the FMAs run
-    # instead of stalling the stores (1024^3, AVX-512, 6x4 tile, interleaved A/B over two
-    # runs of 15 rounds: 158 -> 169 and 137 -> 154 GFLOP/s)
-    lines = [f"__builtin_prefetch(row + {offset}, 1, 3);" for offset in range(0, width, 64 // 4)]
-    out(f"for (long i = 0; i < mm; i++) {{ const float *row = c + i * ldc; {' '.join(lines)} }}")
     out(f"{vf} " + ", ".join(f"{acc} = {{0}}" for row in accs for acc in row) + ";")
     # two k steps a trip: 1024^3 on AVX-512, 6x4 tile, ran 159 -> 167 GFLOP/s (4 and 8: no better)
     out("#pragma GCC unroll 2")
