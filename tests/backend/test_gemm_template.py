@@ -234,6 +234,30 @@ def test_a_one_row_problem_reads_its_matrix_in_place():
         assert packing_floats(problem, blocking) == 0
 
 
+@pytest.mark.parametrize("n,k", [(5, 7), (8, 16), (17, 33), (1, 1), (9, 100), (24, 15)])
+def test_one_row_problems_compute_their_dot_products(n, k):
+    # a transposed weight (K contiguous) runs the shared vector dot routines, 8 rows at a
+    # time and then one by one, with K's tail after its whole vectors; the other layout
+    # runs an AXPY per K step
+    rng = np.random.default_rng(n * 100 + k)
+    x = rng.standard_normal(k).astype(np.float32)
+    for trans_b in (True, False):
+        w = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+        b_view = Operand(1, k, 0) if trans_b else Operand(n, 1, 0)
+        problem = GemmProblem(1, n, k, Operand(k, 1, 0), b_view, Operand(n, 1, 0))
+        blocking = blocking_for(host(), problem)
+        helpers: dict[str, str] = {}
+        source = gemm_kernel("fl_gemv", problem, blocking, helpers=helpers)
+        assert ("fl_gemv_dot" in source) == (trans_b or n == 1)  # one column: both layouts
+        assert ("fl_gemv_dot8" in source) == ((trans_b or n == 1) and n >= 8)
+        lib = load_library(build_library(["#include <stdlib.h>\n" + vector_types(blocking.vl)
+                                          + "".join(helpers.values()) + source]))
+        y = np.full(n, np.nan, np.float32)
+        assert lib.fl_gemv(_ptr(x), _ptr(w), _ptr(y)) == 0
+        want = (w @ x) if trans_b else (x @ w)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
 def test_problem_refuses_inconsistent_views():
     with pytest.raises(ValueError, match="outer strides"):
         GemmProblem(2, 2, 2, Operand(2, 1), Operand(2, 1), Operand(2, 1), (3,))
