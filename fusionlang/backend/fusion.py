@@ -440,7 +440,10 @@ def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True, leg
     position that keep the schedule legal, added greedily; then none.
     """
     if fuse and prog.stmts:
-        moved = moved_dims(prog) if target == "c" else {}
+        # one op's statements (LRN's init, taps, finalize) lose no shared loop to another op
+        # when a window sum's row moves inside its taps
+        one_op = len({s.node.name for s in prog.stmts}) == 1
+        moved = moved_dims(prog, windows=one_op) if target == "c" else {}
         probe = _TreeBuilder(prog, target, True)
         strict = probe.outer_classes(moved, strict=True)
         loose = probe.outer_classes(moved, strict=False)

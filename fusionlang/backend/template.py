@@ -301,7 +301,9 @@ def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str) -> 
     # transpose) and what follows it, whose fused schedule puts the moved axis innermost
     # (densenet121's concat + batch norm + relu: channels innermost at a stride of a whole
     # plane, 25 ms of the model's 113; one contiguous nest per statement: 10 ms)
-    return lower(schedule_program(build_program(graph, names, constants=constants), target, fuse=False))
+    # (one op alone schedules as its own group would: LRN's three statements share its rows)
+    return lower(schedule_program(build_program(graph, names, constants=constants), target,
+                                  fuse=len(names) == 1))
 
 
 def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix: bool = False):

@@ -151,6 +151,9 @@ def test_a_window_sum_across_channels_moves_the_row_inside_its_taps():
     assert [d.name for d in moved_dims(prog, windows=True).values()] == ["i3"]
     compiled = compile_and_check(graph, fuse=False)
     assert compiled.kernels[0].strategy == "distributed, reduction outside"
+    # fused, one op's statements share the plane's rows and the taps run inside each row
+    fused = compile_and_check(graph).kernels[0]
+    assert (fused.strategy, fused.nests) == ("fused(outer=2)", 1)
 
 
 def test_a_sum_along_the_contiguous_axis_keeps_its_order():
