@@ -164,9 +164,10 @@ def _stride_score(a, stmt: PolyStmt, dim: sp.Symbol) -> int:
 
 def moved_dims(prog: PolyStmt, windows: bool = False) -> dict[str, sp.Symbol]:
     """update statement -> output dim to iterate inside its reduction loops (CPU).
-    ``windows``: also a sum that is not a contraction (see below); only a nest of its own
-    takes it: in a fused tree the moved dim leaves the shared outer band, which costs
-    more (LRN after a max pool: two shared loops become one)."""
+    ``windows``: also a sum that is not a contraction (see below). A nest of its own and a
+    fused tree of one op's statements take it; a tree of several ops does not: there the
+    moved dim leaves the band they share, which costs more (LRN after a max pool: two
+    shared loops become one)."""
     moved = {}
     for s in prog.stmts:
         if s.kind != "update":
