@@ -440,11 +440,17 @@ def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True, leg
     prefixes; then (with ``legal``, a tree -> bool check) the shared dimensions in any
     position that keep the schedule legal, added greedily; then none.
     """
+    windowed = None  # moved_dims with window sums, asked once
     if fuse and prog.stmts:
         # one op's statements (LRN's init, taps, finalize) lose no shared loop to another op
         # when a window sum's row moves inside its taps
         one_op = len({s.node.name for s in prog.stmts}) == 1
-        moved = moved_dims(prog, windows=one_op) if target == "c" else {}
+        if target != "c":
+            moved = {}
+        elif one_op:
+            moved = windowed = moved_dims(prog, windows=True)
+        else:
+            moved = moved_dims(prog)
         probe = _TreeBuilder(prog, target, True)
         strict = probe.outer_classes(moved, strict=True)
         loose = probe.outer_classes(moved, strict=False)
@@ -476,12 +482,13 @@ def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True, leg
             if chosen:
                 yield from trees(chosen)
         yield from trees([])
-    moved = moved_dims(prog, windows=True) if target == "c" and prog.stmts else {}
-    if moved:
+    if windowed is None:
+        windowed = moved_dims(prog, windows=True) if target == "c" and prog.stmts else {}
+    if windowed:
         # a nest per statement, a moved reduction's inside out: legal where its reads
         # allow it (checked like every candidate), else the plain one after it
         tb = _TreeBuilder(prog, target, False)
-        root, nests = tb.distributed(moved)
+        root, nests = tb.distributed(windowed)
         yield FusedTree(root, tb.loops, tb.paths, nests, "distributed, reduction outside")
     tb = _TreeBuilder(prog, target, False)
     root, nests = tb.distributed()

@@ -431,10 +431,11 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out = Lines()
     out(f"/* GEMV template: n={problem.n} k={problem.k} outer={list(problem.outer)}, B read in place */")
     shared_dots = vl is not None and a.cols == 1 and b.rows == 1
+    whole = problem.n - problem.n % GEMV_ROWS
+    # (outputs a call computes, first output, end): GEMV_ROWS at a time, then one by one
+    spans = [span for span in ((GEMV_ROWS, 0, whole), (1, whole, problem.n)) if span[1] < span[2]]
     if shared_dots:
-        for rows in (GEMV_ROWS, 1):
-            if (problem.n // GEMV_ROWS if rows > 1 else problem.n % GEMV_ROWS) == 0:
-                continue  # no rows for it
+        for rows, _, _ in spans:
             dot = _gemv_dot_name(rows, vl)
             _shared(out, helpers, dot, _GEMV_DOT_SIGNATURE.format(name=dot),
                     lambda o, rows=rows: _gemv_dots(o, rows, vl), vector_types(vl))
@@ -446,18 +447,14 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
     out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
     if shared_dots:
-        rows, whole = GEMV_ROWS, problem.n - problem.n % GEMV_ROWS
         args = f"{problem.k}L, a_o, b_o + j * {b.cols}L, {b.cols}L, c_o + j * {c.cols}L, {c.cols}L"
         if threads:
             out("#pragma omp parallel for schedule(static)")
-        if whole:
-            out(f"for (long j = 0; j < {whole}; j += {rows}) {_gemv_dot_name(rows, vl)}({args});")
-        if whole < problem.n:
-            out(f"for (long j = {whole}; j < {problem.n}; j++) {_gemv_dot_name(1, vl)}({args});")
+        for rows, first, end in spans:
+            out(f"for (long j = {first}; j < {end}; j += {rows}) {_gemv_dot_name(rows, vl)}({args});")
     elif b.rows == 1 or b.cols != 1:
         # GEMV_ROWS outputs at a time: independent sums, and each element of A loaded once for them
         rows = GEMV_ROWS
-        whole = problem.n - problem.n % rows
         if threads:
             out("#pragma omp parallel for schedule(static)")
         out.open(f"for (long j = 0; j < {whole}; j += {rows})")

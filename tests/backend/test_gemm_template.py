@@ -34,6 +34,12 @@ def _kernel(problem, blocking, epilogue=None, **packed):
     return fn
 
 
+def _shared_library(blocking, helpers: dict, sources: list[str]):
+    """One library of ``sources`` and the shared routines they collected in ``helpers``."""
+    unit = "#include <stdlib.h>\n" + vector_types(blocking.vl) + "".join(helpers.values()) + "\n".join(sources)
+    return load_library(build_library([unit]))
+
+
 def _ptr(a: np.ndarray):
     return a.ctypes.data_as(ctypes.c_void_p)
 
@@ -204,8 +210,7 @@ def test_gemms_that_differ_only_in_their_numbers_share_one_driver():
         cases.append((x, w, bias, resid, stride, np.zeros((1, oc, oh, oh), np.float32)))
     drivers = [name for name in helpers if name.startswith("fl_gemm_drive_")]
     assert len(drivers) == 1 and all(drivers[0] in s for s in sources)
-    unit = ("#include <stdlib.h>\n" + vector_types(blocking.vl) + "".join(helpers.values()) + "\n".join(sources))
-    lib = load_library(build_library([unit]))
+    lib = _shared_library(blocking, helpers, sources)
     for index, (x, w, bias, resid, stride, y) in enumerate(cases):
         fn = getattr(lib, f"fl_conv_{index}")
         assert fn(_ptr(w), _ptr(x), _ptr(y), _ptr(bias), _ptr(resid)) == 0
@@ -255,8 +260,7 @@ def test_one_row_problems_compute_their_dot_products(n, k):
         source = gemm_kernel("fl_gemv", problem, blocking, helpers=helpers)
         assert ("fl_gemv_dot" in source) == (trans_b or n == 1)  # one column: both layouts
         assert ("fl_gemv_dot8" in source) == ((trans_b or n == 1) and n >= 8)
-        lib = load_library(build_library(["#include <stdlib.h>\n" + vector_types(blocking.vl)
-                                          + "".join(helpers.values()) + source]))
+        lib = _shared_library(blocking, helpers, [source])
         y = np.full(n, np.nan, np.float32)
         assert lib.fl_gemv(_ptr(x), _ptr(w), _ptr(y)) == 0
         want = (w @ x) if trans_b else (x @ w)
