@@ -8,6 +8,7 @@ multiples of the micro-tile, several NC and MC blocks, a single row or column.
 from __future__ import annotations
 
 import ast
+import contextlib
 import ctypes
 import operator
 import re
@@ -21,15 +22,19 @@ from fusionlang.backend.ccompile import build_library, load_library
 from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, Operand,
                                               Numbers, blocking_for, gemm_kernel, lift_index_literals,
                                               pack_constant, packing_floats, vector_types)
+from fusionlang.backend import gemm_template
 from fusionlang.backend.machine import _parse_size, host, machine_for
 
 ISAS = ["avx512", "avx2", "generic"] if host().isa == "avx512" else [host().isa, "generic"]
 
 
 def _kernel(problem, blocking, epilogue=None, **packed):
-    src = ("#include <stdlib.h>\n" + vector_types(blocking.vl)
-           + gemm_kernel("fl_gemm_test", problem, blocking, epilogue, **packed))
-    fn = load_library(build_library([src])).fl_gemm_test
+    return _loaded(gemm_kernel("fl_gemm_test", problem, blocking, epilogue, **packed), blocking)
+
+
+def _loaded(source: str, blocking):
+    """``fl_gemm_test`` of ``source``, compiled."""
+    fn = load_library(build_library(["#include <stdlib.h>\n" + vector_types(blocking.vl) + source])).fl_gemm_test
     fn.restype = ctypes.c_int
     return fn
 
@@ -122,6 +127,19 @@ def _conv_reference(x, w, stride, dilation, pads, group):
     return y
 
 
+@contextlib.contextmanager
+def im2col_packing(how: str):
+    """Pack every im2col operand by ``how``: "gather" (from padded planes) or "runs" (of
+    input rows), whatever its width."""
+    saved = gemm_template.GATHER_MAX_FLOATS
+    gemm_template.GATHER_MAX_FLOATS = 1 << 40 if how == "gather" else -1
+    try:
+        yield
+    finally:
+        gemm_template.GATHER_MAX_FLOATS = saved
+
+
+@pytest.mark.parametrize("packing", ["gather", "runs"])
 @settings(max_examples=20)
 # stride 2, which packs through its own vectorized loop, with padding on both sides
 @example(batch=1, group=1, cg=3, mg=4, h=9, wd=11, kh=3, kw=3, stride=(2, 2), dilation=(1, 1), pads=(1, 1),
@@ -137,8 +155,8 @@ def _conv_reference(x, w, stride, dilation, pads, group):
        h=st.integers(1, 9), wd=st.integers(1, 11), kh=st.integers(1, 3), kw=st.integers(1, 3),
        stride=st.tuples(st.integers(1, 4), st.integers(1, 4)), dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
        pads=st.tuples(st.integers(0, 2), st.integers(0, 2)), blocking=blockings(), seed=st.integers(0, 2**16))
-def test_implicit_gemm_conv_matches_a_direct_convolution(batch, group, cg, mg, h, wd, kh, kw, stride, dilation, pads,
-                                                         blocking, seed):
+def test_implicit_gemm_conv_matches_a_direct_convolution(packing, batch, group, cg, mg, h, wd, kh, kw, stride,
+                                                         dilation, pads, blocking, seed):
     oh = (h + 2 * pads[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (wd + 2 * pads[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     if oh < 1 or ow < 1:
@@ -153,7 +171,10 @@ def test_implicit_gemm_conv_matches_a_direct_convolution(batch, group, cg, mg, h
                           Operand(oh * ow, 1, 0, (oc * oh * ow, mg * oh * ow)), (batch, group))
     y = np.zeros((batch, oc, oh, ow), np.float32)
     packed = pack_constant(w, problem, blocking, "a")
-    assert _kernel(problem, blocking, packed_a=True)(_ptr(packed), _ptr(x), _ptr(y)) == 0
+    with im2col_packing(packing):
+        source = gemm_kernel("fl_gemm_test", problem, blocking, packed_a=True)
+    assert f"fl_gemm_pack_{'gather' if packing == 'gather' else 'im2col'}_" in source
+    assert _loaded(source, blocking)(_ptr(packed), _ptr(x), _ptr(y)) == 0
     np.testing.assert_allclose(y, _conv_reference(x, w, stride, dilation, pads, group), rtol=1e-4, atol=1e-4 * kg)
 
 
