@@ -351,7 +351,7 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
     if not packed_a:
         pack = f"fl_gemm_pack_a_{bl.mr}"
         called.append((pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, bl), ""))
-    if not packed_b and gathers(problem.b):
+    if _gathered(problem, packed_b):
         gather = f"fl_gemm_pack_gather_{bl.nr}"
         called.append((_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes, ""))
         called.append((gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_gather(o, bl), ""))
@@ -707,6 +707,12 @@ def gathers(b) -> bool:
     return isinstance(b, Im2Col) and _padded_floats(b) <= GATHER_MAX_FLOATS
 
 
+def _gathered(problem: GemmProblem, packed_b: bool) -> bool:
+    """Whether the kernel packs B by gathers: the helpers it declares, the buffer it
+    allocates, the padding it does per image and the packing call all follow this."""
+    return not packed_b and gathers(problem.b)
+
+
 def _padded_extent(b: Im2Col) -> tuple[int, int]:
     """Rows and columns the windows span, from the first padded row and column."""
     (kh, kw), (sh, sw), (dh, dw) = b.kernel, b.stride, b.dilation
@@ -880,7 +886,7 @@ def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, p
     """Floats of packing buffers the kernel allocates on each call."""
     if is_gemv(problem) and not (packed_a or packed_b):
         return 0
-    gather = _gather_floats(problem.b) if not packed_b and gathers(problem.b) else 0
+    gather = _gather_floats(problem.b) if _gathered(problem, packed_b) else 0
     return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl)) + gather
 
 
@@ -907,7 +913,7 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
         out(f"float *ap = {name}_alloc({num(4 * _a_block(bl))});")
     if not packed_b:
         out(f"float *bp = {name}_alloc({num(4 * _b_panel(bl))});")
-    gather = not packed_b and gathers(problem.b)
+    gather = _gathered(problem, packed_b)
     if gather:
         out(f"float *gp = {name}_alloc({num(4 * _gather_floats(problem.b))});")
     checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b), ("gp", not gather)) if not skip]
@@ -923,7 +929,8 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
     if problem.k == 0:
         _zero_k(out, name, problem, epilogue, outer_args, extra_args, num)
     else:
-        _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads, num)
+        _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather, outer_args, extra_args, threads,
+                       num)
     for _ in problem.outer:
         out.close()
     for v in checks:
@@ -941,7 +948,8 @@ def _pad_call(out: Lines, b: Im2Col, num: Numbers) -> None:
     out(f"{_PAD_NAME}(b_o, gp, gix, {', '.join(num(v) for v in values)});")
 
 
-def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_args, extra_args, threads, num) -> None:
+def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather, outer_args, extra_args, threads,
+                   num) -> None:
     m, n, k = problem.m, problem.n, problem.k
     mpad, npad = _round_up(m, bl.mr), _round_up(n, bl.nr)
     # one slot per number, printed once, so the loops below read locals
@@ -953,7 +961,7 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, outer_a
     out("const long kc = k - pc < kc_max ? k - pc : kc_max;")
     if packed_b:
         out(f"const float *bpan = b_o + pc * {num(npad)} + jc * kc;")
-    elif gathers(problem.b):
+    elif gather:  # from the planes _pad_call filled
         b = problem.b
         hp, wp = _padded_extent(b)
         (kh, kw), (dh, dw) = b.kernel, b.dilation
