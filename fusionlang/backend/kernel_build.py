@@ -19,7 +19,8 @@ from fusionlang.ir.graph import Graph
 @dataclass(frozen=True)
 class KernelBuild:
     plan: FusionPlan
-    #: group id -> LoweredGroup: the groups compiled as loop nests
+    #: group id -> LoweredGroup: the groups compiled as loop nests (C target: or LrnKernel,
+    #: an LRN alone run as the LRN template)
     lowered: dict
     #: group id -> TemplateGroup: complex ops run as the CPU GEMM template (C target)
     templates: dict

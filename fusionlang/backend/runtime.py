@@ -21,6 +21,7 @@ from fusionlang.backend.cuda_gemm import PRECISIONS
 from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo, KernelTime
 from fusionlang.backend.lower import LoweredGroup, lower
+from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import host
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
@@ -96,7 +97,7 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
     input by input, and run nothing."""
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
-    lowered: dict[int, LoweredGroup] = {}
+    lowered: dict[int, LoweredGroup | LrnKernel] = {}
     written: set[str] = set()  # values kernel groups store to memory
     in_place: dict[str, Group] = {}  # concat output -> its group, run in place
     for group in plan.groups:
@@ -129,6 +130,10 @@ def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, const
         planned = plan_template(plan, group, constants, target=target)
         if planned is not None:
             templates[group.id] = planned
+            return
+        lrn = plan_lrn(plan.graph, list(group.nodes), constants) if target == "c" else None
+        if lrn is not None:
+            lowered[group.id] = lrn
             return
     lg = lower_group(plan, group, target, fuse=fuse, constants=constants)
     if lg.prog.stmts:

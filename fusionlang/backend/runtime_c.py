@@ -23,10 +23,20 @@ from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo
+from fusionlang.backend.lower import LoweredGroup
+from fusionlang.backend.lrn_template import LrnKernel, lrn_function
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.backend.gemm_template import DRIVER_PREFIX
 from fusionlang.backend.template import emit_template
+
+
+def _part_function(part: LoweredGroup | LrnKernel, label: str, build: KernelBuild) -> CFunction:
+    """The C function of a loop nest, or of an LRN run as the LRN template."""
+    if isinstance(part, LrnKernel):
+        return lrn_function(part, label, openmp=build.openmp)
+    return emit_function(part, label, openmp=build.openmp, check_indices=build.check_indices,
+                         streamed=build.streamed)
 
 
 class CRuntime:
@@ -87,7 +97,7 @@ class CRuntime:
     def _units(self, functions: dict[str, str], vector_code: set[str]) -> list[tuple[str, str]]:
         """(translation unit, its optimization level): the template kernels and the loop-nest
         kernels chunked apart (:mod:`.chunks`), so each unit gets the level its code needs,
-        and the helpers the GEMM kernels share in one of them only, compiled once for all
+        and the helpers the GEMM and LRN kernels share in one of them only, compiled once for all
         the units that call them (squeezenet: 2 of 5 micro-kernels were compiled twice); a
         graph of a few kernels is one unit (at the loop nests' level if it has any)."""
         if len(functions) <= SINGLE_UNIT:
@@ -96,9 +106,9 @@ class CRuntime:
         for names, opt in (([n for n in functions if n not in vector_code], LOOP_OPT),
                            ([n for n in functions if n in vector_code], TEMPLATE_OPT)):
             units += [(C_PRELUDE + "\n".join(functions[name] for name in chunk), opt) for chunk in chunk_kernels(names)]
-        # these ride with the smallest unit (of the GEMM kernels' level, for the helpers they
-        # call): a compiler run of their own cost 0.03 s
-        if self.helpers:  # only GEMM kernels call helpers, so there is a unit of their level
+        # these ride with the smallest unit (of the template kernels' level, for the helpers
+        # they call): a compiler run of their own cost 0.03 s
+        if self.helpers:  # only template kernels (GEMM, LRN) call helpers: there is a unit of their level
             self._ride(units, "".join(self.helpers.values()), TEMPLATE_OPT)
         self._ride(units, self.driver, None)
         return units
@@ -121,20 +131,18 @@ class CRuntime:
             lowered = build.lowered.get(group.id)
             if lowered is None:
                 return [], None, "", ("", 0)
-            fn = emit_function(lowered, label, openmp=build.openmp, check_indices=build.check_indices,
-                               streamed=build.streamed)
-            return [fn], fn, lowered.scheduled.tree.strategy, ("", 0)
+            fn = _part_function(lowered, label, build)
+            strategy = lowered.strategy if isinstance(lowered, LrnKernel) else lowered.scheduled.tree.strategy
+            return [fn], fn, strategy, ("", 0)
         helpers: dict[str, str] = {}
         name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp, helpers=helpers)
         main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM",
                          helpers=helpers)
         parts = [main]
         if planned.before is not None:
-            parts.insert(0, emit_function(planned.before, f"{label}, before its template", openmp=build.openmp,
-                                          check_indices=build.check_indices, streamed=build.streamed))
+            parts.insert(0, _part_function(planned.before, f"{label}, before its template", build))
         if planned.after is not None:
-            parts.append(emit_function(planned.after, f"{label}, after its template", openmp=build.openmp,
-                                       check_indices=build.check_indices, streamed=build.streamed))
+            parts.append(_part_function(planned.after, f"{label}, after its template", build))
         problem = planned.problem
         outer = "".join(f" x{n}" for n in problem.outer if n > 1)
         flops = problem.flops if kind != "pooling" else 0  # a pool's taps are compares, not multiply-adds

@@ -38,6 +38,7 @@ from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, I
                                               gemm_kernel, is_gemv, pack_constant, packing_floats, vector_types)
 from fusionlang.backend.half import narrow, widen
 from fusionlang.backend.lower import LoweredGroup, lower
+from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
 from fusionlang.backend.schedule import schedule_program
@@ -80,9 +81,10 @@ class TemplateGroup:
     coords: dict[sp.Symbol, sp.Expr]
     final: PolyStmt
     epilogue: list[PolyStmt]
-    #: loop nests run before and after the template call (see :func:`plan_template`)
-    before: LoweredGroup | None = None
-    after: LoweredGroup | None = None
+    #: what runs before and after the template call: loop nests, or an LRN alone as the
+    #: LRN template (see :func:`plan_template`)
+    before: LoweredGroup | LrnKernel | None = None
+    after: LoweredGroup | LrnKernel | None = None
     #: values the parts pass to each other through memory: each needs a buffer
     scratch: tuple[str, ...] = ()
     #: the dtype of A and B: float32, or (CUDA only) float16 / bfloat16
@@ -199,8 +201,8 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
         else None
     if core.prologue is not None:  # computed while staging: the prologue and the template are one part
         first = []
-    core.before = _loop_nest(graph, first, constants, target) if first else None
-    core.after = _loop_nest(graph, rest, constants, target) if rest else None
+    core.before = _part(graph, first, constants, target) if first else None
+    core.after = _part(graph, rest, constants, target) if rest else None
     parts = [p for p in (first, [n for n in group.nodes if n not in first and n not in rest], rest) if p]
     crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
     core.scratch = tuple(sorted(crossing - set(group.outputs)))
@@ -294,6 +296,14 @@ def _ancestors_within(plan: FusionPlan, group: Group, node: Node) -> set[str]:
             found.add(p.name)
             stack.extend(p.present_inputs())
     return found
+
+
+def _part(graph: Graph, names: list[str], constants: dict, target: str) -> LoweredGroup | LrnKernel:
+    """The part of a group before or after its template: an LRN alone runs as the LRN
+    template on the C target (zfnet512's and alexnet's LRN before a max pool), the rest as
+    a loop nest."""
+    lrn = plan_lrn(graph, names, constants) if target == "c" else None
+    return lrn if lrn is not None else _loop_nest(graph, names, constants, target)
 
 
 def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str) -> LoweredGroup:
