@@ -11,7 +11,10 @@ are ``omp simd`` loops, which -O2 vectorizes too. Per channel it walks the plane
 of :data:`TILE` floats, so each tile's sum stays in L1 while the window's channels are
 added into it, then finalizes the tile in place. The sum adds the window's channels in
 the loop nest's order (lowest first, from 0) and the formula is printed by the same
-printer, so the result is the loop nest's, bit for bit.
+printer, so the result is the loop nest's: bit for bit where the formula is square roots
+and divisions (beta 0.75 or 1, as in the ONNX model zoo), within 2 ulp where it calls
+``powf`` (libmvec's vector powf and the scalar one may round the last place apart, and
+the two kernels vectorize different elements).
 
 Which LRNs run here: one float32 lrn node alone in a loop-nest part on the C target (the
 part before or after a pooling template, or a group of its own).
@@ -25,8 +28,8 @@ from dataclasses import dataclass
 from fusionlang.backend.cexpr import C, ValuePrinter
 from fusionlang.backend.emit_c import CFunction
 from fusionlang.backend.poly import Array, PolyStmt, build_program
-from fusionlang.ops.access import ACC
 from fusionlang.ir.graph import Graph
+from fusionlang.ops.access import ACC
 from fusionlang.ops.checking import op_call
 
 #: floats of a plane summed at a time: 1 KiB, so a tile's sum and the row being added stay
