@@ -1,4 +1,4 @@
-"""The LRN template against the reference and against the loop nest it replaces: every
+"""The LRN template against the reference, onnxruntime and the loop nest it replaces: every
 attribute, ranks 2 to 5, planes shorter and longer than a tile, batches, special values,
 threads; the part before a pooling template; what stays a loop nest."""
 
@@ -129,3 +129,24 @@ def test_an_lrn_with_more_in_its_part_stays_a_loop_nest():
     b.output(b.relu(b.op("lrn", x, size=3, alpha=1e-4, beta=0.75, bias=2.0)))
     graph = b.build()
     assert lrn_template.plan_lrn(graph, [n.name for n in graph.nodes], graph.constants) is None
+
+
+@pytest.mark.parametrize("size, beta", [(5, 0.75), (3, 0.5)])
+def test_the_lrn_template_agrees_with_onnxruntime(size, beta):
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+    from onnx import helper
+
+    shape = (2, 10, 17, 19)
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=2e-4, beta=beta, bias=1.5)
+    model = helper.make_model(
+        helper.make_graph([node], "lrn", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)]),
+        opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 10
+    x = (np.random.default_rng(size).standard_normal(shape) * 20).astype(np.float32)
+    graph = fusionlang.from_onnx(model)
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    assert _strategies(compiled) == ["lrn template"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(compiled.run({"x": x})[graph.outputs[0]], want, rtol=1e-5, atol=1e-6)
