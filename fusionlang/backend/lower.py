@@ -42,6 +42,10 @@ class LoweredGroup:
         return self.scheduled.nests
 
     @property
+    def strategy(self) -> str:
+        return self.scheduled.tree.strategy
+
+    @property
     def loops(self):
         return self.scheduled.tree.loops
 

@@ -23,6 +23,7 @@ part before or after a pooling template, or a group of its own).
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 from fusionlang.backend.cexpr import C, ValuePrinter
@@ -54,7 +55,7 @@ class LrnKernel:
     square: str
     finalize: str
 
-    nests = 1
+    #: what the kernel list and the profile call it (a loop nest says its schedule)
     strategy = "lrn template"
 
 
@@ -88,11 +89,8 @@ def plan_lrn(graph: Graph, names: list[str], constants: dict) -> LrnKernel | Non
     if square is None or finalize is None:
         return None
     size = call.attrs["size"]
-    plane = 1
-    for d in x.shape[2:]:
-        plane *= d
-    return LrnKernel((inputs[0], outputs[0]), x.shape[0], x.shape[1], plane, (size - 1) // 2, size // 2,
-                     square, finalize)
+    return LrnKernel((inputs[0], outputs[0]), x.shape[0], x.shape[1], math.prod(x.shape[2:]), (size - 1) // 2,
+                     size // 2, square, finalize)
 
 
 def _printed(stmt: PolyStmt, element: str) -> str | None:

@@ -132,8 +132,7 @@ class CRuntime:
             if lowered is None:
                 return [], None, "", ("", 0)
             fn = _part_function(lowered, label, build)
-            strategy = lowered.strategy if isinstance(lowered, LrnKernel) else lowered.scheduled.tree.strategy
-            return [fn], fn, strategy, ("", 0)
+            return [fn], fn, lowered.strategy, ("", 0)
         helpers: dict[str, str] = {}
         name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp, helpers=helpers)
         main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM",
