@@ -7,7 +7,7 @@ and each store encodes the result, with helper functions every translation unit 
   the opposite sign, bit for bit as ml_dtypes converts;
 * int4, uint4, int2 and uint2: the value in the low four or two bits (ml_dtypes' layout,
   the top one the sign of the signed types) <-> an integer, stores keeping the low bits
-  of the truncated value, as ml_dtypes converts (ir.narrow_int).
+  of the truncated value (ir.narrow_int.to_narrow_int defines it).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ _NARROW_INT_HELPERS = """{q} int fl_narrow_int_value(unsigned char b, int bits, 
   return is_signed ? (v ^ sign) - sign : v;
 }}
 {q} unsigned char fl_to_narrow_int(double v, int bits) {{
-  /* NaN, infinities and values past the 64-bit range give 0, as ml_dtypes; float32 values
-     from 2**27 on are multiples of 16 anyway */
+  /* NaN, infinities and values past the 64-bit range give 0 (ir.narrow_int); float32
+     values from 2**27 on are multiples of 16 anyway */
   if (!(v > -9.2233720368547758e18 && v < 9.2233720368547758e18)) return 0;
   return (unsigned char)((unsigned long long)(long long)v & ((1u << bits) - 1u));
 }}

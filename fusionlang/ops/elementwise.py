@@ -8,6 +8,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.ir.float8 import float8_max, is_float8, to_float8
+from fusionlang.ir.narrow_int import convert
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.common import accumulator, elementwise, fold_left, same_dtype
@@ -236,7 +237,7 @@ def _cast_access(call: OpCall) -> list[Stmt]:
 def _cast_reference(xs, a):
     if is_float8(a["to"]):
         return [to_float8(xs[0], a["to"], bool(a["saturate"]))]
-    return [xs[0].astype(a["to"])]
+    return [convert(xs[0], a["to"])]
 
 
 register(
@@ -249,8 +250,9 @@ register(
         infer=_cast_infer,
         reference=_cast_reference,
         access=_cast_access,
-        doc="Convert the element type (float to int truncates toward zero; nonzero to bool is true; "
-            "to float8 rounds to nearest even).",
+        doc="Convert the element type (float to int truncates toward zero; to int4/uint4/int2/uint2 then "
+            "keeps the low bits, NaN and infinities giving 0; nonzero to bool is true; to float8 rounds to "
+            "nearest even).",
     )
 )
 

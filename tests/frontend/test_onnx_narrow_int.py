@@ -1,5 +1,7 @@
 """int4, uint4, int2 and uint2 as stored tensors: Cast and CastLike to and from them compiled to C (and
-CUDA, emulated), bit for bit against ONNX's reference (ml_dtypes' wrapping conversions)."""
+CUDA, emulated), bit for bit against fusionlang's definition of the conversion (ir.narrow_int: the low
+bits of the truncated value) and, where its versions agree with it (values in range), against ONNX's
+reference (ml_dtypes' conversions: 0.7 turns out-of-range floats into 0, 0.6 wrapped them)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from onnx.reference import ReferenceEvaluator
 import fusionlang
 import fusionlang.onnx_backend as backend
 from fusionlang.frontend import from_onnx
+from fusionlang.ir.narrow_int import int_range, to_narrow_int
 from onnx_cases import make_model
 
 pytestmark = pytest.mark.filterwarnings("error:fusionlang. running .* on the reference interpreter:UserWarning")
@@ -41,10 +44,14 @@ def test_float_and_wide_integers_cast_to_4_bits_by_wrapping(dtype, like, target)
     else:
         node = helper.make_node("Cast", ["x"], ["y"], to=INT4[dtype])
         inputs, feeds = {"x": ([4, 21], TensorProto.FLOAT)}, {"x": x}
-    got, want, interpreted = run_both(make_model([node], inputs, {"y": None}, 25), feeds, target)
-    assert got.dtype == want.dtype == np.dtype(getattr(ml_dtypes, dtype))
+    got, onnx_reference, interpreted = run_both(make_model([node], inputs, {"y": None}, 25), feeds, target)
+    want = to_narrow_int(x, dtype)
+    assert got.dtype == onnx_reference.dtype == want.dtype
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     np.testing.assert_array_equal(interpreted.view(np.uint8), want.view(np.uint8))
+    low, high = int_range(dtype)
+    in_range = (x > low - 1) & (x < high + 1)
+    np.testing.assert_array_equal(got.view(np.uint8)[in_range], onnx_reference.view(np.uint8)[in_range])
 
 
 @pytest.mark.parametrize("dtype", list(INT4))
