@@ -8,42 +8,59 @@
     expected = fusionlang.reference.run(graph, {"x": x})
 """
 
-from fusionlang import reference
-from fusionlang.api import compile, compile_model, from_onnx, fuse, load_rules
-from fusionlang.engine.plan import FusionPlan, Group
-from fusionlang.errors import FuseError
-from fusionlang.ir import Graph, Node, TensorType
-from fusionlang.ops import GraphBuilder
-from fusionlang.specialize import Specializer
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "FuseError",
-    "FusionPlan",
-    "Graph",
-    "GraphBuilder",
-    "Group",
-    "Node",
-    "Specializer",
-    "TensorType",
-    "check_rules",
-    "compile",
-    "compile_model",
-    "from_onnx",
-    "fuse",
-    "load_rules",
-    "reference",
-]
+from fusionlang.version import VERSION as __version__
+
+if TYPE_CHECKING:  # what the names below are, for type checkers and readers
+    from fusionlang import reference
+    from fusionlang.api import compile, compile_model, from_onnx, fuse, load_rules
+    from fusionlang.engine.plan import FusionPlan, Group
+    from fusionlang.errors import FuseError
+    from fusionlang.ir import Graph, Node, TensorType
+    from fusionlang.ops import GraphBuilder
+    from fusionlang.specialize import Specializer
+    from fusionlang.testing.checker import check_rules
+
+
+#: public name -> the module that defines it. The facade imports nothing heavy up front
+#: (PEP 562): ml_dtypes, sympy, islpy, lark and onnx cost about two seconds to import,
+#: which `import fusionlang` and `fusionlang --help` should not pay before anything is used.
+#: check_rules lives in fusionlang.testing, above every package, and needs the optional
+#: hypothesis.
+_EXPORTS = {
+    "reference": "fusionlang.reference",
+    "compile": "fusionlang.api",
+    "compile_model": "fusionlang.api",
+    "from_onnx": "fusionlang.api",
+    "fuse": "fusionlang.api",
+    "load_rules": "fusionlang.api",
+    "FusionPlan": "fusionlang.engine.plan",
+    "Group": "fusionlang.engine.plan",
+    "FuseError": "fusionlang.errors",
+    "Graph": "fusionlang.ir",
+    "Node": "fusionlang.ir",
+    "TensorType": "fusionlang.ir",
+    "GraphBuilder": "fusionlang.ops",
+    "Specializer": "fusionlang.specialize",
+    "check_rules": "fusionlang.testing.checker",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
-    # check_rules lives in fusionlang.testing, which sits above every package (no library
-    # module imports it) and needs the optional hypothesis: this facade, the one place
-    # above both, reaches it on first use only (PEP 562), so `import fusionlang` stays
-    # cheap and works without the test extra
-    if name == "check_rules":
-        from fusionlang.testing.checker import check_rules
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'fusionlang' has no attribute {name!r}")
+    module = importlib.import_module(module_name)
+    value = module if module_name == f"fusionlang.{name}" else getattr(module, name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
-        return check_rules
-    raise AttributeError(f"module 'fusionlang' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

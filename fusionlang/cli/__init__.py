@@ -7,7 +7,7 @@ finds a mismatch exits 1. Nothing prints a Python traceback unless FUSIONLANG_DE
 set, and names from a model or rule file are printed escaped (:mod:`fusionlang.cli.text`).
 
 Every command takes ``--quiet``, ``--no-color`` and ``--json`` (see
-:mod:`fusionlang.cli.common`), before or after the command name.
+:mod:`fusionlang.cli.modes`), before or after the command name.
 """
 
 from __future__ import annotations
@@ -19,38 +19,63 @@ import os
 import re
 import sys
 
-from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flags, use_color
+from fusionlang.cli.modes import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flags, use_color
 from fusionlang.cli.flags import OneLineParser
 from fusionlang.cli.text import safe
 from fusionlang.errors import FuseError
-from fusionlang.lang import render
+from fusionlang.version import VERSION
 
 #: exit status when stdout is closed early (128 + SIGPIPE, as shells report it)
 EXIT_PIPE = 141
 
-#: command name -> module under fusionlang.cli (each defines HELP, configure, run)
-COMMANDS = ("demo", "fuse", "run", "explain", "lint", "check")
+#: command name -> its one-line help. Each command is the module fusionlang.cli.NAME
+#: (configure + run); only the command being run is imported, so `fusionlang --help` and
+#: a command's own --help do not pay for the others' imports.
+COMMANDS = {
+    "demo": "fuse, compile and run the embedded transformer block, checked against the reference",
+    "fuse": "partition a model into fused groups and print a summary",
+    "run": "run a model (compiled, or with the reference interpreter)",
+    "explain": "explain why a node was (not) fused with its neighbours, or why a rewrite did (not) fire",
+    "lint": "parse and check .fuse rule files and run their test blocks",
+    "check": "property-check every rule of .fuse rule files",
+}
+
+#: flags before the command (none takes a value): what may stand before its name
+_TOP_FLAGS = {"--quiet", "-q", "--no-color", "--json", "--version", "--help", "-h"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command``, only that command's flags are set up (the others
+    are listed with their help), else every command's."""
     parser = OneLineParser(prog="fusionlang", description="Operator fusion with the policy written as data.")
+    parser.add_argument("--version", action="version", version=f"fusionlang {VERSION}")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     parser.add_argument("--no-color", action="store_true", help="plain output")
     parser.add_argument("--json", action="store_true",
                         help="machine-readable output: one JSON document on stdout (every command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        module = importlib.import_module(f"fusionlang.cli.{name}")
+    for name, summary in COMMANDS.items():
         # "resolve": a command may redefine a common flag (fuse has --json [FILE])
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP, conflict_handler="resolve")
-        add_output_flags(p)
-        module.configure(p)
-        p.set_defaults(func=module.run)
+        p = sub.add_parser(name, help=summary, description=summary, conflict_handler="resolve")
+        if command is None or name == command:
+            module = importlib.import_module(f"fusionlang.cli.{name}")
+            add_output_flags(p)
+            module.configure(p)
+            p.set_defaults(func=module.run)
     return parser
 
 
+def command_named(argv: list[str]) -> str | None:
+    """The command ``argv`` names: the first word after the top-level flags, or None."""
+    for word in argv:
+        if word not in _TOP_FLAGS:
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_named(argv) or "")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0), or a bad flag already printed as one line (2)
@@ -95,6 +120,8 @@ def _fields_on_one_line(diag):
 def format_error(exc: FuseError, color: bool = False) -> str:
     """The message a FuseError prints: rendered diagnostics, or one line."""
     if getattr(exc, "diagnostics", None):
+        from fusionlang.lang import render  # here: the parser stack is imported only where a diagnostic is shown
+
         diagnostics = [_fields_on_one_line(d) for d in exc.diagnostics]
         plain = "\n".join(render(d) for d in diagnostics)
         if safe(plain) != plain:  # a source line or name holds control characters: no color

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import sys
 
-from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, is_quiet, print_json, wants_json
+from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, is_quiet, print_json, wants_json
 from fusionlang.errors import FuseError, InputError
 from fusionlang.lang import load_rules
 from fusionlang.lang.diagnostics import suggest
 
-HELP = "property-check every rule of .fuse rule files"
 
 
 def configure(p) -> None:

@@ -1,9 +1,6 @@
-"""Helpers shared by the command modules: output modes (text, --quiet, --json),
-progress on a terminal, loading models and rules, comparing results, and the exit codes.
+"""Helpers shared by the command modules: progress on a terminal, loading models and
+rules, comparing results (the output modes and exit codes are :mod:`fusionlang.cli.modes`).
 
-Output modes are the same for every command: human-readable text on stdout by default;
-``--quiet`` prints only errors; ``--json`` prints one JSON document on stdout instead of
-the text (errors still go to stderr as text, and the exit status says what happened).
 Progress bars go to stderr, only when stderr is a terminal and neither ``--quiet`` nor
 ``--json`` is given, so scripts and pipes never see them.
 """
@@ -12,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import re
 import sys
 import time
@@ -26,67 +21,16 @@ from rich.text import Text
 from fusionlang.api import fuse
 from fusionlang.cli.flags import strategy_option
 from fusionlang.cli.paths import readable_file
-from fusionlang.cli.text import safe_console
+from fusionlang.cli.modes import is_quiet, use_color, wants_json
 from fusionlang.errors import InputError, RuntimeInputError
 from fusionlang.ir.types import is_float_dtype
 from fusionlang.frontend import from_onnx
 from fusionlang.lang import load_rules as load
 from fusionlang.specialize import specialized_graph
 
-EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 #: the largest dimension --input-shape takes (a signed 64-bit index)
 MAX_DIM = 2**63 - 1
-
-
-def add_output_flags(p: argparse.ArgumentParser) -> None:
-    """--quiet, --no-color and --json on a command's parser.
-
-    They are also accepted before the command (``fusionlang --json fuse ...``); the
-    defaults are suppressed here so that a flag given there is not reset by the command's
-    parser. A command may redefine ``--json`` (fuse: ``--json [FILE]``).
-    """
-    p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="print only errors")
-    p.add_argument("--no-color", action="store_true", default=argparse.SUPPRESS, help="plain output")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                   help="print one JSON document on stdout instead of text")
-
-
-def wants_json(args) -> bool:
-    return bool(getattr(args, "json", False))
-
-
-def is_quiet(args) -> bool:
-    return bool(getattr(args, "quiet", False))
-
-
-def use_color(args, stream=None) -> bool:
-    """Color only on a terminal, never with --no-color or NO_COLOR set."""
-    stream = stream or sys.stderr
-    return not getattr(args, "no_color", False) and "NO_COLOR" not in os.environ and stream.isatty()
-
-
-def console(args, stderr: bool = False):
-    """A rich console for human-readable output; silent under --quiet and --json. What it
-    prints is made safe (:mod:`fusionlang.cli.text`): names never drive the terminal."""
-    # model and rule names are data: never interpret them as rich markup
-    color = use_color(args, sys.stderr if stderr else sys.stdout)
-    # color_system=None: no escape sequences at all (no_color alone still prints bold and dim)
-    return safe_console(stderr=stderr, quiet=is_quiet(args) or wants_json(args), markup=False, soft_wrap=True,
-                        color_system="auto" if color else None, highlight=False)
-
-
-def print_json(data) -> None:
-    """The --json document: one JSON value on stdout."""
-    print(json.dumps(data, indent=2, default=_jsonable))
-
-
-def _jsonable(value):
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if hasattr(value, "item"):  # NumPy scalars
-        return value.item()
-    return str(value)
 
 
 class Stages:

@@ -21,14 +21,14 @@ from rich.text import Text
 from fusionlang.api import compile as compile_plan
 from fusionlang.api import from_onnx, fuse, load_rules
 from fusionlang.cli import flags
-from fusionlang.cli.common import EXIT_MISMATCH, EXIT_OK, Stages, compare, console, print_json, wants_json
+from fusionlang.cli.common import Stages, compare
+from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, print_json, wants_json
 from fusionlang.cli.feeds import read_feeds
 from fusionlang.cli.paths import check_writable_file, write_text
 from fusionlang.cli.text import print_line, safe
 from fusionlang.reference import run as reference_run
 from fusionlang.report import render_report
 
-HELP = "fuse, compile and run the embedded transformer block, checked against the reference"
 
 
 def configure(p) -> None:

@@ -18,8 +18,9 @@ import re
 
 from rich.text import Text
 
-from fusionlang.cli.common import (EXIT_OK, Stages, add_model_arguments, console, fuse_model, load_graph, load_rules,
-                                   parse_shapes, print_json, strategy_overrides, wants_json)
+from fusionlang.cli.common import (Stages, add_model_arguments, fuse_model, load_graph, load_rules, parse_shapes,
+                                   strategy_overrides)
+from fusionlang.cli.modes import EXIT_OK, console, print_json, wants_json
 from fusionlang.cli.text import safe
 from fusionlang.engine.explain import explain
 from fusionlang.engine.rewrite import apply_rules
@@ -27,7 +28,6 @@ from fusionlang.engine.rule_report import rule_report
 from fusionlang.engine.whynot import rewrite_named, why_not
 from fusionlang.errors import InputError, RewriteError
 
-HELP = "explain why a node was (not) fused with its neighbours, or why a rewrite did (not) fire"
 
 #: rule locations in explanation lines ("apollo.fuse:18:1"), highlighted on a terminal
 _LOCATION = re.compile(r"[^\s():]+\.fuse:\d+(?::\d+)?")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import sys
 
 from fusionlang.api import compile as compile_plan
-from fusionlang.cli.common import EXIT_OK, Stages, add_model_arguments, console, fuse_model, wants_json
+from fusionlang.cli.common import Stages, add_model_arguments, fuse_model
+from fusionlang.cli.modes import EXIT_OK, console, wants_json
 from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.paths import check_writable_file, write_text
 from fusionlang.report import render_report
 
-HELP = "partition a model into fused groups and print a summary"
 
 
 def configure(p) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import sys
 
-from fusionlang.cli.common import EXIT_BAD_INPUT, EXIT_OK, Stages, is_quiet, print_json, use_color, wants_json
+from fusionlang.cli.common import Stages
+from fusionlang.cli.modes import EXIT_BAD_INPUT, EXIT_OK, is_quiet, print_json, use_color, wants_json
 from fusionlang.engine.policy_check import policy_diagnostics
 from fusionlang.lang import lint, load_rules, render
 from fusionlang.testing.testblocks import failed_test_diagnostics
 
-HELP = "parse and check .fuse rule files and run their test blocks"
 
 
 def configure(p) -> None:

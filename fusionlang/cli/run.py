@@ -10,8 +10,9 @@ import numpy as np
 from fusionlang.api import compile as compile_plan
 from fusionlang.api import fuse
 from fusionlang.cli import flags
-from fusionlang.cli.common import (EXIT_MISMATCH, EXIT_OK, Stages, add_model_arguments, compare, console,
-                                   load_graph_for_feeds, parse_shapes, strategy_overrides, wants_json)
+from fusionlang.cli.common import (Stages, add_model_arguments, compare, load_graph_for_feeds, parse_shapes,
+                                   strategy_overrides)
+from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, wants_json
 from fusionlang.cli.feeds import complete_feeds, read_input_files
 from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
@@ -20,7 +21,6 @@ from fusionlang.cli.text import print_line
 from fusionlang.errors import InputError
 from fusionlang.reference import run as reference_run
 
-HELP = "run a model (compiled, or with the reference interpreter)"
 
 
 def configure(p) -> None:
