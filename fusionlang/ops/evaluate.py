@@ -36,7 +36,10 @@ def evaluate_node(node: Node, args: list, registry: OpRegistry, *, failing: str 
     while args and args[-1] is None:
         args.pop()
     try:
-        results = opdef.reference(args, node.attrs)
+        # IEEE special values are results here, as in the generated code (log(0) is -inf,
+        # 0/0 NaN): NumPy's RuntimeWarnings about them would only reach users' terminals
+        with np.errstate(all="ignore"):
+            results = opdef.reference(args, node.attrs)
     except FuseError:
         raise
     except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
