@@ -17,6 +17,7 @@ import ctypes
 import hashlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -211,7 +212,10 @@ class EmuRuntime:
         # FUSIONLANG_EMU_TENSOR_CORES=1: the GEMM template's tensor-core path, with mma.sync
         # emulated across the warp, instead of its FMA path
         mma = "#define FL_EMU_MMA 1\n" if os.environ.get("FUSIONLANG_EMU_TENSOR_CORES") == "1" else ""
+        compiler_started = time.perf_counter()
         self.lib = ctypes.CDLL(str(_build(mma + SHIM + self.source + "\n" + "\n".join(launchers.values()))))
+        #: seconds the C++ compiler took on the emulated kernels (0 when the kernel cache held them)
+        self.compiler_seconds = time.perf_counter() - compiler_started
         buffers = build.buffers
         self.arena = np.zeros(buffers.arena_bytes + ALIGN, np.uint8)
         self.base = (-self.arena.ctypes.data) % ALIGN

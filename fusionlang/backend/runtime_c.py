@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import time
 from functools import cached_property
 
 import numpy as np
@@ -84,8 +85,11 @@ class CRuntime:
         self.driver = self._driver(calls, build, profile_slot)
         self.source = C_PRELUDE + "\n" + "".join(helpers.values()) + "\n".join(functions.values()) + "\n" + self.driver
         units = self._units(functions, vector_code)
+        compiler_started = time.perf_counter()
         self.library_path = build_library([u for u, _ in units], openmp=build.openmp, sanitize=build.sanitize,
                                           opts=[opt for _, opt in units])
+        #: seconds the C compiler took (0 when the kernel cache held the library)
+        self.compiler_seconds = time.perf_counter() - compiler_started
         self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
         self.entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]

@@ -10,6 +10,7 @@ synchronizes once.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -190,7 +191,12 @@ class CudaRuntime:
         self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
         self.errors = cupy.zeros(RECORD, dtype=cupy.int64)
+        compiler_started = time.perf_counter()
         self.module = cupy.RawModule(code=self.source, options=("-std=c++17",))
+        # NVRTC compiles the module at the first look-up of one of its kernels
+        functions = {name: self.module.get_function(name) for name in {la.kernel for la in self.program.launches}}
+        #: seconds NVRTC took (CuPy caches compiled modules on disk: near 0 when it held this one)
+        self.compiler_seconds = time.perf_counter() - compiler_started
         buffers = build.buffers
         self.arena = cupy.zeros(buffers.arena_bytes + ALIGN, dtype=cupy.uint8)
         self.scratch = cupy.zeros(max(self.program.scratch_bytes, 16), dtype=cupy.uint8)
@@ -205,7 +211,7 @@ class CudaRuntime:
         self.stream = cupy.cuda.Stream(non_blocking=True)
         launches = [self._reset_errors]
         for la in self.program.launches:
-            fn = self.module.get_function(la.kernel)
+            fn = functions[la.kernel]
             args = tuple([self._arg(a) for a in la.arrays(self.program)] + [self.scratch, self.errors])
             launches.append(partial(fn, (la.grid,), (la.block,), args))
         self.launcher = GraphLauncher(self.stream, launches)

@@ -37,7 +37,7 @@ class Stages:
     """Named stages of a command, timed; shown as rich progress on a terminal.
 
         with Stages(args) as stages:
-            with stages.step("import model"):
+            with stages.step("import"):
                 graph = load_graph(...)
             with stages.step("lint", total=len(files)) as tick:
                 for f in files: ...; tick()
@@ -126,7 +126,7 @@ def strategy_overrides(args) -> dict | None:
 def fuse_model(args, stages):
     """(graph, rule set, plan) for ``args.model`` fused with ``args.rules``, each step shown."""
 
-    with stages.step("import model"):
+    with stages.step("import"):
         graph = load_graph(args.model, parse_shapes(args.input_shape))
     with stages.step("load rules"):
         ruleset = load_rules(args.rules)

@@ -60,7 +60,7 @@ def _explain_rule(args) -> int:
     ``--node``."""
 
     with Stages(args) as stages:
-        with stages.step("import model"):
+        with stages.step("import"):
             graph = load_graph(args.model, parse_shapes(args.input_shape))
         with stages.step("load rules"):
             ruleset = load_rules(args.rules)

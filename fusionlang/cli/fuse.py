@@ -17,6 +17,7 @@ from fusionlang.cli.modes import EXIT_OK, console, wants_json
 from fusionlang.cli.memory import check_tensor_sizes
 from fusionlang.cli.paths import check_writable_file, write_text
 from fusionlang.report import render_report
+from fusionlang.stages import stage_line, stage_times
 
 
 
@@ -62,7 +63,7 @@ def run(args) -> int:
         compiled = None
         if args.loops:
             check_tensor_sizes(plan.graph)  # compiling lays out (allocates) every tensor
-            with stages.step("loop fusion + codegen (c)"):
+            with stages.step("codegen + compile (c)"):
                 compiled = compile_plan(plan, "c")
         if args.json_file and args.json_file != "-":
             write_text(args.json_file, plan.to_json(indent=2))
@@ -77,8 +78,7 @@ def run(args) -> int:
     for line in fired_lines(plan.stats.get("rewrites") or {}, ruleset):
         out.print(line, highlight=False, markup=False)
     if compiled is not None:
-        out.print(f"  loop nests {compiled.stats['loop_nests']}, code generation "
-                  f"{compiled.stats['compile_seconds']:.3f} s")
+        out.print(f"  loop nests {compiled.stats['loop_nests']}, time {stage_line(stage_times(compiled.stats))}")
     if args.verbose:
         ops = {n.name: n.op for n in plan.graph.nodes}
         for group in plan.groups:

@@ -20,6 +20,7 @@ from fusionlang.cli.paths import check_output_directory
 from fusionlang.cli.text import print_line
 from fusionlang.errors import InputError
 from fusionlang.reference import run as reference_run
+from fusionlang.stages import IMPORT, RUN, seconds_key, stage_line, stage_times
 
 
 
@@ -61,38 +62,44 @@ def run(args) -> int:
         check_output_directory(args.output_dir)  # before the work, not after it
     with Stages(args) as stages:
         given = read_input_files(args.input)
-        with stages.step("import model"):
+        with stages.step("import"):
             # symbolic dims and inputs read as axes, pads, shape... take the --input arrays'
             graph, shaped, bound = load_graph_for_feeds(args.model, parse_shapes(args.input_shape), given)
         # before random inputs, the reference or a compile allocate them
         check_tensor_sizes(graph, random_inputs=args.random_inputs is not None)
         feeds = complete_feeds(graph, {n: a for n, a in given.items() if n not in bound}, args.random_inputs)
         started = time.perf_counter()
+        compiled = None
+        run_step = "run (reference interpreter)" if args.target == "reference" else f"run ({args.target})"
         if args.target == "reference":
 
-            with stages.step("run (reference interpreter)"):
+            with stages.step(run_step):
                 outputs = reference_run(graph, feeds)
         else:
 
             with stages.step("rewrite + partition"):
                 plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args))
             check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
-            with stages.step(f"loop fusion + codegen ({args.target})"):
+            with stages.step(f"codegen + compile ({args.target})"):
                 options = {"threads": args.threads} if args.target == "c" else {"precision": args.precision}
                 if args.profile:
                     options["profile"] = True
                 compiled = compile_plan(plan, args.target, check_indices=not args.unchecked_indices, **options)
-            with stages.step(f"run ({args.target})"):
+            with stages.step(run_step):
                 outputs = compiled.run(feeds)
             if args.profile:
                 with stages.step(f"profile ({args.profile} runs)"):
                     times = compiled.profile(feeds, runs=args.profile)
             if args.check:
 
-                with stages.step("check against the reference interpreter"):
+                with stages.step("reference interpreter"):
                     expected = reference_run(graph, feeds)
         elapsed = time.perf_counter() - started
+    stage_seconds = {IMPORT: stages.timings["import"], RUN: stages.timings[run_step]}
+    if compiled is not None:
+        stage_seconds.update(stage_times(plan.stats, compiled.stats))
     report = {"model": args.model, "target": args.target, "seconds": elapsed,
+              **{seconds_key(stage): seconds for stage, seconds in stage_seconds.items()},
               "outputs": {k: list(v.shape) for k, v in outputs.items()}}
     if shaped or bound:
         report["specialized"] = {"shapes": sorted(shaped), "values": sorted(bound)}
@@ -119,7 +126,7 @@ def run(args) -> int:
             out.print(f"wrote {path}" if path.name == f"{name}.npy" else f"wrote {path}  (output {name!r})")
         if expected is not None:
             out.print("check against the reference interpreter: " + ("ok" if not problems else "MISMATCH"))
-        out.print(f"{args.target}: {elapsed:.3f} s")
+        out.print(f"time ({args.target}): {stage_line(stage_seconds)}")
         if times is not None:
             for line in profile_table(times, compiled.graph, args.profile):
                 out.print(line, markup=False, highlight=False)

@@ -15,6 +15,7 @@ from fusionlang.engine.partition import Feedback, default_strategy, partition
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.rewrite import apply_rules
 from fusionlang.ir.graph import Graph
+from fusionlang.stages import PARTITION, REWRITE, seconds_key
 
 
 def unfused_stats(graph: Graph, registry=None, device: str = "h100") -> dict:
@@ -34,6 +35,7 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     before = unfused_stats(graph, ruleset.registry)
     result = apply_rules(graph, ruleset) if rewrite else None
     rewritten = result.graph if result is not None else graph
+    rewritten_at = time.perf_counter()
     plan = partition(rewritten, ruleset, name, options=options, feedback=feedback)
     plan = lower_compound_groups(plan, ruleset)
     plan.original = graph
@@ -44,6 +46,6 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
         ops_before=len(graph.nodes),
         rewrites=dict(result.fired) if result is not None else {},
         rewrite_stop=result.stop_reason if result is not None else "skipped",
-        compile_seconds=time.perf_counter() - started,
+        **{seconds_key(REWRITE): rewritten_at - started, seconds_key(PARTITION): time.perf_counter() - rewritten_at},
     )
     return plan

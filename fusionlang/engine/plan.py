@@ -23,6 +23,7 @@ import networkx as nx
 from fusionlang.engine.decisions import MergeDecision
 from fusionlang.errors import PlanError
 from fusionlang.ir.graph import Graph, Node
+from fusionlang.stages import stage_line, stage_times
 
 KINDS = ("kernel", "view", "const")
 
@@ -54,7 +55,7 @@ class Group:
 @dataclass
 class FusionPlan:
     """The partition of a (rewritten) graph into groups, plus stitches, horizontal packs,
-    ``stats`` (kernels and bytes before/after, compile time...) and the partitioner's
+    ``stats`` (kernels and bytes before/after, ``rewrite_seconds`` and ``partition_seconds``...) and the partitioner's
     merge ``decisions``; see the module docstring."""
 
     graph: Graph
@@ -63,7 +64,7 @@ class FusionPlan:
     rules: str = ""
     stitches: list[tuple[int, str]] = field(default_factory=list)
     horizontal: list[list[int]] = field(default_factory=list)
-    #: counters and timings: kernels_before, bytes_before, compile_seconds, ...
+    #: counters and timings: kernels_before, bytes_before, rewrite_seconds, partition_seconds, ...
     stats: dict[str, Any] = field(default_factory=dict)
     #: the graph as it came in, before rewriting (for before/after comparisons)
     original: Graph | None = None
@@ -162,8 +163,9 @@ class FusionPlan:
         if self.horizontal:
             lines.append(f"  horizontal launches {len(self.horizontal)} covering "
                          f"{sum(len(h) for h in self.horizontal)} groups")
-        if "compile_seconds" in s:
-            lines.append(f"  compile time {s['compile_seconds']:.3f} s")
+        times = stage_times(s)
+        if times:
+            lines.append(f"  time {stage_line(times)}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

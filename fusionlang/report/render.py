@@ -20,6 +20,7 @@ from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.report.layout import Layout
 from fusionlang.report.limits import limit_notes
 from fusionlang.report.pages import PAGE_OPS, Page, PageNode, build_pages, group_ops_line, group_title
+from fusionlang.stages import stage_line, stage_times
 
 #: categories of the standard rule files, in the order the legend lists them
 KNOWN_CATEGORIES = ("elemwise", "broadcast", "injective", "reduce", "complex", "opaque")
@@ -181,12 +182,12 @@ def _header(plan: FusionPlan, name: str, compiled, pages: list[Page]) -> str:
     if "estimated_seconds_after" in s and "estimated_seconds_before" in s:
         card("estimated time", seconds(s["estimated_seconds_after"]), seconds(s["estimated_seconds_before"]),
              f"roofline on {s.get('device', '?')}")
-    if "compile_seconds" in s:
-        card("fusion time", seconds(s["compile_seconds"]), note="rewrite + partition")
+    times = stage_times(s, compiled.stats if compiled is not None else {})
+    if times:
+        card("time", seconds(sum(times.values())), note=stage_line(times))
     if compiled is not None:
         cs = compiled.stats
-        card("code generation", seconds(cs.get("compile_seconds", 0.0)),
-             note=f"target {cs.get('target', '?')}, {cs.get('loop_nests', '?')} loop nests")
+        card("loop nests", cs.get("loop_nests", "?"), note=f"target {cs.get('target', '?')}")
     rewrites = s.get("rewrites") or {}
     fired = "".join(f"<li><code>{e(rule)}</code> × {e(count)}</li>" for rule, count in rewrites.items())
     rewrites_html = (f'<details class="rewrites"><summary>rewrites fired: {sum(rewrites.values())}</summary>'

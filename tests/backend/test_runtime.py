@@ -33,7 +33,7 @@ def test_compiled_graph_exposes_kernels_sources_buffers_stats():
     assert len(compiled.kernels) == 4
     k = compiled.kernels[0]
     assert k.group == 0 and k.nests == 1 and k.name in compiled.sources and k.source in compiled.sources
-    assert compiled.stats["kernels"] == 4 and compiled.stats["compile_seconds"] > 0
+    assert compiled.stats["kernels"] == 4 and compiled.stats["codegen_seconds"] > 0 <= compiled.stats["compile_seconds"]
     assert compiled.buffers.arena_bytes > 0
     assert "int fl_run" in compiled.sources
 

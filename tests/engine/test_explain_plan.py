@@ -50,7 +50,7 @@ def test_plan_json_keeps_the_group_list(rules):
     plan = fusionlang.fuse(conv_then_pool(), rules, feedback=False)
     data = json.loads(plan.to_json())
     assert isinstance(data["groups"], list) and len(data["groups"]) == len(plan.groups)
-    assert {"kernels_before", "kernels_after", "bytes_before", "bytes_after", "compile_seconds"} <= set(data)
+    assert {"kernels_before", "kernels_after", "bytes_before", "bytes_after", "rewrite_seconds", "partition_seconds"} <= set(data)
 
 
 CAPPED_RULES = """\

@@ -72,7 +72,7 @@ def test_stale_boundary_is_rejected():
 def test_json_round_trips_and_names_ops():
     g = diamond()
     plan = single_group_plan(g)
-    plan.stats.update(kernels_before=3, bytes_before=10, bytes_after=5, compile_seconds=0.1)
+    plan.stats.update(kernels_before=3, bytes_before=10, bytes_after=5, rewrite_seconds=0.1, partition_seconds=0.05)
     data = json.loads(plan.to_json())
     assert data["kernels_after"] == 1
     assert data["groups"][0]["ops"] == ["relu", "exp", "add"]
