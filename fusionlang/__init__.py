@@ -15,8 +15,7 @@ from fusionlang.errors import FuseError
 from fusionlang.ir import Graph, Node, TensorType
 from fusionlang.ops import GraphBuilder
 from fusionlang.specialize import Specializer
-
-__version__ = "0.1.0"
+from fusionlang.version import __version__
 
 __all__ = [
     "FuseError",
