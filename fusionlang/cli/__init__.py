@@ -29,7 +29,7 @@ from fusionlang.lang import render
 EXIT_PIPE = 141
 
 #: command name -> module under fusionlang.cli (each defines HELP, configure, run)
-COMMANDS = ("demo", "fuse", "run", "explain", "lint", "check")
+COMMANDS = ("demo", "fuse", "run", "explain", "lint", "check", "cache")
 
 
 def build_parser() -> argparse.ArgumentParser:
