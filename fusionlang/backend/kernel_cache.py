@@ -151,9 +151,16 @@ def _remove_debris(entries: Path) -> None:
     """Scratch directories of builds that were killed (old, and their process is gone)."""
     stale = time.time() - BUILD_WINDOW_S
     for child in _scan(entries):
-        if (child.name.startswith(SCRATCH_PREFIX) and child.is_dir(follow_symlinks=False)
-                and child.stat(follow_symlinks=False).st_mtime < stale and not _builder_alive(child.name)):
+        if _is_debris(child, stale):
             shutil.rmtree(child.path, ignore_errors=True)
+
+
+def _is_debris(child: os.DirEntry, stale: float) -> bool:
+    try:
+        return (child.name.startswith(SCRATCH_PREFIX) and child.is_dir(follow_symlinks=False)
+                and child.stat(follow_symlinks=False).st_mtime < stale and not _builder_alive(child.name))
+    except OSError:
+        return False  # removed meanwhile: by its own build, or another process's cleanup
 
 
 def _builder_alive(scratch_name: str) -> bool:
@@ -276,9 +283,9 @@ class Entry:
 def list_entries(directory: Path) -> list[Entry]:
     found = []
     for child in _scan(directory):
-        if child.name.endswith(CHECK_SUFFIX) or not child.is_file(follow_symlinks=False):
-            continue
         try:
+            if child.name.endswith(CHECK_SUFFIX) or not child.is_file(follow_symlinks=False):
+                continue
             info = child.stat(follow_symlinks=False)
         except OSError:
             continue  # removed meanwhile
