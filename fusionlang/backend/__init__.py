@@ -13,7 +13,9 @@ Where things are decided:
 * ``template``  which conv/matmul groups run as a GEMM template, with what epilogue (and,
                 on CUDA, what prologue); ``gemm_template`` the CPU kernel,
                 ``cuda_gemm`` / ``cuda_template`` the CUDA one (tiles, tensor cores)
-* ``ccompile``  system C compiler, on-disk cache, ctypes; ``nvrtc`` CUDA -> PTX without a GPU
+* ``ccompile``  system C compiler, ctypes; ``nvrtc`` CUDA -> PTX without a GPU
+* ``kernel_cache``  the on-disk cache of compiled kernels: where, when it is trusted, its
+                size bound
 * ``memory``    which values get buffers, lifetimes, storage sharing
 * ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy and ``cuda_graph``,
                 ``cuda_emu`` on the CPU)

@@ -1,30 +1,33 @@
 """Compile generated C with the system compiler, cache the results, load them with ctypes.
 
 Each translation unit (a chunk of kernels, :mod:`.chunks`) is compiled to its own object
-file, cached on disk under a hash of its source, the flags and the compiler, so the same
-kernels compile once; objects compile in parallel. A graph's objects and its driver are then
-linked into one shared library, also cached.
+file, cached on disk under a hash of its source, the flags, the compiler, the processor
+and fusionlang's version, so the same kernels compile once; objects compile in parallel.
+A graph's objects and its driver are then linked into one shared library, also cached.
+Compiler: ``$CC`` or ``cc``.
 
-Cache: ``$FUSIONLANG_CACHE_DIR`` or ``~/.cache/fusionlang``. Compiler: ``$CC`` or ``cc``.
-Every cached file has the SHA-256 of its bytes beside it (``NAME.sha256``) and is used only
-when the two agree: a truncated, overwritten or half-written entry is built again, never
-loaded. Builds happen in a private temporary directory and enter the cache by atomic
-renames, so concurrent runs on one cache each see a whole file or none.
+The cache (:mod:`.kernel_cache`) is ``$FUSIONLANG_CACHE_DIR``, else
+``$XDG_CACHE_HOME/fusionlang``, else ``~/.cache/fusionlang``, private to its user (mode
+0700). An entry is loaded only when the check file beside it binds its bytes to the key
+it was asked for, so a truncated entry, or a library copied from another key with its
+own check file, is built again. A cache another user owns or others may write, or one
+that cannot be written, is not used: kernels then compile in a private temporary
+directory and one line on stderr says why. Builds enter the cache by atomic renames;
+``$FUSIONLANG_CACHE_MAX_BYTES`` (default 2 GiB) bounds it, least recently used entries
+going first. ``fusionlang cache info|clear`` shows and empties it.
 """
-
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import os
 import shlex
-import shutil
 import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
+from fusionlang.backend.kernel_cache import cache_dir, cached_build, clear_cache, entry_key, entry_path, verified
 from fusionlang.errors import CodegenError
 
 BASE_FLAGS = ["-std=gnu11", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd",
@@ -45,13 +48,6 @@ SINGLE_UNIT = 4
 #: preference changes nothing.
 #: ``$FUSIONLANG_COPT`` overrides both.
 LOOP_OPT, TEMPLATE_OPT = "-O3 -mprefer-vector-width=512", "-O2"
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("FUSIONLANG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fusionlang")
-    path = Path(root) / "c"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def compiler() -> str:
@@ -149,14 +145,6 @@ def flags(*, openmp: bool = False, sanitize: bool = False, opt: str | None = Non
     return out
 
 
-def _key(*parts: str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode())
-        h.update(b"\0")
-    return h.hexdigest()[:24]
-
-
 def _run(cmd: list[str], what: str) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -164,50 +152,17 @@ def _run(cmd: list[str], what: str) -> None:
         raise CodegenError(f"C compiler failed on {what}: " + " | ".join(log[:12]))
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _hash_file(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def verified(path: Path) -> bool:
-    """Is ``path`` a cache entry whose bytes match the hash kept beside it?"""
-    try:
-        return _hash_file(path).read_text().strip() == _digest(path)
-    except OSError:
-        return False
-
-
-def cached_build(path: Path, build) -> Path:
-    """``path`` when the cache holds it intact, else built again by ``build(out, tmp)``
-    (write ``out``; ``tmp`` is a private scratch directory) and published: the file, then
-    its hash, each by an atomic rename. A reader between the two renames sees a mismatch
-    and builds once more; it never loads a file that is not whole."""
-    if verified(path):
-        return path
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-        out = Path(tmp) / path.name
-        build(out, Path(tmp))
-        digest = _hash_file(out)
-        digest.write_text(_digest(out) + "\n")
-        os.replace(out, path)
-        os.replace(digest, _hash_file(path))
-    return path
-
-
 def compile_object(source: str, flag_list: list[str]) -> Path:
     """Object file of one translation unit (cached)."""
     cc = compiler()
-    key = _key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), source)
+    key = entry_key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), source)
 
     def build(out: Path, tmp: Path) -> None:
-        src = tmp / f"{key}.c"
+        src = out.with_suffix(".c")
         src.write_text(source)
-        _run([cc, *flag_list, "-c", str(src), "-o", str(out)], f"kernel {key}")
+        _run([cc, *flag_list, "-c", str(src), "-o", str(out)], f"kernel {out.stem}")
 
-    return cached_build(cache_dir() / f"{key}.o", build)
+    return cached_build(entry_path(key, suffix=".o"), build, key)
 
 
 def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = False,
@@ -227,26 +182,26 @@ def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = 
     else:
         objects = [compile_object(s, f) for s, f in zip(sources, unit_flags)]
     cc = compiler()
-    key = _key(_compiler_id(cc), " ".join(flag_list), *[o.name for o in objects])
+    key = entry_key(_compiler_id(cc), " ".join(flag_list), *[o.name for o in objects])
 
     def build(out: Path, tmp: Path) -> None:
         link = [cc, "-shared", *flag_list, *[str(o) for o in objects], "-o", str(out), *link_libraries()]
         _run(link, "the kernel library")
 
-    return cached_build(cache_dir() / f"lib{key}.so", build)
+    return cached_build(entry_path(key, "lib", ".so"), build, key)
 
 
 def _single_unit(text: str, flag_list: list[str]) -> Path:
     # a few kernels: one compiler run for the whole library is cheaper than one per object
     cc = compiler()
-    key = _key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), "single", text)
+    key = entry_key(_compiler_id(cc), _cpu_id(), " ".join(flag_list), "single", text)
 
     def build(out: Path, tmp: Path) -> None:
-        src = tmp / f"{key}.c"
+        src = tmp / "unit.c"
         src.write_text(text)
         _run([cc, "-shared", *flag_list, str(src), "-o", str(out), *link_libraries()], "the kernel library")
 
-    return cached_build(cache_dir() / f"lib{key}.so", build)
+    return cached_build(entry_path(key, "lib", ".so"), build, key)
 
 
 def load_library(path: Path) -> ctypes.CDLL:
@@ -259,10 +214,6 @@ def load_library(path: Path) -> ctypes.CDLL:
 def asan_runtime() -> str | None:
     """Path of the compiler's AddressSanitizer runtime (to LD_PRELOAD), or None."""
     return _library_path("libasan.so")
-
-
-def clear_cache() -> None:
-    shutil.rmtree(cache_dir(), ignore_errors=True)
 
 
 __all__ = ["LOOP_OPT", "TEMPLATE_OPT", "asan_runtime", "build_library", "cache_dir", "cached_build", "clear_cache",

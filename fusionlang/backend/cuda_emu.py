@@ -14,7 +14,6 @@ default).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import subprocess
 import time
@@ -22,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fusionlang.backend.ccompile import cache_dir, cached_build, link_libraries
+from fusionlang.backend.ccompile import link_libraries
+from fusionlang.backend.kernel_cache import cached_build, entry_key, entry_path
 from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
@@ -182,7 +182,7 @@ def _launcher(name: str, types: list[str]) -> str:
 
 def _build(source: str) -> Path:
     cxx = os.environ.get("CXX", "c++")
-    key = hashlib.sha256((cxx + source).encode()).hexdigest()[:24]
+    key = entry_key("emulated cuda", cxx, source)
 
     def build(out: Path, tmp: Path) -> None:
         src = tmp / "emu.cpp"
@@ -193,7 +193,7 @@ def _build(source: str) -> Path:
             log = proc.stderr.strip().splitlines()
             raise CodegenError("C++ compiler failed on the emulated CUDA: " + " | ".join(log[:12]))
 
-    return cached_build(cache_dir() / f"libemu{key}.so", build)
+    return cached_build(entry_path(key, "libemu", ".so"), build, key)
 
 
 class EmuRuntime:

@@ -38,6 +38,7 @@ COMMANDS = {
     "explain": "explain why a node was (not) fused with its neighbours, or why a rewrite did (not) fire",
     "lint": "parse and check .fuse rule files and run their test blocks",
     "check": "property-check every rule of .fuse rule files",
+    "cache": "show (info) or empty (clear) the compiled-kernel cache",
 }
 
 #: flags before the command (none takes a value): what may stand before its name
