@@ -12,6 +12,7 @@ import numpy as np
 from fusionlang.errors import RewriteError
 from fusionlang.ops.evaluate import fold_constants
 from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import HALF_FLOATS
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
 from fusionlang.lang.ruleset import DecomposeRule, RuleSet
@@ -59,11 +60,11 @@ def open_node(index: GraphIndex, ruleset: RuleSet, node: Node, case: DecomposeRu
     bindings = Bindings(dict(zip(case.params, node.inputs)), statics)
     provenance = node.provenance + (f"decompose {case.op} ({case.where})",)
     inst = Instantiator(graph, ruleset.registry, bindings, provenance=provenance, stem=f"{node.name}_",
-                        namer=index.fresh_name)
+                        namer=index.fresh_name, widen=_WIDENED if _is_16_bit(graph, node) else None)
     try:
         values = inst.body(case.body)
-        values = [inst.materialize(v, graph.types[out].dtype, graph.types[out].shape) if isinstance(v, Scalar) else v
-                  for v, out in zip(values, node.outputs)]
+        values = [inst.materialize(v, graph.types[out].dtype, graph.types[out].shape) if isinstance(v, Scalar)
+                  else _narrowed(inst, v, graph.types[out].dtype) for v, out in zip(values, node.outputs)]
     except InstantiateError as exc:
         where = exc.span or case.span
         raise RewriteError(f"{where}: decomposition of {case.op!r} fails at node {node.name!r}: {exc.message}") \
@@ -71,6 +72,22 @@ def open_node(index: GraphIndex, ruleset: RuleSet, node: Node, case: DecomposeRu
     recorder.built(len(inst.created), case.span, f"the decomposition of {case.op!r} at node {node.name!r}")
     return splice(index, node, values, inst.created, ruleset.registry,
                   what=f"{case.where}: decomposition of {case.op!r}", new_constants=inst.new_constants)
+
+
+#: a compound op on 16-bit floats is opened in float32: its body's steps compute and keep
+#: their results in float32 and only its outputs are rounded, once, as ONNX Runtime and the
+#: reference interpreter compute the op (a float16 layer norm of a row holding 300 squared
+#: deviations past float16's 65504 and returned beta alone, step by step)
+_WIDENED = {dtype: "float32" for dtype in HALF_FLOATS}
+
+
+def _is_16_bit(graph: Graph, node: Node) -> bool:
+    return any(graph.types[v].dtype in HALF_FLOATS for v in (*node.present_inputs(), *node.outputs))
+
+
+def _narrowed(inst: Instantiator, value: str, dtype: str) -> str:
+    """A body's result rounded to its output's 16-bit dtype (other results as they are)."""
+    return inst.cast(value, dtype) if dtype in HALF_FLOATS else value
 
 
 def fold_pass(graph: Graph, ruleset: RuleSet) -> int:

@@ -30,6 +30,7 @@ from fusionlang.frontend.onnx_index_ops import INDEX_CONVERTERS
 from fusionlang.frontend.onnx_rnn import RNN_CONVERTERS
 from fusionlang.frontend.onnx_newops import CONVERTERS as NEWEST_CONVERTERS
 from fusionlang.frontend.onnx_sequences import SEQUENCE_CONVERTERS
+from fusionlang.ir.types import HALF_FLOATS
 
 Converter = Callable[[NodeContext], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -422,19 +423,40 @@ def _reduce(ctx: NodeContext) -> None:
     ctx.emit_output(op, [ctx.input(0)], _reduce_attrs(ctx, input_since))
 
 
+def _computed_in(ctx: NodeContext) -> str:
+    """The dtype a reduction written with several ops computes in: float32 for 16-bit
+    floats (a float16 ReduceL2 of a row holding 300 squared it past 65504 to inf where
+    onnxruntime gives 300), else the input's own."""
+    dtype = ctx.type(0).dtype
+    return "float32" if dtype in HALF_FLOATS else dtype
+
+
+def _as(ctx: NodeContext, value: str, dtype: str) -> str:
+    return value if ctx.graph.types[value].dtype == dtype else ctx.emit1("cast", [value], {"to": dtype})
+
+
+def _emit_last(ctx: NodeContext, op: str, inputs: list[str], attrs: dict | None = None) -> None:
+    """The reduction's last op as ONNX output 0, rounded once to the node's dtype where
+    the steps computed in a wider one."""
+    if _computed_in(ctx) == ctx.type(0).dtype:
+        ctx.emit_output(op, inputs, attrs)
+    else:
+        ctx.emit_output("cast", [ctx.emit1(op, inputs, attrs)], {"to": ctx.type(0).dtype})
+
+
 @converts(*COMPOSITE_REDUCE)
 def _composite_reduce(ctx: NodeContext) -> None:
     before, op, after = COMPOSITE_REDUCE[ctx.op_type]
-    x = ctx.input(0)
+    x = _as(ctx, ctx.input(0), _computed_in(ctx))
     if before == "square":
         x = ctx.emit1("mul", [x, x])
     elif before:
         x = ctx.emit1(before, [x])
     attrs = _reduce_attrs(ctx, 18)
     if after is None:
-        ctx.emit_output(op, [x], attrs)
+        _emit_last(ctx, op, [x], attrs)
     else:
-        ctx.emit_output(after, [ctx.emit1(op, [x], attrs)])
+        _emit_last(ctx, after, [ctx.emit1(op, [x], attrs)])
 
 
 @converts("ReduceLogSumExp")
@@ -442,19 +464,19 @@ def _reduce_log_sum_exp(ctx: NodeContext) -> None:
     # log(sum(exp(x - m))) + m with m the max where it is finite, else 0: exp never
     # overflows, and a row holding +inf (m = inf) gives inf and one of only -inf gives -inf,
     # as onnxruntime does, where x - m would be inf - inf = NaN
-    x = ctx.input(0)
+    x = _as(ctx, ctx.input(0), _computed_in(ctx))
     attrs = _reduce_attrs(ctx, 18)
     shift = _finite_or_zero(ctx, ctx.emit1("reduce_max", [x], {**attrs, "keepdims": 1}))
     total = ctx.emit1("reduce_sum", [ctx.emit1("exp", [ctx.emit1("sub", [x, shift])])], attrs)
     if not attrs["keepdims"]:
         shift = _finite_or_zero(ctx, ctx.emit1("reduce_max", [x], attrs))
-    ctx.emit_output("add", [ctx.emit1("log", [total]), shift])
+    _emit_last(ctx, "add", [ctx.emit1("log", [total]), shift])
 
 
 def _finite_or_zero(ctx: NodeContext, value: str) -> str:
     """``value`` where it is finite, 0 where it is +-inf or NaN (v - v is 0 just where v is
     finite)."""
-    zero = ctx.constant(0, ctx.type(0).dtype)  # (value has the dtype of the node's input)
+    zero = ctx.constant(0, ctx.graph.types[value].dtype)
     finite = ctx.emit1("equal", [ctx.emit1("sub", [value, value]), zero])
     return ctx.emit1("where", [finite, value, zero])
 

@@ -75,7 +75,8 @@ class Scalar:
 
 class Instantiator:
     def __init__(self, graph: Graph, registry: OpRegistry, bindings: Bindings, *,
-                 provenance: tuple[str, ...] = (), stem: str = "", namer=None):
+                 provenance: tuple[str, ...] = (), stem: str = "", namer=None,
+                 widen: dict[str, str] | None = None):
         self.graph = graph
         self.registry = registry
         self.bindings = bindings
@@ -87,6 +88,12 @@ class Instantiator:
         #: constants this instantiation added
         self.new_constants: set[str] = set()
         self.ctx = Context(graph, bindings)
+        #: dtype -> the dtype the body computes in instead: a bound tensor of that dtype is
+        #: cast once, where the body first reads it (16-bit floats -> float32, so a composite
+        #: op rounds once, at the end, not at each of its steps)
+        self.widen = widen or {}
+        #: bound value -> its widened copy, made so far
+        self._widened: dict[str, str] = {}
 
     # ----- public ---------------------------------------------------------------------
     def body(self, stmts) -> list[str | Scalar]:
@@ -121,6 +128,20 @@ class Instantiator:
         """The value name of ``expr``, making a constant of it when it is static."""
         return self.materialize(self.value(expr, hint), dtype)
 
+    def cast(self, value: str, dtype: str) -> str:
+        """``value`` as ``dtype``: itself when it has that dtype, else a new cast node."""
+        if self.graph.types[value].dtype == dtype:
+            return value
+        return self._node("cast", [value], {"to": dtype}, f"{value}_{dtype}", None)[0]
+
+    def _bound(self, value: str) -> str:
+        target = self.widen.get(self.graph.types[value].dtype)
+        if target is None:
+            return value
+        if value not in self._widened:
+            self._widened[value] = self.cast(value, target)
+        return self._widened[value]
+
     def materialize(self, value, dtype: str, shape: tuple[int, ...] | None = None) -> str:
         if not isinstance(value, Scalar):
             return value
@@ -139,7 +160,7 @@ class Instantiator:
             return Scalar(self.static(expr))
         if isinstance(expr, A.Var):
             if expr.name in self.bindings.tensors:
-                return self.bindings.tensors[expr.name]
+                return self._bound(self.bindings.tensors[expr.name])
             if expr.name in self.bindings.statics:
                 return Scalar(self.bindings.statics[expr.name])
             raise InstantiateError(expr.span, f"unknown name {expr.name!r}")
