@@ -273,9 +273,13 @@ class _Printer:
                 if s not in rendered:
                     rendered[s] = self.load(a.loads[s], dtype, symbol)
                     if a.loads[s].array.dtype == "uint16":
-                        # C promotes it to int, where * overflows; as unsigned int, a
-                        # difference wraps: in a float statement it is a float at once
-                        wide = ctype(dtype, self.flavor) if is_float_dtype(dtype) else "unsigned int"
+                        # C promotes it to int, where 65535 * 65535 overflows; as unsigned
+                        # int, a product or difference wraps. A statement storing an
+                        # integer computes in integers (its compute dtype is float64 only
+                        # for what is printed as a float: a double product of two uint16s
+                        # past 2**32 converted to uint16 is undefined, x86 gave 0 for 1)
+                        stores_float = is_float_dtype(a.array.dtype)
+                        wide = ctype(dtype, self.flavor) if is_float_dtype(dtype) and stores_float else "unsigned int"
                         rendered[s] = f"(({wide}){rendered[s]})"
                 text = rendered[s]
                 return text
