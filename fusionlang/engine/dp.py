@@ -177,7 +177,10 @@ def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str,
             node = nodes[order[end]]
             if forbidden_pairs and any(frozenset((m, node.name)) in forbidden_pairs for m in segment.members):
                 break
-            if not segment.add(node, categories[node.name], ruleset, categories) or len(segment.external) > options["max_args"]:
+            if not segment.add(node, categories[node.name], ruleset, categories):
+                break
+            # a node alone is always a group, however many arguments it takes
+            if end > start and len(segment.external) > options["max_args"]:
                 break
             total = best[start] + segment.seconds()
             # ties go to fewer groups, then to the longer segment

@@ -55,6 +55,12 @@ def describe_entry(entry) -> str:
     return f"{entry.span}: fuse {pair} : {entry.result}{suffix}{guard}"
 
 
+#: the least value each numeric option takes (a group holds at least one op, with its
+#: arguments; a max_ops of 0 left the dp strategy no segment and failed with a KeyError)
+OPTION_MINIMUMS = {"max_ops": 1, "max_args": 1, "max_depth": 1, "horizontal_max_groups": 1,
+                   "horizontal_max_bytes": 0}
+
+
 def option_problem(strategy: str, defaults: dict[str, Any], key: str, value) -> tuple[str, Any]:
     """(message, value converted to the option's type); the message is '' when the
     option is fine. Unknown keys get a did-you-mean; `cost` must name a known device."""
@@ -68,6 +74,8 @@ def option_problem(strategy: str, defaults: dict[str, Any], key: str, value) -> 
         value = float(value)
     if not isinstance(value, want) or (want is int and isinstance(value, bool)):
         return f"option {key!r} of strategy {strategy!r} expects {_type_word(want)}, got {value!r}", value
+    if key in OPTION_MINIMUMS and value < OPTION_MINIMUMS[key]:
+        return f"option {key!r} of strategy {strategy!r} must be at least {OPTION_MINIMUMS[key]}, got {value!r}", value
     if key == "cost" and value not in DEVICES:
         hint = suggest(value, DEVICES) or f"devices: {', '.join(DEVICES)}"
         return f"unknown cost device {value!r}; {hint}", value

@@ -57,6 +57,10 @@ def test_run_takes_options(capsys, model):
                 "(see fusionlang fuse --help)"),
     ("max_ops=1e999", "fusionlang: error: argument --option: option max_ops: '1e999' is not a finite number "
                       "(see fusionlang fuse --help)"),
+    ("max_ops=-1", "fusionlang: error: option 'max_ops' of strategy 'apollo' must be at least 1, got -1"),
+    ("max_args=0", "fusionlang: error: option 'max_args' of strategy 'apollo' must be at least 1, got 0"),
+    ("horizontal_max_groups=0",
+     "fusionlang: error: option 'horizontal_max_groups' of strategy 'apollo' must be at least 1, got 0"),
 ])
 def test_bad_options_are_one_line_errors(capsys, model, flag, message):
     assert main(["fuse", model, "--option", flag]) == 2
@@ -72,3 +76,23 @@ def test_explain_names_the_option_as_the_source_of_a_limit(capsys, model, tmp_pa
     assert f"max_ops = 2 ({rules}:4:19: strategy apollo)" in capsys.readouterr().out
     assert main(["explain", model, "--node", "relu", "--rules", str(rules), "--option", "max_ops=3"]) == 0
     assert "max_ops = 3 (set by an option)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", ["max_ops=0", "max_ops=-1"])
+def test_dp_refuses_a_max_ops_below_one(capsys, model, option):
+    assert main(["fuse", model, "--strategy", "dp", "--option", option]) == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_lint_refuses_a_max_ops_below_one_with_its_location(capsys, tmp_path):
+    rules = tmp_path / "dp0.fuse"
+    rules.write_text('import "apollo.fuse"\nstrategy dp { max_ops = 0 }\n')
+    assert main(["lint", str(rules)]) == 2
+    assert "dp0.fuse:2:15: error: option 'max_ops' of strategy 'dp' must be at least 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("max_args", [1, 2])
+def test_dp_with_fewer_arguments_than_an_op_takes_keeps_it_alone(capsys, model, max_args):
+    """A node alone is a group whatever its arguments (max_args = 1 failed with a KeyError, exit 3)."""
+    assert main(["run", model, "--strategy", "dp", "--option", f"max_args={max_args}", "--random-inputs", "0",
+                 "--check"]) == 0
