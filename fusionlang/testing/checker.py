@@ -103,8 +103,13 @@ class RuleCheck:
             return f"proved (and {self.instances} instances checked)"
         return self.status
 
+    @property
+    def title(self) -> str:
+        """``KIND NAME``; a deny entry's name already reads as written (``nofuse P -> C``)."""
+        return self.name if self.name.startswith("nofuse ") else f"{self.kind} {self.name}"
+
     def __str__(self) -> str:
-        head = f"{self.where}: {self.kind} {self.name}: {self.verdict()}"
+        head = f"{self.where}: {self.title}: {self.verdict()}"
         notes = []
         if self.coverage is not None:
             notes.append("coverage: " + self.coverage.summary())
@@ -481,18 +486,29 @@ def _check_a_def(rule, ruleset: RuleSet, *, max_examples: int, seed: int) -> Rul
 
 
 def fuse_entry_name(entry, ruleset: RuleSet) -> str:
-    """``producers -> consumers : result [flags]``, categories in lattice order."""
-    name = f"{'|'.join(sorted(entry.producers, key=ruleset.rank))} -> " \
-           f"{'|'.join(sorted(entry.consumers, key=ruleset.rank))} : {entry.result}"
+    """``producers -> consumers : result [flags]`` (``nofuse producers -> consumers`` for a
+    deny entry), categories in lattice order."""
+    pairs = f"{'|'.join(sorted(entry.producers, key=ruleset.rank))} -> " \
+            f"{'|'.join(sorted(entry.consumers, key=ruleset.rank))}"
+    if entry.deny:
+        return f"nofuse {pairs}"
+    name = f"{pairs} : {entry.result}"
     if entry.flags:
         name += " [" + ", ".join(sorted(entry.flags)) + "]"
     return name
 
 
+def _fuse_where(entry) -> str:
+    return f"{entry.span.file}:{entry.span.line}"
+
+
 def check_fuse_entry(entry, ruleset: RuleSet) -> RuleCheck:
     """The fused group's category is at least as high as both inputs': fusing never
-    makes a group look easier to fuse than one of its parts."""
-    where = f"{entry.span.file}:{entry.span.line}"
+    makes a group look easier to fuse than one of its parts. A ``nofuse`` entry has no
+    result: it is checked for deciding a pair at all (:func:`check_nofuse_entry`)."""
+    if entry.deny:
+        return check_nofuse_entry(entry, ruleset)
+    where = _fuse_where(entry)
     name = fuse_entry_name(entry, ruleset)
     result = ruleset.rank(entry.result)
     below = [c for c in sorted(entry.producers | entry.consumers, key=ruleset.rank) if ruleset.rank(c) > result]
@@ -502,6 +518,46 @@ def check_fuse_entry(entry, ruleset: RuleSet) -> RuleCheck:
                   f"{lattice}: a fused group would rank lower than one of its parts")
         return RuleCheck("fuse", name, where, "failed", 0, detail)
     return RuleCheck("fuse", name, where, "proved", 0, "result is at least as high as both inputs")
+
+
+def _lookup_flags(ruleset: RuleSet) -> list[str | None]:
+    """The look-ups a deny entry answers (RuleSet.fuse_decision's ``flag``): the plain table
+    and each flag of a producer -> consumer entry (not horizontal or sibling packing)."""
+    flags = {flag for entry in ruleset.fuse_entries for flag in entry.flags} - {"horizontal", "sibling"}
+    return [None, *sorted(flags)]
+
+
+def _first_decider(ruleset: RuleSet, entry, producer: str, consumer: str, flag: str | None):
+    """The entry that decides the pair before ``entry`` does in precedence order, or None
+    when ``entry`` decides it. An earlier guarded entry shadows nothing for sure: its
+    guard may not hold on an edge."""
+    for earlier in ruleset.fuse_entries:
+        if earlier is entry:
+            return None
+        if earlier.guard is None and earlier.matches(producer, consumer) and earlier.is_kind(flag):
+            return earlier
+    return None
+
+
+def check_nofuse_entry(entry, ruleset: RuleSet) -> RuleCheck:
+    """``proved`` when the deny entry decides at least one producer/consumer pair of some
+    look-up; ``failed`` when earlier entries decide every one of its pairs (it never has
+    an effect), naming them."""
+    where = _fuse_where(entry)
+    name = fuse_entry_name(entry, ruleset)
+    shadows = []
+    for producer in sorted(entry.producers, key=ruleset.rank):
+        for consumer in sorted(entry.consumers, key=ruleset.rank):
+            for flag in _lookup_flags(ruleset):
+                earlier = _first_decider(ruleset, entry, producer, consumer, flag)
+                if earlier is None:
+                    return RuleCheck("fuse", name, where, "proved", 0,
+                                     f"decides {producer} -> {consumer}: no earlier entry shadows it")
+                if earlier not in shadows:
+                    shadows.append(earlier)
+    by = ", ".join(f"{fuse_entry_name(e, ruleset)} ({_fuse_where(e)})" for e in shadows)
+    return RuleCheck("fuse", name, where, "failed", 0,
+                     f"shadowed on every pair by earlier entries: {by}; it never decides a pair")
 
 
 # ----- strategies and test blocks ------------------------------------------------------------------
@@ -612,7 +668,7 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
         if (rule.is_formula or rule.decl.oracles) and wanted("def", name, where):
             add(_check_a_def(rule, ruleset, max_examples=max(10, max_examples // 2), seed=seed))
     for entry in ruleset.fuse_entries:
-        if wanted("fuse", fuse_entry_name(entry, ruleset), f"{entry.span.file}:{entry.span.line}"):
+        if wanted("fuse", fuse_entry_name(entry, ruleset), _fuse_where(entry)):
             add(check_fuse_entry(entry, ruleset))
     for name, strategy in ruleset.strategies.items():
         where = f"{strategy.span.file}:{strategy.span.line}"
@@ -627,6 +683,6 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
 
 
 __all__ = ["CheckReport", "KINDS", "RuleCheck", "STATUSES", "check_decomposition", "check_def", "check_def_oracles",
-           "check_fuse_entry",
+           "check_fuse_entry", "check_nofuse_entry",
            "check_rewrite", "check_rules", "check_strategy", "check_test_blocks", "draw_until_covered", "rule_names",
            "run_property"]
