@@ -1,10 +1,11 @@
 """`fusionlang check FILE.fuse...`: property-check every rule of rule files.
 
 Each rewrite and decomposition is run on instances hypothesis draws for its guard until
-a coverage target is met (and proved with sympy over the reals where both sides are
-scalar formulas; a float32 verdict says whether it is also float-exact), each fuse
-entry is checked against the lattice, each strategy on random graphs, each in-file test
-run. A rule shared by several files (every policy imports simplify.fuse) is checked
+a coverage target is met or ``--budget`` rounds are spent (and proved with sympy over
+the reals where both sides are scalar formulas; a float32 verdict says whether it is
+also float-exact), each fuse entry is checked against the lattice (a nofuse entry for
+deciding a pair), each strategy on random graphs, each in-file test run. Verdicts depend
+on the files, the seed and the flags only, never on the machine's speed. A rule shared by several files (every policy imports simplify.fuse) is checked
 once. Exit status: 0 when every rule holds (under-covered rules are reported, not
 failed), 1 when one does not (its shrunk counterexample is printed with its
 ``file:line``) or, with ``--float-exact``, changes float32 results; 2 when a file
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import sys
 
+from fusionlang.cli import flags
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, is_quiet, print_json, wants_json
 from fusionlang.errors import FuseError, InputError
 from fusionlang.lang import load_rules
 from fusionlang.lang.diagnostics import suggest
+from fusionlang.testing.coverage import ROUND_BUDGET
 
 
 
@@ -27,12 +30,15 @@ def configure(p) -> None:
     p.add_argument("--examples", type=int, default=60, metavar="N",
                    help="instances per rule (default 60): for rewrites and decompositions, the least number "
                         "that must satisfy the guard before the coverage target can be met")
-    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="seconds a rule's drawing may take toward its coverage target before it is reported "
-                        "under-covered (default 3)")
+    p.add_argument("--budget", type=flags.rounds, default=ROUND_BUDGET, metavar="ROUNDS",
+                   help="rounds of drawing a rewrite or decomposition may take toward its coverage target "
+                        "before it is reported under-covered (default %(default)s; the first round "
+                        "draws --examples instances, each later one a third as many). A count, not a time: "
+                        "the same files, seed and flags give the same verdicts on any machine")
     p.add_argument("--float-exact", action="store_true",
                    help="a rewrite or decomposition that changes float32 results (not float-exact) fails")
-    p.add_argument("--seed", type=int, default=0, help="hypothesis seed: the same seed draws the same instances")
+    p.add_argument("--seed", type=flags.seed, default=0,
+                   help="hypothesis seed, 0 to 2**32-1: the same seed draws the same instances")
     p.add_argument("--kinds", default=None, metavar="K,K",
                    help="check only these kinds: rewrite, decompose, def, fuse, strategy, test")
     p.add_argument("--rule", action="append", default=None, metavar="NAME",
@@ -57,8 +63,6 @@ def run(args) -> int:
     KINDS, STATUSES = checker.KINDS, checker.STATUSES
     if args.examples < 1:
         raise InputError("--examples must be at least 1")
-    if args.budget is not None and not args.budget > 0:
-        raise InputError("--budget must be a positive number of seconds")
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) if args.kinds else KINDS
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -116,7 +120,7 @@ def _require_known_rules(checker, wanted, rulesets, kinds) -> None:
 def _check(checker, ruleset, args, kinds, select, show):
     try:
         return checker.check_rules(ruleset, max_examples=args.examples, seed=args.seed, kinds=kinds, select=select,
-                                   budget=args.budget if args.budget is not None else checker.TIME_BUDGET,
+                                   budget=args.budget,
                                    float_exact=args.float_exact, progress=show)
     finally:
         sys.stdout.flush()

@@ -54,12 +54,26 @@ def tolerance(text: str) -> float:
     return value
 
 
+def _count(text: str, what: str, most: int, unit: str = "") -> int:
+    """An integer from 1 to ``most`` (``unit`` names what it counts in the message)."""
+    value = _integer(text, what)
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{what} must be from 1 to {most}{unit}, got {_shown(text)}")
+    return value
+
+
 def repeat(text: str) -> int:
     """How many times to run: an integer from 1 to MAX_REPEAT."""
-    value = _integer(text, "the repeat count")
-    if not 1 <= value <= MAX_REPEAT:
-        raise argparse.ArgumentTypeError(f"the repeat count must be from 1 to {MAX_REPEAT}, got {_shown(text)}")
-    return value
+    return _count(text, "the repeat count", MAX_REPEAT)
+
+
+#: the most rounds of drawing ``check --budget`` may give a rule
+MAX_ROUNDS = 10_000
+
+
+def rounds(text: str) -> int:
+    """A budget of rounds: an integer from 1 to MAX_ROUNDS."""
+    return _count(text, "the budget", MAX_ROUNDS, " rounds")
 
 
 #: the most threads a run may ask for
@@ -68,10 +82,7 @@ MAX_THREADS = 1024
 
 def threads(text: str) -> int:
     """A thread count: an integer from 1 to MAX_THREADS."""
-    value = _integer(text, "the thread count")
-    if not 1 <= value <= MAX_THREADS:
-        raise argparse.ArgumentTypeError(f"the thread count must be from 1 to {MAX_THREADS}, got {_shown(text)}")
-    return value
+    return _count(text, "the thread count", MAX_THREADS)
 
 
 _OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -61,12 +61,23 @@ def check_modules(modules: list[A.Module], *, name: str, registry: OpRegistry, d
     checker.run()
     if diags.errors:
         return None
+    _add_lowering_ops(checker.registry, lowering)
     return RuleSet(name=name, files=tuple(m.path for m in modules), categories=tuple(checker.lattice),
                    class_rules=tuple(checker.class_rules), registry=checker.registry, defs=checker.defs,
                    decompositions={op: tuple(cases) for op, cases in checker.decompositions.items()},
                    rewrites=tuple(checker.rewrites), fuse_entries=tuple(checker.fuse_entries),
                    strategies=checker.strategies, tests=_inherited_tests(modules, checker.tests), imports=imports,
                    lowering=lowering)
+
+
+def _add_lowering_ops(registry: OpRegistry, lowering: tuple[RuleSet, ...]) -> None:
+    """Register in ``registry`` the ops the ``lowering`` rule sets define and it lacks: their
+    decompositions build those ops (std/attention.fuse's ``soft_cap``) inside a graph that
+    carries this rule set's registry, and that graph must still know them when compiled."""
+    for ruleset in lowering:
+        for name in ruleset.registry.names():
+            if name not in registry:
+                registry.register(ruleset.registry.get(name))
 
 
 def _inherited_tests(modules, tests) -> tuple[TestBlock, ...]:

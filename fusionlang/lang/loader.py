@@ -2,8 +2,8 @@
 
 ``load_rules("apollo")`` reads ``fusionlang/rules/apollo.fuse`` from the installed
 package; ``load_rules("my.fuse")`` reads a file. An ``import "x.fuse"`` resolves
-relative to the importing file, then in the package's rules directory, then in its
-``std/`` folder. Each file is loaded once per rule set, imports before the importing
+relative to the importing file (for a file in a ``std/`` folder, then to the rules tree
+holding that folder), then in the package's rules directory, then in its ``std/`` folder. Each file is loaded once per rule set, imports before the importing
 file, so their rules come first. Parsed files and checked rule sets are cached by path
 and modification time (both are immutable, so sharing them is safe).
 """
@@ -81,12 +81,23 @@ def resolve(name_or_path: str) -> str | None:
 def _resolve_import(target: str, importer_dir: str | None) -> str | None:
     """The first existing path ``target`` names (of any kind: reading decides whether
     it is a readable rule file, and says why not)."""
-    bases = ([importer_dir] if importer_dir else [os.getcwd()]) + [rules_dir(), os.path.join(rules_dir(), "std")]
+    bases = ([importer_dir] if importer_dir else [os.getcwd()]) + _own_rules_root(importer_dir) + \
+            [rules_dir(), os.path.join(rules_dir(), "std")]
     for base in bases:
         path = os.path.join(base, target)
         if os.path.lexists(path):
             return os.path.realpath(path)
     return None
+
+
+def _own_rules_root(importer_dir: str | None) -> list[str]:
+    """For a file in a ``std/`` folder, the rules tree holding that folder. Its imports
+    (``import "std/ops.fuse"``) name files of that tree: a checkout's std file must not
+    reach the installed package's copy, or a rule set holds both and every def in them is
+    "already defined"."""
+    if importer_dir and os.path.basename(importer_dir) == "std":
+        return [os.path.dirname(importer_dir)]
+    return []
 
 
 def _file_key(real: str) -> tuple:

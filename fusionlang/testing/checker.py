@@ -9,15 +9,18 @@ Per rule the verdict is one of
   still fails;
 * ``checked`` — the instances drawn by hypothesis agreed, and they met the coverage
   target (see :mod:`fusionlang.testing.coverage`);
-* ``under-covered`` — the instances agreed but did not meet the target in the time
-  budget (too few matched the pattern and guard, or new shape classes were still turning up);
+* ``under-covered`` — the instances agreed but did not meet the target within the budget
+  of rounds (too few matched the pattern and guard, or new shape classes were still turning up);
 * ``failed`` — a counterexample, shrunk by hypothesis, with the rule's ``file:line``;
 * ``skipped`` — why nothing could be checked (the rule defines its op, so both sides
   are the same code).
 
 Rewrites and decompositions are drawn *for* their guard (shapes built to meet its shape
 conjuncts, :mod:`fusionlang.testing.guardshapes`), in rounds, until the coverage target
-is met; each also gets a float32 verdict (:mod:`fusionlang.testing.floatexact`).
+is met or the budget of rounds is spent; each also gets a float32 verdict
+(:mod:`fusionlang.testing.floatexact`). No verdict depends on time: the same rule file,
+seed and options give the same verdicts on any machine, under any load (``seconds`` in
+a report is information only).
 
 What is checked: rewrites and decompositions (both sides on the reference interpreter),
 formula ``def``s (the NumPy reference against sympy's own evaluation of the formula),
@@ -48,7 +51,7 @@ from fusionlang.lang import load_rules
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.ops.access import v_sym
 from fusionlang.ops.scalar import Sigmoid
-from fusionlang.testing.coverage import Coverage
+from fusionlang.testing.coverage import ROUND_BUDGET, Coverage
 from fusionlang.testing.deforacle import body_trial, vector_mismatch
 from fusionlang.testing.floatexact import FloatVerdict, float_verdict
 from fusionlang.testing.graphgen import graphs as graph_strategy
@@ -61,10 +64,6 @@ from fusionlang.testing.testblocks import run_test_blocks
 from fusionlang.testing.values import REAL, compare
 
 STATUSES = ("proved", "checked", "under-covered", "failed", "skipped")
-#: seconds a rule's drawing may take before it is reported under-covered
-TIME_BUDGET = 3.0
-#: rounds of drawing at most
-MAX_ROUNDS = 12
 KINDS = ("rewrite", "decompose", "def", "fuse", "strategy", "test")
 
 
@@ -103,8 +102,13 @@ class RuleCheck:
             return f"proved (and {self.instances} instances checked)"
         return self.status
 
+    @property
+    def title(self) -> str:
+        """``KIND NAME``; a deny entry's name already reads as written (``nofuse P -> C``)."""
+        return self.name if self.name.startswith("nofuse ") else f"{self.kind} {self.name}"
+
     def __str__(self) -> str:
-        head = f"{self.where}: {self.kind} {self.name}: {self.verdict()}"
+        head = f"{self.where}: {self.title}: {self.verdict()}"
         notes = []
         if self.coverage is not None:
             notes.append("coverage: " + self.coverage.summary())
@@ -259,21 +263,27 @@ class _Drawing:
     counterexample: Counterexample | None = None
     #: instances that satisfied the guard (the float32 verdict stresses some of them)
     kept: list = field(default_factory=list)
+    #: rounds drawn
+    rounds: int = 0
 
 
 def _round_seed(seed: int, round_no: int) -> int:
     return seed if round_no == 0 else (seed * 1_000_003 + round_no) % 2**32
 
 
+def round_size(min_instances: int, round_no: int) -> int:
+    """Instances a round draws: ``min_instances`` in the first, a third as many (at least
+    10) in each later one."""
+    return min_instances if round_no == 0 else max(10, min_instances // 3)
+
+
 def draw_until_covered(make, check, demands: ShapeDemands, *, min_instances: int, seed: int,
-                       budget: float = TIME_BUDGET) -> _Drawing:
+                       budget: int = ROUND_BUDGET) -> _Drawing:
     """Draw instances (``make(draw)``) and check each (``check(instance)`` returns a
-    Counterexample or None) in rounds: the first of ``min_instances``, then smaller
-    ones, until the coverage target is met, a counterexample turns up, or ``budget``
-    seconds pass."""
+    Counterexample or None) in rounds (:func:`round_size`) until the coverage target is
+    met, a counterexample turns up, or ``budget`` rounds are spent."""
     found = _Drawing(Coverage(seed, min_instances=min_instances))
-    started = time.perf_counter()
-    for round_no in range(MAX_ROUNDS):
+    for round_no in range(budget):
         def trial(draw):
             instance = make(draw)
             outcome = check(instance)
@@ -283,8 +293,9 @@ def draw_until_covered(make, check, demands: ShapeDemands, *, min_instances: int
                     found.kept.append(instance)
             return outcome
 
-        size = min_instances if round_no == 0 else max(10, min_instances // 3)
-        state = run_property(trial, max_examples=size, seed=_round_seed(seed, round_no))
+        state = run_property(trial, max_examples=round_size(min_instances, round_no),
+                             seed=_round_seed(seed, round_no))
+        found.rounds += 1
         found.coverage.drawn += state.valid + sum(state.rejected.values())
         found.rejected.update(state.rejected)
         if state.counterexample is not None:
@@ -293,8 +304,6 @@ def draw_until_covered(make, check, demands: ShapeDemands, *, min_instances: int
         if state.valid == 0:
             return found  # nothing satisfies the guard from here: more rounds will not change that
         if found.coverage.reached:
-            return found
-        if time.perf_counter() - started > budget:
             return found
     return found
 
@@ -307,7 +316,7 @@ def _counterexample(name, where, instance, outcome, sides=("pattern", "replaceme
                           outcome.expected, outcome.actual, sides)
 
 
-def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0, budget: float = TIME_BUDGET,
+def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0, budget: int = ROUND_BUDGET,
                   float_exact: bool = False) -> RuleCheck:
     """A rewrite on instances drawn for its guard until the coverage target is met (at
     least ``max_examples`` satisfying it), its sympy proof if scalar, its float32 verdict."""
@@ -327,7 +336,7 @@ def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int =
 
 
 def check_decomposition(case, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0,
-                        budget: float = TIME_BUDGET, float_exact: bool = False) -> RuleCheck:
+                        budget: int = ROUND_BUDGET, float_exact: bool = False) -> RuleCheck:
     started = time.perf_counter()
     name = case.op if not case.requires else case.op + "{" + ", ".join(f"{k}={v!r}" for k, v in case.requires) + "}"
     if case.from_def:
@@ -364,7 +373,7 @@ def _verdict(kind, name, where, drawing: _Drawing, proof, floats: FloatVerdict, 
         return RuleCheck(kind, name, where, "under-covered", 0, _no_instance(drawing.rejected), **common)
     if not coverage.reached:
         return RuleCheck(kind, name, where, "under-covered", coverage.satisfied,
-                         "the coverage target was not met", **common)
+                         f"the coverage target was not met in {drawing.rounds} rounds (--budget)", **common)
     return RuleCheck(kind, name, where, "checked", coverage.satisfied, proof.note, **common)
 
 
@@ -481,18 +490,29 @@ def _check_a_def(rule, ruleset: RuleSet, *, max_examples: int, seed: int) -> Rul
 
 
 def fuse_entry_name(entry, ruleset: RuleSet) -> str:
-    """``producers -> consumers : result [flags]``, categories in lattice order."""
-    name = f"{'|'.join(sorted(entry.producers, key=ruleset.rank))} -> " \
-           f"{'|'.join(sorted(entry.consumers, key=ruleset.rank))} : {entry.result}"
+    """``producers -> consumers : result [flags]`` (``nofuse producers -> consumers`` for a
+    deny entry), categories in lattice order."""
+    pairs = f"{'|'.join(sorted(entry.producers, key=ruleset.rank))} -> " \
+            f"{'|'.join(sorted(entry.consumers, key=ruleset.rank))}"
+    if entry.deny:
+        return f"nofuse {pairs}"
+    name = f"{pairs} : {entry.result}"
     if entry.flags:
         name += " [" + ", ".join(sorted(entry.flags)) + "]"
     return name
 
 
+def _fuse_where(entry) -> str:
+    return f"{entry.span.file}:{entry.span.line}"
+
+
 def check_fuse_entry(entry, ruleset: RuleSet) -> RuleCheck:
     """The fused group's category is at least as high as both inputs': fusing never
-    makes a group look easier to fuse than one of its parts."""
-    where = f"{entry.span.file}:{entry.span.line}"
+    makes a group look easier to fuse than one of its parts. A ``nofuse`` entry has no
+    result: it is checked for deciding a pair at all (:func:`check_nofuse_entry`)."""
+    if entry.deny:
+        return check_nofuse_entry(entry, ruleset)
+    where = _fuse_where(entry)
     name = fuse_entry_name(entry, ruleset)
     result = ruleset.rank(entry.result)
     below = [c for c in sorted(entry.producers | entry.consumers, key=ruleset.rank) if ruleset.rank(c) > result]
@@ -502,6 +522,46 @@ def check_fuse_entry(entry, ruleset: RuleSet) -> RuleCheck:
                   f"{lattice}: a fused group would rank lower than one of its parts")
         return RuleCheck("fuse", name, where, "failed", 0, detail)
     return RuleCheck("fuse", name, where, "proved", 0, "result is at least as high as both inputs")
+
+
+def _lookup_flags(ruleset: RuleSet) -> list[str | None]:
+    """The look-ups a deny entry answers (RuleSet.fuse_decision's ``flag``): the plain table
+    and each flag of a producer -> consumer entry (not horizontal or sibling packing)."""
+    flags = {flag for entry in ruleset.fuse_entries for flag in entry.flags} - {"horizontal", "sibling"}
+    return [None, *sorted(flags)]
+
+
+def _first_decider(ruleset: RuleSet, entry, producer: str, consumer: str, flag: str | None):
+    """The entry that decides the pair before ``entry`` does in precedence order, or None
+    when ``entry`` decides it. An earlier guarded entry shadows nothing for sure: its
+    guard may not hold on an edge."""
+    for earlier in ruleset.fuse_entries:
+        if earlier is entry:
+            return None
+        if earlier.guard is None and earlier.matches(producer, consumer) and earlier.is_kind(flag):
+            return earlier
+    return None
+
+
+def check_nofuse_entry(entry, ruleset: RuleSet) -> RuleCheck:
+    """``proved`` when the deny entry decides at least one producer/consumer pair of some
+    look-up; ``failed`` when earlier entries decide every one of its pairs (it never has
+    an effect), naming them."""
+    where = _fuse_where(entry)
+    name = fuse_entry_name(entry, ruleset)
+    shadows = []
+    for producer in sorted(entry.producers, key=ruleset.rank):
+        for consumer in sorted(entry.consumers, key=ruleset.rank):
+            for flag in _lookup_flags(ruleset):
+                earlier = _first_decider(ruleset, entry, producer, consumer, flag)
+                if earlier is None:
+                    return RuleCheck("fuse", name, where, "proved", 0,
+                                     f"decides {producer} -> {consumer}: no earlier entry shadows it")
+                if earlier not in shadows:
+                    shadows.append(earlier)
+    by = ", ".join(f"{fuse_entry_name(e, ruleset)} ({_fuse_where(e)})" for e in shadows)
+    return RuleCheck("fuse", name, where, "failed", 0,
+                     f"shadowed on every pair by earlier entries: {by}; it never decides a pair")
 
 
 # ----- strategies and test blocks ------------------------------------------------------------------
@@ -567,14 +627,16 @@ def rule_names(ruleset: RuleSet, kinds: Iterable[str] = KINDS) -> set[str]:
 
 
 def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterable[str] = KINDS,
-                budget: float = TIME_BUDGET, float_exact: bool = False,
+                budget: int = ROUND_BUDGET, float_exact: bool = False,
                 select: Callable[[str, str, str], bool] | None = None,
                 progress: Callable[[RuleCheck], None] | None = None) -> CheckReport:
     """Check every rule of ``ruleset`` (a RuleSet, or a name or path for load_rules).
 
     ``max_examples``: instances per rule (for rewrites and decompositions, the least
     number that must satisfy the guard); ``seed``: hypothesis seed (same seed, same
-    instances); ``budget``: seconds a rule's drawing may take toward its coverage target;
+    instances); ``budget``: rounds of drawing a rewrite or decomposition may take toward its
+    coverage target (a count, so verdicts do not depend on the machine's speed; a def,
+    oracle body or strategy is drawn in one round of its own);
     ``float_exact``: a rewrite that changes float32 results fails; ``kinds``: which of rewrite, decompose, def, fuse, strategy, test;
     ``select(kind, name, where)``: check only the rules it accepts (the CLI uses it to
     check a rule shared by several files once); ``progress(check)`` is called as each
@@ -612,7 +674,7 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
         if (rule.is_formula or rule.decl.oracles) and wanted("def", name, where):
             add(_check_a_def(rule, ruleset, max_examples=max(10, max_examples // 2), seed=seed))
     for entry in ruleset.fuse_entries:
-        if wanted("fuse", fuse_entry_name(entry, ruleset), f"{entry.span.file}:{entry.span.line}"):
+        if wanted("fuse", fuse_entry_name(entry, ruleset), _fuse_where(entry)):
             add(check_fuse_entry(entry, ruleset))
     for name, strategy in ruleset.strategies.items():
         where = f"{strategy.span.file}:{strategy.span.line}"
@@ -626,7 +688,7 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
     return report
 
 
-__all__ = ["CheckReport", "KINDS", "RuleCheck", "STATUSES", "check_decomposition", "check_def", "check_def_oracles",
-           "check_fuse_entry",
-           "check_rewrite", "check_rules", "check_strategy", "check_test_blocks", "draw_until_covered", "rule_names",
+__all__ = ["CheckReport", "KINDS", "ROUND_BUDGET", "RuleCheck", "STATUSES", "check_decomposition", "check_def", "check_def_oracles",
+           "check_fuse_entry", "check_nofuse_entry",
+           "check_rewrite", "check_rules", "check_strategy", "check_test_blocks", "draw_until_covered", "round_size", "rule_names",
            "run_property"]

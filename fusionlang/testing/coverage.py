@@ -11,7 +11,8 @@ drawing goes on until both were tried.
 The target is met when at least ``min_instances`` instances satisfied the guard and the
 classes look exhausted: the Good-Turing estimate of the chance that the next instance
 falls in a class not seen yet (classes seen once, over instances) is at most
-``MISSING``. A rule that runs out of time first is *under-covered*.
+``MISSING``. A rule that spends its budget of rounds (``ROUND_BUDGET``) first is
+*under-covered*.
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def broadcast_class(graph: Graph) -> tuple[str, ...]:
 
 #: the largest estimated chance of an untried class at which coverage is complete
 MISSING = 0.05
+
+#: rounds of drawing a rewrite or decomposition may take toward the target before it is
+#: under-covered (``check --budget``). Counted, never timed: a verdict must not depend on
+#: the machine's speed or load.
+ROUND_BUDGET = 12
 
 
 def is_broadcast(cls: tuple) -> bool:

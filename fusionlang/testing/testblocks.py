@@ -52,7 +52,10 @@ def run_test_blocks(ruleset, *, names=None) -> list[TestResult]:
     """Run the `test` blocks of ``ruleset`` (a RuleSet, a library name or a .fuse path),
     or only those called one of ``names``."""
     ruleset = load_rules(ruleset)
-    return [run_block(ruleset, block) for block in ruleset.tests if names is None or block.name in names]
+    # a block's graph may compute log(0) = -inf on purpose (a mask): IEEE arithmetic is the
+    # semantics, and NumPy's warnings about it were noise on the stderr of `lint`
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        return [run_block(ruleset, block) for block in ruleset.tests if names is None or block.name in names]
 
 
 def failed_test_diagnostics(ruleset) -> tuple[int, list[Diagnostic]]:

@@ -59,11 +59,24 @@ def test_json_carries_coverage_and_float32(floats_file, capsys):
     assert check["float32"]["exact"] is False and check["float32"]["error"] > 0
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "nan"])
-def test_a_budget_that_is_not_positive_exits_2(floats_file, capsys, value):
+@pytest.mark.parametrize("value, why", [("0", "must be from 1 to 10000 rounds, got '0'"),
+                                        ("-1", "must be from 1 to 10000 rounds, got '-1'"),
+                                        ("nan", "must be an integer, got 'nan'"),
+                                        ("2.5", "must be an integer, got '2.5'")])
+def test_a_budget_that_is_not_a_positive_count_of_rounds_exits_2(floats_file, capsys, value, why):
     assert main(["check", floats_file, "--budget", value]) == 2
     captured = capsys.readouterr()
-    assert captured.err.strip() == "fusionlang: error: --budget must be a positive number of seconds"
+    assert captured.err.strip() == f"fusionlang: error: argument --budget: the budget {why} " \
+                                   "(see fusionlang check --help)"
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("value", ["-5", "4294967296"])
+def test_a_seed_out_of_range_exits_2_in_one_line(floats_file, capsys, value):
+    assert main(["check", floats_file, "--seed", value]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"fusionlang: error: argument --seed: the seed must be from 0 to 4294967295, " \
+                                   f"got {value!r} (see fusionlang check --help)"
     assert captured.out == ""
 
 

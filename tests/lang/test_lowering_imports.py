@@ -34,6 +34,15 @@ def test_a_lowering_import_is_a_rule_set_of_its_own(tmp_path):
     assert not any(f.endswith("decompose.fuse") for f in rules.files)
 
 
+def test_the_ops_a_lowering_builds_are_known_to_the_importer():
+    # tvm keeps attention whole; decompose.fuse opens it into soft_cap and guarded_softmax,
+    # ops tvm's own files never define, inside a graph carrying tvm's registry
+    tvm = load_rules("tvm")
+    assert "soft_cap" not in tvm.defs
+    assert {"soft_cap", "guarded_softmax"} <= set(tvm.registry.names())
+    assert tvm.registry.get("soft_cap") is tvm.lowering[0].registry.get("soft_cap")
+
+
 def test_a_purpose_other_than_lowering_is_a_located_error(tmp_path):
     diag = only_error(write(tmp_path, "p.fuse", '\nimport "decompose.fuse" for inlining\n'))
     assert (diag.span.line, diag.span.col) == (2, 29)

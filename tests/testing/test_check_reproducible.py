@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+import pytest
 from hypothesis import strategies as st
 
 from fusionlang.testing.checker import run_property
@@ -32,3 +33,39 @@ def test_the_same_seed_draws_the_same_values_after_more_modules_load(tmp_path, m
         assert _draws(3) == before
     finally:
         sys.modules.pop("fusionlang_constants_probe", None)
+
+
+# ----- verdicts do not depend on time -------------------------------------------------------
+#: rules that take several rounds to meet the coverage target (reshape_chain: 4 rounds at
+#: seed 0), so a time budget would cut them short on a slow machine
+MULTI_ROUND = ["check", "simplify", "--kinds", "rewrite", "--rule", "reshape_chain", "--rule", "add_zero"]
+
+
+def _check_output(args, capsys) -> str:
+    from fusionlang.cli import main
+
+    assert main(args) == 0
+    return capsys.readouterr().out
+
+
+def test_a_slow_cpu_gives_the_same_verdict_lines(monkeypatch, capsys):
+    import itertools
+    import time
+
+    fast = _check_output(MULTI_ROUND, capsys)
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks) * 100.0)  # 100 s pass per reading
+    slow = _check_output(MULTI_ROUND, capsys)
+    assert "rewrite reshape_chain: checked" in fast and "add_zero: proved" in fast
+    assert slow == fast
+
+
+@pytest.mark.parametrize("budget, least, most", [(1, 12, 12), (2, 13, 12 + 10)])
+def test_examples_draw_within_the_budget_of_rounds(capsys, budget, least, most):
+    # a first round of --examples instances, then rounds of at least 10, --budget rounds in all
+    import json
+
+    out = _check_output(["--json", *MULTI_ROUND[:-2], "--examples", "12", "--budget", str(budget)], capsys)
+    (check,) = json.loads(out)["reports"][0]["checks"]
+    assert check["status"] == "under-covered"
+    assert least <= check["coverage"]["satisfied"] <= most

@@ -64,10 +64,11 @@ def test_a_guard_of_several_shape_conjuncts_is_drawn_for_not_rejected():
 def test_a_rule_that_misses_the_target_is_under_covered_not_checked():
     # not a scalar rule (no proof to stand on): its verdict rests on the instances alone
     rule, rules = _rule('import "std/algebra.fuse"\nrewrite swap: matmul(neg(x), w) => neg(matmul(x, w))\n')
-    check = check_rewrite(rule, rules, max_examples=4, seed=0, budget=0.0)
+    check = check_rewrite(rule, rules, max_examples=4, seed=0, budget=1)
     assert check.status == "under-covered" and check.instances >= 4
     assert not check.coverage.reached and "target not met" in check.coverage.summary()
     assert str(check).startswith("rules.fuse:2: rewrite swap: under-covered (")
+    assert check.detail == "the coverage target was not met in 1 rounds (--budget)"
 
 
 def test_the_report_names_counts_shapes_classes_and_seed():

@@ -182,6 +182,26 @@ def test_fuse_entry_below_its_inputs_fails_at_its_line(tmp_path):
     assert "'b' is below 'c'" in bad.detail
 
 
+def test_a_nofuse_entry_that_decides_a_pair_is_proved():
+    report = check_rules(load_rules("xla"), kinds=("fuse",))
+    deny = report.find("nofuse reduce -> elemwise|broadcast|reduce")
+    assert (deny.status, deny.where) == ("proved", "xla.fuse:5")
+    assert str(deny).startswith("xla.fuse:5: nofuse reduce -> elemwise|broadcast|reduce: proved")
+
+
+def test_a_nofuse_entry_shadowed_on_every_pair_fails_naming_the_entry(tmp_path):
+    # the importing file's entries take precedence: its fuse entry decides the only pair
+    (tmp_path / "base.fuse").write_text("categories a < b < c\n"
+                                        "class relu : a\n"
+                                        "nofuse c -> a\n")
+    (tmp_path / "over.fuse").write_text('import "base.fuse"\n'
+                                        "fuse c -> a : c\n")
+    report = check_rules(load_rules(str(tmp_path / "over.fuse")), kinds=("fuse",))
+    deny = report.find("nofuse c -> a")
+    assert (deny.status, deny.where) == ("failed", f"{tmp_path / 'base.fuse'}:3")
+    assert f"shadowed on every pair by earlier entries: c -> a : c ({tmp_path / 'over.fuse'}:2)" in deny.detail
+
+
 def test_report_serializes(planted_report):
     _, report = planted_report
     data = json.loads(json.dumps(report.to_dict()))
