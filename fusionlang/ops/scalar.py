@@ -246,9 +246,11 @@ _RELATIONAL = {
 def evaluate(expr: sp.Basic, env: Mapping[str, object], dtype=np.float32):
     """Evaluate ``expr`` with symbols bound by name in ``env`` (arrays or scalars).
 
-    Numbers become ``dtype`` scalars so float32 formulas stay float32.
+    Numbers become ``dtype`` scalars so float32 formulas stay float32. IEEE special
+    values are results (1/0 is inf), as in the reference interpreter: no warning.
     """
-    return _Evaluator(env, np.dtype(dtype)).run(expr)
+    with np.errstate(all="ignore"):
+        return _Evaluator(env, np.dtype(dtype)).run(expr)
 
 
 class _Evaluator:

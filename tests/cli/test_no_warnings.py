@@ -30,6 +30,10 @@ def test_lint_of_the_shipped_policies_prints_no_warning():
     assert_silent(run_cli("lint", "apollo", "tvm", "xla", "dnnfusion"))
 
 
+def test_check_of_the_shipped_policies_prints_no_warning():
+    assert_silent(run_cli("check", "apollo", "tvm", "xla", "dnnfusion", "--examples", "10", "--budget", "2"))
+
+
 def test_check_of_rules_evaluated_at_special_values_prints_no_warning(tmp_path):
     rules = tmp_path / "specials.fuse"
     rules.write_text('import "apollo.fuse"\n\nrewrite log_of_exp:\n    log(exp(x))\n    => x\n')
