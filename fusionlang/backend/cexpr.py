@@ -308,6 +308,9 @@ def _fold_numbers(expr: sp.Basic) -> sp.Basic:
     if isinstance(expr, sp.Piecewise):
         return sp.Piecewise(*[(_fold_numbers(v), c if isinstance(c, sp.logic.boolalg.BooleanAtom)
                                else _fold_numbers(c)) for v, c in expr.args])
+    if expr.is_Relational and any(a.is_number and a.has(sp.nan) for a in args):
+        # a comparison with NaN is false, != true (IEEE); sympy refuses to build one
+        return sp.true if isinstance(expr, sp.Ne) else sp.false
     try:
         return expr.func(*args, evaluate=False)
     except TypeError:
@@ -605,6 +608,8 @@ class ValuePrinter(C99CodePrinter):
         return None
 
     def _print_Mul(self, expr):
+        if any(f.is_number and f.has(sp.nan) for f in sp.Mul.make_args(expr)):
+            return self._print_NaN(None)  # x * NaN and x / NaN are NaN (sympy cannot order NaN to print it)
         quotient = self.integer_quotient(expr)
         if quotient is not None:  # truncating, like C, but 0 for a zero divisor
             fn = "fl_udiv" if self.unsigned64(expr) else "fl_idiv"

@@ -85,7 +85,7 @@ register(
         inputs=("x",),
         attrs={"pads": Attr("ints", doc="begin pads of every axis, then end pads; negative crops"),
                "mode": Attr("str", "constant", "constant, reflect, edge or wrap"),
-               "value": Attr("float", 0.0, "fill value of constant mode")},
+               "value": Attr("float", 0.0, "fill value of constant mode", nan_ok=True)},
         infer=_infer,
         reference=_reference,
         access=_access,

@@ -10,6 +10,7 @@ every attribute present, ints as int, lists as tuples, dtypes as numpy names.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -33,6 +34,9 @@ class Attr:
     kind: str
     default: Any = REQUIRED
     doc: str = ""
+    #: a float attribute that may be NaN (a fill value); elsewhere NaN is refused: it is no
+    #: bound, slope or scale, and the loop body's formula cannot compare with it
+    nan_ok: bool = False
 
     @property
     def required(self) -> bool:
@@ -137,6 +141,8 @@ class OpDef:
                 out[name] = None  # an optional attribute that stays absent
             elif name in attrs:
                 out[name] = _canonical_attr(spec.kind, attrs[name], f"{where} ({self.name}) attribute {name!r}")
+                if spec.kind == "float" and not spec.nan_ok and out[name] is not None and math.isnan(out[name]):
+                    raise ShapeError(f"{where} ({self.name}): attribute {name!r} is NaN; it takes a number")
             elif spec.required:
                 raise ShapeError(f"{where} ({self.name}): missing required attribute {name!r}")
             else:

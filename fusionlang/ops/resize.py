@@ -245,7 +245,7 @@ register(
                "nearest_mode": Attr("str", "round_prefer_floor", "rounding of nearest mode"),
                "cubic_coeff_a": Attr("float", -0.75, "the cubic kernel's a"),
                "exclude_outside": Attr("int", 0, "1: weights of cells past the ends are 0, the rest rescaled"),
-               "extrapolation_value": Attr("float", 0.0, "value outside the roi (tf_crop_and_resize)"),
+               "extrapolation_value": Attr("float", 0.0, "value outside the roi (tf_crop_and_resize)", nan_ok=True),
                "roi": Attr("floats", (), "starts then ends of every axis, as fractions (tf_crop_and_resize)"),
                "antialias": Attr("int", 0, "1: linear and cubic downsampling widen the kernel by 1 / scale")},
         infer=_infer,
