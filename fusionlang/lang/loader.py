@@ -110,15 +110,19 @@ class UnreadableRuleFile(Exception):
 
 
 def read_rule_file(real: str) -> str:
-    """The text of the rule file ``real``. Only regular files are opened (a FIFO or a
-    device could block or never end), at most MAX_RULE_FILE_BYTES are read, and the
-    text must be UTF-8; anything else raises UnreadableRuleFile."""
+    """The text of the rule file ``real``. Only regular files named ``*.fuse`` are opened
+    (a FIFO or a device could block or never end; any other file is not read, so a
+    diagnostic never quotes a line of, say, /etc/shadow), at most MAX_RULE_FILE_BYTES are
+    read, and the text must be UTF-8 (a leading byte-order mark is dropped); anything else
+    raises UnreadableRuleFile."""
     try:
         mode = os.stat(real).st_mode
         if stat.S_ISDIR(mode):
             raise UnreadableRuleFile("it is a directory")
         if not stat.S_ISREG(mode):
             raise UnreadableRuleFile("it is not a regular file")
+        if not real.endswith(".fuse"):
+            raise UnreadableRuleFile("it is not a .fuse file (rule files are named NAME.fuse)")
         with open(real, "rb") as fh:
             data = fh.read(MAX_RULE_FILE_BYTES + 1)
     except OSError as exc:
@@ -126,7 +130,7 @@ def read_rule_file(real: str) -> str:
     if len(data) > MAX_RULE_FILE_BYTES:
         raise UnreadableRuleFile(f"it is larger than {MAX_RULE_FILE_BYTES // (1024 * 1024)} MiB")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UnreadableRuleFile(f"it is not UTF-8 text (byte {exc.start})") from None
 

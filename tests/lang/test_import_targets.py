@@ -59,7 +59,7 @@ def _unreadable_cases(tmp_path):
         os.symlink("/proc/self/mem", tmp_path / "mem.fuse")
     return {"folder.fuse": "it is a directory", "binary.fuse": "it is not UTF-8 text (byte 0)",
             "zero.fuse": "it is not a regular file", "pipe.fuse": "it is not a regular file",
-            "mem.fuse": "Input/output error"}
+            "mem.fuse": "it is not a .fuse file (rule files are named NAME.fuse)"}
 
 
 def test_unreadable_fuse_imports_are_located_errors_without_content(tmp_path, capsys):
@@ -84,3 +84,21 @@ def test_unreadable_root_file_is_a_located_error(tmp_path, capsys):
         load_rules(str(path))
     assert main(["check", str(path)]) == 2
     assert "secret" not in capsys.readouterr().err
+
+
+def test_a_file_not_named_fuse_is_never_read_so_never_quoted(tmp_path, capsys):
+    """`lint /etc/shadow` printed the file's first line under the caret."""
+    secret = tmp_path / "shadow"
+    secret.write_text(f"root:{SECRET}:19000:0:99999:7:::\n")
+    for argv in (["lint", str(secret)], ["fuse", "no-model.onnx", "--rules", str(secret)]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert SECRET not in out + err and "root:" not in out + err
+    assert main(["lint", str(secret)]) == 2
+    assert "it is not a .fuse file" in capsys.readouterr().err
+
+
+def test_a_byte_order_mark_is_dropped(tmp_path, capsys):
+    rules = tmp_path / "bom.fuse"
+    rules.write_bytes("\ufeffimport \"apollo.fuse\"\nrewrite drop: identity(x) => x\n".encode())
+    assert main(["lint", str(rules)]) == 0, capsys.readouterr().err
