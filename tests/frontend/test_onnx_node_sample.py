@@ -269,7 +269,10 @@ SAMPLE: dict[str, tuple[str, ...]] = {
     # float8 storage, saturating or not; quantization; integer products written with other ops
     "float8": ("test_cast_FLOAT_to_FLOAT8E4M3FN", "test_cast_no_saturate_FLOAT_to_FLOAT8E5M2",
                "test_cast_FLOAT8E4M3FNUZ_to_FLOAT", "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded"),
-    "4- and 2-bit": ("test_cast_FLOAT_to_INT4", "test_cast_UINT4_to_UINT8", "test_castlike_FLOAT_to_FLOAT4E2M1",
+    # (not test_cast_FLOAT_to_INT4: ONNX makes its expected output with the installed
+    # ml_dtypes' astype, whose out-of-range floats changed in 0.7 (-9.0 gave 7, now 0);
+    # fusionlang defines that conversion itself, ir.narrow_int, tested in test_onnx_narrow_int)
+    "4- and 2-bit": ("test_cast_INT4_to_FLOAT", "test_cast_UINT4_to_UINT8", "test_castlike_FLOAT_to_FLOAT4E2M1",
                      "test_cast_INT2_to_FLOAT", "test_quantizelinear_uint4", "test_dequantizelinear_float4e2m1"),
     "QuantizeLinear": ("test_quantizelinear", "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
                        "test_quantizelinear_e4m3fn"),
