@@ -7,12 +7,38 @@ every package may raise these.
 
 from __future__ import annotations
 
+import re
+
+#: a list of numbers longer than LIST_SHOWN entries, as a message prints it
+_LONG_LIST = re.compile(r"[\[(](?:\s*-?[\w.+-]+,){16,}\s*-?[\w.+-]+\s*[\])]")
+#: entries of a long list a message shows (the first ones, then the last)
+LIST_SHOWN = 8
+
+
+def abbreviated(message: str) -> str:
+    """``message`` with each list of more than 16 numbers cut to its first entries, its
+    last and its length: an attribute of 200,000 entries made a 1.5 MB error line."""
+
+    def cut(match: re.Match) -> str:
+        text = match.group(0)
+        items = text[1:-1].split(",")
+        shown = ",".join(items[:LIST_SHOWN]).strip()
+        return f"{text[0]}{shown}, ..., {items[-1].strip()}{text[-1]} ({len(items)} entries)"
+
+    return _LONG_LIST.sub(cut, message) if len(message) > 200 else message
+
 
 class FuseError(Exception):
-    """Base class: bad input described in words a user can act on."""
+    """Base class: bad input described in words a user can act on (long lists of numbers
+    in the message are abbreviated)."""
 
     #: exit status the CLI uses for this error
     exit_code = 2
+
+    def __init__(self, *args):
+        if args and isinstance(args[0], str):
+            args = (abbreviated(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class GraphError(FuseError):
