@@ -36,6 +36,9 @@ from fusionlang.ops.registry import REGISTRY
 
 #: the ai.onnx opsets whose op forms the converters know
 MIN_OPSET, MAX_OPSET = 6, 21
+#: the newest opset whose op forms were checked against the converters' (docs/api.md):
+#: a model of a later one is refused rather than read with forms that may have changed
+NEWEST_KNOWN_OPSET = 28
 
 
 #: how each API gives what a run knows, for messages
@@ -51,6 +54,7 @@ def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     with the opset-21 forms: the converted ops have kept their inputs and attributes since
     (up to opset 28, apart from Cast's and CastLike's float8-only ``round_mode``; the
     opset-23 ``precision`` of QuantizeLinear and ``output_dtype`` of DequantizeLinear are read).
+    A model of a later opset than 28 is refused (ModelError): its forms are not known yet.
     ``input_shapes`` gives static shapes for graph inputs whose dims are symbolic or
     missing (it may also override declared dims). ``constant_inputs`` binds graph inputs to
     values (name -> array) that the graph holds as constants: what a model feeds as axes,
@@ -461,4 +465,8 @@ def _default_opset(model: onnx.ModelProto, label: str) -> int:
     if opset < MIN_OPSET:
         raise ModelError(f"model {label!r} uses ai.onnx opset {opset}; fusionlang reads opset {MIN_OPSET} "
                          "and later (convert it with onnx.version_converter)")
+    if opset > NEWEST_KNOWN_OPSET:
+        raise ModelError(f"model {label!r} uses ai.onnx opset {opset}; fusionlang knows the ops' forms up to opset "
+                         f"{NEWEST_KNOWN_OPSET}, and a newer opset may change them (export with opset "
+                         f"{NEWEST_KNOWN_OPSET} or older)")
     return opset

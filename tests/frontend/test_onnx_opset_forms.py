@@ -514,3 +514,19 @@ def test_opset_form_matches_expectation(c: Case):
     if c.ops is not None:
         assert [n.op for n in from_onnx(c.model).nodes] == c.ops
 
+
+
+@pytest.mark.parametrize("opset, accepted", [(28, True), (29, False), (40, False)])
+def test_an_opset_newer_than_the_known_forms_is_refused(opset, accepted):
+    """An opset from the future was read with today's forms, which it may have changed."""
+    from fusionlang.errors import ModelError
+    from fusionlang.frontend.onnx_import import NEWEST_KNOWN_OPSET
+
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": [4]}, {"y": None}, opset)
+    model.ir_version = 11
+    if accepted:
+        assert from_onnx(model).outputs == ["y"]
+        return
+    with pytest.raises(ModelError, match=f"opset {opset}; fusionlang knows the ops' forms up to opset "
+                                         f"{NEWEST_KNOWN_OPSET}"):
+        from_onnx(model)
