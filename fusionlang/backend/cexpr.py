@@ -224,6 +224,16 @@ def helpers(flavor: Flavor) -> str:
 {q} {u} fl_umax({u} a, {u} b) {{ return a > b ? a : b; }}
 {q} {u} fl_umin({u} a, {u} b) {{ return a < b ? a : b; }}
 {q} {u} fl_ushr({u} a, {i} s, int bits) {{ return (s < 0 || s >= bits) ? 0 : a >> s; }}
+{q} {u} fl_f2u64(double v) {{
+  /* a float as uint64, defined where C leaves it undefined, as x86 (so NumPy and
+     onnxruntime) convert: below 2**63 through int64 (NaN and values below -2**63 give 2**63),
+     from 2**63 on as v - 2**63 with the top bit set (infinity, 2**64 and up give 0) */
+  if (v >= 9223372036854775808.0) {{
+    double w = v - 9223372036854775808.0;
+    return w < 9223372036854775808.0 ? (({u})({i})w ^ 0x8000000000000000ULL) : 0;
+  }}
+  return v >= -9223372036854775808.0 ? ({u})({i})v : 0x8000000000000000ULL;
+}}
 {q} float fl_maxf(float a, float b) {{ return (a > b || a != a) ? a : b; }}
 {q} float fl_minf(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 {q} double fl_maxd(double a, double b) {{ return (a > b || a != a) ? a : b; }}

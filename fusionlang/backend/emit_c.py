@@ -329,6 +329,8 @@ class _Printer:
         if out_dtype in HALF_FLOATS:  # rounded once, from the float32 (or a loaded double) it was computed in
             double = any(ld.array.dtype == "float64" for ld in a.loads.values())
             return f"{target} = {narrow(out_dtype, value, double)};"
+        if out_dtype == "uint64" and any(is_float_dtype(ld.array.dtype) for ld in a.loads.values()):
+            return f"{target} = fl_f2u64({value});"  # C leaves a float past uint64's range undefined
         if out_dtype not in ("float32", "float64") or out_dtype != dtype:
             return f"{target} = ({ctype(out_dtype, self.flavor)})({value});"
         return f"{target} = {value};"

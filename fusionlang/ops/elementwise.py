@@ -237,7 +237,30 @@ def _cast_access(call: OpCall) -> list[Stmt]:
 def _cast_reference(xs, a):
     if is_float8(a["to"]):
         return [to_float8(xs[0], a["to"], bool(a["saturate"]))]
+    if np.dtype(a["to"]) == np.uint64 and xs[0].dtype.kind == "f":
+        return [_float_to_uint64(xs[0])]
     return [convert(xs[0], a["to"])]
+
+
+_TOP_BIT = 2.0**63
+
+
+def _float_to_uint64(x: np.ndarray) -> np.ndarray:
+    """Floats as uint64 where C leaves it undefined, as x86 converts (the generated code's
+    fl_f2u64): below 2**63 through int64 (NaN and values below -2**63 give 2**63), from 2**63
+    on as x - 2**63 with the top bit set (infinity, 2**64 and up give 0). NumPy's own cast
+    follows the instructions its loops happen to use."""
+    v = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        high = v >= _TOP_BIT
+        rest = np.where(high, v - _TOP_BIT, 0.0)
+        high_in_range = high & (rest < _TOP_BIT)
+        low_in_range = ~high & (v >= -_TOP_BIT)
+    out = np.full(v.shape, 1 << 63, np.uint64)
+    out[high] = 0
+    out[high_in_range] = rest[high_in_range].astype(np.int64).astype(np.uint64) | np.uint64(1 << 63)
+    out[low_in_range] = v[low_in_range].astype(np.int64).astype(np.uint64)
+    return out
 
 
 register(

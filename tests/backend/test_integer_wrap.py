@@ -74,3 +74,25 @@ def test_drawn_values_wrap(op, dtype, data):
     a = np.array(data.draw(st.lists(value, min_size=SIZE, max_size=SIZE)), dtype)
     b = np.array(data.draw(st.lists(value, min_size=SIZE, max_size=SIZE)), dtype)
     assert_wraps_like_onnxruntime(op, dtype, a, b)
+
+
+SPECIAL_FLOATS = np.float32([np.nan, np.inf, -np.inf, -3.4e38, 3.4e38, -1.5, 2.5, 1e10, -1e10, 300.7,
+                             1e19, 9.3e18, 1.8e19, 1.9e19, -0.0, 0.9])
+
+
+def test_floats_past_uint64_cast_as_onnxruntime_does():
+    """C leaves them undefined: the C gave UINT64_MAX for NaN and infinities, the reference
+    and onnxruntime 2**63 and 0."""
+    import onnxruntime
+
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT64)
+    graph = helper.make_graph([node], "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT64, [16])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    want = onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]) \
+        .run(None, {"x": SPECIAL_FLOATS})[0]
+    g = from_onnx(m)
+    np.testing.assert_array_equal(fusionlang.reference.run(g, {"x": SPECIAL_FLOATS})["y"], want)
+    np.testing.assert_array_equal(fusionlang.compile(fusionlang.fuse(g, "apollo"), "c").run({"x": SPECIAL_FLOATS})["y"],
+                                  want)
