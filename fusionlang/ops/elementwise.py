@@ -13,7 +13,7 @@ from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.common import accumulator, elementwise, fold_left, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import RoundHalfEven, Sigmoid, np_erf, np_sigmoid
+from fusionlang.ops.scalar import IsNan, RoundHalfEven, Sigmoid, np_erf, np_sigmoid
 
 
 
@@ -189,13 +189,30 @@ def _clip_dtype(call: OpCall, types: list[TensorType]) -> str:
     return x.dtype
 
 
+def _clip_formula(x, low, high):
+    """min(max(x, low), high) with onnxruntime's std::max and std::min: NaN stays NaN, a
+    tie keeps x, and inverted bounds give high for every other x."""
+    if low > high:
+        return sp.Piecewise((x, sp.Ne(IsNan(x), 0)), (high, True))
+    cases = []
+    if low != -sp.oo:
+        cases.append((low, x < low))
+    if high != sp.oo:
+        cases.append((high, x > high))
+    return sp.Piecewise(*cases, (x, True)) if cases else x
+
+
 def _clip_numpy(xs, a):
+    # x < min ? min : x, then x > max ? max : x, as onnxruntime's std::max and std::min:
+    # NaN stays NaN and a tie keeps x (-0.0 clipped to [0, 0] stays -0.0)
     x = xs[0]
     # an infinite bound is absent, and integer dtypes cannot hold it anyway
     if a["min"] != -math.inf:
-        x = np.maximum(x, _bound(x.dtype, a["min"]))
+        low = _bound(x.dtype, a["min"])
+        x = np.where(x < low, low, x)
     if a["max"] != math.inf:
-        x = np.minimum(x, _bound(x.dtype, a["max"]))
+        high = _bound(x.dtype, a["max"])
+        x = np.where(x > high, high, x)
     return x
 
 
@@ -209,7 +226,9 @@ def _bound(dtype: np.dtype, value: float):
 
 elementwise(
     "clip",
-    lambda v, a: sp.Min(sp.Max(v[0], _num(a["min"])), _num(a["max"])),
+    # as comparisons, not sympy's Min and Max: those simplify min(max(x, 5), 1) to 1 over
+    # the reals, where a NaN x must stay NaN, and their C picks the bound on a tie
+    lambda v, a: _clip_formula(v[0], _num(a["min"]), _num(a["max"])),
     _clip_numpy,
     attrs={"min": Attr("float", -math.inf), "max": Attr("float", math.inf)},
     dtype_rule=_clip_dtype,
