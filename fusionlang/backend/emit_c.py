@@ -50,7 +50,7 @@ from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, w
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
 from fusionlang.ir.types import HALF_FLOATS, is_float_dtype
 from fusionlang.ops.access import as_expr
-from fusionlang.ops.scalar import CheckedIndex
+from fusionlang.ops.scalar import BitCast, CheckedIndex
 
 #: local buffers above this many bytes live on the heap instead of the stack
 STACK_LIMIT = 256 * 1024
@@ -329,7 +329,7 @@ class _Printer:
         if out_dtype in HALF_FLOATS:  # rounded once, from the float32 (or a loaded double) it was computed in
             double = any(ld.array.dtype == "float64" for ld in a.loads.values())
             return f"{target} = {narrow(out_dtype, value, double)};"
-        if out_dtype == "uint64" and any(is_float_dtype(ld.array.dtype) for ld in a.loads.values()):
+        if out_dtype == "uint64" and _converts_a_float(a, expr):
             return f"{target} = fl_f2u64({value});"  # C leaves a float past uint64's range undefined
         if out_dtype not in ("float32", "float64") or out_dtype != dtype:
             return f"{target} = ({ctype(out_dtype, self.flavor)})({value});"
@@ -790,4 +790,11 @@ def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = F
     return CFunction(name, source, list(group.params), group.nests, printer.sites, printer.fallible)
 
 
+def _converts_a_float(a: Assign, expr) -> bool:
+    """Does the statement store a float value (read from a float array) as an integer? A
+    bit cast stores the float's bits, not its value."""
+    return any(is_float_dtype(ld.array.dtype) for ld in a.loads.values()) and not isinstance(as_expr(expr), BitCast)
+
+
 __all__ = ["CFunction", "C_PRELUDE", "emit_function", "group_comment"]
+
