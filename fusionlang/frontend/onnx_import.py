@@ -390,12 +390,12 @@ class _Importer:
         self.rename[name] = self.rename.get(value, value)
 
     def fresh(self, stem: str) -> str:
-        while True:
-            candidate = self.graph.fresh_name(stem)
-            if candidate not in self.reserved:
-                self.reserved.add(candidate)
-                self.node_names.add(candidate)  # nor may a later ONNX node take it as its name
-                return candidate
+        # every name the graph holds is an ONNX name (reserved), a node name, or a value's
+        candidate = self.graph.fresh_name(stem, lambda name: name in self.reserved or name in self.node_names
+                                          or name in self.graph.types)
+        self.reserved.add(candidate)
+        self.node_names.add(candidate)  # nor may a later ONNX node take it as its name
+        return candidate
 
     def _node_name(self, label: str) -> str:
         name = label if label not in self.node_names else self.fresh(label)

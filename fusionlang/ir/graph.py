@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -135,12 +135,15 @@ class Graph:
         self._index = None
         return node
 
-    def fresh_name(self, stem: str) -> str:
-        """A value or node name not used in this graph yet."""
-        taken = self._taken_names()
+    def fresh_name(self, stem: str, is_taken: Callable[[str], bool] | None = None) -> str:
+        """A value or node name not used in this graph yet. A caller that tracks every
+        name the graph holds passes ``is_taken`` to answer in O(1) what this otherwise
+        answers by collecting every name (an import of 16,000 nodes called it per node:
+        33 s, quadratic)."""
+        taken = None if is_taken is not None else self._taken_names()
         while True:
             candidate = f"{stem}_{next(self._names)}"
-            if candidate not in taken:
+            if not (is_taken(candidate) if is_taken is not None else candidate in taken):
                 return candidate
 
     def _taken_names(self) -> set[str]:
