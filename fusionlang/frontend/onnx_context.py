@@ -57,6 +57,12 @@ class NodeContext:
         self.label = node.name or f"{node.op_type}#{index}"
         self.attrs = {a.name: _attr_value(a) for a in node.attribute}
 
+    def count_unrolled(self, nodes: int) -> int:
+        """Add ``nodes`` to what unrolling Loops and Scans has added to this import (nested
+        ones too); returns the total."""
+        self._imp.unrolled_nodes += nodes
+        return self._imp.unrolled_nodes
+
     # ----- reading ----------------------------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)

@@ -23,7 +23,9 @@ from fusionlang.frontend.onnx_context import NodeContext
 
 CONTROL_CONVERTERS: dict[str, Callable[[NodeContext], None]] = {}
 
-#: the most nodes unrolling one Loop or Scan may add: past it the model is refused
+#: the most nodes unrolling the Loops and Scans of a model may add, nested ones counted
+#: where they unroll: past it the model is refused (3 nested Loops of 1000 iterations were
+#: checked one level at a time and went on towards 10**9 nodes)
 MAX_UNROLLED_NODES = 100_000
 
 
@@ -225,10 +227,23 @@ def _body_condition(ctx: NodeContext, name: str) -> bool:
     return bool(value.ravel()[0])
 
 
-def _check_unroll_size(ctx: NodeContext, iterations: int, body: onnx.GraphProto) -> None:
-    if iterations * max(len(body.node), 1) > MAX_UNROLLED_NODES:
+def _refuse_oversized(ctx: NodeContext, iterations: int, body: onnx.GraphProto) -> int:
+    """The nodes unrolling ``iterations`` of ``body`` adds; refused past the limit alone."""
+    added = iterations * max(len(body.node), 1)
+    if added > MAX_UNROLLED_NODES:
         raise ctx.unsupported(f"{iterations} iterations of a {len(body.node)}-node body (unrolling adds at most "
                               f"{MAX_UNROLLED_NODES} nodes)")
+    return added
+
+
+def _check_unroll_size(ctx: NodeContext, iterations: int, body: onnx.GraphProto) -> None:
+    """Refuse unrolling past the limit, counting what the model's loops unrolled before."""
+    added = _refuse_oversized(ctx, iterations, body)
+    total = ctx.count_unrolled(added)
+    if total > MAX_UNROLLED_NODES:
+        raise ctx.unsupported(f"{iterations} iterations of a {len(body.node)}-node body, after the loops unrolled "
+                              f"before it ({total - added} nodes; unrolling adds at most {MAX_UNROLLED_NODES} "
+                              "nodes to a model, nested loops included)")
 
 
 def _bind_stacked(ctx: NodeContext, k: int, parts: list[str], axis: int, form: str) -> None:
@@ -285,11 +300,12 @@ def _unroll_scan(ctx: NodeContext, states: list[str], scan_inputs: list[str]):
     reverse = _directions(ctx, "scan_input_directions" if ctx.opset >= 9 else "directions", len(scan_inputs))
     if len(axes) != len(scan_inputs):
         raise ctx.fail(f"attribute scan_input_axes must list {len(scan_inputs)} axes, got {axes}")
+    lengths = [_sequence_length(ctx, value, axis) for value, axis in zip(scan_inputs, axes)]
+    if any(n != lengths[0] for n in lengths):
+        raise ctx.fail(f"the scan inputs have different sequence lengths ({lengths})")
+    _check_unroll_size(ctx, lengths[0], body)  # before the inputs are cut: 60,000 steps hung there
     slices = [_slices(ctx, value, axis) for value, axis in zip(scan_inputs, axes)]
-    length = len(slices[0])
-    if any(len(parts) != length for parts in slices):
-        raise ctx.fail(f"the scan inputs have different sequence lengths ({[len(p) for p in slices]})")
-    _check_unroll_size(ctx, length, body)
+    length = lengths[0]
     names = [v.name for v in body.input]
     columns: list[list[str]] = [[] for _ in range(len(body.output) - len(states))]
     for step in range(length):
@@ -301,14 +317,20 @@ def _unroll_scan(ctx: NodeContext, states: list[str], scan_inputs: list[str]):
     return states, columns
 
 
-def _slices(ctx: NodeContext, value: str, axis: int) -> list[str]:
-    """Graph value ``value`` cut along ``axis`` into its elements (that axis dropped)."""
+def _sequence_length(ctx: NodeContext, value: str, axis: int) -> int:
+    """The length of the scan input ``value`` along ``axis``."""
     shape = ctx.graph.types[value].shape
     if not -len(shape) <= axis < len(shape):
         raise ctx.fail(f"scan input axis {axis} is out of range for rank {len(shape)}")
-    axis %= len(shape)
-    if shape[axis] == 0:
+    if shape[axis % len(shape)] == 0:
         raise ctx.unsupported("a scan over an empty sequence")
+    return shape[axis % len(shape)]
+
+
+def _slices(ctx: NodeContext, value: str, axis: int) -> list[str]:
+    """Graph value ``value`` cut along ``axis`` into its elements (that axis dropped)."""
+    shape = ctx.graph.types[value].shape
+    axis %= len(shape)
     parts = ctx.emit("split", [value], {"axis": axis, "split": (1,) * shape[axis]}, [""] * shape[axis])
     return [ctx.emit1("squeeze", [part], {"axes": (axis,)}) for part in parts]
 
@@ -336,7 +358,8 @@ def _scan_batched(ctx: NodeContext) -> None:
         raise ctx.unsupported("a scan over an empty batch")
     if len(ctx.graph.types[scans[0]].shape) < 2:
         raise ctx.fail("opset-8 scan inputs need a batch axis and a sequence axis")
-    _check_unroll_size(ctx, batch * ctx.graph.types[scans[0]].shape[1], _graph_attr(ctx, "body"))
+    # (refused before cutting the batch; each batch's unrolling is counted as it happens)
+    _refuse_oversized(ctx, batch * ctx.graph.types[scans[0]].shape[1], _graph_attr(ctx, "body"))
     per_batch = [_slices(ctx, value, 0) for value in states + scans]
     results = []
     for b in range(batch):

@@ -136,6 +136,8 @@ class _Importer:
         #: every name the model uses: new values must not take one a later node defines
         self.reserved: set[str] = set()
         self.node_names: set[str] = set()
+        #: nodes every Loop and Scan unrolled so far added, nested ones included
+        self.unrolled_nodes = 0
 
     # ----- driver -----------------------------------------------------------------------
     def run(self) -> Graph:

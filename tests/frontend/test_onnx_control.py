@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+import fusionlang
 import fusionlang.onnx_backend as backend
 from fusionlang.errors import ModelError, UnsupportedOpError
 from fusionlang.frontend import from_onnx
@@ -312,4 +313,59 @@ def test_an_optional_graph_input_is_refused_naming_its_reader():
     with pytest.raises(UnsupportedOpError, match=r"^graph input 'opt' is an optional, read by node "
                                                  r"'OptionalHasElement#0' \(OptionalHasElement\); fusionlang "
                                                  r"resolves optionals at import time"):
+        from_onnx(model)
+
+
+def _nested_loops(trips: int):
+    """x -> Loop(trips) { Loop(trips) { x + x } }, both trip counts the outer constant M."""
+    def body(name, nodes):
+        return helper.make_graph(nodes, name, [helper.make_tensor_value_info(f"{name}_i", TensorProto.INT64, []),
+                                               helper.make_tensor_value_info(f"{name}_c", TensorProto.BOOL, []),
+                                               helper.make_tensor_value_info(f"{name}_x", TensorProto.FLOAT, [2])],
+                                 [helper.make_tensor_value_info(f"{name}_c", TensorProto.BOOL, []),
+                                  helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, [2])])
+
+    inner = body("in", [helper.make_node("Add", ["in_x", "in_x"], ["in_y"])])
+    outer = body("out", [helper.make_node("Loop", ["M", "", "out_x"], ["out_y"], body=inner)])
+    graph = helper.make_graph([helper.make_node("Loop", ["M", "", "x"], ["y"], body=outer)], "nested",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                              [numpy_helper.from_array(np.array(trips, np.int64), "M")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_nested_loops_count_towards_one_budget(monkeypatch):
+    """Each Loop was checked alone: 3 nested Loops of 1000 iterations (10**9 nodes) passed
+    and ran on; now every unrolling of a model counts towards MAX_UNROLLED_NODES."""
+    from fusionlang.errors import UnsupportedOpError
+    from fusionlang.frontend import onnx_control
+
+    monkeypatch.setattr(onnx_control, "MAX_UNROLLED_NODES", 500)
+    graph = from_onnx(_nested_loops(8))  # 8 + 8 * 8 nodes: within the budget
+    x = np.float32([1, -3])  # doubled 64 times (the outer loop's 8 nodes are inner loops)
+    np.testing.assert_array_equal(fusionlang.reference.run(graph, {"x": x})["y"], x * np.float32(2.0 ** 64))
+    with pytest.raises(UnsupportedOpError, match="nested loops included"):
+        from_onnx(_nested_loops(30))  # each Loop alone is within it, together 30 + 900 nodes are not
+
+
+def test_a_long_scan_is_refused_before_its_inputs_are_cut(monkeypatch):
+    from fusionlang.errors import UnsupportedOpError
+    from fusionlang.frontend import onnx_control
+
+    monkeypatch.setattr(onnx_control, "MAX_UNROLLED_NODES", 100)
+    body = helper.make_graph([helper.make_node("Add", ["s", "e"], ["s2"]), helper.make_node("Identity", ["s2"], ["o"])],
+                             "b", [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2]),
+                                   helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])],
+                             [helper.make_tensor_value_info("s2", TensorProto.FLOAT, [2]),
+                              helper.make_tensor_value_info("o", TensorProto.FLOAT, [2])])
+    node = helper.make_node("Scan", ["s0", "xs"], ["final", "ys"], body=body, num_scan_inputs=1)
+    graph = helper.make_graph([node], "scan", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2]),
+                                               helper.make_tensor_value_info("xs", TensorProto.FLOAT, [60_000, 2])],
+                              [helper.make_tensor_value_info("final", TensorProto.FLOAT, [2]),
+                               helper.make_tensor_value_info("ys", TensorProto.FLOAT, [60_000, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    with pytest.raises(UnsupportedOpError, match="60000 iterations"):
         from_onnx(model)
