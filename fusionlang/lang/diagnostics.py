@@ -71,6 +71,10 @@ class Diagnostic:
         return render(self, color=color)
 
 
+#: characters of a source line a diagnostic shows, and how many of them before the column
+SOURCE_WIDTH, SOURCE_CONTEXT = 160, 40
+
+
 def render(diag: Diagnostic, color: bool = False) -> str:
     """The diagnostic with its source line, a caret under the span, and the hint."""
     red, blue, bold, reset = ("\x1b[31m", "\x1b[34m", "\x1b[1m", "\x1b[0m") if color else ("", "", "", "")
@@ -78,15 +82,22 @@ def render(diag: Diagnostic, color: bool = False) -> str:
     lines = [f"{bold}{diag.span}:{reset} {kind_color}{diag.severity}:{reset} {bold}{diag.message}{reset}"]
     text = source_line(diag.span.file, diag.span.line)
     if text is not None:
+        text = text.rstrip("\n")
         col = max(diag.span.col, 1)
         if diag.span.end_line == diag.span.line and diag.span.end_col > col:
             width = diag.span.end_col - col
         else:
             width = max(1, len(text.rstrip()) - col + 1)
+        # a long line is shown as a window around the column (a 40,000-character list
+        # was printed whole, twice per diagnostic)
+        start = max(0, min(col - 1 - SOURCE_CONTEXT, len(text) - SOURCE_WIDTH))
+        end = start + SOURCE_WIDTH
+        before, after = ("…" if start else ""), ("…" if end < len(text) else "")
+        width = max(1, min(width, end - (col - 1)))
         gutter = f"{diag.span.line:>4} | "
-        lines.append(gutter + text.rstrip("\n"))
+        lines.append(gutter + before + text[start:end] + after)
         # keep tabs so the caret lines up under tab-indented source
-        pad = "".join(ch if ch == "\t" else " " for ch in text[: col - 1])
+        pad = " " * len(before) + "".join(ch if ch == "\t" else " " for ch in text[start: col - 1])
         lines.append(" " * (len(gutter) - 2) + "| " + pad + kind_color + "^" + "~" * (width - 1) + reset)
     if diag.hint:
         lines.append(f"     = hint: {diag.hint}")

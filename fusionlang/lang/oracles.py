@@ -18,6 +18,7 @@ import numpy as np
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, suggest
 from fusionlang.lang.exprcheck import ExprChecker
+from fusionlang.lang.limits import MAX_LIST_ELEMENTS
 from fusionlang.lang.patterns import PatternError, literal_value
 from fusionlang.ops.registry import OpRegistry
 
@@ -52,8 +53,12 @@ def _check_vector(d: A.DefDecl, o: A.Oracle, diags: Diagnostics, opdef) -> None:
         diags.error(o.span, f"a test-vector oracle needs a def with one output; def {name!r} has "
                             f"{opdef.num_outputs}", "use an oracle { ... } body")
     for e in o.inputs + (o.expected,):
-        if literal_array(e) is None:
+        array = literal_array(e)
+        if array is None:
             diags.error(e.span, "an oracle value must be a number or a rectangular list of numbers")
+        elif array.size > MAX_LIST_ELEMENTS:  # as every other list of a rule file
+            diags.error(e.span, f"an oracle value holds {array.size} numbers: lists have at most "
+                                f"{MAX_LIST_ELEMENTS} elements")
     for item in o.attrs:
         if isinstance(item, A.AttrRest):
             diags.error(item.span, "an oracle pins attributes by name; '..' spreads nothing here")

@@ -2,7 +2,7 @@
 
 Written by tools/gen_parse_tables.py; do not edit."""
 
-STAMP = 'ccd954316f0f148c95ca59e067aa88790e2ec7b5d577b71d61bb35eea756659f'
+STAMP = '9d14c2ba4354b68dcdfa0e078601bb8957cac9e1ecc2f1c111cd89eedd18b2c2'
 
 MODULES = {'apollo.fuse': ('7ebc942a2e74b5a589cee2143632e86b3e16613bfd73ec9842b4e0aa33197b96',
                  ('Module', 'apollo.fuse',

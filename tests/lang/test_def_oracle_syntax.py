@@ -80,3 +80,23 @@ def test_malformed_oracle_is_pinned(name, source, expected):
         parse_text(source, "bad.fuse")
     assert str(info.value.diagnostics[0]) == expected
     assert info.value.exit_code == 2
+
+
+def test_an_oracle_list_is_under_the_limit_of_every_list(tmp_path, capsys):
+    """Oracle test vectors had no size limit (an 8 MB rule file of them loaded); a
+    diagnostic on such a line shows a window of it, not its 40,000 characters."""
+    from fusionlang.cli import main
+    from fusionlang.lang.limits import MAX_LIST_ELEMENTS
+
+    numbers = ",".join(["1.0"] * (MAX_LIST_ELEMENTS + 1))
+    rules = tmp_path / "big.fuse"
+    rules.write_text(f"def twice(x) = x * 2\n    oracle ([{numbers}]) => [{numbers}]\n")
+    with pytest.raises(RuleError) as caught:
+        parse_text(rules.read_text(), str(rules))
+    first = caught.value.diagnostics[0]
+    assert (first.span.line, first.span.col) == (2, 13)
+    assert first.message == f"an oracle value holds {MAX_LIST_ELEMENTS + 1} numbers: lists have at most " \
+                            f"{MAX_LIST_ELEMENTS} elements"
+    assert main(["lint", str(rules)]) == 2
+    err = capsys.readouterr().err
+    assert max(len(line) for line in err.splitlines()) < 250
