@@ -19,6 +19,7 @@ import numpy as np
 from fusionlang.api import compile_model, from_onnx
 from fusionlang.errors import InputError, RuntimeInputError
 from fusionlang.ir.graph import Graph
+from fusionlang.ir.memory import check_tensor_sizes
 from fusionlang.reference import run as reference_run
 
 #: a compiled specialization's run: feeds by name -> outputs by name
@@ -79,6 +80,9 @@ class Specializer:
             self.hits += 1
             return self._cache[key]
         graph = self._import(feeds)
+        # a shape or value fed at run time can size a tensor past the machine's memory,
+        # as a declared one can: refused before anything allocates it, as `run` does
+        check_tensor_sizes(graph)
         entry = (graph, self._build(graph))
         self.specializations += 1
         self._cache[self._key(feeds)] = entry  # the import may have learned inputs the key needs

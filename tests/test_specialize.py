@@ -84,3 +84,27 @@ def test_from_onnx_without_the_values_says_how_to_give_them():
     assert info.value.values == ("s",)
     graph = fusionlang.from_onnx(reshape_model(), constant_inputs={"s": np.array([3, 2], np.int64)})
     assert graph.types["y"].shape == (3, 2)
+
+
+def test_a_fed_shape_past_the_memory_limit_is_refused_before_compiling(monkeypatch):
+    """A shape-valued input (Expand's shape) sized a tensor past the machine's memory:
+    the Specializer and the ONNX backend went on to compile and allocate it."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from fusionlang.errors import InputError
+    from fusionlang.ir.memory import LIMIT_VARIABLE
+
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"])], "expand",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    monkeypatch.setenv(LIMIT_VARIABLE, str(1 << 20))
+    specializer = fusionlang.Specializer(model)
+    small = specializer.run({"x": np.float32([2]), "shape": np.array([4, 4], np.int64)})
+    assert list(small.values())[0].shape == (4, 4)
+    with pytest.raises(InputError, match="more than the limit"):
+        specializer.run({"x": np.float32([2]), "shape": np.array([100_000, 100_000], np.int64)})

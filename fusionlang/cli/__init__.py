@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_error(exc, color=use_color(args, sys.stderr)), file=sys.stderr)
         return exc.exit_code
     except MemoryError as exc:
-        # the last resort: commands check tensor sizes before allocating (cli/memory.py)
+        # the last resort: commands check tensor sizes before allocating (ir/memory.py)
         print(safe(f"fusionlang: error: out of memory: {str(exc) or 'an allocation failed'}", newlines=False),
               file=sys.stderr)
         return EXIT_BAD_INPUT

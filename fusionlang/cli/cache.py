@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fusionlang.backend.kernel_cache import LIMIT_VARIABLE, cache_report, clear_cache, entries_dir
 from fusionlang.cli.modes import EXIT_OK, is_quiet, print_json, wants_json
-from fusionlang.cli.memory import human_bytes
+from fusionlang.ir.memory import human_bytes
 
 
 def configure(p) -> None:

@@ -14,7 +14,7 @@ import sys
 from fusionlang.api import compile as compile_plan
 from fusionlang.cli.common import Stages, add_model_arguments, fuse_model
 from fusionlang.cli.modes import EXIT_OK, console, wants_json
-from fusionlang.cli.memory import check_tensor_sizes
+from fusionlang.ir.memory import check_tensor_sizes
 from fusionlang.cli.paths import check_writable_file, write_text
 from fusionlang.report import render_report
 from fusionlang.stages import stage_line, stage_times

@@ -14,7 +14,7 @@ from fusionlang.cli.common import (Stages, add_model_arguments, compare, load_gr
                                    strategy_overrides)
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, wants_json
 from fusionlang.cli.feeds import complete_feeds, read_input_files
-from fusionlang.cli.memory import check_tensor_sizes
+from fusionlang.ir.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
 from fusionlang.cli.text import print_line

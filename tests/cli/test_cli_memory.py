@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import fusionlang.cli.run
 from fusionlang.cli import main
-from fusionlang.cli.memory import LIMIT_VARIABLE, human_bytes, memory_limit
+from fusionlang.ir.memory import LIMIT_VARIABLE, human_bytes, memory_limit
 
 HUGE = [100000, 100000, 100000]
 HUGE_BYTES = 100000**3 * 4

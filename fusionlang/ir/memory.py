@@ -2,9 +2,10 @@
 
 A model may declare any shape: an input of 100000 x 100000 x 100000 floats, or an
 Expand that shape inference carries to one. Allocating it fails with MemoryError, or
-worse, succeeds lazily and gets the process killed when it is filled. So the commands
-that allocate a graph's tensors (``run``, ``fuse --loops``) first check every tensor of
-the graph against :func:`memory_limit`, naming the tensor and its bytes:
+worse, succeeds lazily and gets the process killed when it is filled. So what allocates
+a graph's tensors (the commands ``run`` and ``fuse --loops``, and ``Specializer`` and the
+ONNX backend for each shape and value fed at run time) first checks every tensor of the
+graph against :func:`memory_limit`, naming the tensor and its bytes:
 
     fusionlang: error: input 'x' f32[100000,100000,100000] needs 4000000000000000 bytes (3.55 PiB),
     more than the limit of 23.35 GiB (this machine's memory; FUSIONLANG_MAX_TENSOR_BYTES sets another)
