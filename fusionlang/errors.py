@@ -78,6 +78,11 @@ class RuleError(FuseError):
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
+class BudgetError(FuseError):
+    """Work a rule file or model asks for passed a limit on its total (every guard of a
+    fuse table evaluated on one graph, say), though each step was within its own limit."""
+
+
 class RewriteError(FuseError):
     """The rewrite engine stopped abnormally (e.g. a rule set kept firing past its budget)."""
 

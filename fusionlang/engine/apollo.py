@@ -24,7 +24,7 @@ from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.merge_limits import weigh
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
-from fusionlang.lang.ruleset import edge_context
+from fusionlang.lang.ruleset import edge_context, guard_budget
 
 DEFAULTS = {
     "max_ops": 64,
@@ -38,7 +38,7 @@ DEFAULTS = {
 
 def partition_apollo(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:
     categories = node_categories(graph, ruleset)
-    grouping = Grouping(graph, categories)
+    grouping = Grouping(graph, categories, guard_budget(ruleset, graph))
     producers = {out: n.name for n in graph.nodes for out in n.outputs}
     _vertical(graph, grouping, ruleset, options, forbidden, categories, producers)
     # a sibling merge gives its group a new category, which may open new vertical merges
@@ -67,7 +67,7 @@ def _try_merge(grouping: Grouping, ruleset, options, source: str, sink: str, val
         return False  # the backend's refusals are recorded by partition(), which holds the reasons
     cat_a, cat_b = grouping.groups[a].category, grouping.groups[b].category
     # the entry deciding the edge: a `nofuse` one denies it; guards see the node edge
-    edge = edge_context(grouping.graph, value, grouping.nodes[sink])
+    edge = edge_context(grouping.graph, value, grouping.nodes[sink], grouping.guard_budget)
     entry, stitched = ruleset.fuse_decision(cat_a, cat_b, edge=edge), False
     if entry is None:
         entry, stitched = ruleset.fuse_decision(cat_a, cat_b, flag="stitch", edge=edge), True

@@ -22,7 +22,8 @@ from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
-from fusionlang.lang.ruleset import edge_context
+from fusionlang.lang.guards import StepBudget
+from fusionlang.lang.ruleset import edge_context, guard_budget
 
 DEFAULTS = {"max_ops": 32, "max_args": 96, "cost": "h100"}
 
@@ -55,8 +56,11 @@ def chain_order(graph: Graph) -> list[int]:
 class _Segment:
     """Incremental state of one candidate group while it grows."""
 
-    def __init__(self, graph: Graph, cost: CostModel, use_count: dict[str, int], *, record: bool = False):
+    def __init__(self, graph: Graph, cost: CostModel, use_count: dict[str, int], *, record: bool = False,
+                 guard_budget: StepBudget | None = None):
         self.graph = graph
+        #: the steps the fuse table's guards share while the graph is partitioned
+        self.guard_budget = guard_budget
         self.cost = cost
         self.use_count = use_count
         self.outputs = set(graph.outputs)
@@ -84,7 +88,7 @@ class _Segment:
         if not inside:
             return None, None, False, inside
         # the entry deciding the edge: a `nofuse` one denies it; guards see the first value read
-        edge = edge_context(self.graph, inside[0], node)
+        edge = edge_context(self.graph, inside[0], node, self.guard_budget)
         entry, stitched = ruleset.fuse_decision(self.category, category, edge=edge), False
         if entry is None:
             entry, stitched = ruleset.fuse_decision(self.category, category, flag="stitch", edge=edge), True
@@ -157,6 +161,7 @@ class _Segment:
 def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:
     categories = node_categories(graph, ruleset)
     cost = CostModel(graph, ruleset.registry, options["cost"])
+    budget = guard_budget(ruleset, graph)
     use_count: dict[str, int] = {}
     for node in graph.nodes:
         for value in dict.fromkeys(node.present_inputs()):
@@ -172,7 +177,7 @@ def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str,
     for start in range(n):
         if best[start] == float("inf"):
             continue
-        segment = _Segment(graph, cost, use_count)
+        segment = _Segment(graph, cost, use_count, guard_budget=budget)
         for end in range(start, min(n, start + options["max_ops"])):
             node = nodes[order[end]]
             if forbidden_pairs and any(frozenset((m, node.name)) in forbidden_pairs for m in segment.members):
@@ -192,7 +197,7 @@ def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str,
     grouping = Grouping(graph, categories)
     end = n
     while end > 0:
-        segment = _Segment(graph, cost, use_count, record=True)
+        segment = _Segment(graph, cost, use_count, record=True, guard_budget=budget)
         for k in order[start_of[end]:end]:
             segment.add(nodes[k], categories[nodes[k].name], ruleset, categories)
         members = segment.members

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fusionlang.engine.decisions import MergeDecision
 from fusionlang.engine.plan import FusionPlan, make_groups
 from fusionlang.ir.graph import Graph
+from fusionlang.lang.guards import StepBudget
 
 
 @dataclass
@@ -35,8 +36,10 @@ class _Group:
 
 
 class Grouping:
-    def __init__(self, graph: Graph, categories: dict[str, str]):
+    def __init__(self, graph: Graph, categories: dict[str, str], guard_budget: StepBudget | None = None):
         self.graph = graph
+        #: the steps the fuse table's guards share while this graph is partitioned
+        self.guard_budget = guard_budget
         self.index = {n.name: k for k, n in enumerate(graph.nodes)}
         self.nodes = graph.index.by_name
         self.group_of: dict[str, int] = {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fusionlang.errors import BudgetError
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Span
@@ -44,11 +45,29 @@ class Bindings:
         return Bindings(dict(self.tensors), dict(self.statics), {k: dict(v) for k, v in self.rests.items()})
 
 
+class StepBudget:
+    """Steps that many evaluations share (every guard of a fuse table on one graph).
+    Passing it is a BudgetError, never a guard that merely fails: a decision must not
+    change because the work ran out."""
+
+    def __init__(self, steps: int, what: str):
+        self.total = self.left = steps
+        #: what the steps are spent on, for the error ("the guards of rule set 'x' on graph 'g'")
+        self.what = what
+
+    def spend(self, steps: int) -> None:
+        self.left -= steps
+        if self.left < 0:
+            raise BudgetError(f"{self.what} took more than {self.total} evaluation steps together; "
+                              "simplify the guards or fuse a smaller graph")
+
+
 class Context:
     """A graph, bindings over it, and lazily built use-def maps."""
 
     def __init__(self, graph: Graph, bindings: Bindings, *, subject: Node | None = None,
-                 consumers: dict[str, list[Node]] | None = None, producers: dict[str, Node] | None = None):
+                 consumers: dict[str, list[Node]] | None = None, producers: dict[str, Node] | None = None,
+                 budget: StepBudget | None = None):
         self.graph = graph
         self.bindings = bindings
         self.subject = subject
@@ -57,6 +76,8 @@ class Context:
         #: steps the current evaluation may still take (reset by each outermost evaluate)
         self.steps_left = MAX_EVAL_STEPS
         self._evaluating = 0
+        #: the steps this evaluation shares with others, if any
+        self.budget = budget
 
     @property
     def consumers(self) -> dict[str, list[Node]]:
@@ -119,7 +140,10 @@ def evaluate(expr, ctx: Context):
         raise GuardError(f"cannot evaluate {_text(expr)}: {exc}", getattr(expr, "span", None)) from None
     finally:
         ctx._evaluating -= 1
-    ctx.steps_left -= 1 + (len(value) if isinstance(value, tuple) else 0)
+    steps = 1 + (len(value) if isinstance(value, tuple) else 0)
+    ctx.steps_left -= steps
+    if ctx.budget is not None:
+        ctx.budget.spend(steps)
     if ctx.steps_left < 0:
         raise GuardError(f"evaluation takes more than {MAX_EVAL_STEPS} steps", getattr(expr, "span", None))
     return value

@@ -24,3 +24,13 @@ MAX_EVAL_STEPS = 200_000
 #: nodes the full expansion of one compound op (its decomposition, and those of the
 #: compound ops it builds, in turn) may build
 MAX_EXPANSION_NODES = 100_000
+
+#: steps every guard of a fuse table may take, together, while one graph is partitioned:
+#: this many per node of the graph, and at least GUARD_STEPS_FLOOR (200 guarded `nofuse`
+#: entries, each within MAX_EVAL_STEPS, made the partition of a 122-op model take 419 s)
+GUARD_STEPS_PER_NODE, GUARD_STEPS_FLOOR = 10_000, 1_000_000
+
+
+def guard_steps_for(nodes: int) -> int:
+    """The guard steps the partition of a graph of ``nodes`` nodes may take."""
+    return max(GUARD_STEPS_FLOOR, GUARD_STEPS_PER_NODE * nodes)

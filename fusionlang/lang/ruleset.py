@@ -17,9 +17,9 @@ from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import NO_SPAN, Span
-from fusionlang.lang.guards import Bindings, Context, guard_holds
+from fusionlang.lang.guards import Bindings, Context, StepBudget, guard_holds, normalize
+from fusionlang.lang.limits import guard_steps_for
 from fusionlang.ops.registry import OpRegistry
-from fusionlang.lang.guards import normalize
 
 #: flags that set an entry apart from the plain aggregation table
 SPECIAL_FLAGS = frozenset({"stitch", "horizontal", "sibling"})
@@ -380,7 +380,16 @@ def node_context(graph: Graph, node: Node) -> Context:
 EDGE_TENSORS = ("producer", "consumer")
 
 
-def edge_context(graph: Graph, value: str, consumer: Node) -> Context:
+def edge_context(graph: Graph, value: str, consumer: Node, budget: StepBudget | None = None) -> Context:
     """What a fuse entry's guard sees for the edge that carries ``value`` into
-    ``consumer``: ``producer`` (that value) and ``consumer`` (the consumer's first output)."""
-    return Context(graph, Bindings({"producer": value, "consumer": consumer.outputs[0]}, {}), subject=consumer)
+    ``consumer``: ``producer`` (that value) and ``consumer`` (the consumer's first output).
+    ``budget``: the steps the partition's guards share (see guard_budget)."""
+    return Context(graph, Bindings({"producer": value, "consumer": consumer.outputs[0]}, {}), subject=consumer,
+                   budget=budget)
+
+
+def guard_budget(ruleset: "RuleSet", graph: Graph) -> StepBudget:
+    """The steps every guard of ``ruleset``'s fuse table may take while ``graph`` is
+    partitioned, together (lang/limits.py)."""
+    return StepBudget(guard_steps_for(len(graph.nodes)),
+                      f"the guards of the fuse table of rule set {ruleset.name!r} on graph {graph.name!r}")

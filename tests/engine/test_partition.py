@@ -179,3 +179,29 @@ def test_max_ops_limit_from_the_rule_file_is_honoured(tmp_path):
     # the same limit given as an option overrides the apollo block of apollo.fuse
     plan = partition(chain, ruleset, "apollo", options={"max_ops": 3})
     assert max(len(g.nodes) for g in plan.groups) == 3
+
+
+@pytest.mark.parametrize("strategy", ["apollo", "dp"])
+def test_the_guards_of_a_fuse_table_share_one_budget_per_graph(tmp_path, monkeypatch, strategy):
+    """Each guard evaluation was capped, their total was not: 200 guarded nofuse entries made
+    the partition of a 122-op model take 419 s. Past the shared budget it is a BudgetError
+    (exit 2), never a guard quietly failing and changing the plan."""
+    from fusionlang.api import fuse, load_rules
+    from fusionlang.errors import BudgetError
+    from fusionlang.lang import ruleset as ruleset_module
+    from fusionlang.ops import GraphBuilder
+
+    guards = "\n".join(f"nofuse elemwise -> elemwise when rank(producer) > {k}" for k in range(10, 40))
+    (tmp_path / "guarded.fuse").write_text(f'import "apollo.fuse"\n{guards}\n')
+    rules = load_rules(str(tmp_path / "guarded.fuse"))
+    b = GraphBuilder("chain")
+    x = b.input("x", (4, 4))
+    for _ in range(6):
+        x = b.relu(b.exp(x))
+    b.output(x)
+    graph = b.build()
+    assert len(fuse(graph, rules, strategy).groups) == 1  # every guard fails: the chain fuses
+    monkeypatch.setattr(ruleset_module, "guard_steps_for", lambda nodes: 50)
+    with pytest.raises(BudgetError, match="the guards of the fuse table of rule set 'guarded' on graph 'chain' "
+                                          "took more than 50 evaluation steps together"):
+        fuse(graph, rules, strategy)
