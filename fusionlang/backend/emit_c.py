@@ -797,4 +797,3 @@ def _converts_a_float(a: Assign, expr) -> bool:
 
 
 __all__ = ["CFunction", "C_PRELUDE", "emit_function", "group_comment"]
-
