@@ -36,7 +36,8 @@ from fusionlang.ops.checking import op_call
 from fusionlang.ops.evaluate import evaluate_node
 from fusionlang.ops.interpreter import check_feeds
 from fusionlang.ops.registry import registry_of
-from fusionlang.stages import CODEGEN, COMPILE, seconds_key
+from fusionlang.instrument import logger, timed
+from fusionlang.stages import CODEGEN, COMPILE, RUN, format_seconds, seconds_key
 
 #: target -> the runtime that builds and runs its kernels. "cuda-emu" runs the CUDA kernels
 #: on the CPU with CUDA's execution model emulated (threads, barriers, warp shuffles): slow,
@@ -155,7 +156,8 @@ class CompiledGraph:
             raise CodegenError(f"profile=True times the kernels of the C target only (this is {target!r})")
         start = time.perf_counter()
         plan.validate()
-        plan = split_at_concats(plan, cut_inside=target == "c")
+        with timed(CODEGEN, "split at concats"):
+            plan = split_at_concats(plan, cut_inside=target == "c")
         self.plan = plan
         self.graph = plan.graph
         self.target = target
@@ -169,13 +171,15 @@ class CompiledGraph:
         self.check_indices = check_indices
         templated: dict = {}
         placements: dict[str, Placement] = {}
-        lowered, self.constants, self.aliases = lower_plan(
-            plan, "c" if target == "c" else "cuda", fuse=fuse,
-            templates=templated if templates else None, placements=placements)
+        with timed(CODEGEN, "lower groups"):
+            lowered, self.constants, self.aliases = lower_plan(
+                plan, "c" if target == "c" else "cuda", fuse=fuse,
+                templates=templated if templates else None, placements=placements)
         fused_away = _never_allocated(plan, templated)
-        self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
-                                                scratch={gid: t.scratch for gid, t in templated.items()},
-                                                placements=placements)
+        with timed(CODEGEN, "plan buffers"):
+            self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
+                                                    scratch={gid: t.scratch for gid, t in templated.items()},
+                                                    placements=placements)
         # one thread only: a non-temporal store is ordered for other threads by a fence the
         # printed kernels do not put before OpenMP's barriers
         streamed = streamed_values(plan.graph, host()) if target == "c" and not self.openmp else frozenset()
@@ -205,6 +209,9 @@ class CompiledGraph:
             seconds_key(CODEGEN): time.perf_counter() - start - self._runtime.compiler_seconds,
             seconds_key(COMPILE): self._runtime.compiler_seconds,
         }
+        logger(CODEGEN).info("%s: %d groups -> %d kernels (%d loop nests, %d templates), arena %d bytes, %s",
+                             target, len(plan.groups), self.stats["kernels"], self.stats["loop_nests"],
+                             len(templated), self.buffers.arena_bytes, format_seconds(self.stats[seconds_key(CODEGEN)]))
 
     @property
     def sources(self) -> str:
@@ -212,7 +219,10 @@ class CompiledGraph:
         return self._runtime.source
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self._runtime.run(self._checked_feeds(feeds))
+        with timed(RUN, "check feeds"):
+            checked = self._checked_feeds(feeds)
+        with timed(RUN, f"run ({self.target})"):
+            return self._runtime.run(checked)
 
     def _checked_feeds(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The feeds checked against the graph's inputs, each as a C-contiguous array."""

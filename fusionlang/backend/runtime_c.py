@@ -30,6 +30,8 @@ from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import gather_outputs
 from fusionlang.backend.gemm_template import DRIVER_PREFIX
 from fusionlang.backend.template import emit_template
+from fusionlang.instrument import logger, timed
+from fusionlang.stages import CODEGEN, COMPILE, format_seconds
 
 
 def _part_function(part: LoweredGroup | LrnKernel, label: str, build: KernelBuild) -> CFunction:
@@ -58,7 +60,8 @@ class CRuntime:
         #: the index in ``kernels`` of each call's kernel (a template group makes up to 3 calls)
         self.call_kernel: list[int] = []
         for group in build.plan.groups:
-            parts, main, strategy, (detail, flops) = self._functions(build, group)
+            with timed(CODEGEN, "print C", detail=f"group {group.id}"):
+                parts, main, strategy, (detail, flops) = self._functions(build, group)
             if not parts:
                 continue
             for fn in parts:
@@ -86,11 +89,15 @@ class CRuntime:
         self.source = C_PRELUDE + "\n" + "".join(helpers.values()) + "\n".join(functions.values()) + "\n" + self.driver
         units = self._units(functions, vector_code)
         compiler_started = time.perf_counter()
-        self.library_path = build_library([u for u, _ in units], openmp=build.openmp, sanitize=build.sanitize,
-                                          opts=[opt for _, opt in units])
+        with timed(COMPILE, "C compiler"):
+            self.library_path = build_library([u for u, _ in units], openmp=build.openmp, sanitize=build.sanitize,
+                                              opts=[opt for _, opt in units])
         #: seconds the C compiler took (0 when the kernel cache held the library)
         self.compiler_seconds = time.perf_counter() - compiler_started
-        self.lib = load_library(self.library_path)
+        logger(COMPILE).info("%d translation units -> %s (%s)", len(units), self.library_path.name,
+                             format_seconds(self.compiler_seconds))
+        with timed(COMPILE, "load library"):
+            self.lib = load_library(self.library_path)
         self.entry = self.lib.fl_run
         self.entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.entry.restype = ctypes.c_int

@@ -19,7 +19,9 @@ from fusionlang.backend.poly import PolyProgram
 from fusionlang.backend.schedule import (ScheduleChoice, Scheduled, finish_schedule, replay_program, schedule_program,
                                          select_program)
 from fusionlang.backend.signature import group_signature
+from fusionlang.instrument import timed
 from fusionlang.ir.graph import Graph
+from fusionlang.stages import CODEGEN
 from fusionlang.ops.interpreter import registry_of
 
 #: op registry -> (signature, target, fuse) -> the schedule selected for it
@@ -46,7 +48,8 @@ def known_choice(graph: Graph, key: tuple | None) -> ScheduleChoice | None:
 
 def select(prog: PolyProgram, key: tuple | None, target: str = "c", fuse: bool = True):
     """:func:`.schedule.select_program` on ``prog``, counted and kept under ``key``."""
-    selected = select_program(prog, target, fuse)
+    with timed(CODEGEN, "schedule: search", detail=f"{len(prog.stmts)} statements, target {target}"):
+        selected = select_program(prog, target, fuse)
     if key not in SEARCHES and len(SEARCHES) >= CHOICE_LIMIT:
         del SEARCHES[next(iter(SEARCHES))]  # bounded like the choices: a long process forgets the oldest
     SEARCHES[key] += 1
@@ -64,7 +67,10 @@ def scheduled_group(prog: PolyProgram, key: tuple | None, target: str = "c", fus
     if not prog.stmts:  # nothing to select
         return schedule_program(prog, target, fuse)
     choice = known_choice(prog.graph, key)
-    replayed = replay_program(prog, choice, target, fuse) if choice is not None else None
+    replayed = None
+    if choice is not None:
+        with timed(CODEGEN, "schedule: replay", detail=f"{len(prog.stmts)} statements"):
+            replayed = replay_program(prog, choice, target, fuse)
     if replayed is not None:
         scheduled_prog, tree, sched = replayed
         return finish_schedule(scheduled_prog, tree, sched, list(choice.rejected), choice)

@@ -6,8 +6,9 @@ is a flag argparse refuses, and a MemoryError no size check foresaw. A check tha
 finds a mismatch exits 1. Nothing prints a Python traceback unless FUSIONLANG_DEBUG=1 is
 set, and names from a model or rule file are printed escaped (:mod:`fusionlang.cli.text`).
 
-Every command takes ``--quiet``, ``--no-color`` and ``--json`` (see
-:mod:`fusionlang.cli.modes`), before or after the command name.
+Every command takes ``--quiet``, ``--no-color``, ``--json``, ``--log LEVEL`` and
+``--timings`` (see :mod:`fusionlang.cli.modes` and :mod:`fusionlang.instrument`), before or
+after the command name.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import json
 import os
 import re
 import sys
 
-from fusionlang.cli.modes import EXIT_BAD_INPUT, EXIT_INTERNAL, add_output_flags, use_color
+from fusionlang import instrument
+from fusionlang.cli.modes import EXIT_BAD_INPUT, EXIT_INTERNAL, add_instrument_flags, add_output_flags, use_color, wants_json
 from fusionlang.cli.flags import OneLineParser
 from fusionlang.cli.text import safe
 from fusionlang.errors import FuseError
@@ -41,8 +44,9 @@ COMMANDS = {
     "cache": "show (info) or empty (clear) the compiled-kernel cache",
 }
 
-#: flags before the command (none takes a value): what may stand before its name
-_TOP_FLAGS = {"--quiet", "-q", "--no-color", "--json", "--version", "--help", "-h"}
+#: flags before the command: what may stand before its name (those taking a value, with it)
+_TOP_FLAGS = {"--quiet", "-q", "--no-color", "--json", "--version", "--help", "-h", "--timings"}
+_TOP_VALUE_FLAGS = {"--log"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -54,6 +58,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--no-color", action="store_true", help="plain output")
     parser.add_argument("--json", action="store_true",
                         help="machine-readable output: one JSON document on stdout (every command)")
+    add_instrument_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, summary in COMMANDS.items():
         # "resolve": a command may redefine a common flag (fuse has --json [FILE])
@@ -68,8 +73,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def command_named(argv: list[str]) -> str | None:
     """The command ``argv`` names: the first word after the top-level flags, or None."""
-    for word in argv:
-        if word not in _TOP_FLAGS:
+    words = iter(argv)
+    for word in words:
+        if word in _TOP_VALUE_FLAGS:
+            next(words, None)
+        elif word not in _TOP_FLAGS and word.split("=", 1)[0] not in _TOP_VALUE_FLAGS:
             return word if word in COMMANDS else None
     return None
 
@@ -84,6 +92,35 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_BAD_INPUT
+    try:
+        if args.log:
+            instrument.configure(args.log)
+        else:
+            instrument.configure_from_environment()
+    except ValueError as exc:
+        print(safe(f"fusionlang: error: {exc}", newlines=False), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not args.timings:
+        return _run_command(args)
+    with instrument.collect_timings() as timings:
+        try:
+            return _run_command(args)
+        finally:
+            _print_timings(args, timings)
+
+
+def _print_timings(args, timings: instrument.Timings) -> None:
+    """``--timings``: the pass table on stderr (one JSON line under --json)."""
+    if wants_json(args):
+        print(json.dumps({"timings": timings.rows()}), file=sys.stderr)
+    elif timings.passes:
+        print(safe(timings.table()), file=sys.stderr)
+    else:
+        print("fusionlang: no pass was timed (this command runs none of the pipeline's stages)", file=sys.stderr)
+
+
+def _run_command(args) -> int:
+    """The command's exit status; every failure is one line on stderr (see the module docstring)."""
     try:
         return args.func(args)
     except FuseError as exc:

@@ -13,6 +13,7 @@ import os
 import sys
 
 from fusionlang.cli.text import safe_console
+from fusionlang.instrument import ENV, LEVELS
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -28,6 +29,17 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-color", action="store_true", default=argparse.SUPPRESS, help="plain output")
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print one JSON document on stdout instead of text")
+    add_instrument_flags(p, default=argparse.SUPPRESS)
+
+
+def add_instrument_flags(p: argparse.ArgumentParser, default=None) -> None:
+    """--log LEVEL and --timings (:mod:`fusionlang.instrument`): log records of every stage
+    on stderr, and a table of each pass's time on stderr after the command."""
+    p.add_argument("--log", choices=list(LEVELS), default=default,
+                   help=f"print the stages' log records at this level and above on stderr (or set {ENV})")
+    p.add_argument("--timings", action="store_true", default=False if default is None else default,
+                   help="after the command, print each pass's calls, wall and CPU time on stderr "
+                        "(one JSON line with --json)")
 
 
 def wants_json(args) -> bool:

@@ -17,6 +17,8 @@ from fusionlang.engine.lowering import on_primitives
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
 from fusionlang.errors import FuseError
+from fusionlang.instrument import timed
+from fusionlang.stages import PARTITION
 from fusionlang.ir.graph import Graph
 
 Feedback = Callable[[Graph, list[str]], "str | None"]
@@ -49,8 +51,10 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     forbidden: set[tuple[str, str]] = set()
     refusals: list[MergeDecision] = []
     for _ in range(max_feedback_rounds):
-        grouping = run(graph, ruleset, opts, forbidden)
-        rejected = _rejected_merges(graph, grouping, feedback, cost)
+        with timed(PARTITION, f"strategy {name}"):
+            grouping = run(graph, ruleset, opts, forbidden)
+        with timed(PARTITION, "backend feedback"):
+            rejected = _rejected_merges(graph, grouping, feedback, cost)
         if not rejected:
             break
         for edge, reason in rejected:
@@ -72,7 +76,8 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     for group in plan.groups:
         group.cost = cost.group_cost(group.nodes).as_dict()
     if name == "apollo":
-        plan.horizontal = apollo.horizontal_packs(plan, ruleset, opts, cost)
+        with timed(PARTITION, "horizontal packs"):
+            plan.horizontal = apollo.horizontal_packs(plan, ruleset, opts, cost)
     plan.stats.update(
         kernels_after=plan.launches,
         bytes_after=sum(int(g.cost["bytes_read"] + g.cost["bytes_written"]) for g in plan.groups),

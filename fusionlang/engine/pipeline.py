@@ -15,6 +15,7 @@ from fusionlang.engine.partition import Feedback, default_strategy, partition
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.rewrite import apply_rules
 from fusionlang.ir.graph import Graph
+from fusionlang.instrument import logger, timed
 from fusionlang.stages import PARTITION, REWRITE, seconds_key
 
 
@@ -32,12 +33,14 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     ``feedback`` is the backend's verdict on a group (Apollo's upward feedback)."""
     started = time.perf_counter()
     name = strategy or default_strategy(ruleset)
-    before = unfused_stats(graph, ruleset.registry)
+    with timed(PARTITION, "cost before fusion"):
+        before = unfused_stats(graph, ruleset.registry)
     result = apply_rules(graph, ruleset) if rewrite else None
     rewritten = result.graph if result is not None else graph
     rewritten_at = time.perf_counter()
     plan = partition(rewritten, ruleset, name, options=options, feedback=feedback)
-    plan = lower_compound_groups(plan, ruleset)
+    with timed(PARTITION, "open compound groups"):
+        plan = lower_compound_groups(plan, ruleset)
     plan.original = graph
     plan.stats.update(
         kernels_before=before["kernels"],
@@ -48,4 +51,17 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
         rewrite_stop=result.stop_reason if result is not None else "skipped",
         **{seconds_key(REWRITE): rewritten_at - started, seconds_key(PARTITION): time.perf_counter() - rewritten_at},
     )
+    _log_plan(plan, result)
     return plan
+
+
+def _log_plan(plan: FusionPlan, result) -> None:
+    """The INFO lines of the rewrite and partition stages: what each decided."""
+    if result is not None:
+        fired = ", ".join(f"{rule} x{count}" for rule, count in sorted(result.fired.items()))
+        logger(REWRITE).info("%d rewrites (%s), stop: %s", sum(result.fired.values()), fired or "none",
+                             result.stop_reason)
+    s = plan.stats
+    logger(PARTITION).info("%s: %d ops -> %d kernels in %d groups (before fusion: %d kernels), %d backend refusals",
+                           plan.strategy, s["ops_before"], plan.launches, len(plan.groups), s["kernels_before"],
+                           len(s.get("feedback", [])))

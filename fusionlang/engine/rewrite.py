@@ -15,6 +15,8 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from fusionlang.errors import RewriteError
+from fusionlang.instrument import timed
+from fusionlang.stages import REWRITE
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.lang import load_rules
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
@@ -78,18 +80,29 @@ def apply_rules(graph: Graph, ruleset, *, decompose: bool = True, simplify: bool
 def _run(graph: Graph, ruleset: RuleSet, recorder: Recorder, *, decompose: bool, simplify: bool, fold: bool):
     def round_():
         if fold:
-            fold_pass(graph, ruleset)
+            with timed(REWRITE, "fold constants"):
+                fold_pass(graph, ruleset)
         if simplify:
-            simplify_pass(graph, ruleset, recorder)
+            with timed(REWRITE, "simplify"):
+                simplify_pass(graph, ruleset, recorder)
+
+    def decomposed() -> bool:
+        with timed(REWRITE, "decompose"):
+            return decompose_pass(graph, ruleset, recorder)
 
     round_()
     if decompose:
-        while decompose_pass(graph, ruleset, recorder):
+        while decomposed():
             round_()
-    if common_subexpressions(graph) and simplify:
+    with timed(REWRITE, "common subexpressions"):
+        shared = common_subexpressions(graph)
+    if shared and simplify:
+        with timed(REWRITE, "dead code"):
+            dead_code(graph)
+        with timed(REWRITE, "simplify"):
+            simplify_pass(graph, ruleset, recorder)
+    with timed(REWRITE, "dead code"):
         dead_code(graph)
-        simplify_pass(graph, ruleset, recorder)
-    dead_code(graph)
 
 
 def _depth(p) -> int:

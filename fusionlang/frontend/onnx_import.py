@@ -33,6 +33,8 @@ from fusionlang.ir.graph import Graph, Node
 from fusionlang.ir.types import TensorType, canonical_dtype
 from fusionlang.ops.checking import verify_graph
 from fusionlang.ops.registry import REGISTRY
+from fusionlang.instrument import logger, timed
+from fusionlang.stages import IMPORT
 
 #: the ai.onnx opsets whose op forms the converters know
 MIN_OPSET, MAX_OPSET = 6, 21
@@ -65,8 +67,12 @@ def from_onnx(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     ShapeError when shapes do not fit; each names the node involved. Every op type without
     a conversion is named in one UnsupportedOpError, before anything is converted.
     """
-    proto, label = load_model(model)
-    return _Importer(proto, label, dict(input_shapes or {}), dict(constant_inputs or {})).run()
+    with timed(IMPORT, "read model"):
+        proto, label = load_model(model)
+    graph = _Importer(proto, label, dict(input_shapes or {}), dict(constant_inputs or {})).run()
+    logger(IMPORT).info("%s: %d nodes, %d inputs, %d outputs", label, len(graph.nodes), len(graph.inputs),
+                        len(graph.outputs))
+    return graph
 
 
 def load_model(model) -> tuple[onnx.ModelProto, str]:
@@ -153,12 +159,14 @@ class _Importer:
         self.reserved.discard("")
 
         check_supported(self.model, self.label, self.opset, CONVERTERS, DOMAIN_CONVERTERS)
-        self._read_initializers()
-        self._bind_constant_inputs()
-        self._add_inputs()
-        for index, node in enumerate(g.node):
-            ctx = NodeContext(self, node, index)
-            self._convert(ctx, CONVERTERS)
+        with timed(IMPORT, "initializers and inputs"):
+            self._read_initializers()
+            self._bind_constant_inputs()
+            self._add_inputs()
+        with timed(IMPORT, "convert nodes"):
+            for index, node in enumerate(g.node):
+                ctx = NodeContext(self, node, index)
+                self._convert(ctx, CONVERTERS)
 
         for name in self.graph_outputs:
             if name in self.sequences:
@@ -167,9 +175,11 @@ class _Importer:
                                          "only, so a sequence may only live inside the model")
             # outputs alias() kept as real nodes, or inputs and constants: never renamed
             self.graph.outputs.append(self.value(name, None))
-        fold_constants(self.graph)
-        self.graph.remove_unused()
-        verify_graph(self.graph)
+        with timed(IMPORT, "fold constants"):
+            fold_constants(self.graph)
+            self.graph.remove_unused()
+        with timed(IMPORT, "verify"):
+            verify_graph(self.graph)
         return self.graph
 
     def _convert(self, ctx: NodeContext, converters) -> None:
