@@ -43,34 +43,40 @@ def _ruleset(rules):
 
 @paused
 def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: dict[str, Any] | None = None,
-         feedback: bool = True) -> FusionPlan:
-    """Rewrite ``graph`` with ``rules`` and partition it into fused groups.
+         feedback: bool = True, target: str = "c") -> FusionPlan:
+    """Rewrite ``graph`` with ``rules`` and partition it into fused groups for ``target``
+    ("c", "cuda" or "cuda-emu").
 
     ``strategy`` is apollo, tvm or dp (default: the rule set's own). With ``feedback``
-    the backend's loop fuser vets every group, and groups it cannot fuse are split
-    (Apollo's upward feedback).
+    the backend's loop fuser vets every group for ``target``, groups it cannot fuse are
+    split (Apollo's upward feedback), and the plan holds every decision compile needs: the
+    groups cut around concats that run in place, and the schedule selected for each group
+    (``plan.schedules``), so ``compile(plan)`` replays them and searches none.
     """
-    check = None
-    if feedback:
-        # imported on use: the backend loads islpy (about a second), which a plan without
-        # feedback, and every non-compiling use of the package, never needs
-        from fusionlang.backend import check_group
+    if not feedback:
+        return _fuse(graph, _ruleset(rules), strategy, options=options)
+    # imported on use: the backend loads islpy (about a second), which a plan without
+    # feedback, and every non-compiling use of the package, never needs
+    from fusionlang.backend import FeedbackCheck, scheduling_target, split_at_concats
 
-        check = check_group
-    return _fuse(graph, _ruleset(rules), strategy, options=options, feedback=check)
+    check = FeedbackCheck(scheduling_target(target))
+    plan = _fuse(graph, _ruleset(rules), strategy, options=options, feedback=check, target=target)
+    plan = split_at_concats(plan, cut_inside=target == "c")
+    plan.schedules = check.schedules_for(plan)
+    return plan
 
 
 @paused
-def compile(plan: FusionPlan, target: str = "c", **options):  # noqa: A001 - the documented name
-    """Generate and build code for every group of ``plan``; returns a CompiledGraph
-    whose ``run(feeds)`` returns {output name: array}. Options: see
-    ``fusionlang.backend.compile`` (``check_indices=False`` drops the range check of
-    gathered indices)."""
+def compile(plan: FusionPlan, target: str | None = None, **options):  # noqa: A001 - the documented name
+    """Generate and build code for every group of ``plan``, for ``target`` (default: the
+    plan's own, else "c"); returns a CompiledGraph whose ``run(feeds)`` returns {output
+    name: array}. Options: see ``fusionlang.backend.compile`` (``check_indices=False``
+    drops the range check of gathered indices)."""
     from fusionlang.backend import compile as _compile  # on use: islpy's import cost (see fuse)
 
     return _compile(plan, target=target, **options)
 
 
 def compile_model(graph: Graph, rules="apollo", strategy: str | None = None, *, target: str = "c", **options):
-    """fuse() then compile(): the whole pipeline for one graph."""
-    return compile(fuse(graph, rules, strategy), target, **options)
+    """fuse() then compile(): the whole pipeline for one graph, for ``target``."""
+    return compile(fuse(graph, rules, strategy, target=target), target, **options)

@@ -19,18 +19,20 @@ Where things are decided:
 * ``memory``    which values get buffers, lifetimes, storage sharing
 * ``runtime``   CompiledGraph (``runtime_c``, ``runtime_cuda`` with CuPy and ``cuda_graph``,
                 ``cuda_emu`` on the CPU)
-* ``feedback``  check_group: Apollo's upward feedback to the partitioner (verdicts
-                remembered by group structure)
+* ``feedback``  FeedbackCheck: Apollo's upward feedback to the partitioner, one per fuse
+                call and target (verdicts and schedules remembered by group structure
+                in its ``schedule_store``; the plan carries each group's schedule)
 * ``failures``  what generated code reports when a run cannot go on (a bad index, out
                 of memory) and the FuseError it becomes
 """
 
 from __future__ import annotations
 
-from fusionlang.backend.feedback import check_group
+from fusionlang.backend.concat_inplace import split_at_concats
+from fusionlang.backend.feedback import FeedbackCheck, check_group
 from fusionlang.backend.nvrtc import nvrtc_available, nvrtc_compile
 from fusionlang.backend.kernel_info import KernelInfo
-from fusionlang.backend.runtime import TARGETS, CompiledGraph, compile, lower_plan
+from fusionlang.backend.runtime import TARGETS, CompiledGraph, compile, lower_plan, scheduling_target
 from fusionlang.backend.runtime_cuda import build_cuda_program, cuda_available
 
 
@@ -46,5 +48,5 @@ def default_target() -> str:
     return "cuda" if cuda_available() else "c"
 
 
-__all__ = ["TARGETS", "CompiledGraph", "KernelInfo", "check_group", "compile", "cuda_available", "cuda_sources",
-           "default_target", "nvrtc_available", "nvrtc_compile"]
+__all__ = ["TARGETS", "CompiledGraph", "FeedbackCheck", "KernelInfo", "check_group", "compile", "cuda_available",
+           "cuda_sources", "default_target", "nvrtc_available", "nvrtc_compile", "scheduling_target", "split_at_concats"]

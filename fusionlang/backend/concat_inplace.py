@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, replace
 
 from fusionlang.engine.cost import CONTRACTIONS
+from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.plan import FusionPlan, Group, make_groups
 
 
@@ -55,18 +56,21 @@ def split_at_concats(plan: FusionPlan, *, cut_inside: bool = True) -> FusionPlan
     as 8 loop nests through 5 temporaries (5.3 ms of a 71 ms run).
     A group in a stitch or a horizontal pack is left whole."""
     kept = {g for g, _ in plan.stitches} | {g for pack in plan.horizontal for g in pack}
-    members, fields, first_piece = [], [], {}
+    members, fields, first_piece, schedules, decisions = [], [], {}, {}, []
     for group in plan.groups:
         first_piece[group.id] = len(members)
         field = dict(category=group.category, kind=group.kind, rules=list(group.rules), cost=dict(group.cost))
         concat = None if group.id in kept else _concat_to_cut(plan, group, cut_inside)
         if concat is None:
+            if group.id in plan.schedules:
+                schedules[len(members)] = plan.schedules[group.id]
             members.append(list(group.nodes))
             fields.append(field)
             continue
         after = _descendants_in(plan.graph, concat, set(group.nodes))
         pieces = [[n for n in group.nodes if n != concat and n not in after], [concat],
                   [n for n in group.nodes if n in after]]
+        decisions += _cut_decisions(plan.graph, [p for p in pieces if p], concat)
         for piece in pieces:
             if piece:
                 members.append(piece)
@@ -74,11 +78,29 @@ def split_at_concats(plan: FusionPlan, *, cut_inside: bool = True) -> FusionPlan
                               dict(category=group.category, rules=[*group.rules, "concat run in place"]))
     if len(members) == len(plan.groups):
         return plan
+    # a cut group's schedule is gone with it: fuse() selects its pieces' (compile does for a plan made elsewhere)
     cut = replace(plan, groups=make_groups(plan.graph, members, fields),
                   stitches=[(first_piece[g], v) for g, v in plan.stitches],
-                  horizontal=[[first_piece[g] for g in pack] for pack in plan.horizontal])
+                  horizontal=[[first_piece[g] for g in pack] for pack in plan.horizontal],
+                  schedules=schedules, decisions=[*plan.decisions, *decisions])
     cut.validate()
+    if "kernels_after" in cut.stats:
+        cut.stats = {**cut.stats, "kernels_after": cut.launches}
     return split_at_concats(cut, cut_inside=cut_inside)  # a group with a second concat: cut again
+
+
+def _cut_decisions(graph, pieces: list[list[str]], concat: str) -> list[MergeDecision]:
+    """A decision for each edge of the group the cut separates: the plan says why its ends
+    are in different groups, as for the partitioner's own refusals."""
+    piece_of = {name: k for k, piece in enumerate(pieces) for name in piece}
+    detail = (f"the backend cut the group around {concat} (concat), whose inputs are written straight into its "
+              "output (it runs in place)")
+    by_name = graph.index.by_name
+    return [MergeDecision(name, reader.name, Verdict.CONCAT_CUT, detail=detail)
+            for name in piece_of
+            for out in by_name[name].outputs if out
+            for reader in graph.index.consumers.get(out, ())
+            if reader.name in piece_of and piece_of[reader.name] != piece_of[name]]
 
 
 def _concat_to_cut(plan: FusionPlan, group: Group, cut_inside: bool) -> str | None:

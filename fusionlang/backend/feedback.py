@@ -1,34 +1,34 @@
 """Apollo's upward feedback: can a set of nodes be fused into one loop nest?
 
-The partitioner calls :func:`check_group` (through a callback the API hands it) on every
+The partitioner calls a :class:`FeedbackCheck` (a callback the API hands it) on every
 candidate group; a group that does not fuse into one legal nest gets a one-line reason and
 is split by the partitioner. So does a group holding two ops that each run as a compute
 template (:data:`TEMPLATE_OPS`): it could be one nest, but a slow one. Only the
 polyhedral part runs here (statements, dependences, fused tree, legality): no AST, no code,
 so it is cheap enough to call per merge.
 
-Verdicts are values (:class:`Verdict`) holding the schedule selected for the group, kept
-twice: per graph object and node set (the partitioner asks again each round), and, as
-that schedule, per *structure* of the group (:mod:`.schedule_store`, keyed by
-:func:`.signature.group_signature`), so the blocks a model repeats (ResNet-50's
-bottlenecks: 21 schedules for 50 questions) are scheduled once, and compile replays the
-schedule instead of selecting it again.
+Verdicts are values (:class:`Verdict`) holding the schedule selected for the group. One
+FeedbackCheck serves one ``fuse`` call, for one target: it remembers its verdicts per graph
+and node set (the partitioner asks again each round), and the schedules per *structure* of
+the group in its :class:`.schedule_store.ScheduleStore` (keyed by
+:func:`.signature.group_signature`), so the blocks a model repeats (ResNet-50's bottlenecks:
+21 schedules for 50 questions) are scheduled once. :meth:`FeedbackCheck.schedules_for`
+then gives the plan the schedule of each of its groups, which compile replays.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import ScheduleChoice
-from fusionlang.backend.schedule_store import forget_choices, known_choice, schedule_key, select
+from fusionlang.backend.schedule_store import ScheduleStore, schedule_key
 from fusionlang.backend.signature import group_signature, in_graph_order
 from fusionlang.backend.template import COMPLEX_OPS, POOL_TAPS, split_epilogue
+from fusionlang.engine.plan import FusionPlan
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
-
-_VERDICTS: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -46,49 +46,69 @@ class Verdict:
 TEMPLATE_OPS = frozenset(COMPLEX_OPS) | frozenset(POOL_TAPS)
 
 
-def check_group(graph: Graph, node_names: list[str]) -> str | None:
-    """None if the nodes fuse into one legal loop nest (and hold at most one compute
-    template op), else a one-line reason.
+@dataclass
+class FeedbackCheck:
+    """The backend's verdicts on groups for one fuse call and ``target``: called as
+    ``check(graph, node_names)``, it returns None if the nodes fuse into one legal loop nest
+    (and hold at most one compute template op), else a one-line reason. A graph asked about
+    must not be edited in place afterwards (the engine asks about its own copies)."""
 
-    Verdicts are remembered per graph object (the partitioner asks again each round) and
-    per group structure (:func:`group_signature`); a graph edited in place should be
-    copied first, as the engine does.
-    """
-    return verdict(graph, node_names).reason
+    target: str = "c"
+    store: ScheduleStore = field(default_factory=ScheduleStore)
+    #: graph -> node set -> verdict (weak: a graph the partitioner let go takes its verdicts along)
+    _verdicts: "weakref.WeakKeyDictionary[Graph, dict]" = field(default_factory=weakref.WeakKeyDictionary)
+
+    def __call__(self, graph: Graph, node_names: list[str]) -> str | None:
+        return self.verdict(graph, node_names).reason
+
+    def verdict(self, graph: Graph, node_names: list[str]) -> Verdict:
+        """The answer with the schedule selected for the group."""
+        memo = self._verdicts.setdefault(graph, {})
+        key = frozenset(node_names)
+        if key not in memo:
+            memo[key] = self._verdict(graph, list(node_names))
+        return memo[key]
+
+    def _verdict(self, graph: Graph, node_names: list[str]) -> Verdict:
+        refused = _templates_together(graph, node_names)
+        if refused is not None:
+            return Verdict(refused)
+        key = schedule_key(graph, node_names, target=self.target)  # None for a node not in the graph
+        choice = self.store.known(key)
+        if choice is None:
+            try:
+                prog = build_program(graph, node_names)
+                if len(prog.stmts) <= 1 or _complex_op_with_epilogue(prog):
+                    return Verdict(None)
+                choice = self.store.select(prog, key, self.target)[-1]
+            except FuseError as exc:
+                return Verdict(str(exc).splitlines()[0])  # names a node: not shared between groups
+        return Verdict(_reason(graph, node_names, choice), choice)
+
+    def schedules_for(self, plan: FusionPlan) -> dict[int, ScheduleChoice]:
+        """Group id -> the schedule selected for it, for each kernel group of ``plan`` of
+        more than one statement (selected now where the partitioner never asked: a group
+        it formed without a question, as one opened compound op). A conv or matmul with its
+        epilogue needs none (one nest by construction, or the compute template)."""
+        schedules = {}
+        for group in plan.groups:
+            if group.kind != "kernel" or _templates_together(plan.graph, group.nodes) is not None:
+                continue
+            key = schedule_key(plan.graph, group.nodes, target=self.target)
+            choice = self.store.known(key)
+            if choice is None:
+                prog = build_program(plan.graph, group.nodes)
+                if len(prog.stmts) <= 1 or _complex_op_with_epilogue(prog):
+                    continue
+                choice = self.store.select(prog, key, self.target)[-1]
+            schedules[group.id] = choice
+        return schedules
 
 
-def verdict(graph: Graph, node_names: list[str]) -> Verdict:
-    """:func:`check_group`'s answer with the schedule selected for the group."""
-    memo = _VERDICTS.setdefault(graph, {})
-    key = frozenset(node_names)
-    if key not in memo:
-        memo[key] = _verdict(graph, list(node_names))
-    return memo[key]
-
-
-def forget_verdicts() -> None:
-    """Drop every remembered verdict and schedule: needed after changing a fusion policy at
-    run time (``fusion.SMALL_GROUP``, say), since the remembered ones were judged under the
-    old."""
-    _VERDICTS.clear()
-    forget_choices()
-
-
-def _verdict(graph: Graph, node_names: list[str]) -> Verdict:
-    refused = _templates_together(graph, node_names)
-    if refused is not None:
-        return Verdict(refused)
-    key = schedule_key(graph, node_names)  # None for a node not in the graph: build_program says which
-    choice = known_choice(graph, key)
-    if choice is None:
-        try:
-            prog = build_program(graph, node_names)
-            if len(prog.stmts) <= 1 or _complex_op_with_epilogue(prog):
-                return Verdict(None)
-            choice = select(prog, key)[-1]
-        except FuseError as exc:
-            return Verdict(str(exc).splitlines()[0])  # names a node: not shared between groups
-    return Verdict(_reason(graph, node_names, choice), choice)
+def check_group(graph: Graph, node_names: list[str], target: str = "c") -> str | None:
+    """One question to a fresh :class:`FeedbackCheck`: None if the nodes fuse into one
+    legal loop nest for ``target``, else a one-line reason."""
+    return FeedbackCheck(target)(graph, node_names)
 
 
 def _templates_together(graph: Graph, node_names: list[str]) -> str | None:
@@ -132,4 +152,4 @@ def _reason(graph: Graph, node_names: list[str], choice: ScheduleChoice) -> str 
     return f"no loop shared by all of {ops}: they would need separate loop nests"
 
 
-__all__ = ["Verdict", "check_group", "forget_verdicts", "group_signature", "verdict"]
+__all__ = ["FeedbackCheck", "TEMPLATE_OPS", "Verdict", "check_group", "group_signature"]

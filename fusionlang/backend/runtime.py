@@ -27,7 +27,7 @@ from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.runtime_c import CRuntime
 from fusionlang.backend.runtime_cuda import CudaRuntime
-from fusionlang.backend.schedule_store import schedule_key, scheduled_group
+from fusionlang.backend.schedule_store import ScheduleStore, schedule_key, schedule_target
 from fusionlang.backend.streaming import streamed_values
 from fusionlang.backend.template import plan_template
 from fusionlang.engine.plan import FusionPlan, Group
@@ -46,13 +46,24 @@ RUNTIMES = {"c": CRuntime, "cuda": CudaRuntime, "cuda-emu": EmuRuntime}
 TARGETS = tuple(RUNTIMES)
 
 
+def scheduling_target(target: str) -> str:
+    """The target schedules are selected for when compiling for ``target`` (CodegenError
+    for a target that is not one of :data:`TARGETS`)."""
+    if target not in TARGETS:
+        raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
+    return schedule_target(target)
+
+
 def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool = True,
-                constants=None) -> LoweredGroup:
-    """``group`` as a loop nest: the schedule the feedback check selected for a group of its
-    structure is replayed (:mod:`.schedule_store`), else one is selected now."""
+                constants=None, store: ScheduleStore | None = None) -> LoweredGroup:
+    """``group`` as a loop nest: the schedule the plan holds for it (selected for the plan's
+    target by the feedback check), or one ``store`` kept for a group of its structure, is
+    replayed (:mod:`.schedule_store`), else one is selected now (and kept in ``store``)."""
+    store = store if store is not None else ScheduleStore()
     prog = build_program(plan.graph, group.nodes, constants=constants)
     key = schedule_key(plan.graph, group.nodes, constants, target, fuse)
-    return lower(scheduled_group(prog, key, target, fuse))
+    planned = plan.schedules.get(group.id) if fuse and plan.target and schedule_target(plan.target) == target else None
+    return lower(store.scheduled(prog, key, target, fuse, planned))
 
 
 def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
@@ -89,7 +100,7 @@ def _view_aliases(plan: FusionPlan, group: Group) -> dict[str, str] | None:
 
 
 def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templates: dict | None = None,
-               placements: dict[str, Placement] | None = None):
+               placements: dict[str, Placement] | None = None, store: ScheduleStore | None = None):
     """(lowered kernel groups by id, constants incl. folded groups, view aliases).
 
     ``templates``: when a dict is given, groups whose complex op runs as the GEMM template of
@@ -100,6 +111,7 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
     lowered: dict[int, LoweredGroup | LrnKernel] = {}
+    store = store if store is not None else ScheduleStore()
     written: set[str] = set()  # values kernel groups store to memory
     in_place: dict[str, Group] = {}  # concat output -> its group, run in place
     for group in plan.groups:
@@ -119,15 +131,15 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
                 written.update(group.outputs)
                 continue
         written.update(group.outputs)
-        _lower_kernel(plan, group, target, fuse, constants, templates, lowered)
+        _lower_kernel(plan, group, target, fuse, constants, templates, lowered, store)
     if placements is not None:
         for output in drop_output_bound(placements, set(plan.graph.outputs), aliases):
-            _lower_kernel(plan, in_place[output], target, fuse, constants, templates, lowered)
+            _lower_kernel(plan, in_place[output], target, fuse, constants, templates, lowered, store)
     return lowered, constants, aliases
 
 
 def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, constants: dict,
-                  templates: dict | None, lowered: dict) -> None:
+                  templates: dict | None, lowered: dict, store: ScheduleStore) -> None:
     if templates is not None:
         planned = plan_template(plan, group, constants, target=target)
         if planned is not None:
@@ -137,7 +149,7 @@ def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, const
         if lrn is not None:
             lowered[group.id] = lrn
             return
-    lg = lower_group(plan, group, target, fuse=fuse, constants=constants)
+    lg = lower_group(plan, group, target, fuse=fuse, constants=constants, store=store)
     if lg.prog.stmts:
         lowered[group.id] = lg
 
@@ -145,19 +157,21 @@ def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, const
 class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
-    def __init__(self, plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
+    def __init__(self, plan: FusionPlan, target: str | None = None, *, openmp: bool = False, sanitize: bool = False,
                  fuse: bool = True, check_indices: bool = True, templates: bool = True, threads: int | None = None,
                  precision: str = "fp32", profile: bool = False):
-        if target not in TARGETS:
-            raise CodegenError(f"unknown target {target!r} (expected one of {', '.join(TARGETS)})")
+        target = target or plan.target or "c"
+        scheduling_target(target)
         if precision not in PRECISIONS:
             raise CodegenError(f"precision={precision!r}: expected one of {', '.join(map(repr, PRECISIONS))}")
         if profile and target != "c":
             raise CodegenError(f"profile=True times the kernels of the C target only (this is {target!r})")
         start = time.perf_counter()
         plan.validate()
-        with timed(CODEGEN, "split at concats"):
+        with timed(CODEGEN, "split at concats"):  # a plan fuse() made for this target is cut already
             plan = split_at_concats(plan, cut_inside=target == "c")
+        #: the schedules this compile selected, where the plan held none that replays
+        self.schedule_store = ScheduleStore()
         self.plan = plan
         self.graph = plan.graph
         self.target = target
@@ -174,7 +188,7 @@ class CompiledGraph:
         with timed(CODEGEN, "lower groups"):
             lowered, self.constants, self.aliases = lower_plan(
                 plan, "c" if target == "c" else "cuda", fuse=fuse,
-                templates=templated if templates else None, placements=placements)
+                templates=templated if templates else None, placements=placements, store=self.schedule_store)
         fused_away = _never_allocated(plan, templated)
         with timed(CODEGEN, "plan buffers"):
             self.buffers: BufferPlan = plan_buffers(plan, self.constants, self.aliases, share=not sanitize,
@@ -202,6 +216,8 @@ class CompiledGraph:
             "intermediates_never_allocated": fused_away,
             #: concat groups whose inputs are written into their output: they run nothing
             "concats_in_place": len({p.root for p in placements.values()}),
+            #: isl schedule searches compile made (0 for a plan fuse() made for this target)
+            "schedule_searches": self.schedule_store.search_count,
             "arena_bytes": self.buffers.arena_bytes,
             "unshared_bytes": self.buffers.unshared_bytes,
             "constant_bytes": int(sum(a.nbytes for a in self.constants.values())),
@@ -277,10 +293,12 @@ def _never_allocated(plan: FusionPlan, templates: dict) -> int:
     return count
 
 
-def compile(plan: FusionPlan, target: str = "c", *, openmp: bool = False, sanitize: bool = False,
+def compile(plan: FusionPlan, target: str | None = None, *, openmp: bool = False, sanitize: bool = False,
             fuse: bool = True, check_indices: bool = True, templates: bool = True,
             threads: int | None = None, precision: str = "fp32", profile: bool = False) -> CompiledGraph:
-    """Compile a fusion plan for ``target`` ("c" or "cuda").
+    """Compile a fusion plan for ``target`` ("c", "cuda" or "cuda-emu"; default: the
+    plan's own target, else "c"). The schedules the plan holds for that target are
+    replayed; a group without one is scheduled now (``stats["schedule_searches"]``).
 
     ``check_indices=False`` drops the check of gathered indices: an index outside its axis
     then reads memory it should not (for indices known to be in range; the check is one

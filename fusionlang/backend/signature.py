@@ -5,9 +5,6 @@ schedule, so a block a model repeats is judged and scheduled once.
 
 from __future__ import annotations
 
-import weakref
-from dataclasses import dataclass
-
 import numpy as np
 
 from fusionlang.ir.graph import Graph
@@ -46,46 +43,20 @@ def group_signature(graph: Graph, node_names: list[str], constants: dict | None 
 
 
 def in_graph_order(graph: Graph, node_names: list[str]) -> list:
-    order = _layout(graph).order
-    return [graph.nodes[order[n]] for n in sorted(set(node_names), key=order.__getitem__)]
+    """The nodes named, in the graph's order (through ``graph.index``, built once per
+    version of the graph: a model's partition asks for hundreds of signatures of one graph,
+    and a whole-graph scan for each was a tenth of planning densenet121)."""
+    index = graph.index
+    return [index.by_name[n] for n in sorted(set(node_names), key=index.position.__getitem__)]
 
 
 def _used_after(graph: Graph, nodes: list) -> set[str]:
     """Values the nodes produce that another node reads or that leave the graph."""
-    layout = _layout(graph)
+    consumers = graph.index.consumers
     members = {n.name for n in nodes}
+    outputs = set(graph.outputs)
     return {v for n in nodes for v in n.outputs
-            if v and (v in layout.outputs or any(r not in members for r in layout.readers.get(v, ())))}
-
-
-@dataclass(frozen=True)
-class _Layout:
-    #: node name -> position; value -> names of the nodes reading it; the graph outputs
-    order: dict
-    readers: dict
-    outputs: frozenset
-    #: what the layout was made from: the node list (by identity) and its length
-    made_from: tuple
-
-
-#: graph -> its layout: a model's partition asks for hundreds of signatures of one graph,
-#: and a whole-graph scan for each was a tenth of planning densenet121
-_LAYOUTS: "weakref.WeakKeyDictionary[Graph, _Layout]" = weakref.WeakKeyDictionary()
-
-
-def _layout(graph: Graph) -> _Layout:
-    """The graph's node positions and readers, made again when its node list or outputs
-    changed (as the feedback memo, it assumes nodes are not rewired in place)."""
-    made_from = (id(graph.nodes), len(graph.nodes), tuple(graph.outputs))
-    found = _LAYOUTS.get(graph)
-    if found is None or found.made_from != made_from:
-        readers: dict[str, list[str]] = {}
-        for node in graph.nodes:
-            for v in node.present_inputs():
-                readers.setdefault(v, []).append(node.name)
-        found = _Layout({n.name: k for k, n in enumerate(graph.nodes)}, readers, frozenset(graph.outputs), made_from)
-        _LAYOUTS[graph] = found
-    return found
+            if v and (v in outputs or any(r.name not in members for r in consumers.get(v, ())))}
 
 
 def _type_key(graph: Graph, value: str) -> tuple:

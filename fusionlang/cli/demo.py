@@ -69,7 +69,7 @@ def run(args) -> int:
         with stages.step("load rules"):
             ruleset = load_rules(args.rules)
         with stages.step("rewrite + partition"):
-            plan = fuse(graph, ruleset, args.strategy)
+            plan = fuse(graph, ruleset, args.strategy, target=target)
         with stages.step(f"codegen + compile ({target})"):
             compiled = compile_plan(plan, target)
         feeds = read_feeds(graph, None, args.seed)

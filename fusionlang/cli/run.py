@@ -78,7 +78,7 @@ def run(args) -> int:
         else:
 
             with stages.step("rewrite + partition"):
-                plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args))
+                plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args), target=args.target)
             check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
             with stages.step(f"codegen + compile ({args.target})"):
                 options = {"threads": args.threads} if args.target == "c" else {"precision": args.precision}

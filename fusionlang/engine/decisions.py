@@ -34,6 +34,9 @@ class Verdict(str, Enum):
     PATH_REFUSED = "path refused"
     FEEDBACK_REFUSED = "feedback refused"
     COST_REJECTED = "cost rejected"
+    #: the backend cut a group around a concat whose inputs are written into its output
+    #: (backend/concat_inplace.py), after partitioning
+    CONCAT_CUT = "cut for a concat in place"
 
     @property
     def limit(self) -> str | None:
@@ -44,7 +47,7 @@ class Verdict(str, Enum):
 #: verdicts where an entry applied and something else stopped the merge: these, not a
 #: later "no entry" between the grown groups, are what shaped the groups
 BLOCKING = frozenset({Verdict.MAX_OPS, Verdict.MAX_ARGS, Verdict.MAX_DEPTH, Verdict.CYCLE,
-                      Verdict.FEEDBACK_REFUSED, Verdict.COST_REJECTED})
+                      Verdict.FEEDBACK_REFUSED, Verdict.COST_REJECTED, Verdict.CONCAT_CUT})
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,8 @@ class _Refuser:
             if decision.verdict is Verdict.FEEDBACK_REFUSED and decision.producer in p.nodes \
                     and decision.consumer in c.nodes:
                 return feedback_note(decision)
+            if decision.verdict is Verdict.CONCAT_CUT and decision.edge == (producer, consumer):
+                return decision.detail
         if p.kind == "view" or c.kind == "view":
             return "views launch nothing, so there is nothing to fuse with"
         decision = shaping(history(self.plan.decisions, producer, consumer))

@@ -13,7 +13,6 @@ compound op none of them opens is an error that says which import is missing.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 from fusionlang.engine.passes import _case_for, open_node
@@ -80,42 +79,38 @@ class OpenedGraph:
 
     graph: Graph
     replaced: dict[str, list[str]]
-    #: what it was opened from: the rule set, and the graph's node list (by identity) and length
-    made_from: tuple = ()
 
     def members(self, names) -> list[str]:
         """``names`` of the original graph, each opened node replaced by its pieces."""
         return [new for old in names for new in self.replaced.get(old, [old])]
 
-
-#: graph -> its compound ops opened: the feedback check and the lowering after
-#: partitioning share one opening instead of one per question plus one at the end
-_OPENED: "weakref.WeakKeyDictionary[Graph, OpenedGraph]" = weakref.WeakKeyDictionary()
+    def origins(self) -> dict[str, str]:
+        """Each piece -> the compound node it replaced."""
+        return {new: old for old, pieces in self.replaced.items() for new in pieces}
 
 
 def opened(graph: Graph, ruleset) -> OpenedGraph | None:
-    """``graph`` with its compound ops opened (made once per graph and rule set; the graph
-    must not be edited in place afterwards), or None when it has none."""
+    """A copy of ``graph`` with its compound ops opened, or None when it has none. ``fuse``
+    makes it once: the feedback check asks about it (:func:`on_primitives`) and the plan
+    takes it over (:func:`lower_compound_groups`)."""
     registry = registry_of(graph, ruleset.registry if ruleset is not None else None)
-    made_from = (id(ruleset), id(graph.nodes), len(graph.nodes))
-    found = _OPENED.get(graph)
-    if found is None or found.made_from != made_from:
-        compound = compound_nodes(graph, registry)
-        if not compound:
-            return None
-        copy = graph.copy()
-        replaced = open_compound_ops(copy, [n.name for n in copy.nodes if n.name in compound],
-                                     lowering_rulesets(ruleset), registry)
-        found = _OPENED[graph] = OpenedGraph(copy, replaced, made_from)
-    return found
+    compound = compound_nodes(graph, registry)
+    if not compound:
+        return None
+    copy = graph.copy()
+    replaced = open_compound_ops(copy, [n.name for n in copy.nodes if n.name in compound],
+                                 lowering_rulesets(ruleset), registry)
+    return OpenedGraph(copy, replaced)
 
 
-def on_primitives(feedback, ruleset, graph: Graph):
+def on_primitives(feedback, graph: Graph, opening: OpenedGraph | None):
     """``feedback`` asked about a group of ``graph`` as it will be compiled: with its
-    compound ops opened (in the graph's one opened copy, :func:`opened`)."""
+    compound ops opened (in ``opening``, the graph's one opened copy)."""
+    if opening is None:
+        return feedback
+
     def check(asked: Graph, members: list[str]):
-        opening = opened(asked, ruleset) if asked is graph else None
-        if opening is None:
+        if asked is not graph:
             return feedback(asked, members)
         return feedback(opening.graph, opening.members(members))
     return check
@@ -129,23 +124,22 @@ def lowering_rulesets(ruleset) -> list:
     return [ruleset, *ruleset.lowering]
 
 
-def lower_compound_groups(plan: FusionPlan, ruleset=None) -> FusionPlan:
+def lower_compound_groups(plan: FusionPlan, ruleset=None, opening: OpenedGraph | None = None) -> FusionPlan:
     """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
-    none), opened with :func:`lowering_rulesets` of ``ruleset``; the opening the feedback
-    check made becomes the plan's graph (:func:`opened`)."""
-    opening = opened(plan.graph, ruleset)
+    none), opened with :func:`lowering_rulesets` of ``ruleset``, or taken from ``opening``
+    (the opening of ``plan.graph`` the feedback check asked about, which the plan takes over:
+    partitioning, its only other reader, is done)."""
+    opening = opening if opening is not None else opened(plan.graph, ruleset)
     if opening is None:
         return plan
-    # the plan takes the opened graph over (partitioning, the opening's only other reader,
-    # is done), so lowering copies no graph; a later lowering of the same plan opens afresh
-    _OPENED.pop(plan.graph, None)
     graph = opening.graph
     members = [opening.members(g.nodes) for g in plan.groups]
     fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost)) for g in plan.groups]
     groups = make_groups(graph, members, fields)
     lowered = FusionPlan(graph=graph, groups=groups, strategy=plan.strategy, rules=plan.rules,
                          stitches=list(plan.stitches), horizontal=[list(h) for h in plan.horizontal],
-                         stats=dict(plan.stats), decisions=list(plan.decisions), original=plan.original)
+                         stats=dict(plan.stats), decisions=list(plan.decisions), original=plan.original,
+                         target=plan.target, opened_from={**plan.opened_from, **opening.origins()})
     lowered.validate()
     return lowered
 

@@ -13,7 +13,7 @@ from typing import Callable
 from fusionlang.engine import apollo, dp, tvm
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.decisions import MergeDecision, Verdict, feedback_note
-from fusionlang.engine.lowering import on_primitives
+from fusionlang.engine.lowering import OpenedGraph, on_primitives, opened
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
 from fusionlang.errors import FuseError
@@ -30,6 +30,9 @@ STRATEGIES = {
 }
 
 
+#: ``partition``'s default for ``opening``: open the graph's compound ops there
+OPEN_HERE = object()
+
 def default_strategy(ruleset) -> str:
     """The strategy a rule set declares (the first `strategy` block), else apollo."""
     declared = [name for name in getattr(ruleset, "strategies", {}) if name in STRATEGIES]
@@ -37,17 +40,20 @@ def default_strategy(ruleset) -> str:
 
 
 def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | None = None,
-              feedback: Feedback | None = None, max_feedback_rounds: int = 16) -> FusionPlan:
+              feedback: Feedback | None = None, max_feedback_rounds: int = 16,
+              opening: OpenedGraph | None | object = OPEN_HERE) -> FusionPlan:
     """Partition ``graph`` (already rewritten) into a FusionPlan with ``strategy`` ("apollo",
     "tvm" or "dp"); groups that ``feedback`` rejects are split and the graph partitioned
-    again, at most ``max_feedback_rounds`` times."""
+    again, at most ``max_feedback_rounds`` times. ``feedback`` is asked about groups with
+    their compound ops opened, in ``opening`` (by default opened here)."""
     name = strategy or default_strategy(ruleset)
     if name not in STRATEGIES:
         raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
     run, defaults = STRATEGIES[name]
     opts = strategy_options(ruleset, name, defaults, options)
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
-    feedback = on_primitives(feedback, ruleset, graph) if feedback is not None else None
+    if feedback is not None:
+        feedback = on_primitives(feedback, graph, opened(graph, ruleset) if opening is OPEN_HERE else opening)
     forbidden: set[tuple[str, str]] = set()
     refusals: list[MergeDecision] = []
     for _ in range(max_feedback_rounds):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from fusionlang.engine.cost import CostModel
-from fusionlang.engine.lowering import lower_compound_groups
+from fusionlang.engine.lowering import lower_compound_groups, opened
 from fusionlang.engine.partition import Feedback, default_strategy, partition
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.rewrite import apply_rules
@@ -27,10 +27,12 @@ def unfused_stats(graph: Graph, registry=None, device: str = "h100") -> dict:
 
 
 def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | None = None,
-         feedback: Feedback | None = None, rewrite: bool = True) -> FusionPlan:
+         feedback: Feedback | None = None, rewrite: bool = True, target: str = "") -> FusionPlan:
     """Rewrite ``graph`` with ``ruleset`` and partition the result with ``strategy``
     (default: the rule set's own); returns the FusionPlan with before/after stats.
-    ``feedback`` is the backend's verdict on a group (Apollo's upward feedback)."""
+    ``feedback`` is the backend's verdict on a group (Apollo's upward feedback), for
+    ``target``, which the plan records. The compound ops the partition keeps whole are
+    opened once: the feedback asks about the opened graph, and the plan takes it over."""
     started = time.perf_counter()
     name = strategy or default_strategy(ruleset)
     with timed(PARTITION, "cost before fusion"):
@@ -38,9 +40,12 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     result = apply_rules(graph, ruleset) if rewrite else None
     rewritten = result.graph if result is not None else graph
     rewritten_at = time.perf_counter()
-    plan = partition(rewritten, ruleset, name, options=options, feedback=feedback)
+    with timed(PARTITION, "open compound ops"):
+        opening = opened(rewritten, ruleset)
+    plan = partition(rewritten, ruleset, name, options=options, feedback=feedback, opening=opening)
+    plan.target = target
     with timed(PARTITION, "open compound groups"):
-        plan = lower_compound_groups(plan, ruleset)
+        plan = lower_compound_groups(plan, ruleset, opening)
     plan.original = graph
     plan.stats.update(
         kernels_before=before["kernels"],

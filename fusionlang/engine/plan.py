@@ -15,7 +15,7 @@ together as one kernel.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 import networkx as nx
@@ -71,6 +71,15 @@ class FusionPlan:
     #: every merge the partitioner weighed, oldest first (engine/decisions.py): what
     #: explain and the report read
     decisions: list[MergeDecision] = field(default_factory=list)
+    #: the target the backend vetted the groups for ("c", "cuda", "cuda-emu"), or "" when
+    #: none did (a plan fused without feedback)
+    target: str = ""
+    #: group id -> the schedule the backend selected for the group on ``target``, which
+    #: compile replays instead of searching again (a backend value the engine only carries)
+    schedules: dict[int, Any] = field(default_factory=dict)
+    #: node made by opening a compound op -> the compound node of the rewritten graph it
+    #: came from (engine/lowering.py)
+    opened_from: dict[str, str] = field(default_factory=dict)
 
     # ----- queries ------------------------------------------------------------------
     def group_of(self) -> dict[str, int]:
@@ -169,27 +178,26 @@ class FusionPlan:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
+        by_name = self.graph.index.by_name
         data = {
             "graph": self.graph.name,
             "strategy": self.strategy,
             "rules": self.rules,
             "ops": len(self.graph.nodes),
             "kernels_after": len(self.kernels),
-            "groups": [g.to_dict() | {"ops": [self._op_of(n) for n in g.nodes]} for g in self.groups],
+            "groups": [g.to_dict() | {"ops": [by_name[n].op for n in g.nodes]} for g in self.groups],
             "stitches": [list(p) for p in self.stitches],
             "horizontal": self.horizontal,
             "decisions": [d.to_dict() for d in self.decisions],
+            "target": self.target,
+            "schedules": {str(gid): _jsonable(choice) for gid, choice in self.schedules.items()},
+            "opened_from": dict(self.opened_from),
         }
         data.update(self.stats)
         return data
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), default=_jsonable, **kwargs)
-
-    def _op_of(self, name: str) -> str:
-        if not hasattr(self, "_ops_by_name"):
-            self._ops_by_name = {n.name: n.op for n in self.graph.nodes}
-        return self._ops_by_name[name]
 
 
 def group_boundaries(graph: Graph, owner: dict[str, int]) -> dict[int, tuple[list[str], list[str]]]:
@@ -278,6 +286,8 @@ def _mib(nbytes: float) -> str:
 
 
 def _jsonable(value):
+    if is_dataclass(value) and not isinstance(value, type):  # a backend's schedule choice: its fields
+        return asdict(value)
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     if hasattr(value, "item"):

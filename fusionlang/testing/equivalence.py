@@ -104,7 +104,7 @@ def check_equivalence(graph: Graph, rules="apollo", strategy: str | None = None,
     expected = {out: values[out] for out in graph.outputs}
     scale = magnitude(list(values.values()) + list(feeds.values()) + list(graph.constants.values()))
     try:
-        plan = fuse(graph, ruleset, strategy, feedback=feedback)
+        plan = fuse(graph, ruleset, strategy, feedback=feedback, target=target)
         result.strategy = plan.strategy or name
         result.groups = len(plan.groups)
     except Exception as exc:

@@ -1,6 +1,6 @@
 """Prologue inlining: an elementwise chain into a conv, gemm, matmul or pool is recomputed
 inside the consumer's reads, so the group is one loop nest (``poly.inline_producers``);
-and check_group remembers verdicts by group structure.
+and a FeedbackCheck remembers verdicts by group structure.
 
 The shapes are small so the emulated CUDA runs in seconds; small groups count as one nest
 whatever their loops (``fusion.SMALL_GROUP``), so that allowance is switched off here and
@@ -16,7 +16,6 @@ from helpers import groups_plan, random_feeds
 import fusionlang.backend as backend
 import fusionlang.backend.feedback as feedback
 import fusionlang.backend.fusion as fusion
-import fusionlang.backend.schedule_store as schedule_store
 from fusionlang import reference
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.runtime import lower_plan
@@ -34,9 +33,6 @@ def weights(*shape) -> np.ndarray:
 @pytest.fixture(autouse=True)
 def no_small_group_allowance(monkeypatch):
     monkeypatch.setattr(fusion, "SMALL_GROUP", 0)
-    feedback.forget_verdicts()  # judged under the other policy
-    yield
-    feedback.forget_verdicts()
 
 
 # ----- the blocks: each reads its own inputs and returns its output ---------------------
@@ -250,10 +246,10 @@ def two_layers(**second):
 def test_identical_layers_are_scheduled_once():
     graph, first, second = two_layers()
     assert feedback.group_signature(graph, first) == feedback.group_signature(graph, second)
-    feedback.forget_verdicts()
-    assert backend.check_group(graph, first) is None
-    assert backend.check_group(graph, second) is None
-    assert sum(schedule_store.SEARCHES.values()) == 1
+    check = feedback.FeedbackCheck()
+    assert check(graph, first) is None
+    assert check(graph, second) is None
+    assert check.store.search_count == 1
 
 
 def test_a_different_attribute_or_wiring_is_a_different_signature():
@@ -278,6 +274,7 @@ def test_a_remembered_refusal_names_the_group_asked_about():
     graph = b.build()
     names = [n.name for n in graph.nodes]
     half = len(names) // 2
-    first, second = backend.check_group(graph, names[:half]), backend.check_group(graph, names[half:])
+    check = feedback.FeedbackCheck()  # one check remembers the first verdict by the group's structure
+    first, second = check(graph, names[:half]), check(graph, names[half:])
     assert first is not None and second is not None
     assert f"{names[0]} (" in first and f"{names[half]} (" in second and f"{names[0]} (" not in second

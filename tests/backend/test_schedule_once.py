@@ -1,14 +1,19 @@
-"""isl schedules each fused group once per compile: the feedback check's selected schedule
-is kept (by group signature) and compile replays it (fusionlang.backend.schedule_store)."""
+"""isl schedules each fused group once from fuse to run: the feedback check's selected
+schedule is kept (by group signature), the plan carries each group's, and compile replays it
+(fusionlang.backend.schedule_store); nothing is kept between calls."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
+import pytest
 from helpers import random_feeds
 
 import fusionlang
+import fusionlang.backend
 import fusionlang.backend.feedback as feedback
-import fusionlang.backend.schedule_store as schedule_store
 from fusionlang import reference
 from fusionlang.backend import template
 from fusionlang.ops import GraphBuilder
@@ -34,36 +39,77 @@ def blocks(count=3):
     return b.build()
 
 
-def test_each_fused_group_is_scheduled_once_across_feedback_and_compile():
-    feedback.forget_verdicts()
+class CountingCheck(feedback.FeedbackCheck):
+    """A FeedbackCheck that keeps the store fuse() used, to count its searches."""
+
+    made: list = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        CountingCheck.made.append(self)
+
+
+@pytest.fixture
+def fuse_check(monkeypatch):
+    """The FeedbackCheck the next fusionlang.fuse() makes."""
+    CountingCheck.made = []
+    monkeypatch.setattr(fusionlang.backend, "FeedbackCheck", CountingCheck)
+    return CountingCheck.made
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_each_fused_group_is_scheduled_once_across_feedback_and_compile(fuse_check, target):
     graph = blocks()
-    plan = fusionlang.fuse(graph, "apollo")
-    searched_by_feedback = dict(schedule_store.SEARCHES)
-    compiled = fusionlang.compile(plan, "c")
-    assert searched_by_feedback, "the feedback check selected no schedule"
-    assert max(schedule_store.SEARCHES.values()) == 1
-    # compile replayed what feedback selected rather than selecting again
-    assert dict(schedule_store.SEARCHES) == searched_by_feedback
+    plan = fusionlang.fuse(graph, "apollo", target=target)
+    (check,) = fuse_check
+    assert check.target == ("c" if target == "c" else "cuda")
+    assert check.store.searches, "the feedback check selected no schedule"
+    assert max(check.store.searches.values()) == 1
+    assert plan.target == target and plan.schedules
+    compiled = fusionlang.compile(plan)
+    # compile replayed the plan's schedules rather than selecting again
+    assert compiled.target == target and compiled.stats["schedule_searches"] == 0
     feeds = random_feeds(graph)
     np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
                                rtol=1e-5, atol=1e-5)
 
 
+def test_a_plan_compiled_for_another_target_is_scheduled_for_that_target():
+    plan = fusionlang.fuse(blocks(), "apollo", target="c")
+    assert fusionlang.compile(plan, "cuda-emu").stats["schedule_searches"] > 0
+
+
 def test_a_replayed_schedule_compiles_to_the_code_a_fresh_search_gives():
-    feedback.forget_verdicts()
     plan = fusionlang.fuse(blocks(), "apollo")
-    replayed = fusionlang.compile(plan, "c").sources
-    feedback.forget_verdicts()
-    searched = fusionlang.compile(plan, "c").sources
-    assert sum(schedule_store.SEARCHES.values()) > 0
-    assert replayed == searched
+    replayed = fusionlang.compile(plan, "c")
+    assert replayed.stats["schedule_searches"] == 0
+    searched = fusionlang.compile(dataclasses.replace(plan, schedules={}), "c")
+    assert searched.stats["schedule_searches"] > 0
+    assert replayed.sources == searched.sources
+
+
+def test_the_plan_json_holds_each_schedule():
+    plan = fusionlang.fuse(blocks(), "apollo")
+    data = json.loads(plan.to_json())
+    assert data["target"] == "c"
+    want = {str(gid): dataclasses.asdict(choice) for gid, choice in plan.schedules.items()}
+    assert data["schedules"] == json.loads(json.dumps(want))
 
 
 def test_without_feedback_compile_schedules_each_group_structure_once():
-    feedback.forget_verdicts()
     plan = fusionlang.fuse(blocks(), "apollo", feedback=False)
-    fusionlang.compile(plan, "c")
-    assert schedule_store.SEARCHES and max(schedule_store.SEARCHES.values()) == 1
+    assert plan.target == "" and plan.schedules == {}
+    compiled = fusionlang.compile(plan, "c")
+    assert compiled.stats["schedule_searches"] > 0
+    assert max(compiled.schedule_store.searches.values()) == 1
+
+
+def test_one_check_per_fuse_call_nothing_kept_between_calls(fuse_check):
+    fusionlang.fuse(blocks(), "apollo")
+    fusionlang.fuse(blocks(), "apollo")
+    first, second = fuse_check
+    assert first is not second and first.store is not second.store
+    assert first.store.searches == second.store.searches  # the second searched again: nothing was shared
 
 
 def _conv_bias_relu():
@@ -77,15 +123,15 @@ def _conv_bias_relu():
 
 
 def test_a_conv_and_its_epilogue_are_one_nest_without_a_schedule_search():
-    feedback.forget_verdicts()
     graph = _conv_bias_relu()
-    assert feedback.check_group(graph, [n.name for n in graph.nodes]) is None
-    assert sum(schedule_store.SEARCHES.values()) == 0
+    check = feedback.FeedbackCheck()
+    assert check(graph, [n.name for n in graph.nodes]) is None
+    assert check.store.search_count == 0
     # compiled as loop nests (no template), the group is scheduled once, at compile, and is right
     plan = fusionlang.fuse(graph, "apollo")
-    assert len([g for g in plan.groups if g.kind == "kernel"]) == 1
+    assert len([g for g in plan.groups if g.kind == "kernel"]) == 1 and plan.schedules == {}
     compiled = fusionlang.compile(plan, "c", templates=False)
-    assert sum(schedule_store.SEARCHES.values()) == 1
+    assert compiled.stats["schedule_searches"] == 1
     feeds = random_feeds(graph)
     np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
                                rtol=1e-4, atol=1e-5)

@@ -72,14 +72,12 @@ def test_a_compound_op_no_rule_opens_is_a_clear_error():
 
 
 def test_fuse_opens_each_compound_op_once_for_feedback_and_lowering(monkeypatch):
-    import fusionlang.backend.feedback as feedback
     import fusionlang.engine.lowering as lowering
 
     opened = []
     real = lowering.open_node
     monkeypatch.setattr(lowering, "open_node", lambda index, ruleset, node, case, recorder:
                         opened.append(node.name) or real(index, ruleset, node, case, recorder))
-    feedback.forget_verdicts()
     graph = attention_scores()
     plan = fusionlang.fuse(graph, "tvm", "tvm")  # tvm keeps softmax whole; the feedback check asks about it
     assert compound(plan) == []
@@ -102,7 +100,6 @@ def test_a_policy_that_names_no_lowering_cannot_lower_what_it_keeps_whole(tmp_pa
 
 
 def test_a_policy_lowers_with_the_rule_sets_it_imports_for_lowering(tmp_path, monkeypatch):
-    import fusionlang.backend.feedback as feedback
     import fusionlang.engine.lowering as lowering
 
     path = tmp_path / "mine.fuse"
@@ -112,7 +109,6 @@ def test_a_policy_lowers_with_the_rule_sets_it_imports_for_lowering(tmp_path, mo
     real = lowering.open_node
     monkeypatch.setattr(lowering, "open_node", lambda index, ruleset, node, case, recorder:
                         used.append(ruleset) or real(index, ruleset, node, case, recorder))
-    feedback.forget_verdicts()
     graph = attention_scores()
     plan = fusionlang.fuse(graph, rules)
     assert used and all(r is rules.lowering[0] for r in used)
@@ -133,14 +129,18 @@ def test_a_lowering_rule_set_without_a_case_for_the_attributes_says_so(tmp_path)
         open_compound_ops(graph, [softmax], [rules], rules.registry)
 
 
-def test_lowering_hands_the_opened_graph_to_the_plan_and_a_second_lowering_opens_afresh():
-    import fusionlang.engine.lowering as lowering
+def test_lowering_takes_the_opening_it_is_given_and_otherwise_opens_afresh():
+    from fusionlang.engine.lowering import opened
 
     rules = fusionlang.load_rules("tvm")
     whole = partition(attention_scores(), rules, "tvm")
-    first = lower_compound_groups(whole, rules)
-    assert whole.graph not in lowering._OPENED  # handed over, not kept for another reader
-    second = lower_compound_groups(whole, rules)
+    opening = opened(whole.graph, rules)
+    given = lower_compound_groups(whole, rules, opening)
+    assert given.graph is opening.graph  # taken over, not copied
+    first, second = lower_compound_groups(whole, rules), lower_compound_groups(whole, rules)
     assert first.graph is not second.graph
-    assert [n.op for n in first.graph.nodes] == [n.op for n in second.graph.nodes]
+    assert [n.op for n in first.graph.nodes] == [n.op for n in given.graph.nodes] == [n.op for n in second.graph.nodes]
+    # each piece names the compound node it came from
+    softmax = next(n.name for n in whole.graph.nodes if n.op == "softmax")
+    assert set(opening.replaced[softmax]) == {piece for piece, origin in given.opened_from.items() if origin == softmax}
     assert [g.nodes for g in first.groups] == [g.nodes for g in second.groups]
