@@ -1,0 +1,199 @@
+"""The fused ONNX model (fusionlang.export): valid for onnx.checker, run by onnxruntime with
+the original model's outputs, one local function per kernel group whose doc string names
+the .fuse lines that formed it, and an original node opened into several groups kept whole."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import fusionlang
+from fusionlang.errors import InputError, ModelError
+from fusionlang.export import FUSED_DOMAIN, fused_onnx, save_fused_onnx
+
+EXPORTS_DIR = Path(__file__).resolve().parents[1] / "data" / "exports"
+F32 = TensorProto.FLOAT
+
+
+def _info(name, shape, elem=F32):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "m", [_info(n, s) for n, s in inputs.items()],
+                              [_info(n, s) for n, s in outputs.items()],
+                              [numpy_helper.from_array(v, n) for n, v in dict(inits).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def cnn_model() -> onnx.ModelProto:
+    """Two conv-BN-ReLU blocks with a residual Add, an Identity the import removes, and an
+    unnamed Flatten (named "Flatten#8" in provenance) and a Gemm head."""
+    rng = np.random.default_rng(0)
+    inits = {}
+    nodes = []
+    for k, source in enumerate(["x", "r0"]):
+        inits |= {f"w{k}": rng.standard_normal((4, 4 if k else 3, 3, 3)).astype(np.float32) * 0.3,
+                  f"g{k}": rng.uniform(0.5, 1.5, 4).astype(np.float32), f"b{k}": rng.standard_normal(4).astype(np.float32),
+                  f"m{k}": rng.standard_normal(4).astype(np.float32), f"v{k}": rng.uniform(0.5, 2, 4).astype(np.float32)}
+        nodes += [helper.make_node("Conv", [source, f"w{k}"], [f"c{k}"], name=f"conv{k}", pads=[1, 1, 1, 1]),
+                  helper.make_node("BatchNormalization", [f"c{k}", f"g{k}", f"b{k}", f"m{k}", f"v{k}"], [f"n{k}"],
+                                   name=f"bn{k}"),
+                  helper.make_node("Relu", [f"n{k}"], [f"r{k}"], name=f"relu{k}")]
+    inits |= {"fc": rng.standard_normal((64 * 4, 5)).astype(np.float32) * 0.1, "fcb": np.ones(5, np.float32)}
+    nodes += [helper.make_node("Add", ["r0", "r1"], ["s"], name="residual"),
+              helper.make_node("Identity", ["s"], ["s_id"], name="same"),
+              helper.make_node("Flatten", ["s_id"], ["flat"]),
+              helper.make_node("Gemm", ["flat", "fc", "fcb"], ["y"], name="head")]
+    return _model(nodes, {"x": [1, 3, 8, 8]}, {"y": [1, 5]}, inits)
+
+
+def loop_if_model() -> onnx.ModelProto:
+    """acc += tanh(x) * iter for 3 iterations (a Loop the import unrolls, its body reading x
+    from outside), then an If on a constant condition (inlined), then a Relu."""
+    body_nodes = [helper.make_node("Cast", ["iter"], ["fiter"], to=F32),
+                  helper.make_node("Tanh", ["x"], ["t"]),
+                  helper.make_node("Mul", ["t", "fiter"], ["step"]),
+                  helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
+                  helper.make_node("Identity", ["cond_in"], ["cond_out"])]
+    body = helper.make_graph(body_nodes, "body",
+                             [_info("iter", [], TensorProto.INT64), _info("cond_in", [], TensorProto.BOOL),
+                              _info("acc_in", [2, 3])],
+                             [_info("cond_out", [], TensorProto.BOOL), _info("acc_out", [2, 3])])
+    then_branch = helper.make_graph([helper.make_node("Exp", ["acc"], ["e"])], "then", [], [_info("e", [2, 3])])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["acc"], ["o"])], "else", [], [_info("o", [2, 3])])
+    nodes = [helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], name="loop", body=body),
+             helper.make_node("If", ["cond"], ["picked"], name="pick", then_branch=then_branch,
+                              else_branch=else_branch),
+             helper.make_node("Relu", ["picked"], ["y"], name="relu")]
+    inits = {"M": np.array(3, np.int64), "cond": np.array(True), "acc0": np.zeros((2, 3), np.float32)}
+    return _model(nodes, {"x": [2, 3]}, {"y": [2, 3]}, inits, opset=13)
+
+
+def export_model(name: str) -> onnx.ModelProto:
+    return onnx.load(EXPORTS_DIR / f"{name}.onnx")
+
+
+def feeds_for(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    initialized = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for info in model.graph.input:
+        if info.name not in initialized:
+            shape = [d.dim_value for d in info.type.tensor_type.shape.dim]
+            dtype = helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+            feeds[info.name] = rng.integers(0, 2, shape).astype(dtype) if dtype.kind in "iub" else \
+                rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def saved_feeds(name: str) -> dict[str, np.ndarray]:
+    sample = np.load(EXPORTS_DIR / f"{name}.npz")
+    return {key[3:]: sample[key] for key in sample.files if key.startswith("in:")}
+
+
+def run_ort(model: onnx.ModelProto, feeds) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+MODELS = {"cnn": (cnn_model, feeds_for), "loop_if": (loop_if_model, feeds_for),
+          "bert": (lambda: export_model("bert"), lambda m: saved_feeds("bert")),
+          "gpt2_opset23": (lambda: export_model("gpt2_opset23"), lambda m: saved_feeds("gpt2_opset23"))}
+
+
+@pytest.mark.parametrize("rules", ["apollo", "tvm"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_fused_model_is_valid_and_computes_the_original_outputs(name, rules):
+    make, feeds_of = MODELS[name]
+    model = make()
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), rules, feedback=False)
+    fused = fused_onnx(model, plan)
+    onnx.checker.check_model(fused.model, full_check=True)
+    feeds = feeds_of(model)
+    for got, want in zip(run_ort(fused.model, feeds), run_ort(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    calls = [n for n in fused.model.graph.node if n.domain == FUSED_DOMAIN]
+    assert sorted(n.op_type for n in calls) == sorted(f.name for f in fused.model.functions) == sorted(fused.functions)
+    # every kernel group has its own function, or a note says why it has none
+    placed = {gid for gids in fused.functions.values() for gid in gids}
+    for group in plan.kernels:
+        assert group.id in placed or any(note.startswith(f"group {group.id} has no function") for note in fused.notes)
+
+
+def test_a_cnn_gets_one_function_per_kernel_group_holding_its_conv_bn_relu():
+    model = cnn_model()
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False)
+    fused = fused_onnx(model, plan)
+    assert len(fused.functions) == len(plan.kernels) and fused.notes == []
+    bodies = {f.name: [n.name or n.op_type for n in f.node] for f in fused.model.functions}
+    # conv-BN folding made one conv of conv0 and bn0: both go into the group that holds it, with relu0
+    assert any({"conv0", "bn0", "relu0"} <= set(names) for names in bodies.values())
+    # the Identity the import removed sits between two nodes of one group: it goes inside
+    assert "same" not in [n.name for n in fused.model.graph.node]
+    # initializers stay in the main graph and are function inputs
+    assert {t.name for t in fused.model.graph.initializer} == {t.name for t in model.graph.initializer}
+    assert all(not f.attribute and "w0" not in [n.output[0] for n in f.node] for f in fused.model.functions)
+
+
+def test_each_doc_string_names_its_groups_fuse_rules_and_rewrites_with_file_and_line():
+    model = cnn_model()
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False)
+    fused = fused_onnx(model, plan)
+    for function in fused.model.functions:
+        for gid in fused.functions[function.name]:
+            group = plan.group(gid)
+            assert f"group {gid}: kernel, category {group.category}" in function.doc_string
+            for rule in group.rules:
+                assert re.match(r"\S+\.fuse:\d+:\d+: ", rule) and rule in function.doc_string
+    docs = "\n".join(f.doc_string for f in fused.model.functions)
+    assert re.search(r"rule fold_conv_bn\w* \(\S+\.fuse:\d+\)", docs)
+
+
+def test_an_original_node_opened_into_several_groups_is_kept_whole_with_a_note():
+    model = export_model("gpt2_opset23")
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False)
+    fused = fused_onnx(model, plan)
+    split = [note for note in fused.notes if "(Attention) was fused into groups" in note]
+    assert split, fused.notes
+    attention = [n.name for f in fused.model.functions for n in f.node if n.op_type == "Attention"]
+    main = [n.op_type for n in fused.model.graph.node]
+    assert len(attention) == len(set(attention)) == sum(n.op_type == "Attention" for n in model.graph.node)
+    assert "Attention" not in main
+
+
+def test_functions_import_the_models_opsets_and_the_model_imports_the_fused_domain():
+    model = loop_if_model()
+    fused = fused_onnx(model, fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False))
+    assert {(o.domain, o.version) for o in fused.model.opset_import} == {("", 13), (FUSED_DOMAIN, 1)}
+    assert all([(o.domain, o.version) for o in f.opset_import] == [("", 13)] for f in fused.model.functions)
+    assert fused.model.ir_version >= 8
+    # the Loop is kept whole, its body's outer read (x) an input of its function
+    loop_function = next(f for f in fused.model.functions if any(n.op_type == "Loop" for n in f.node))
+    assert "x" in loop_function.input
+
+
+def test_save_writes_the_file_and_a_path_that_cannot_be_written_is_an_input_error(tmp_path):
+    model = cnn_model()
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False)
+    fused = save_fused_onnx(model, plan, tmp_path / "out.onnx")
+    assert onnx.load(tmp_path / "out.onnx") == fused.model
+    with pytest.raises(InputError, match=r"cannot write '.*missing/out.onnx': no such file or directory"):
+        save_fused_onnx(model, plan, tmp_path / "missing" / "out.onnx")
+    with pytest.raises(InputError, match="cannot write .*: is a directory"):
+        save_fused_onnx(model, plan, tmp_path)
+
+
+def test_a_plan_made_from_another_model_is_refused():
+    plan = fusionlang.fuse(fusionlang.from_onnx(cnn_model()), "apollo", feedback=False)
+    with pytest.raises(ModelError, match=r"the plan's op '.*' comes from ONNX node '.*', which model 'm' does not "
+                                         r"have \(was the plan made from another model\?\)"):
+        fused_onnx(loop_if_model(), plan)
