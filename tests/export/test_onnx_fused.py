@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import fusionlang
+from fusionlang.engine.plan import FusionPlan, make_groups
 from fusionlang.errors import InputError, ModelError
 from fusionlang.export import FUSED_DOMAIN, fused_onnx, save_fused_onnx
 
@@ -197,3 +198,28 @@ def test_a_plan_made_from_another_model_is_refused():
     with pytest.raises(ModelError, match=r"the plan's op '.*' comes from ONNX node '.*', which model 'm' does not "
                                          r"have \(was the plan made from another model\?\)"):
         fused_onnx(loop_if_model(), plan)
+
+
+def test_groups_whose_nodes_would_call_each_other_in_a_cycle_share_one_function():
+    """LayerNormalization's Mean output feeds a Neg that feeds the Add after it. A plan
+    cutting the opened layer norm's mean into group 0, the Neg into group 1 and the rest
+    into group 2 is valid, but the ONNX node, kept whole in group 2, would feed group 1's
+    Neg, which feeds group 2: groups 1 and 2 become one function."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("LayerNormalization", ["a", "g"], ["ln", "mean"], name="ln", axis=-1),
+             helper.make_node("Neg", ["mean"], ["n"], name="neg"),
+             helper.make_node("Add", ["ln", "n"], ["y"], name="add")]
+    model = _model(nodes, {"x": [2, 6]}, {"y": [2, 6]}, {"g": np.ones(6, np.float32)}, opset=18)
+    graph = fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False).graph
+    mean = [n.name for n in graph.nodes if n.op in ("mul", "reduce_sum")][:2]  # the first reduce_mean, opened
+    members = [["relu", *mean], ["neg"], [n.name for n in graph.nodes if n.name not in {"relu", "neg", *mean}]]
+    plan = FusionPlan(graph, make_groups(graph, members, [{"category": "reduce"}, {"category": "elemwise"},
+                                                          {"category": "reduce"}]))
+    plan.validate()
+    fused = fused_onnx(model, plan)
+    assert fused.functions == {"group_0_reduce": [0], "group_1_2_elemwise": [1, 2]}
+    assert "groups 1, 2 share function group_1_2_elemwise: apart, their ONNX nodes would read each other's " \
+           "results in a cycle" in fused.notes
+    onnx.checker.check_model(fused.model, full_check=True)
+    feeds = feeds_for(model)
+    np.testing.assert_allclose(run_ort(fused.model, feeds)[0], run_ort(model, feeds)[0], rtol=1e-6, atol=1e-6)
