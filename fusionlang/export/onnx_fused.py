@@ -170,7 +170,9 @@ def _clusters(nodes: list[onnx.NodeProto], home: dict[int, int]) -> list[list[in
             if source is not None and cluster_of[source] != cluster_of[k]:
                 dig.add_edge(cluster_of[source], cluster_of[k])
     dag = nx.condensation(dig)
-    members = {c: sorted(k for k in range(len(nodes)) if cluster_of[k] in dag.nodes[c]["members"]) for c in dag}
+    members: dict[int, list[int]] = {}
+    for k in range(len(nodes)):  # in model order, so each list is too
+        members.setdefault(dag.graph["mapping"][cluster_of[k]], []).append(k)
     ordered = nx.lexicographical_topological_sort(dag, key=lambda c: members[c][0])
     return [members[c] for c in ordered]
 
@@ -239,6 +241,8 @@ def _split_note(node: onnx.NodeProto, count: Counter[int], home: int) -> str:
 def _empty_note(group: Group, nodes: list[onnx.NodeProto], votes: dict[int, Counter[int]],
                 home: dict[int, int]) -> str:
     owners = sorted(k for k, count in votes.items() if group.id in count)
+    if not owners:
+        return f"group {group.id} has no function: none of its ops comes from a node of the model"
     names = ", ".join(f"{nodes[k].name or nodes[k].op_type!r} (in group {home[k]})" for k in owners)
     return f"group {group.id} has no function of its own: its ops come from ONNX nodes kept whole elsewhere: {names}"
 
