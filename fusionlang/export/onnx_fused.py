@@ -91,33 +91,51 @@ def save_fused_onnx(model, plan: FusionPlan, path) -> FusedOnnx:
 def fused_onnx(model, plan: FusionPlan) -> FusedOnnx:
     """``model`` with each kernel group of ``plan`` as a local function, without writing it."""
     proto, label = load_model(model)
-    nodes = list(proto.graph.node)
-    votes = _group_votes(plan, nodes, label)
-    order = {g.id: k for k, g in enumerate(plan.groups)}
-    home = {k: min(count, key=lambda gid: (-count[gid], order[gid])) for k, count in votes.items()}
-    notes = [_split_note(nodes[k], count, home[k]) for k, count in sorted(votes.items()) if len(count) > 1]
-    clusters = _clusters(nodes, home)
-    fused = FusedOnnx(_empty_copy(proto))
-    readers = _readers(nodes, proto.graph.output)
-    opsets = list(proto.opset_import)
-    for members in clusters:
-        gids = sorted({home[k] for k in members if k in home}, key=order.__getitem__)
-        if not gids:
-            fused.model.graph.node.extend(nodes[k] for k in members)
-            continue
-        function = _function([plan.group(gid) for gid in gids], plan, nodes, members, readers, opsets)
-        fused.model.functions.append(function)
-        fused.model.graph.node.append(helper.make_node(function.name, list(function.input), list(function.output),
-                                                       name=function.name, domain=FUSED_DOMAIN))
-        fused.functions[function.name] = gids
+    return _Exporter(proto, label, plan).run()
+
+
+class _Exporter:
+    """One export: where each original node goes (``home``: node index -> group id, for
+    nodes with pieces in kernel groups) and the model being built."""
+
+    def __init__(self, proto: onnx.ModelProto, label: str, plan: FusionPlan):
+        self.proto = proto
+        self.plan = plan
+        self.nodes = list(proto.graph.node)
+        self.order = {g.id: k for k, g in enumerate(plan.groups)}
+        self.votes = _group_votes(plan, self.nodes, label)
+        # the group holding most of a node's pieces; the first in plan order on a tie
+        self.home = {k: min(count, key=lambda gid: (-count[gid], self.order[gid])) for k, count in self.votes.items()}
+        self.readers = _readers(self.nodes, proto.graph.output)
+        self.fused = FusedOnnx(_empty_copy(proto))
+
+    def run(self) -> FusedOnnx:
+        notes = self.fused.notes
+        notes += [_split_note(self.nodes[k], count, self.home[k])
+                  for k, count in sorted(self.votes.items()) if len(count) > 1]
+        for members in _clusters(self.nodes, self.home):
+            gids = sorted({self.home[k] for k in members if k in self.home}, key=self.order.__getitem__)
+            if gids:
+                self._call(gids, members)
+            else:
+                self.fused.model.graph.node.extend(self.nodes[k] for k in members)
+        placed = {gid for gids in self.fused.functions.values() for gid in gids}
+        notes += [_empty_note(g, self.nodes, self.votes, self.home) for g in self.plan.kernels if g.id not in placed]
+        _keep_visible_value_info(self.fused.model, self.proto)
+        return self.fused
+
+    def _call(self, gids: list[int], members: list[int]) -> None:
+        """Add the function of groups ``gids`` holding original nodes ``members``, and its call."""
+        function = _function([self.plan.group(gid) for gid in gids], self.plan, self.nodes, members, self.readers,
+                             list(self.proto.opset_import))
+        self.fused.model.functions.append(function)
+        self.fused.model.graph.node.append(helper.make_node(function.name, list(function.input),
+                                                            list(function.output), name=function.name,
+                                                            domain=FUSED_DOMAIN))
+        self.fused.functions[function.name] = gids
         if len(gids) > 1:
-            notes.append(f"groups {', '.join(map(str, gids))} share function {function.name}: apart, their ONNX "
-                         "nodes would read each other's results in a cycle")
-    placed = {gid for gids in fused.functions.values() for gid in gids}
-    notes += [_empty_note(g, nodes, votes, home) for g in plan.kernels if g.id not in placed]
-    fused.notes = notes
-    _keep_visible_value_info(fused.model, proto)
-    return fused
+            self.fused.notes.append(f"groups {', '.join(map(str, gids))} share function {function.name}: apart, "
+                                    "their ONNX nodes would read each other's results in a cycle")
 
 
 # ----- mapping plan groups back to ONNX nodes -----------------------------------------------
@@ -270,8 +288,9 @@ def _write(model: onnx.ModelProto, path) -> None:
     """Save ``model`` to ``path``; tensors past protobuf's 2 GiB go to ``<file>.data`` beside it."""
     try:
         if model.ByteSize() > PROTOBUF_LIMIT:
-            onnx.save_model(model, os.fspath(path), save_as_external_data=True,
-                            location=Path(path).name + ".data")
+            saved = onnx.ModelProto()
+            saved.CopyFrom(model)  # saving moves the tensors' data out of the message it is given
+            onnx.save_model(saved, os.fspath(path), save_as_external_data=True, location=Path(path).name + ".data")
         else:
             Path(path).write_bytes(model.SerializeToString())
     except OSError as exc:

@@ -16,7 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 import fusionlang
 from fusionlang.engine.plan import FusionPlan, make_groups
 from fusionlang.errors import InputError, ModelError
-from fusionlang.export import FUSED_DOMAIN, fused_onnx, save_fused_onnx
+from fusionlang.export import FUSED_DOMAIN, fused_onnx, onnx_fused, save_fused_onnx
+from fusionlang.ops import GraphBuilder
 
 EXPORTS_DIR = Path(__file__).resolve().parents[1] / "data" / "exports"
 F32 = TensorProto.FLOAT
@@ -43,8 +44,10 @@ def cnn_model() -> onnx.ModelProto:
     nodes = []
     for k, source in enumerate(["x", "r0"]):
         inits |= {f"w{k}": rng.standard_normal((4, 4 if k else 3, 3, 3)).astype(np.float32) * 0.3,
-                  f"g{k}": rng.uniform(0.5, 1.5, 4).astype(np.float32), f"b{k}": rng.standard_normal(4).astype(np.float32),
-                  f"m{k}": rng.standard_normal(4).astype(np.float32), f"v{k}": rng.uniform(0.5, 2, 4).astype(np.float32)}
+                  f"g{k}": rng.uniform(0.5, 1.5, 4).astype(np.float32),
+                  f"b{k}": rng.standard_normal(4).astype(np.float32),
+                  f"m{k}": rng.standard_normal(4).astype(np.float32),
+                  f"v{k}": rng.uniform(0.5, 2, 4).astype(np.float32)}
         nodes += [helper.make_node("Conv", [source, f"w{k}"], [f"c{k}"], name=f"conv{k}", pads=[1, 1, 1, 1]),
                   helper.make_node("BatchNormalization", [f"c{k}", f"g{k}", f"b{k}", f"m{k}", f"v{k}"], [f"n{k}"],
                                    name=f"bn{k}"),
@@ -223,3 +226,26 @@ def test_groups_whose_nodes_would_call_each_other_in_a_cycle_share_one_function(
     onnx.checker.check_model(fused.model, full_check=True)
     feeds = feeds_for(model)
     np.testing.assert_allclose(run_ort(fused.model, feeds)[0], run_ort(model, feeds)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_a_plan_of_a_graph_not_imported_from_onnx_is_refused():
+    builder = GraphBuilder("built")
+    builder.output(builder.relu(builder.input("x", [2, 3])))
+    plan = fusionlang.fuse(builder.build(), "apollo", feedback=False)
+    with pytest.raises(ModelError, match="the plan's ops were not imported from ONNX, so they cannot be mapped to "
+                                         "model 'm'"):
+        fused_onnx(cnn_model(), plan)
+
+
+def test_a_model_past_protobufs_limit_is_written_with_its_tensors_beside_it(tmp_path, monkeypatch):
+    model = cnn_model()
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False)
+    monkeypatch.setattr(onnx_fused, "PROTOBUF_LIMIT", 1000)  # the CNN's weights are about 3 KiB
+    fused = save_fused_onnx(model, plan, tmp_path / "out.onnx")
+    assert (tmp_path / "out.onnx.data").stat().st_size > 1000
+    # the model returned keeps its tensors' data
+    assert all(t.raw_data and not t.external_data for t in fused.model.graph.initializer)
+    onnx.checker.check_model(str(tmp_path / "out.onnx"), full_check=True)
+    feeds = feeds_for(model)
+    session = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, feeds)[0], run_ort(model, feeds)[0], rtol=1e-6, atol=1e-6)
