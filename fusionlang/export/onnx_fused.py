@@ -111,7 +111,7 @@ class _Exporter:
 
     def run(self) -> FusedOnnx:
         notes = self.fused.notes
-        notes += [_split_note(self.nodes[k], count, self.home[k])
+        notes += [_split_note(node_label(self.nodes[k], k), self.nodes[k], count, self.home[k])
                   for k, count in sorted(self.votes.items()) if len(count) > 1]
         for members in _clusters(self.nodes, self.home):
             gids = sorted({self.home[k] for k in members if k in self.home}, key=self.order.__getitem__)
@@ -233,27 +233,35 @@ def _doc(groups: list[Group], plan: FusionPlan) -> str:
     """Where the function comes from: each group's ops, then the fuse rules that formed it
     and the rewrites that made its ops, each with its .fuse file:line."""
     lines = [f"fusionlang plan (strategy {plan.strategy or '-'}, rules {plan.rules or '-'})"]
-    stitched = {}
-    for gid, value in plan.stitches:
-        stitched.setdefault(gid, []).append(value)
     for group in groups:
-        ops = plan.nodes_of(group)
-        lines.append(f"group {group.id}: {group.kind}, category {group.category or '-'}, {len(ops)} ops: "
-                     + ", ".join(f"{op.op} {op.name}" for op in ops))
-        lines += ["  fuse rules:", *(f"    {rule}" for rule in group.rules)] if group.rules else \
-            ["  fuse rules: none (no fuse entry merged anything into it)"]
-        rewrites = dict.fromkeys(p for op in ops for p in op.provenance if not p.startswith("onnx:"))
-        if rewrites:
-            lines += ["  rewrites:", *(f"    {step}" for step in rewrites)]
-        if group.id in stitched:
-            lines.append(f"  kept on chip (stitched): {', '.join(stitched[group.id])}")
+        lines += _group_doc(group, plan)
     return "\n".join(lines)
 
 
-def _split_note(node: onnx.NodeProto, count: Counter[int], home: int) -> str:
+def _group_doc(group: Group, plan: FusionPlan) -> list[str]:
+    ops = plan.nodes_of(group)
+    lines = [f"group {group.id}: {group.kind}, category {group.category or '-'}, {len(ops)} ops: "
+             + ", ".join(f"{op.op} {op.name}" for op in ops)]
+    lines += ["  fuse rules:", *(f"    {rule}" for rule in group.rules)] if group.rules else \
+        ["  fuse rules: none (no fuse entry merged anything into it)"]
+    rewrites = dict.fromkeys(p for op in ops for p in op.provenance if not p.startswith("onnx:"))
+    if rewrites:
+        lines += ["  rewrites:", *(f"    {step}" for step in rewrites)]
+    stitched = [value for gid, value in plan.stitches if gid == group.id]
+    if stitched:
+        lines.append(f"  kept on chip (stitched): {', '.join(stitched)}")
+    for pack in plan.horizontal:
+        others = [str(gid) for gid in pack if gid != group.id]
+        if group.id in pack:
+            plural = "s" if len(others) > 1 else ""
+            lines.append(f"  launched as one kernel (horizontal) with group{plural} {', '.join(others)}")
+    return lines
+
+
+def _split_note(label: str, node: onnx.NodeProto, count: Counter[int], home: int) -> str:
     where = ", ".join(f"{gid} ({n} ops)" for gid, n in sorted(count.items()))
-    return (f"ONNX node {node.name or node.op_type!r} ({node.op_type}) was fused into groups {where}; it is kept "
-            f"whole in group {home}'s function")
+    return f"ONNX node {label!r} ({node.op_type}) was fused into groups {where}; it is kept whole in group {home}'s " \
+        "function"
 
 
 def _empty_note(group: Group, nodes: list[onnx.NodeProto], votes: dict[int, Counter[int]],
@@ -261,7 +269,7 @@ def _empty_note(group: Group, nodes: list[onnx.NodeProto], votes: dict[int, Coun
     owners = sorted(k for k, count in votes.items() if group.id in count)
     if not owners:
         return f"group {group.id} has no function: none of its ops comes from a node of the model"
-    names = ", ".join(f"{nodes[k].name or nodes[k].op_type!r} (in group {home[k]})" for k in owners)
+    names = ", ".join(f"{node_label(nodes[k], k)!r} (in group {home[k]})" for k in owners)
     return f"group {group.id} has no function of its own: its ops come from ONNX nodes kept whole elsewhere: {names}"
 
 

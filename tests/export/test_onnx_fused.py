@@ -114,12 +114,14 @@ MODELS = {"cnn": (cnn_model, feeds_for), "loop_if": (loop_if_model, feeds_for),
           "gpt2_opset23": (lambda: export_model("gpt2_opset23"), lambda m: saved_feeds("gpt2_opset23"))}
 
 
-@pytest.mark.parametrize("rules", ["apollo", "tvm"])
+@pytest.mark.parametrize("rules, feedback", [("apollo", False), ("tvm", False), ("dnnfusion", False),
+                                             ("apollo", True)])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_the_fused_model_is_valid_and_computes_the_original_outputs(name, rules):
+def test_the_fused_model_is_valid_and_computes_the_original_outputs(name, rules, feedback):
+    """With the backend's feedback the plan also has view groups, whose nodes stay in the main graph."""
     make, feeds_of = MODELS[name]
     model = make()
-    plan = fusionlang.fuse(fusionlang.from_onnx(model), rules, feedback=False)
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), rules, feedback=feedback)
     fused = fused_onnx(model, plan)
     onnx.checker.check_model(fused.model, full_check=True)
     feeds = feeds_of(model)
@@ -249,3 +251,16 @@ def test_a_model_past_protobufs_limit_is_written_with_its_tensors_beside_it(tmp_
     feeds = feeds_for(model)
     session = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, feeds)[0], run_ort(model, feeds)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_groups_launched_together_say_so_in_their_doc_strings():
+    nodes = [helper.make_node("Exp", ["x"], ["e"], name="exp"),
+             helper.make_node("ReduceSum", ["e", "axis"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Neg", ["x"], ["n"], name="neg"),
+             helper.make_node("ReduceMax", ["n", "axis"], ["m"], name="max", keepdims=0)]
+    model = _model(nodes, {"x": [4, 8]}, {"s": [4], "m": [4]}, {"axis": np.array([1], np.int64)}, opset=18)
+    plan = fusionlang.fuse(fusionlang.from_onnx(model), "apollo", feedback=False)
+    assert plan.horizontal == [[0, 1]]
+    docs = {f.name: f.doc_string for f in fused_onnx(model, plan).model.functions}
+    assert "launched as one kernel (horizontal) with group 1" in docs["group_0_reduce"]
+    assert "launched as one kernel (horizontal) with group 0" in docs["group_1_reduce"]
