@@ -4,6 +4,7 @@ before any work."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -56,3 +57,11 @@ def test_a_write_that_fails_is_one_line_exit_2(tmp_path, capsys):
     model = conv_bn_pool_model(tmp_path / "m.onnx")
     error = one_line_error(capsys, ["fuse", model, "--save-onnx", "/dev/full"])
     assert error == "fusionlang: error: cannot write '/dev/full': no space left on device"
+
+
+def test_with_json_on_stdout_the_model_is_still_written_and_stdout_is_only_the_plan(tmp_path, capsys):
+    model = conv_bn_pool_model(tmp_path / "m.onnx")
+    out = tmp_path / "fused.onnx"
+    assert main(["--json", "fuse", model, "--save-onnx", str(out)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert len(onnx.load(out).functions) == plan["kernels_after"]
