@@ -22,10 +22,11 @@ the groups its pieces ended up in, and the original nodes are partitioned instea
 - A node with no piece in a kernel group (folded to a constant at import, an Identity or
   Dropout the import removed, a node in a "view" or "const" group, dead code) stays in
   the main graph as it is.
-- If the groups' functions would then read each other's results in a cycle (a main-graph
-  node between two nodes of one group, a split node pulling a producer's consumer in),
-  every function and main-graph node on the cycle becomes one function (a note names the
-  groups). The result is always a valid, acyclic graph that computes what the model does.
+- If the functions would then read each other's results in a cycle (a main-graph node
+  between two nodes of one group; a node kept whole in a later group whose output a
+  group between reads), every function and main-graph node on the cycle becomes one
+  function, named after all its groups (a note says so). The result is always a valid,
+  acyclic graph of the model's own nodes, so onnxruntime computes what the model does.
 
 A node with subgraphs (If, Loop, Scan: the import inlines or unrolls them, and their
 pieces carry "onnx:LABEL/inner" provenance) is kept whole like any other node; the
