@@ -17,7 +17,7 @@ from fusionlang.version import VERSION as __version__
 
 if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from fusionlang import reference
-    from fusionlang.api import compile, compile_model, from_onnx, fuse, load_rules
+    from fusionlang.api import compile, compile_model, from_onnx, fuse, load_rules, save_fused_onnx
     from fusionlang.engine.plan import FusionPlan, Group
     from fusionlang.errors import FuseError
     from fusionlang.ir import Graph, Node, TensorType
@@ -38,6 +38,7 @@ _EXPORTS = {
     "from_onnx": "fusionlang.api",
     "fuse": "fusionlang.api",
     "load_rules": "fusionlang.api",
+    "save_fused_onnx": "fusionlang.api",
     "FusionPlan": "fusionlang.engine.plan",
     "Group": "fusionlang.engine.plan",
     "FuseError": "fusionlang.errors",

@@ -77,6 +77,21 @@ def compile(plan: FusionPlan, target: str | None = None, **options):  # noqa: A0
     return _compile(plan, target=target, **options)
 
 
+@paused
+def save_fused_onnx(model, plan: FusionPlan, path):
+    """Write ``model`` (the path, bytes or ModelProto ``plan`` was made from) to ``path``
+    with each kernel group of ``plan`` as a local ONNX function (domain fusionlang.fused,
+    named group_<id>_<category>, its doc string naming the .fuse lines that formed it),
+    for Netron or onnxruntime. The functions hold the model's own nodes: one opened into
+    several groups is kept whole in one of them. Returns a ``FusedOnnx`` (``model``,
+    ``functions``: name -> group ids, ``notes`` on groups whose function differs from the
+    plan). ModelError if the plan is not from this model, InputError if ``path`` cannot
+    be written."""
+    from fusionlang.export import save_fused_onnx as _save  # on use: onnx's import cost (see from_onnx)
+
+    return _save(model, plan, path)
+
+
 def compile_model(graph: Graph, rules="apollo", strategy: str | None = None, *, target: str = "c", **options):
     """fuse() then compile(): the whole pipeline for one graph, for ``target``."""
     return compile(fuse(graph, rules, strategy, target=target), target, **options)

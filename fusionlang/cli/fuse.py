@@ -2,7 +2,9 @@
 
 ``--json FILE`` writes the plan to FILE (``--json -`` or a bare ``--json`` prints it on
 stdout, like the global ``fusionlang --json fuse MODEL``); ``--report F.html`` writes
-the HTML report, with each group's loop nests when ``--loops`` compiles the plan too.
+the HTML report, with each group's loop nests when ``--loops`` compiles the plan too;
+``--save-onnx OUT.onnx`` writes the model with each kernel group as a local ONNX function
+(fusionlang.export), for Netron or onnxruntime.
 The text output lists the rewrites that fired (and the compound ops opened), each with
 how often and where it is written.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from fusionlang.api import compile as compile_plan
+from fusionlang.api import compile as compile_plan, save_fused_onnx
 from fusionlang.cli.common import Stages, add_model_arguments, fuse_model
 from fusionlang.cli.modes import EXIT_OK, console, wants_json
 from fusionlang.ir.memory import check_tensor_sizes
@@ -26,6 +28,8 @@ def configure(p) -> None:
     p.add_argument("--json", dest="json_file", metavar="FILE", nargs="?", const="-",
                    help="write the plan as JSON to FILE (- or no FILE: to stdout)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
+    p.add_argument("--save-onnx", metavar="OUT.onnx",
+                   help="write the model with each fused group as a local ONNX function (for Netron, onnxruntime)")
     p.add_argument("--loops", action="store_true",
                    help="compile the plan (target c) and show each group's loop nests in the report")
     p.add_argument("--layout", choices=["auto", "dot", "layered"], default="auto",
@@ -55,7 +59,7 @@ def run(args) -> int:
         args.json = True  # the plan on stdout is this command's --json output
     out = console(args)
     to_stdout = wants_json(args)
-    for path in (args.json_file, args.report):
+    for path in (args.json_file, args.report, args.save_onnx):
         if path and path != "-":
             check_writable_file(path)  # before the work, not after it
     with Stages(args) as stages:
@@ -71,6 +75,10 @@ def run(args) -> int:
 
             with stages.step("report"):
                 write_text(args.report, render_report(plan, compiled=compiled, layout=args.layout))
+        fused = None
+        if args.save_onnx:
+            with stages.step("save onnx"):
+                fused = save_fused_onnx(args.model, plan, args.save_onnx)
     if to_stdout:
         sys.stdout.write(plan.to_json(indent=2) + "\n")
         return EXIT_OK
@@ -87,4 +95,18 @@ def run(args) -> int:
     for path in (args.json_file, args.report):
         if path:
             out.print(f"wrote {path}")
+    if fused is not None:
+        for line in saved_onnx_lines(args.save_onnx, fused, len(plan.kernels), args.verbose):
+            out.print(line, highlight=False, markup=False)
     return EXIT_OK
+
+
+def saved_onnx_lines(path: str, fused, kernels: int, verbose: bool) -> list[str]:
+    """"wrote OUT.onnx: 12 functions for 12 kernel groups", then the exporter's notes
+    (split nodes kept whole, merged groups): all with --verbose, else how many there are."""
+    lines = [f"wrote {path}: {len(fused.functions)} functions for {kernels} kernel groups"]
+    if verbose:
+        lines += [f"  note: {note}" for note in fused.notes]
+    elif fused.notes:
+        lines.append(f"  {len(fused.notes)} notes on groups whose function differs from the plan (see --verbose)")
+    return lines

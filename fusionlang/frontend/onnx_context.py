@@ -29,6 +29,12 @@ def onnx_dtype(elem_type: int, what: str) -> str:
         raise ModelError(f"{what} has element type {name}, which fusionlang does not support") from exc
 
 
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """How messages and provenance ("onnx:LABEL") name the ``index``-th node of a graph:
+    its name, or "OpType#index" when it has none."""
+    return node.name or f"{node.op_type}#{index}"
+
+
 @dataclass(frozen=True)
 class OnnxSequence:
     """An ONNX sequence known at import time: its tensors, in order, as graph values.
@@ -54,7 +60,7 @@ class NodeContext:
         self.proto = node
         self.op_type = node.op_type
         self.opset = importer.opset
-        self.label = node.name or f"{node.op_type}#{index}"
+        self.label = node_label(node, index)
         self.attrs = {a.name: _attr_value(a) for a in node.attribute}
 
     def count_unrolled(self, nodes: int) -> int:

@@ -13,6 +13,7 @@ from typing import Container
 import onnx
 
 from fusionlang.errors import UnsupportedOpError
+from fusionlang.frontend.onnx_context import node_label
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -49,7 +50,7 @@ def check_supported(model: onnx.ModelProto, label: str, opset: int, converters: 
         if key[0] == "ai.onnx" and node.op_type in converters or key in domain_converters:
             continue
         counts[key] += 1
-        first.setdefault(key, node.name or f"{node.op_type}#{index}")
+        first.setdefault(key, node_label(node, index))
     if not counts:
         return
     opsets = {entry.domain: entry.version for entry in model.opset_import}
