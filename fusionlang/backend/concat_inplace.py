@@ -151,6 +151,14 @@ def _lays_end_to_end(graph, node) -> bool:
     return out.rank > 0 and math.prod(out.shape[:node.attrs["axis"] % out.rank]) == 1 and out.nbytes > 0
 
 
+def may_run_in_place(plan: FusionPlan, group: Group) -> bool:
+    """Whether ``group`` is a concat alone that, as far as the graph tells, runs in place
+    (compile decides with :func:`concat_placements`): it needs no loop nest, so no schedule."""
+    nodes = plan.nodes_of(group)
+    return (group.kind == "kernel" and len(nodes) == 1 and nodes[0].op == "concat"
+            and _lays_end_to_end(plan.graph, nodes[0]) and _placeable_inputs(plan.graph, nodes[0]))
+
+
 def concat_placements(plan: FusionPlan, group: Group, written: set[str], taken: dict[str, Placement]) -> dict[str, Placement]:
     """The placements that make ``group`` a concat run in place, or {} when it is not one.
     ``written``: values kernel groups before it store to memory; ``taken``: values already

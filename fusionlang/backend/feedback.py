@@ -21,11 +21,12 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
+from fusionlang.backend.concat_inplace import may_run_in_place
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import ScheduleChoice
 from fusionlang.backend.schedule_store import ScheduleStore, schedule_key
 from fusionlang.backend.signature import group_signature, in_graph_order
-from fusionlang.backend.template import COMPLEX_OPS, POOL_TAPS, split_epilogue
+from fusionlang.backend.template import COMPLEX_OPS, POOL_TAPS, split_epilogue, template_candidate
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
@@ -88,17 +89,18 @@ class FeedbackCheck:
     def schedules_for(self, plan: FusionPlan) -> dict[int, ScheduleChoice]:
         """Group id -> the schedule selected for it, for each kernel group of ``plan`` of
         more than one statement (selected now where the partitioner never asked: a group
-        it formed without a question, as one opened compound op). A conv or matmul with its
-        epilogue needs none (one nest by construction, or the compute template)."""
+        it formed without a question, as one opened compound op). A group compile runs as
+        a compute template, or a concat it runs in place, needs none."""
         schedules = {}
         for group in plan.groups:
-            if group.kind != "kernel" or _templates_together(plan.graph, group.nodes) is not None:
+            if group.kind != "kernel" or _templates_together(plan.graph, group.nodes) is not None \
+                    or template_candidate(plan, group, self.target) is not None or may_run_in_place(plan, group):
                 continue
             key = schedule_key(plan.graph, group.nodes, target=self.target)
             choice = self.store.known(key)
             if choice is None:
                 prog = build_program(plan.graph, group.nodes)
-                if len(prog.stmts) <= 1 or _complex_op_with_epilogue(prog):
+                if len(prog.stmts) <= 1:
                     continue
                 choice = self.store.select(prog, key, self.target)[-1]
             schedules[group.id] = choice

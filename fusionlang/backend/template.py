@@ -120,14 +120,26 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
     ``target="cuda"`` plans for :mod:`.cuda_template`: matmul, gemm and conv only (pools
     and depthwise convs stay loop nests there), constant operands passed as they are.
     """
-    graph = plan.graph
+    candidate = template_candidate(plan, group, target)
+    if candidate is None:
+        return None
+    node, shapes = candidate
+    return _plan_parts(plan, group, node, shapes, constants, machine or host(), target)
+
+
+def template_candidate(plan: FusionPlan, group: Group, target: str = "c") -> tuple[Node, tuple] | None:
+    """(the complex node, its problem shapes) when ``group`` has one complex op (on the CPU,
+    or a pool) of a size worth a template on ``target``, else None: what
+    :func:`plan_template` checks before planning (and the feedback check before leaving a
+    group's schedule to the template)."""
     complex_nodes = [n for n in plan.nodes_of(group) if n.op in COMPLEX_OPS]
     if not complex_nodes and target == "c":
         complex_nodes = [n for n in plan.nodes_of(group) if n.op in POOL_TAPS]
     if group.kind != "kernel" or len(complex_nodes) != 1:
         return None
     node = complex_nodes[0]
-    shapes = _problem(graph, node, ("float32",) if target == "c" else ELEMENT_DTYPES, pointwise_as_matrix=target == "c")
+    shapes = _problem(plan.graph, node, ("float32",) if target == "c" else ELEMENT_DTYPES,
+                      pointwise_as_matrix=target == "c")
     if shapes is None:
         return None
     problem = shapes[0]
@@ -135,7 +147,7 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
         return None
     if target != "c" and is_depthwise(problem):
         return None
-    return _plan_parts(plan, group, node, shapes, constants, machine or host(), target)
+    return node, shapes
 
 
 def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes, constants: dict,

@@ -196,3 +196,34 @@ def test_no_cut_where_the_concat_would_copy_anyway():
     graph, plan, _ = _dense_block()
     graph.outputs.append("prev")  # an input of the concat is a graph output: it keeps its own array
     assert split_at_concats(plan) is plan
+
+
+def test_a_cut_is_recorded_as_decisions_and_keeps_the_other_groups_schedules():
+    from fusionlang.engine.decisions import Verdict
+
+    graph, plan, _ = _dense_block()
+    whole = next(g for g in plan.groups if "cat" in g.nodes)
+    others = [g for g in plan.groups if g is not whole]
+    plan.schedules = {g.id: f"schedule of {sorted(g.nodes)}" for g in plan.groups}  # the engine carries them opaque
+    cut = split_at_concats(plan)
+    cuts = [d for d in cut.decisions if d.verdict is Verdict.CONCAT_CUT]
+    # every edge inside the old group that now crosses groups, and no other
+    owner = cut.group_of()
+    crossing = {(n.name, r.name) for n in plan.nodes_of(whole) for out in n.outputs
+                for r in graph.index.consumers.get(out, ()) if r.name in whole.nodes and owner[r.name] != owner[n.name]}
+    assert {d.edge for d in cuts} == crossing and crossing
+    assert all("cat (concat)" in d.detail and "runs in place" in d.detail for d in cuts)
+    # the groups the cut left alone keep their schedule, under their new ids; the cut one's pieces have none
+    kept = {cut.group(gid).nodes[0]: text for gid, text in cut.schedules.items()}
+    assert kept == {g.nodes[0]: f"schedule of {sorted(g.nodes)}" for g in others}
+
+
+def test_fuse_cuts_the_plan_so_explain_and_compile_read_one_plan():
+    """fusionlang.fuse (target c) decides the cut: compile finds nothing left to cut."""
+    graph, feeds = _branches()
+    plan = fusionlang.fuse(graph, "apollo", target="c")
+    assert split_at_concats(plan) is plan
+    compiled = fusionlang.compile(plan)
+    assert [g.nodes for g in compiled.plan.groups] == [g.nodes for g in plan.groups]
+    assert compiled.stats["schedule_searches"] == 0
+    _agrees(compiled, graph, feeds)
