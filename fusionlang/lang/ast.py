@@ -219,6 +219,8 @@ class Decompose:
     attrs: tuple[AttrParam, ...]
     body: tuple[Stmt, ...]
     span: Span = _span()
+    #: what ``check`` would fail the case for and its author accepts (``accepts overflow``)
+    accepts: tuple[Name, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,8 @@ class Rewrite:
     guard: Expr | None
     replacement: Expr
     span: Span = _span()
+    #: what ``check`` would fail the rule for and its author accepts (``accepts overflow``)
+    accepts: tuple[Name, ...] = ()
 
 
 @dataclass(frozen=True)

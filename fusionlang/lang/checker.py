@@ -31,8 +31,8 @@ from fusionlang.lang.oracles import check_oracles
 from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
                                       term_of)
-from fusionlang.lang.ruleset import (EDGE_TENSORS, ClassRule, DecomposeRule, DefRule, FuseEntry, RewriteRule, RuleSet,
-                                     Strategy, TestBlock)
+from fusionlang.lang.ruleset import (ACCEPTABLE, EDGE_TENSORS, ClassRule, DecomposeRule, DefRule, FuseEntry,
+                                     RewriteRule, RuleSet, Strategy, TestBlock)
 from fusionlang.lang.testgraph import build_test_graph
 from fusionlang.lang.vocab import (CLASS_FLAGS, FORMULA_CONSTANTS, FORMULA_FUNCTIONS, FUSE_FLAGS, META,
                                    RESERVED_NAMES)
@@ -453,7 +453,8 @@ class _Checker:
             if not ok or len(self.diags.errors) > before:
                 continue
             rule = DecomposeRule(op=op, params=tuple(p.text for p in d.params), binds=tuple(binds),
-                                 requires=tuple(requires), body=d.body, span=d.span)
+                                 requires=tuple(requires), body=d.body, span=d.span,
+                                 accepts=self._accepts(d.accepts))
             duplicate = next((r for r in self.decompositions.get(op, ())
                               if len(r.params) == len(rule.params) and dict(r.requires) == dict(rule.requires)), None)
             if duplicate is not None:
@@ -517,6 +518,7 @@ class _Checker:
                                  "a rewrite replaces the node its pattern's root op matches")
                 continue
             before = len(self.diags.errors)
+            self._accepts(r.accepts)
             tensors, statics, rests = self._check_pattern(pattern)
             if len(self.diags.errors) > before:
                 continue
@@ -527,6 +529,14 @@ class _Checker:
             if len(self.diags.errors) > before:
                 continue
             self.rewrites.append(RewriteRule(r, order, pattern))
+
+    def _accepts(self, names: tuple[A.Name, ...]) -> frozenset[str]:
+        """The names of an ``accepts`` clause, each checked against :data:`ACCEPTABLE`."""
+        for name in names:
+            if name.text not in ACCEPTABLE:
+                self.diags.error(name.span, f"a rule cannot accept {name.text!r}",
+                                 f"it may accept: {', '.join(ACCEPTABLE)}")
+        return frozenset(n.text for n in names if n.text in ACCEPTABLE)
 
     def _check_pattern(self, pattern: POp):
         tensors: dict[str, object] = {}

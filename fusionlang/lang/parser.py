@@ -219,6 +219,7 @@ _KEYWORDS = frozenset({"IMPORT", "CATEGORIES", "CLASS", "DEF", "DECOMPOSE", "RET
                        "STRATEGY", "TEST", "INPUT", "CONST", "OUTPUT", "EXPECT", "NOT", "NEG", "LSQB", "SHARED"})
 #: keyword tokens of items added later, kept apart so concurrent additions merge cleanly
 _KEYWORDS |= {"SIBLING", "NOFUSE", "ORACLE"}
+_KEYWORDS |= {"ACCEPTS"}
 
 
 def _first_pos(items):
@@ -333,8 +334,8 @@ class _ToAst(Transformer):
 
     @_positioned
     def decompose(self, c, span, raw):
-        name, params, attrs, body = c
-        return A.Decompose(self._name(name), params, attrs or (), tuple(body), span)
+        name, params, attrs, accepts, body = c
+        return A.Decompose(self._name(name), params, attrs or (), tuple(body), span, accepts=accepts or ())
 
     def params(self, children):
         return tuple(self._name(t) for t in children)
@@ -361,15 +362,18 @@ class _ToAst(Transformer):
 
     @_positioned
     def rewrite(self, c, span, raw):
-        name, priority, shared, pattern, guard, replacement = (
-            c if len(c) == 6 else (c[0], c[1], None, *c[2:]))
+        name, priority, shared, accepts, pattern, guard, replacement = (
+            c if len(c) == 7 else (c[0], c[1], None, *c[2:]))
         shared = any(isinstance(t, Token) and t.type == "SHARED" for t in raw)
         return A.Rewrite(self._name(name), priority if priority is not None else 0, shared, pattern, guard,
-                         replacement, span)
+                         replacement, span, accepts=accepts or ())
 
     @_positioned
     def priority(self, c, span, raw):
         return int(str(c[0]))
+
+    def accepts(self, children):
+        return tuple(self._name(t) for t in children if not (isinstance(t, Token) and t.type == "ACCEPTS"))
 
     @_positioned
     def fuse(self, c, span, raw):

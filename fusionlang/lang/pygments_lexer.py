@@ -24,6 +24,7 @@ KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect",
             "or", "output", "priority", "return", "rewrite", "shared", "strategy", "test", "when", "where")
 #: keywords of items added later, kept apart so concurrent additions merge cleanly
 KEYWORDS += ("sibling", "nofuse", "oracle", "for", "lowering")
+KEYWORDS += ("accepts",)
 #: keywords that declare a name
 DECLARATIONS = ("decompose", "def", "rewrite", "strategy", "test")
 

@@ -135,6 +135,8 @@ class DecomposeRule:
     span: Span = field(default=NO_SPAN, compare=False)
     #: True when the case comes from a compound `def` (printed as part of the def)
     from_def: bool = field(default=False, compare=False)
+    #: what ``check`` would fail the case for and its author accepts (see :data:`ACCEPTABLE`)
+    accepts: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def name(self) -> str:
@@ -158,6 +160,12 @@ def _same_attr(actual, wanted) -> bool:
     return normalize(actual) == normalize(wanted)
 
 
+#: what a rule's ``accepts`` clause may name, and what each lets ``check`` pass:
+#: "overflow": float32 stress finds the rule making a finite result infinite or NaN (folding
+#: a batch norm's scale into conv weights can overflow where the conv then the scale did not)
+ACCEPTABLE = {"overflow": "a finite float32 result made infinite or NaN by the rewrite"}
+
+
 @dataclass(frozen=True)
 class RewriteRule:
     """A ``rewrite NAME [priority N]: PATTERN [where GUARD] => REPLACEMENT`` rule."""
@@ -179,6 +187,11 @@ class RewriteRule:
     @property
     def shared(self) -> bool:
         return self.decl.shared
+
+    @property
+    def accepts(self) -> frozenset[str]:
+        """What ``check`` would fail the rule for and its author accepts (:data:`ACCEPTABLE`)."""
+        return frozenset(n.text for n in self.decl.accepts)
 
     @property
     def pattern(self) -> A.Expr:

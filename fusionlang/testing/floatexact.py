@@ -8,7 +8,10 @@ the float32 limit, and one operand cancelling another), and both sides are compa
 exactly: the same bits, NaN where NaN, the same infinities.
 
 The verdict is "float-exact" when no stressed instance differed, else "not
-float-exact" with the largest difference and the instance it came from.
+float-exact" with the largest difference and the instance it came from. A difference of
+rounding is a note; a rewrite that makes a finite result infinite or NaN where the pattern
+side is finite (hoisting a scale out of a sum, so the sum overflows) is a *break*, and
+fails the rule whatever the flags (:attr:`FloatVerdict.breaks`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from fusionlang.testing.values import REAL, input_domains
 MAGNITUDES = (1e-30, 1e-3, 1.0, 3.0, 100.0, 1e4, 1e8, 1e20, 1e38)
 #: stressed variants drawn per instance, and instances used per rule
 VARIANTS = 3
+#: variants with operands at opposite ends, one near float32's largest value, one small,
+#: in turn: an overflow a rewrite moves (a scale hoisted out of a sum) shows only there
+EXTREMES = ((1e38, 1e-3), (1e-3, 1e38))
 INSTANCES = 8
 
 
@@ -39,6 +45,12 @@ class FloatVerdict:
     error: float = 0.0
     #: the stressed instance with the largest difference, in one line
     at: str = ""
+    #: stressed instances where the replacement side is inf or NaN at an element the
+    #: pattern side computes finite, and the first of them, in one line
+    breaks: int = 0
+    broken_at: str = ""
+    #: the rule says ``accepts overflow``: its breaks are a note, not a failure
+    accepted: bool = False
 
     @property
     def measured(self) -> bool:
@@ -53,10 +65,15 @@ class FloatVerdict:
             return "float-exactness not measured (no float32 instance satisfied the guard)"
         if self.exact:
             return f"float-exact ({self.instances} stressed float32 instances)"
+        if self.breaks:
+            accepted = " (accepted: the rule says 'accepts overflow')" if self.accepted else ""
+            return (f"the rewrite makes a finite float32 result infinite or NaN ({self.breaks} of "
+                    f"{self.instances} stressed instances){accepted}, at {self.broken_at}")
         return f"not float-exact: max error {self.error:.3g} at {self.at}"
 
     def to_dict(self) -> dict:
-        return {"instances": self.instances, "exact": self.exact, "error": self.error, "at": self.at}
+        return {"instances": self.instances, "exact": self.exact, "error": self.error, "at": self.at,
+                "breaks": self.breaks, "broken_at": self.broken_at, "accepted": self.accepted}
 
 
 def exact_difference(expected: np.ndarray, actual: np.ndarray) -> float:
@@ -72,21 +89,30 @@ def exact_difference(expected: np.ndarray, actual: np.ndarray) -> float:
     return float(diff.max()) if diff.size else 0.0
 
 
+def breaks_finite(expected: np.ndarray, actual: np.ndarray) -> bool:
+    """Is ``actual`` inf or NaN at an element where ``expected`` is finite?"""
+    e, a = np.asarray(expected), np.asarray(actual)
+    if e.shape != a.shape or e.dtype.kind != "f" or a.dtype.kind != "f":
+        return False
+    return bool(np.any(np.isfinite(e) & ~np.isfinite(a)))
+
+
 def _is_float32(instance: Instance) -> bool:
     kinds = {np.dtype(leaf.ttype.dtype) for leaf in instance.leaves if leaf.fill is None}
     floats = {k for k in kinds if k.kind == "f"}
     return floats == {np.dtype(np.float32)}
 
 
-def _stressed_array(rng: np.random.Generator, array: np.ndarray, domain, earlier: list[np.ndarray]) -> np.ndarray:
+def _stressed_array(rng: np.random.Generator, array: np.ndarray, domain, earlier: list[np.ndarray],
+                    magnitude: float | None = None) -> np.ndarray:
     if array.dtype != np.float32 or domain.kind == "index":
         return array
     same_shape = [a for a in earlier if a.shape == array.shape]
-    if same_shape and domain.kind == "real" and rng.random() < 0.3:
+    if magnitude is None and same_shape and domain.kind == "real" and rng.random() < 0.3:
         # cancellation: nearly the negation of an earlier operand
         other = same_shape[int(rng.integers(len(same_shape)))].astype(np.float64)
         return (-other * (1 + rng.uniform(-1e-6, 1e-6, array.shape))).astype(np.float32)
-    magnitude = float(rng.choice(MAGNITUDES))
+    magnitude = float(rng.choice(MAGNITUDES)) if magnitude is None else magnitude
     values = magnitude * rng.uniform(1.0, 2.0, array.shape)
     if domain.kind != "positive":
         values = values * rng.choice(np.array([-1.0, 1.0]), array.shape)
@@ -94,18 +120,20 @@ def _stressed_array(rng: np.random.Generator, array: np.ndarray, domain, earlier
         return np.minimum(values, np.finfo(np.float32).max).astype(np.float32)
 
 
-def stress(instance: Instance, rng: np.random.Generator) -> Instance:
+def stress(instance: Instance, rng: np.random.Generator, extremes: tuple[float, float] | None = None) -> Instance:
     """A copy of ``instance`` with its float32 leaves redrawn at stressing magnitudes
-    (literals, index operands and non-float leaves are kept)."""
+    (literals, index operands and non-float leaves are kept); with ``extremes`` (a, b),
+    the leaves take magnitudes a, b, a, ... in turn."""
     graph = instance.graph.copy()
     domains = input_domains(graph)
     feeds = dict(instance.feeds)
     earlier: list[np.ndarray] = []
-    for leaf in instance.leaves:
+    for k, leaf in enumerate(instance.leaves):
         if leaf.fill is not None:
             continue
         source = graph.constants if leaf.kind == "const" else feeds
-        array = _stressed_array(rng, np.asarray(source[leaf.value]), domains.get(leaf.value, REAL), earlier)
+        magnitude = extremes[k % 2] if extremes is not None else None
+        array = _stressed_array(rng, np.asarray(source[leaf.value]), domains.get(leaf.value, REAL), earlier, magnitude)
         earlier.append(array)
         source[leaf.value] = np.require(array, requirements="C") if leaf.kind == "const" else array
     return Instance(graph, instance.root, instance.leaves, feeds, instance.variables)
@@ -128,18 +156,21 @@ def float_verdict(instances: list[Instance], outcome: Callable[[Instance], tuple
     rng = np.random.default_rng(seed)
     verdict = FloatVerdict(0)
     for instance in [i for i in instances if _is_float32(i)][:INSTANCES]:
-        for _ in range(VARIANTS):
-            stressed = stress(instance, rng)
+        for variant in [*[None] * VARIANTS, *EXTREMES]:
+            stressed = stress(instance, rng, variant)
             try:
                 with np.errstate(all="ignore"):
                     expected, actual = outcome(stressed)
             except (Reject, FuseError):
                 continue
             verdict.instances += 1
+            if breaks_finite(expected, actual):
+                verdict.breaks += 1
+                verdict.broken_at = verdict.broken_at or describe(stressed)
             error = exact_difference(expected, actual)
             if error > verdict.error:
                 verdict.error, verdict.at = error, describe(stressed)
     return verdict
 
 
-__all__ = ["FloatVerdict", "MAGNITUDES", "describe", "exact_difference", "float_verdict", "stress"]
+__all__ = ["FloatVerdict", "MAGNITUDES", "breaks_finite", "describe", "exact_difference", "float_verdict", "stress"]

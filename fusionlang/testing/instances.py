@@ -128,7 +128,10 @@ def _show_attr(value) -> str:
 # ----- values ------------------------------------------------------------------------------
 
 
-def _elements(dtype: np.dtype, domain: Domain) -> st.SearchStrategy:
+def _elements(dtype: np.dtype, domain: Domain, beyond: bool = False) -> st.SearchStrategy:
+    """Elements of ``dtype`` in ``domain``; with ``beyond``, float elements of a positive or
+    nonzero domain are also drawn outside it (negatives, zeros), where the op is still
+    defined (NaN, inf) and a rewrite must give what it gives."""
     if dtype.kind == "b":
         return st.booleans()
     if domain.kind == "index":
@@ -141,17 +144,21 @@ def _elements(dtype: np.dtype, domain: Domain) -> st.SearchStrategy:
             return st.integers(1, 4) | st.integers(-4, -1)
         return st.integers(-4, 4)
     width = 16 if dtype == np.float16 else (32 if dtype == np.float32 else 64)
+    real = st.floats(-2.0, 2.0, width=width, allow_subnormal=False)
     if domain.kind == "positive":
-        return st.floats(0.5, 2.0, width=width)
-    if domain.kind == "nonzero":
-        return st.floats(0.5, 2.0, width=width) | st.floats(-2.0, -0.5, width=width)
-    return st.floats(-2.0, 2.0, width=width, allow_subnormal=False)
+        inside = st.floats(0.5, 2.0, width=width)
+    elif domain.kind == "nonzero":
+        inside = st.floats(0.5, 2.0, width=width) | st.floats(-2.0, -0.5, width=width)
+    else:
+        return real
+    return inside | real | st.sampled_from([0.0, -1.0]) if beyond else inside
 
 
-def draw_array(draw: Draw, ttype: TensorType, domain: Domain = REAL) -> np.ndarray:
-    """An array of ``ttype`` whose elements hypothesis draws (and shrinks) one by one."""
+def draw_array(draw: Draw, ttype: TensorType, domain: Domain = REAL, *, beyond: bool = False) -> np.ndarray:
+    """An array of ``ttype`` whose elements hypothesis draws (and shrinks) one by one
+    (``beyond``: see :func:`_elements`)."""
     dtype = np.dtype(ttype.dtype)
-    return draw(hnp.arrays(dtype, ttype.shape, elements=_elements(dtype, domain)))
+    return draw(hnp.arrays(dtype, ttype.shape, elements=_elements(dtype, domain, beyond)))
 
 
 # ----- the guard's demands --------------------------------------------------------------------
@@ -312,7 +319,8 @@ def _fill_values(draw: Draw, graph: Graph, leaves: list[Leaf], domains: dict[str
             # a guard comparing with a number (all_equal(c, 1), value(c) == 0) needs that number
             array = np.full(leaf.ttype.shape, draw(st.sampled_from(interesting))).astype(dtype)
         else:
-            array = draw_array(draw, leaf.ttype, found.get(leaf.value, REAL))
+            # beyond the ops' domains: `sqrt(x) * sqrt(y) => sqrt(x * y)` holds for positives only
+            array = draw_array(draw, leaf.ttype, found.get(leaf.value, REAL), beyond=True)
         if leaf.kind == "const":
             graph.constants[leaf.value] = np.require(array, requirements="C")
         else:

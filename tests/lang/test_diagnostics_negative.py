@@ -192,6 +192,15 @@ CASES = [
     ('when_without_category',
      'class relu : commutative when broadcasting\n',
      "bad.fuse:1:1: error: a class with 'when' needs a category"),
+    ('accepts_unknown_name',
+     'rewrite r accepts overflw: relu(x) => x\n',
+     "bad.fuse:1:19: error: a rule cannot accept 'overflw'"),
+    ('accepts_unknown_name_in_decompose',
+     'decompose softmax(x; axis) accepts overflow, nan {\n  return x\n}\n',
+     "bad.fuse:1:46: error: a rule cannot accept 'nan'"),
+    ('accepts_nothing',
+     'rewrite r accepts: relu(x) => x\n',
+     "bad.fuse:1:18: error: unexpected ':'; expected a name"),
 ]
 
 

@@ -94,7 +94,7 @@ def test_standard_library_file_as_a_script(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fusionlang", "check", "simplify", "--examples", "5",
                            "--kinds", "rewrite,fuse"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "simplify.fuse:118: rewrite add_zero: proved" in proc.stdout
+    assert "simplify.fuse:122: rewrite add_zero: proved" in proc.stdout
 
 
 def test_unknown_rule_name_exits_2_having_checked_nothing(tmp_path, capsys):

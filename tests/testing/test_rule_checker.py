@@ -69,7 +69,7 @@ CORRECT = textwrap.dedent("""\
         relu(relu(x)) => relu(x)
 
     rewrite exp_of_log_of_positive_constant:
-        exp(log(c)) where const(c) => c
+        exp(log(c)) where const(c) and is_scalar(c) and value(c) > 0 => c
 
     rewrite mul_by_two:
         r @ mul(x, 2) where same_shape(r, x) => add(x, x)
