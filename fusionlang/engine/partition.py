@@ -16,6 +16,7 @@ from fusionlang.engine.decisions import MergeDecision, Verdict, feedback_note
 from fusionlang.engine.lowering import on_primitives
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
+from fusionlang.engine.wide_concat import concat_fan_in, concat_split_notes, split_wide_concats
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 
@@ -38,12 +39,15 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
               feedback: Feedback | None = None, max_feedback_rounds: int = 16) -> FusionPlan:
     """Partition ``graph`` (already rewritten) into a FusionPlan with ``strategy`` ("apollo",
     "tvm" or "dp"); groups that ``feedback`` rejects are split and the graph partitioned
-    again, at most ``max_feedback_rounds`` times."""
+    again, at most ``max_feedback_rounds`` times. A concat of more inputs than a kernel
+    may take is first made a tree of narrower ones (:mod:`.wide_concat`): the plan's graph
+    is then that copy."""
     name = strategy or default_strategy(ruleset)
     if name not in STRATEGIES:
         raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
     run, defaults = STRATEGIES[name]
     opts = strategy_options(ruleset, name, defaults, options)
+    graph = split_wide_concats(graph, concat_fan_in(opts))  # a node is a group whatever its fan-in
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
     feedback = on_primitives(feedback, ruleset, graph) if feedback is not None else None
     forbidden: set[tuple[str, str]] = set()
@@ -71,6 +75,7 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     plan.rules = getattr(ruleset, "name", "")
     for group in plan.groups:
         group.cost = cost.group_cost(group.nodes).as_dict()
+        group.rules.extend(concat_split_notes(graph, group.nodes))
     if name == "apollo":
         plan.horizontal = apollo.horizontal_packs(plan, ruleset, opts, cost)
     plan.stats.update(
