@@ -56,7 +56,8 @@ def split_wide_concats(graph: Graph, fan_in: int) -> Graph:
 def _tree(graph: Graph, root: Node, fan_in: int, taken: set[str]) -> list[Node]:
     """The part concats below ``root``, in a topological order; ``root`` is narrowed in
     place to read the top level of the tree."""
-    note = f"{SPLIT_MARK}{len(root.inputs)} inputs into parts of at most {fan_in} (max_args)"
+    note = (f"{SPLIT_MARK}{len(root.inputs)} inputs into a tree of concats of at most {fan_in} inputs "
+            f"(max_args - 1, at most {WIDEST_CONCAT})")
     axis = root.attrs["axis"] % graph.types[root.outputs[0]].rank
     parts: list[Node] = []
     names = _Names(taken)
@@ -74,7 +75,7 @@ def _tree(graph: Graph, root: Node, fan_in: int, taken: set[str]) -> list[Node]:
 def _part(graph: Graph, root: Node, chunk: list[str], axis: int, note: str, names: "_Names",
           parts: list[Node]) -> str:
     """Add the concat of ``chunk`` to ``graph`` (appended to ``parts``); returns its output."""
-    name, value = names.fresh(root.name), names.fresh(root.outputs[0])
+    name, value = names.fresh(root.name, root.outputs[0])
     first = graph.types[chunk[0]]
     shape = list(first.shape)
     shape[axis] = sum(graph.types[v].shape[axis] for v in chunk)
@@ -85,19 +86,20 @@ def _part(graph: Graph, root: Node, chunk: list[str], axis: int, note: str, name
 
 
 class _Names:
-    """Fresh names ``<stem>_part<k>`` for the parts of one concat: a set lookup per name,
-    not a scan of the graph's names (Graph.fresh_name) per part."""
+    """Fresh names ``<node>_part<k>`` and ``<value>_part<k>`` for the parts of one concat: a
+    set lookup per name, not a scan of the graph's names (Graph.fresh_name) per part."""
 
     def __init__(self, taken: set[str]):
         self.taken = taken
         self.counter = itertools.count()
 
-    def fresh(self, stem: str) -> str:
+    def fresh(self, node: str, value: str) -> tuple[str, str]:
         while True:
-            name = f"{stem}_part{next(self.counter)}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
+            k = next(self.counter)
+            names = f"{node}_part{k}", f"{value}_part{k}"
+            if names[0] not in self.taken and names[1] not in self.taken:
+                self.taken.update(names)
+                return names
 
 
 def concat_split_notes(graph: Graph, members: list[str]) -> list[str]:

@@ -8,6 +8,8 @@ import pytest
 import fusionlang
 from fusionlang import reference
 from fusionlang.engine.wide_concat import WIDEST_CONCAT, concat_fan_in, split_wide_concats
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import TensorType
 from fusionlang.ops import GraphBuilder
 
 
@@ -88,3 +90,15 @@ def test_max_args_set_lower_splits_narrower():
     graph, _ = _wide(300)
     plan = fusionlang.fuse(graph, "apollo", options={"max_args": 17}, feedback=False)
     assert max(len(node.inputs) for node in _concats(plan.graph)) == 16
+
+
+def test_a_concat_named_as_its_output_gets_parts_named_alike():
+    graph = Graph("same_names")
+    graph.add_input("x", TensorType((1, 2)))
+    graph.add_node(Node("y", "concat", ["x"] * 10, ["y"], {"axis": 1}), [TensorType((1, 20))])
+    graph.outputs = ["y"]
+    split = split_wide_concats(graph, 3)
+    assert [(n.name, n.outputs) for n in split.nodes] == [
+        ("y_part0", ["y_part0"]), ("y_part1", ["y_part1"]), ("y_part2", ["y_part2"]), ("y_part3", ["y_part3"]),
+        ("y", ["y"])]
+    assert split.node("y").inputs == ["y_part3", "x"] and split.types["y_part3"] == TensorType((1, 18))
