@@ -18,11 +18,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from fusionlang.api import compile as compile_plan
 from fusionlang.api import fuse
-from fusionlang.cli.flags import strategy_option
+from fusionlang.cli.flags import strategy_option, threads
 from fusionlang.cli.paths import readable_file
 from fusionlang.cli.modes import is_quiet, use_color, wants_json
 from fusionlang.errors import InputError, RuntimeInputError
+from fusionlang.ir.memory import check_tensor_sizes
 from fusionlang.ir.types import is_float_dtype
 from fusionlang.frontend import from_onnx
 from fusionlang.lang import load_rules as load
@@ -116,6 +118,28 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="partitioner (default: the rule set's own strategy)")
     p.add_argument("--option", action="append", type=strategy_option, metavar="KEY=VALUE",
                    help="strategy option, over the rule file's strategy block (repeatable), e.g. max_ops=32")
+
+
+def add_build_arguments(p: argparse.ArgumentParser) -> None:
+    """How the C target compiles: shared by run and compile."""
+    p.add_argument("--threads", type=threads, default=1, metavar="N",
+                   help="run the compiled C on N threads (default 1; results do not depend on N)")
+    p.add_argument("--unchecked-indices", action="store_true",
+                   help="drop the range check of gathered indices (only for indices known to be in range)")
+
+
+def compile_graph(args, graph, stages, target: str, **options):
+    """(plan, compiled graph): ``graph`` fused as ``args`` say (--rules, --strategy,
+    --option) and compiled for ``target`` (with --threads and --unchecked-indices, and
+    ``options``), each step shown."""
+    with stages.step("rewrite + partition"):
+        plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args))
+    check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
+    if target == "c":
+        options["threads"] = args.threads
+    with stages.step(f"codegen + compile ({target})"):
+        compiled = compile_plan(plan, target, check_indices=not args.unchecked_indices, **options)
+    return plan, compiled
 
 
 def strategy_overrides(args) -> dict | None:

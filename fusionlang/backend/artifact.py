@@ -1,0 +1,273 @@
+"""A compiled C graph saved to a directory, and loaded back without the compiler.
+
+An artifact is a directory of four files:
+
+* ``model.so``       the shared library the C runtime built (kernels and the driver)
+* ``constants.npz``  the arrays its slots point at, each as raw bytes (``c0``, ``c1``...;
+                     dtype and shape in the manifest), read with ``allow_pickle=False``
+* ``manifest.json``  format and fusionlang version, target, compiler flags, the machine
+                     and CPU features the library was built for, the SHA-256 of the
+                     library and of the constants, inputs and outputs (dtypes, shapes), and
+                     the run layout (:class:`.c_program.Layout`: slot table, arena size and
+                     alignment, where outputs are read, the error record's calls), and
+                     the notes the saver added (the CLI: seeded ranges of integer inputs)
+* ``plan.json``      the fusion plan it was compiled from (for people and tools; loading
+                     does not read it)
+
+:func:`load` imports NumPy, ctypes and the light modules of this package only (no islpy,
+sympy, lark, networkx or onnx), and refuses with an :class:`ArtifactError` (the CLI's
+exit 2) a directory that is no artifact, a missing or corrupt file, another format
+version or another fusionlang major.minor, a machine lacking a CPU feature the library was
+built for, and a library or constants whose bytes are not the ones saved. The library
+is loaded from a private copy of the bytes that were checked, so a file swapped after the
+check is never what runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from fusionlang.backend.c_program import CProgram, Layout
+from fusionlang.backend.ccompile import compiler, flags
+from fusionlang.backend.kernel_cache import sha256_hex
+from fusionlang.backend.machine import cpu_features
+from fusionlang.errors import ArtifactError
+from fusionlang.feeds import check_inputs
+from fusionlang.version import VERSION
+
+#: the artifact format this fusionlang writes and reads; bump it when a file changes meaning
+FORMAT = 1
+MANIFEST, LIBRARY, CONSTANTS, PLAN = "manifest.json", "model.so", "constants.npz", "plan.json"
+#: features a refusal names (a machine may lack dozens)
+_FEATURES_SHOWN = 6
+
+
+# ----- saving ---------------------------------------------------------------------------
+def save_artifact(compiled, path: str | os.PathLike, notes: dict | None = None) -> Path:
+    """Write ``compiled`` (a C :class:`.runtime.CompiledGraph`) as an artifact directory
+    at ``path`` (created; an earlier artifact there is replaced), with ``notes`` (JSON
+    data) kept in its manifest. Returns the path."""
+    if compiled.target != "c":
+        raise ArtifactError(f"save: only C artifacts are supported (this graph was compiled for target "
+                            f"{compiled.target!r}); compile with target='c'")
+    if compiled.sanitize:
+        raise ArtifactError("save: a sanitize=True build needs AddressSanitizer loaded before it; save a build "
+                            "compiled without sanitize")
+    where = _artifact_directory(Path(path))
+    runtime = compiled._runtime
+    library = Path(runtime.library_path).read_bytes()
+    constants = _constants_bytes(runtime.program.constants)
+    manifest = _manifest(compiled, runtime.layout, sha256_hex(library), sha256_hex(constants))
+    manifest["notes"] = notes or {}
+    _write(where / LIBRARY, library)
+    _write(where / CONSTANTS, constants)
+    _write(where / PLAN, compiled.plan.to_json(indent=1).encode())
+    _write(where / MANIFEST, json.dumps(manifest, indent=1).encode())  # last: a half-written artifact has none
+    return where
+
+
+def _artifact_directory(path: Path) -> Path:
+    """``path`` ready to write into: a new directory, or one holding an earlier artifact."""
+    if path.exists() and not path.is_dir():
+        raise ArtifactError(f"save: {path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not (path / MANIFEST).is_file():
+        raise ArtifactError(f"save: {path} is a non-empty directory that holds no artifact; choose a new path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / MANIFEST).unlink(missing_ok=True)  # first: until the new one is written, no artifact is here
+    except OSError as exc:
+        raise ArtifactError(f"save: cannot create {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise ArtifactError(f"save: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _constants_bytes(constants: list[np.ndarray]) -> bytes:
+    """The constants as an .npz of raw bytes: NumPy saves bfloat16 and float8 as records
+    that load back as void, so the dtype travels in the manifest instead."""
+    out = io.BytesIO()
+    np.savez(out, **{f"c{k}": np.ascontiguousarray(a).reshape(-1).view(np.uint8) for k, a in enumerate(constants)})
+    return out.getvalue()
+
+
+def _manifest(compiled, layout: Layout, library_sha: str, constants_sha: str) -> dict:
+    graph = compiled.graph
+    return {
+        "format": FORMAT,
+        "fusionlang": VERSION,
+        "target": "c",
+        "graph": graph.name,
+        "machine": platform.machine(),
+        "cpu_features": sorted(cpu_features()),
+        "compiler": {"command": compiler(), "flags": flags(openmp=compiled.openmp)},
+        "options": {"openmp": compiled.openmp, "threads": compiled.threads, "check_indices": compiled.check_indices},
+        "sha256": {LIBRARY: library_sha, CONSTANTS: constants_sha},
+        "inputs": [{"name": n, "shape": list(graph.types[n].shape), "dtype": graph.types[n].dtype}
+                   for n in graph.inputs],
+        "outputs": [{"name": o.name, "shape": list(o.shape), "dtype": o.dtype} for o in layout.outputs],
+        "constants": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in compiled._runtime.program.constants],
+        "layout": layout.to_dict(),
+    }
+
+
+# ----- loading ----------------------------------------------------------------------------
+class LoadedGraph:
+    """A saved compiled graph, loaded: ``run(feeds)`` checks feeds and returns outputs as
+    :meth:`.runtime.CompiledGraph.run` does, with the same errors."""
+
+    def __init__(self, path: Path, manifest: dict, program: CProgram):
+        self.path, self.manifest, self._program = path, manifest, program
+        #: input name -> (shape, dtype), in the graph's order
+        self.inputs = {i["name"]: (tuple(i["shape"]), _dtype(i["dtype"])) for i in manifest["inputs"]}
+        self.outputs = [o["name"] for o in manifest["outputs"]]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._program.run(self._checked_feeds(feeds))
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Run on already checked, contiguous feeds without collecting the outputs."""
+        self._program.execute(feeds)
+
+    def _checked_feeds(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: np.ascontiguousarray(v) for k, v in check_inputs(self.inputs, feeds).items()}
+
+    def __repr__(self) -> str:
+        return f"<LoadedGraph {self.manifest['graph']!r} from {self.path}: {len(self.manifest['layout']['calls'])} calls>"
+
+
+def is_artifact(path: str | os.PathLike) -> bool:
+    """Does ``path`` look like an artifact (a directory with a manifest)? Whether it is a
+    good one, :func:`load` says."""
+    return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
+
+
+def load(path: str | os.PathLike) -> LoadedGraph:
+    """The artifact directory ``path`` (written by :meth:`.runtime.CompiledGraph.save`),
+    checked and ready to run; ArtifactError saying why it is refused otherwise."""
+    where = Path(path)
+    if not where.is_dir():
+        raise ArtifactError(f"{where}: not an artifact directory ({'not a directory' if where.exists() else 'no such path'})")
+    manifest = _read_manifest(where)
+    _check_compatible(where, manifest)
+    library = _verified_bytes(where, LIBRARY, manifest)
+    constants = _read_constants(where, manifest)
+    for output in manifest["outputs"]:
+        _dtype(output["dtype"])  # a run makes arrays of it by name
+    try:
+        layout = Layout.from_dict(manifest["layout"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"{where / MANIFEST}: corrupt run layout ({type(exc).__name__}: {exc})") from None
+    return LoadedGraph(where, manifest, CProgram(_load_library(where, library), layout, constants))
+
+
+def _read_manifest(where: Path) -> dict:
+    file = where / MANIFEST
+    try:
+        manifest = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{where}: not an artifact (no {MANIFEST})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{file}: corrupt manifest ({exc})") from None
+    required = ("format", "fusionlang", "target", "machine", "cpu_features", "sha256", "inputs", "outputs",
+                "constants", "layout")
+    missing = [key for key in required if not isinstance(manifest, dict) or key not in manifest]
+    if missing:
+        raise ArtifactError(f"{file}: corrupt manifest (no {missing[0]!r})")
+    return manifest
+
+
+def _minor_version(version: str) -> str:
+    """major.minor of a version (the whole string where it has none: a bare checkout's)."""
+    found = re.match(r"\d+\.\d+", version)
+    return found.group(0) if found else version
+
+
+def _check_compatible(where: Path, manifest: dict) -> None:
+    """Same format, fusionlang of the same major.minor (the run layout and the driver's
+    calling convention change only with one), the C target, this machine's kind, and
+    every CPU feature the library may use."""
+    file = where / MANIFEST
+    if manifest["format"] != FORMAT:
+        raise ArtifactError(f"{file}: artifact format {manifest['format']!r}, this fusionlang reads format {FORMAT}")
+    saved = str(manifest["fusionlang"])
+    if _minor_version(saved) != _minor_version(VERSION):
+        raise ArtifactError(f"{file}: saved by fusionlang {saved}, which this fusionlang {VERSION} cannot run "
+                            f"(the major.minor versions must agree); compile the model again")
+    if manifest["target"] != "c":
+        raise ArtifactError(f"{file}: target {manifest['target']!r}: only C artifacts can be loaded")
+    if manifest["machine"] != platform.machine():
+        raise ArtifactError(f"{file}: built for {manifest['machine']} processors, this one is {platform.machine()}")
+    lacking = sorted(set(manifest["cpu_features"]) - cpu_features())
+    if lacking:
+        shown = ", ".join(lacking[:_FEATURES_SHOWN]) + (f" and {len(lacking) - _FEATURES_SHOWN} more"
+                                                          if len(lacking) > _FEATURES_SHOWN else "")
+        raise ArtifactError(f"{file}: the library was built for CPU features this processor lacks ({shown}); "
+                            f"compile the model again on this machine")
+
+
+def _verified_bytes(where: Path, name: str, manifest: dict) -> bytes:
+    """The bytes of ``name``, refused unless their SHA-256 is the manifest's."""
+    try:
+        data = (where / name).read_bytes()
+    except OSError as exc:
+        raise ArtifactError(f"{where / name}: cannot read ({exc.strerror or exc})") from None
+    want = manifest["sha256"].get(name) if isinstance(manifest["sha256"], dict) else None
+    if sha256_hex(data) != want:
+        raise ArtifactError(f"{where / name}: its SHA-256 is not the one the manifest records "
+                            f"(the file was changed after saving); refusing to load it")
+    return data
+
+
+def _read_constants(where: Path, manifest: dict) -> list[np.ndarray]:
+    data = _verified_bytes(where, CONSTANTS, manifest)
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return [archive[f"c{k}"].view(_dtype(c["dtype"])).reshape(c["shape"])
+                    for k, c in enumerate(manifest["constants"])]
+    except (KeyError, TypeError, ValueError, OSError) as exc:
+        raise ArtifactError(f"{where / CONSTANTS}: corrupt constants ({type(exc).__name__}: {exc})") from None
+
+
+def _dtype(name: str) -> np.dtype:
+    """NumPy's dtype of a fusionlang dtype name; bfloat16, float8 and int4 are
+    ml_dtypes' (imported only for a graph that has one)."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # noqa: F401  (registers its dtypes with NumPy by name)
+
+        return np.dtype(name)
+
+
+def _load_library(where: Path, library: bytes) -> ctypes.CDLL:
+    """The library from a private copy of the checked bytes (removed once loaded: the
+    mapping stays), so what runs is what was checked, and a second load of a changed
+    artifact in one process is not the first one's (the loader caches by path)."""
+    scratch = tempfile.mkdtemp(prefix="fusionlang-artifact-")
+    copy = Path(scratch) / LIBRARY
+    try:
+        copy.write_bytes(library)
+        return ctypes.CDLL(str(copy))
+    except OSError as exc:
+        raise ArtifactError(f"{where / LIBRARY}: cannot be loaded ({exc})") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+__all__ = ["CONSTANTS", "FORMAT", "LIBRARY", "MANIFEST", "PLAN", "LoadedGraph", "is_artifact", "load", "save_artifact"]
