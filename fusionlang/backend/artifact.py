@@ -44,7 +44,7 @@ from typing import Mapping
 import numpy as np
 
 from fusionlang.backend.c_program import CProgram, Layout
-from fusionlang.backend.ccompile import compiler, flags
+from fusionlang.backend.ccompile import compiler, flags, native_features
 from fusionlang.backend.kernel_cache import sha256_hex
 from fusionlang.backend.machine import cpu_features
 from fusionlang.errors import ArtifactError
@@ -127,6 +127,25 @@ def _constants_bytes(constants: list[np.ndarray]) -> bytes:
     return out.getvalue()
 
 
+def _built_for() -> frozenset[str]:
+    """The CPU features the library may use: those of this processor that the compiler's
+    ``-march=native`` enables (all of this processor's where the compiler cannot list
+    them), so loading on another machine asks for the instruction sets that matter, not
+    for a virtual machine's incidental flags (``hypervisor``, ``tsc_known_freq``)."""
+    native = native_features()
+    if native is None:
+        return cpu_features()
+    wanted = {_squeezed(name) for name in native}
+    return frozenset(flag for flag in cpu_features() if _squeezed(flag) in wanted)
+
+
+def _squeezed(feature: str) -> str:
+    """A feature's name as GCC and the kernel both spell it: avx512_vnni (the kernel) is
+    avx512vnni (GCC), sse4_2 is sse4.2. A few are named apart (pclmulqdq and pclmul) and
+    are not recorded."""
+    return feature.replace("_", "").replace(".", "")
+
+
 def _manifest(compiled, layout: Layout, library_sha: str, constants_sha: str) -> dict:
     graph = compiled.graph
     return {
@@ -135,7 +154,7 @@ def _manifest(compiled, layout: Layout, library_sha: str, constants_sha: str) ->
         "target": "c",
         "graph": graph.name,
         "machine": platform.machine(),
-        "cpu_features": sorted(cpu_features()),
+        "cpu_features": sorted(_built_for()),
         "compiler": {"command": compiler(), "flags": flags(openmp=compiled.openmp)},
         "options": {"openmp": compiled.openmp, "threads": compiled.threads, "check_indices": compiled.check_indices},
         "sha256": {LIBRARY: library_sha, CONSTANTS: constants_sha},
@@ -170,12 +189,6 @@ class LoadedGraph:
 
     def __repr__(self) -> str:
         return f"<LoadedGraph {self.manifest['graph']!r} from {self.path}: {len(self.manifest['layout']['calls'])} calls>"
-
-
-def is_artifact(path: str | os.PathLike) -> bool:
-    """Does ``path`` look like an artifact (a directory with a manifest)? Whether it is a
-    good one, :func:`load` says."""
-    return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
 def load(path: str | os.PathLike) -> LoadedGraph:
@@ -346,4 +359,4 @@ def _load_library(where: Path, library: bytes) -> ctypes.CDLL:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-__all__ = ["CONSTANTS", "FORMAT", "LIBRARY", "MANIFEST", "PLAN", "LoadedGraph", "is_artifact", "load", "save_artifact"]
+__all__ = ["CONSTANTS", "FORMAT", "LIBRARY", "MANIFEST", "PLAN", "LoadedGraph", "load", "save_artifact"]

@@ -7,6 +7,7 @@ machine lacks, or changed after saving."""
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ import pytest
 
 import fusionlang
 from fusionlang.backend import artifact
+from fusionlang.backend.ccompile import native_features
+from fusionlang.backend.machine import cpu_features
 from fusionlang.engine.plan import per_node_plan
 from fusionlang.errors import ArtifactError, InputError
 from fusionlang.frontend import from_onnx
@@ -93,6 +96,14 @@ def test_the_artifact_directory_holds_its_four_files(embedding):
     assert {"groups"} <= set(json.loads((path / "plan.json").read_text()))
 
 
+def test_the_manifest_names_the_instruction_sets_the_library_may_use(embedding):
+    features = set(json.loads((embedding[1] / "manifest.json").read_text())["cpu_features"])
+    assert features <= cpu_features()
+    if platform.machine() == "x86_64" and native_features() is not None:  # GCC lists what -march=native enables
+        assert {"sse2", "avx2", "fma"} & cpu_features() <= features
+        assert not features & {"hypervisor", "constant_tsc", "cpuid", "tsc_known_freq"}  # not instruction sets
+
+
 def test_feeds_are_checked_with_the_compiled_graphs_words(embedding):
     compiled, path = embedding
     loaded = fusionlang.load(path)
@@ -113,6 +124,14 @@ def test_a_bad_gather_index_is_the_same_input_error(embedding):
     with pytest.raises(InputError) as got:
         fusionlang.load(path).run(embedding_feeds(ids=(0, 9, 1, 2)))
     assert "index 9 is out of range" in str(got.value) and str(got.value) == str(want.value)
+
+
+def test_an_openmp_build_loads_and_runs_on_its_threads(tmp_path):
+    graph = embedding_graph()
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c", threads=2)
+    want, got = compiled.run(embedding_feeds()), fusionlang.load(compiled.save(tmp_path / "t")).run(embedding_feeds())
+    assert json.loads((tmp_path / "t" / "manifest.json").read_text())["options"]["threads"] == 2
+    assert all(got[name].tobytes() == want[name].tobytes() for name in want)
 
 
 def test_outputs_that_are_feeds_or_constants_come_back_too(tmp_path):
