@@ -21,9 +21,10 @@ An artifact is a directory of four files:
 sympy, lark, networkx or onnx), and refuses with an :class:`ArtifactError` (the CLI's
 exit 2) a directory that is no artifact, a missing or corrupt file, another format
 version or another fusionlang major.minor, a machine lacking a CPU feature the library was
-built for, and a library or constants whose bytes are not the ones saved. The library
-is loaded from a private copy of the bytes that were checked, so a file swapped after the
-check is never what runs.
+built for, a library or constants whose bytes are not the ones saved, and a run layout
+that would reach outside the memory it names. The library is loaded from a private copy of
+the bytes that were checked, so a file swapped after the check is never what runs. The
+hashes find changed files, not a manifest forged together with them: an artifact is code.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Mapping
 
 import numpy as np
 
-from fusionlang.backend.c_program import CProgram, Layout
+from fusionlang.backend.c_program import ARENA, CONST, FEED, CProgram, Layout, OutputSource
 from fusionlang.backend.ccompile import compiler, flags, native_features
 from fusionlang.backend.kernel_cache import sha256_hex
 from fusionlang.backend.machine import cpu_features
@@ -171,11 +172,12 @@ class LoadedGraph:
     """A saved compiled graph, loaded: ``run(feeds)`` checks feeds and returns outputs as
     :meth:`.runtime.CompiledGraph.run` does, with the same errors."""
 
-    def __init__(self, path: Path, manifest: dict, program: CProgram):
+    def __init__(self, path: Path, manifest: dict, inputs: dict[str, tuple[tuple[int, ...], np.dtype]],
+                 program: CProgram):
         self.path, self.manifest, self._program = path, manifest, program
         #: input name -> (shape, dtype), in the graph's order
-        self.inputs = {i["name"]: (tuple(i["shape"]), _dtype(i["dtype"])) for i in manifest["inputs"]}
-        self.outputs = [o["name"] for o in manifest["outputs"]]
+        self.inputs = inputs
+        self.outputs = [source.name for source in program.layout.outputs]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._program.run(self._checked_feeds(feeds))
@@ -201,13 +203,43 @@ def load(path: str | os.PathLike) -> LoadedGraph:
     _check_compatible(where, manifest)
     library = _verified_bytes(where, LIBRARY, manifest)
     constants = _read_constants(where, manifest)
-    for output in manifest["outputs"]:
-        _dtype(output["dtype"])  # a run makes arrays of it by name
     try:
         layout = Layout.from_dict(manifest["layout"])
-    except (KeyError, TypeError, ValueError) as exc:
+        inputs = {i["name"]: (tuple(i["shape"]), _dtype(i["dtype"])) for i in manifest["inputs"]}
+        _check_layout(layout, inputs, constants)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{where / MANIFEST}: corrupt run layout ({type(exc).__name__}: {exc})") from None
-    return LoadedGraph(where, manifest, CProgram(_load_library(where, library), layout, constants))
+    return LoadedGraph(where, manifest, inputs, CProgram(_load_library(where, library), layout, constants))
+
+
+def _check_layout(layout: Layout, inputs: dict, constants: list[np.ndarray]) -> None:
+    """ValueError unless every slot and output names an input, a constant or an arena
+    buffer that exists, and every buffer lies inside the arena: a manifest damaged there
+    would have the library read or write outside its memory. (A manifest forged together
+    with the hashes it records is not detected: load only artifacts you would run.)"""
+    if layout.align < 1 or layout.align & (layout.align - 1) or layout.arena_bytes < 0:
+        raise ValueError(f"arena of {layout.arena_bytes} bytes aligned to {layout.align}")
+    for value, (offset, nbytes) in layout.arena.items():
+        if offset < 0 or nbytes < 0 or offset + nbytes > layout.arena_bytes:
+            raise ValueError(f"buffer {value!r} at {offset} ({nbytes} bytes) is outside the arena")
+    known = {FEED: inputs, CONST: range(len(constants)), ARENA: layout.arena}
+    for slot, (role, key) in enumerate(layout.slots):
+        if key not in known[role]:
+            raise ValueError(f"slot {slot} ({role}) names {key!r}, which the artifact does not hold")
+    for output in layout.outputs:
+        size = int(np.prod(output.shape, dtype=np.int64)) * _dtype(output.dtype).itemsize
+        if size > _bytes_of(output, inputs, constants, layout):
+            raise ValueError(f"output {output.name!r} does not fit where it is read")
+
+
+def _bytes_of(source: OutputSource, inputs: dict, constants: list[np.ndarray], layout: Layout) -> int:
+    """Bytes of the storage an output is read from."""
+    if source.kind == "input":
+        shape, dtype = inputs[source.root]
+        return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if source.kind == "const":
+        return constants[source.constant].nbytes
+    return layout.arena[source.root][1]
 
 
 def _read_manifest(where: Path) -> dict:
@@ -272,8 +304,7 @@ def _verified_bytes(where: Path, name: str, manifest: dict) -> np.ndarray:
 def _read_aligned(file: Path) -> np.ndarray:
     with open(file, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        raw = np.empty(size + ALIGN, np.uint8)
-        data = raw[-raw.ctypes.data % ALIGN:][:size]
+        data = _aligned_empty(size)
         if f.readinto(data) != size:
             raise OSError("the file changed size while it was read")
     return data
@@ -304,7 +335,21 @@ def _member(data: np.ndarray, info: zipfile.ZipInfo) -> np.ndarray:
                              else np.lib.format.read_array_header_2_0(npy))
     if dtype != np.uint8 or len(shape) != 1 or start + npy.tell() + shape[0] > start + info.file_size:
         raise ValueError(f"{info.filename} is not the raw bytes of a constant")
-    return data[start + npy.tell():start + npy.tell() + shape[0]]
+    member = data[start + npy.tell():start + npy.tell() + shape[0]]
+    # written by another zip writer (a zip64 header), the bytes may lie unaligned: copy them
+    return member if member.ctypes.data % ALIGN == 0 else _aligned_copy(member)
+
+
+def _aligned_copy(data: np.ndarray) -> np.ndarray:
+    copy = _aligned_empty(data.nbytes)
+    copy[:] = data
+    return copy
+
+
+def _aligned_empty(size: int) -> np.ndarray:
+    """``size`` bytes starting at a multiple of :data:`ALIGN`."""
+    raw = np.empty(size + ALIGN, np.uint8)
+    return raw[-raw.ctypes.data % ALIGN:][:size]
 
 
 class _BufferFile(io.RawIOBase):

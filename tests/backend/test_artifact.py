@@ -289,3 +289,19 @@ def test_constants_written_otherwise_are_refused_even_with_their_hash_recorded(e
     manifest["sha256"]["constants.npz"] = hashlib.sha256((copy / "constants.npz").read_bytes()).hexdigest()
     (copy / "manifest.json").write_text(json.dumps(manifest))
     assert "constants.npz: corrupt constants (ValueError: c0.npy is compressed)" in _refusal(copy)
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda layout: layout.update(arena_bytes=0), "outside the arena"),
+    (lambda layout: layout["slots"].append(["const", 999]), "(const) names 999"),
+    (lambda layout: layout["slots"].append(["arena", "nowhere"]), "(arena) names 'nowhere'"),
+    (lambda layout: layout["outputs"][0].update(shape=[1000, 1000]), "does not fit where it is read"),
+    (lambda layout: layout.update(align=3), "aligned to 3"),
+    (lambda layout: layout.pop("calls"), "KeyError: 'calls'"),
+])
+def test_a_run_layout_that_would_reach_outside_its_memory_is_refused(embedding, tmp_path, damage, says):
+    copy = _copy(embedding[1], tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    damage(manifest["layout"])
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert "corrupt run layout" in _refusal(copy) and says in _refusal(copy)
