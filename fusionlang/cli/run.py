@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fusionlang.backend.artifact import MANIFEST
 from fusionlang.backend.artifact import load as load_artifact
 from fusionlang.cli import flags
 from fusionlang.cli.common import (Stages, add_build_arguments, add_model_arguments, compare, compile_graph,
@@ -59,7 +60,7 @@ def run(args) -> int:
         raise InputError(f"--profile times compiled C kernels: use it with --target c (not {args.target})")
     if args.output_dir:
         check_output_directory(args.output_dir)  # before the work, not after it
-    artifact = Path(args.model).is_dir()  # `fusionlang compile -o` wrote it
+    artifact = (Path(args.model) / MANIFEST).is_file()  # `fusionlang compile -o` wrote it
     if artifact:
         refuse_model_flags(args)
     with Stages(args) as stages:

@@ -85,9 +85,11 @@ def test_a_changed_artifact_is_one_line_and_exit_2(compiled_model, tmp_path):
     assert proc.stderr.count("\n") == 1 and "model.so: its SHA-256 is not the one the manifest records" in proc.stderr
 
 
-def test_a_directory_without_a_manifest_is_refused(tmp_path, capsys):
+def test_an_artifact_without_its_manifest_is_a_directory_run_cannot_read(compiled_model, tmp_path, capsys):
+    _, path = compiled_model
+    (tmp_path / "model.so").write_bytes((path / "model.so").read_bytes())
     assert main(["run", str(tmp_path), "--random-inputs", "0"]) == 2
-    assert "not an artifact (no manifest.json)" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"fusionlang: error: cannot read model {str(tmp_path)!r}: it is a directory\n"
 
 
 def test_compile_onto_a_file_is_refused(compiled_model, tmp_path, capsys):
