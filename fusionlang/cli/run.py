@@ -16,13 +16,10 @@ from fusionlang.cli.common import (Stages, add_build_arguments, add_model_argume
                                    load_graph_for_feeds, parse_shapes)
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, wants_json
 from fusionlang.cli.feeds import complete_feeds, complete_inputs, read_input_files
-from fusionlang.ir.memory import check_tensor_sizes
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
 from fusionlang.cli.text import print_line
 from fusionlang.errors import InputError
-from fusionlang.ir.types import TensorType
-from fusionlang.reference import run as reference_run
 from fusionlang.stages import IMPORT, RUN, seconds_key, stage_line, stage_times
 
 
@@ -63,6 +60,9 @@ def run(args) -> int:
     artifact = (Path(args.model) / MANIFEST).is_file()  # `fusionlang compile -o` wrote it
     if artifact:
         refuse_model_flags(args)
+    else:  # here: a model needs the compiler's libraries (2 s to import), an artifact none of them
+        from fusionlang.ir.memory import check_tensor_sizes
+        from fusionlang.reference import run as reference_run
     with Stages(args) as stages:
         given = read_input_files(args.input)
         shaped = bound = set()
@@ -163,6 +163,10 @@ def refuse_model_flags(args) -> None:
 def artifact_feeds(loaded, given: dict, random_seed: int | None) -> dict:
     """The feeds of an artifact run: ``given`` and seeded noise, integers in the ranges
     `fusionlang compile` noted (read off the model), else in [0, 4)."""
+    if all(name in given for name in loaded.inputs):
+        return dict(given)
+    from fusionlang.ir.types import TensorType  # here: only seeded noise needs the IR's types
+
     types = {i["name"]: TensorType(tuple(i["shape"]), i["dtype"]) for i in loaded.manifest["inputs"]}
     ranges = loaded.manifest.get("notes", {}).get("input_ranges", {})
     return complete_inputs(types, given, random_seed, lambda name: tuple(ranges.get(name, (0, 4))))

@@ -6,6 +6,8 @@ a model, is one line and exit 2."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -97,3 +99,15 @@ def test_compile_onto_a_file_is_refused(compiled_model, tmp_path, capsys):
     (tmp_path / "taken").write_text("x")
     assert main(["compile", model, "-o", str(tmp_path / "taken")]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err
+
+
+def test_running_an_artifact_loads_none_of_the_compilers_libraries(compiled_model, tmp_path):
+    _, path = compiled_model
+    np.save(tmp_path / "x.npy", np.ones((1, 3, 8, 8), np.float32))
+    code = ("import contextlib, io, json, sys\nfrom fusionlang.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()): status = main(['run', {str(path)!r}, "
+            f"'--input', 'x={tmp_path / 'x.npy'}'])\n"
+            "print(json.dumps([status, sorted(m for m in ('islpy', 'sympy', 'lark', 'networkx', 'onnx', 'ml_dtypes') "
+            "if m in sys.modules)]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert json.loads(proc.stdout.splitlines()[-1]) == [0, []], proc.stderr
