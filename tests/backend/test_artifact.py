@@ -33,12 +33,12 @@ import model_runtime  # noqa: E402  (bench/: the BERT layer the runtime benchmar
 HEAVY = ("islpy", "sympy", "lark", "networkx", "onnx")
 
 
-def embedding_graph():
+def embedding_graph(scale: float = 1.0):
     """x[ids] -> matmul -> relu: a checked gather, a constant, a template kernel."""
     b = GraphBuilder("embed")
     x = b.input("x", (5, 3), "float32")
     ids = b.input("ids", (4,), "int64")
-    w = b.constant(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+    w = b.constant(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2) * np.float32(scale))
     b.output(b.relu(b.matmul(b.gather(x, ids, axis=0), w)))
     return b.build()
 
@@ -85,9 +85,25 @@ def test_a_loaded_artifact_computes_the_same_bits_in_a_fresh_process_without_the
         assert got[name].dtype == want[name].dtype and got[name].tobytes() == want[name].tobytes(), name
 
 
+def test_saving_over_an_artifact_leaves_a_process_running_it_as_it_was(tmp_path):
+    first = fusionlang.compile(fusionlang.fuse(embedding_graph(), "apollo"), "c")
+    loaded = fusionlang.load(first.save(tmp_path / "m.fl"))
+    want = loaded.run(embedding_feeds())
+    other = fusionlang.compile(fusionlang.fuse(embedding_graph(scale=3.0), "apollo"), "c")
+    other.save(tmp_path / "m.fl")  # same sizes, other weights: files replaced, not rewritten in place
+    (name,) = want
+    assert loaded.run(embedding_feeds())[name].tobytes() == want[name].tobytes()
+    assert fusionlang.load(tmp_path / "m.fl").run(embedding_feeds())[name].tobytes() != want[name].tobytes()
+    assert sorted(p.name for p in (tmp_path / "m.fl").iterdir()) == artifact_files()  # no scratch left
+
+
+def artifact_files():
+    return ["constants.npz", "manifest.json", "model.so", "plan.json"]
+
+
 def test_the_artifact_directory_holds_its_four_files(embedding):
     _, path = embedding
-    assert sorted(p.name for p in path.iterdir()) == ["constants.npz", "manifest.json", "model.so", "plan.json"]
+    assert sorted(p.name for p in path.iterdir()) == artifact_files()
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["inputs"] == [{"name": "x", "shape": [5, 3], "dtype": "float32"},
                                   {"name": "ids", "shape": [4], "dtype": "int64"}]
