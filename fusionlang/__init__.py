@@ -4,7 +4,10 @@
     graph = fusionlang.from_onnx("model.onnx")
     plan = fusionlang.fuse(graph, "apollo")          # rules by name or .fuse path
     print(plan.summary())
-    outputs = fusionlang.compile(plan, target="c").run({"x": x})
+    compiled = fusionlang.compile(plan, target="c")
+    outputs = compiled.run({"x": x})
+    compiled.save("model.fl")                        # a directory; load it in any process:
+    outputs = fusionlang.load("model.fl").run({"x": x})  # no compiler, no islpy/sympy/lark
     expected = fusionlang.reference.run(graph, {"x": x})
 """
 
@@ -18,6 +21,7 @@ from fusionlang.version import VERSION as __version__
 if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from fusionlang import reference
     from fusionlang.api import compile, compile_model, from_onnx, fuse, load_rules, save_fused_onnx
+    from fusionlang.backend.artifact import LoadedGraph, load
     from fusionlang.engine.plan import FusionPlan, Group
     from fusionlang.errors import FuseError
     from fusionlang.ir import Graph, Node, TensorType
@@ -39,6 +43,8 @@ _EXPORTS = {
     "fuse": "fusionlang.api",
     "load_rules": "fusionlang.api",
     "save_fused_onnx": "fusionlang.api",
+    "load": "fusionlang.backend.artifact",
+    "LoadedGraph": "fusionlang.backend.artifact",
     "FusionPlan": "fusionlang.engine.plan",
     "Group": "fusionlang.engine.plan",
     "FuseError": "fusionlang.errors",

@@ -101,3 +101,9 @@ class InputError(FuseError):
 
 class ResourceError(FuseError):
     """A run needed more of a machine resource (memory) than it could get."""
+
+
+class ArtifactError(FuseError):
+    """A saved compiled graph cannot be written, or is refused on loading: missing or
+    corrupt files, another format or fusionlang version, CPU features this machine lacks,
+    a library or constants whose bytes are not the ones saved."""

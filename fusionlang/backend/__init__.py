@@ -22,22 +22,52 @@ Where things are decided:
 * ``feedback``  FeedbackCheck: Apollo's upward feedback to the partitioner, one per fuse
                 call and target (verdicts and schedules remembered by group structure
                 in its ``schedule_store``; the plan carries each group's schedule)
+* ``artifact``  a compiled C graph saved to a directory and loaded back without the
+                compiler (``c_program`` runs the library for both)
 * ``failures``  what generated code reports when a run cannot go on (a bad index, out
                 of memory) and the FuseError it becomes
 """
 
 from __future__ import annotations
 
-from fusionlang.backend.concat_inplace import split_at_concats
-from fusionlang.backend.feedback import FeedbackCheck, check_group
-from fusionlang.backend.nvrtc import nvrtc_available, nvrtc_compile
-from fusionlang.backend.kernel_info import KernelInfo
-from fusionlang.backend.runtime import TARGETS, CompiledGraph, compile, lower_plan, scheduling_target
-from fusionlang.backend.runtime_cuda import build_cuda_program, cuda_available
+import importlib
+
+#: public name -> the module that defines it, imported on first use (PEP 562): the
+#: compiler's modules import islpy and sympy, which loading a saved artifact
+#: (:mod:`.artifact`, a submodule of this package) must not pay for
+_EXPORTS = {
+    "split_at_concats": "fusionlang.backend.concat_inplace",
+    "FeedbackCheck": "fusionlang.backend.feedback",
+    "check_group": "fusionlang.backend.feedback",
+    "nvrtc_available": "fusionlang.backend.nvrtc",
+    "nvrtc_compile": "fusionlang.backend.nvrtc",
+    "KernelInfo": "fusionlang.backend.kernel_info",
+    "TARGETS": "fusionlang.backend.runtime",
+    "CompiledGraph": "fusionlang.backend.runtime",
+    "compile": "fusionlang.backend.runtime",
+    "lower_plan": "fusionlang.backend.runtime",
+    "scheduling_target": "fusionlang.backend.runtime",
+    "build_cuda_program": "fusionlang.backend.runtime_cuda",
+    "cuda_available": "fusionlang.backend.runtime_cuda",
+    "LoadedGraph": "fusionlang.backend.artifact",
+    "load": "fusionlang.backend.artifact",
+}
+
+
+def __getattr__(name: str):
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'fusionlang.backend' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
 def cuda_sources(plan, *, check_indices: bool = True, precision: str = "fp32") -> dict[str, str]:
     """Compilable CUDA translation units of ``plan`` (name -> source); needs no GPU."""
+    from fusionlang.backend.runtime import lower_plan
+    from fusionlang.backend.runtime_cuda import build_cuda_program
+
     templates: dict = {}
     lowered, _, _ = lower_plan(plan, "cuda", templates=templates)
     return build_cuda_program(plan, lowered, check_indices, templates, precision).sources()
@@ -45,8 +75,11 @@ def cuda_sources(plan, *, check_indices: bool = True, precision: str = "fp32") -
 
 def default_target() -> str:
     """"cuda" when CuPy sees a device, else "c"."""
+    from fusionlang.backend.runtime_cuda import cuda_available
+
     return "cuda" if cuda_available() else "c"
 
 
-__all__ = ["TARGETS", "CompiledGraph", "FeedbackCheck", "KernelInfo", "check_group", "compile", "cuda_available",
-           "cuda_sources", "default_target", "nvrtc_available", "nvrtc_compile", "scheduling_target", "split_at_concats"]
+__all__ = ["TARGETS", "CompiledGraph", "FeedbackCheck", "KernelInfo", "LoadedGraph", "check_group", "compile",
+           "cuda_available", "cuda_sources", "default_target", "load", "nvrtc_available", "nvrtc_compile",
+           "scheduling_target", "split_at_concats"]

@@ -76,6 +76,21 @@ def _cpu_id() -> str:
     return os.uname().machine
 
 
+@lru_cache(maxsize=None)
+def native_features() -> frozenset[str] | None:
+    """The instruction-set extensions ``-march=native`` lets the compiler use, as GCC
+    names them without ``-m`` (``sse4.2``, ``avx512vnni``); None where the compiler
+    cannot list them (GCC can: ``-Q --help=target``)."""
+    try:
+        out = subprocess.run([compiler(), "-march=native", "-Q", "--help=target"], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = {line.split()[0][2:] for line in out.stdout.splitlines()
+             if line.strip().startswith("-m") and line.rstrip().endswith("[enabled]")}
+    return frozenset(found) if out.returncode == 0 and found else None
+
+
 #: libm functions generated code calls, and their argument counts
 _VECTOR_MATH = {"expf": 1, "logf": 1, "erff": 1, "tanhf": 1, "sinf": 1, "cosf": 1, "powf": 2,
                 "exp": 1, "log": 1, "erf": 1, "tanh": 1, "sin": 1, "cos": 1, "pow": 2}
@@ -217,4 +232,4 @@ def asan_runtime() -> str | None:
 
 
 __all__ = ["LOOP_OPT", "TEMPLATE_OPT", "asan_runtime", "build_library", "cache_dir", "cached_build", "clear_cache",
-           "compile_object", "flags", "load_library", "verified"]
+           "compile_object", "flags", "load_library", "native_features", "verified"]

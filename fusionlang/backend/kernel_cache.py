@@ -205,8 +205,13 @@ def _check_file(path: Path) -> Path:
     return path.with_name(path.name + CHECK_SUFFIX)
 
 
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 that binds bytes to what was built (check files, saved artifacts)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_hex(path.read_bytes())
 
 
 def verified(path: Path, key: str | None = None) -> bool:
@@ -356,4 +361,4 @@ def clear_cache() -> tuple[int, int]:
 
 __all__ = ["CacheReport", "DIR_VARIABLE", "LIMIT_VARIABLE", "cache_dir", "cache_problem", "cache_report",
            "cache_root", "cached_build", "clear_cache", "entries_dir", "entry_key", "entry_path",
-           "list_entries", "max_bytes", "verified"]
+           "list_entries", "max_bytes", "sha256_hex", "verified"]

@@ -54,7 +54,7 @@ def _detect_isa() -> str:
         return "neon"
     if arch not in ("x86_64", "amd64"):
         return "generic"
-    flags = _cpu_flags()
+    flags = cpu_features()
     if {"avx512f", "avx512vl"} <= flags:
         return "avx512"
     if {"avx2", "fma"} <= flags:
@@ -62,15 +62,19 @@ def _detect_isa() -> str:
     return "generic"
 
 
-def _cpu_flags() -> set[str]:
+@lru_cache(maxsize=1)
+def cpu_features() -> frozenset[str]:
+    """The instruction-set features of this processor as the kernel lists them (x86's
+    ``flags``, ARM's ``Features`` line of /proc/cpuinfo); empty where it cannot tell.
+    ``-march=native`` code may use any of them, so a saved library records them all."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                if line.startswith(("flags", "Features")):
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return set()
+    return frozenset()
 
 
 def _cache_sizes() -> tuple[int, int, int]:
@@ -110,4 +114,4 @@ def _parse_size(text: str) -> int:
     return int(text)
 
 
-__all__ = ["Machine", "host", "machine_for"]
+__all__ = ["Machine", "cpu_features", "host", "machine_for"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from fusionlang.backend.artifact import save_artifact
 from fusionlang.backend.concat_inplace import Placement, concat_placements, drop_output_bound, split_at_concats
 from fusionlang.backend.cuda_emu import EmuRuntime
 from fusionlang.backend.cuda_gemm import PRECISIONS
@@ -274,6 +276,12 @@ class CompiledGraph:
             raise CodegenError(f"launch() enqueues on a GPU stream: target 'cuda' only (this is {self.target!r})")
         self._runtime.launch()
         return self._runtime.stream
+
+    def save(self, path, *, notes: dict | None = None) -> Path:
+        """Save this compiled graph (C target) as an artifact directory at ``path``, which
+        :func:`fusionlang.load` loads back, in another process too, without compiling
+        (:mod:`.artifact`); ``notes`` (JSON data) are kept in its manifest. Returns the path."""
+        return save_artifact(self, path, notes)
 
     def __repr__(self) -> str:
         return (f"<CompiledGraph {self.graph.name!r} target={self.target}: {self.stats['kernels']} kernels, "

@@ -10,24 +10,21 @@ the library, which two compiled graphs of one source share).
 
 from __future__ import annotations
 
-import ctypes
-import sys
 import time
-from functools import cached_property
 
 import numpy as np
 
 from fusionlang.backend.ccompile import LOOP_OPT, SINGLE_UNIT, TEMPLATE_OPT, build_library, load_library
+from fusionlang.backend.c_program import ARENA, CONST, FEED, CProgram, DriverCall, Layout, OutputSource
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.chunks import chunk_kernels
 from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
-from fusionlang.backend.failures import RECORD, failure
 from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.lower import LoweredGroup
 from fusionlang.backend.lrn_template import LrnKernel, lrn_function
 from fusionlang.backend.memory import ALIGN
-from fusionlang.backend.outputs import gather_outputs
+from fusionlang.backend.outputs import stored_as
 from fusionlang.backend.gemm_template import DRIVER_PREFIX
 from fusionlang.backend.template import emit_template
 from fusionlang.instrument import logger, timed
@@ -51,8 +48,6 @@ class CRuntime:
         self.kernels: list[KernelInfo] = []
         self.slots: dict[tuple, int] = {}
         self.slot_arrays: dict[int, np.ndarray] = {}  # keeps constants alive
-        #: output name -> the array the last run returned (see _output_array)
-        self._returned: dict[str, np.ndarray] = {}
         functions: dict[str, str] = {}
         helpers: dict[str, str] = {}
         vector_code: set[str] = set()
@@ -96,14 +91,10 @@ class CRuntime:
         self.compiler_seconds = time.perf_counter() - compiler_started
         logger(COMPILE).info("%d translation units -> %s (%s)", len(units), self.library_path.name,
                              format_seconds(self.compiler_seconds))
+        self.layout, constants = self._layout()
         with timed(COMPILE, "load library"):
-            self.lib = load_library(self.library_path)
-        self.entry = self.lib.fl_run
-        self.entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        self.entry.restype = ctypes.c_int
-        self.errors = np.zeros(RECORD, np.int64)
-        self.table = (ctypes.c_void_p * max(1, len(self.slots)))()
-        self._allocate(build.sanitize)
+            self.program = CProgram(load_library(self.library_path), self.layout, constants, sanitize=build.sanitize)
+        self.lib = self.program.lib
 
     def _units(self, functions: dict[str, str], vector_code: set[str]) -> list[tuple[str, str]]:
         """(translation unit, its optimization level): the template kernels and the loop-nest
@@ -209,70 +200,44 @@ class CRuntime:
         return (head + "\n".join(protos.values())
                 + "\nint fl_run(void** s, int64_t* err) {\n" + "\n".join(body) + "\n  return 0;\n}\n")
 
-    def _allocate(self, sanitize: bool) -> None:
+    def _layout(self) -> tuple[Layout, list[np.ndarray]]:
+        """The slot table, arena and outputs as :class:`.c_program.Layout` says them, and
+        the constants its slots and outputs name by number."""
+        constants: list[np.ndarray] = []
+
+        def constant(array) -> int:
+            constants.append(np.ascontiguousarray(array))
+            return len(constants) - 1
+
         buffers = self.buffers
-        self.arena = None
-        self.separate: dict[str, np.ndarray] = {}
-        if sanitize:
-            for b in buffers.buffers.values():
-                if b.kind == "arena":
-                    self.separate[b.value] = np.zeros(max(b.nbytes, 1), np.uint8)
-        else:
-            self.arena = np.zeros(buffers.arena_bytes + ALIGN, np.uint8)
-            self.base = (-self.arena.ctypes.data) % ALIGN
-        for (kind, key), slot in self.slots.items():
+        slots: list[tuple[str, str | int]] = []
+        for kind, key in self.slots:  # a dict keeps slot order
             if kind == "aux":
-                self.table[slot] = self.slot_arrays[slot].ctypes.data
+                slots.append((CONST, constant(self.slot_arrays[self.slots[(kind, key)]])))
                 continue
-            b = buffers.buffers[key]
-            if b.kind == "const":
-                arr = np.ascontiguousarray(self.constants[key])
-                self.slot_arrays[slot] = arr
-                self.table[slot] = arr.ctypes.data
-            elif b.kind == "arena":
-                self.table[slot] = self._address(key)
+            role = {"const": CONST, "arena": ARENA, "input": FEED}[buffers.buffers[key].kind]
+            slots.append((role, constant(self.constants[key]) if role == CONST else key))
+        arena = {b.value: (b.offset, b.nbytes) for b in buffers.buffers.values() if b.kind == "arena"}
+        calls = tuple(DriverCall(fn.name, tuple(fn.sites)) for fn, _ in self.calls)
+        layout = Layout(tuple(slots), arena, buffers.arena_bytes, ALIGN, self._output_sources(constant), calls)
+        return layout, constants
 
-    def _address(self, value: str) -> int:
-        if self.arena is None:
-            return self.separate[value].ctypes.data
-        return self.arena.ctypes.data + self.base + self.buffers.buffers[value].offset
-
-    def _array(self, value: str) -> np.ndarray:
-        """A view of a value's current contents (arena or separate buffer)."""
-        t = self.graph.types[value]
-        root = self.buffers.root(value)
-        if self.arena is None:
-            raw = self.separate[root]
-            start = 0
-        else:
-            raw = self.arena
-            start = self.base + self.buffers.buffers[root].offset
-        count = t.size
-        return np.frombuffer(raw, dtype=np.dtype(t.dtype), count=count, offset=start).reshape(t.shape)
+    def _output_sources(self, constant) -> tuple[OutputSource, ...]:
+        """Where each graph output is read (``constant(array)`` numbers a constant one)."""
+        sources = []
+        for name in self.graph.outputs:
+            t = self.graph.types[name]
+            kind, root = stored_as(self.buffers, name)
+            number = constant(self.constants[root]) if kind == "const" else -1
+            sources.append(OutputSource(name, tuple(t.shape), t.dtype, kind, root, number))
+        return tuple(sources)
 
     # ----- running ----------------------------------------------------------------------
     def execute(self, feeds: dict[str, np.ndarray]) -> None:
-        for (kind, key), slot in self.slots.items():
-            if kind == "value" and self.buffers.buffers[key].kind == "input":
-                self.table[slot] = feeds[key].ctypes.data
-        self.errors[:] = 0
-        if self.entry(ctypes.cast(self.table, ctypes.c_void_p), self.errors.ctypes.data):
-            fn, _ = self.calls[int(self.errors[3])]
-            raise failure(self.errors, fn.sites, fn.name)
+        self.program.execute(feeds)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run, with each output the kernels can write straight into an array the caller
-        receives (copying a 16 MiB output out of the arena cost 1.7 to 2 ms)."""
-        direct = {name: self._output_array(name) for name in self.direct_outputs}
-        for name, array in direct.items():
-            self.table[self.slots[("value", name)]] = array.ctypes.data
-        try:
-            self.execute(feeds)
-        finally:  # execute() alone (benchmarks) keeps using the arena, never the caller's arrays
-            for name in direct:
-                self.table[self.slots[("value", name)]] = self._address(name)
-        return gather_outputs(self.graph, self.buffers, self.constants, feeds,
-                              lambda name, b, t: direct[name] if name in direct else self._array(name).copy())
+        return self.program.run(feeds)
 
     def reset_profile(self) -> None:
         self.profile_ns[:] = 0
@@ -284,37 +249,6 @@ class CRuntime:
         for k, ns in zip(self.call_kernel, self.profile_ns.tolist()):
             totals[k] += ns * 1e-9
         return totals
-
-    def _output_array(self, name: str) -> np.ndarray:
-        """The array the last run returned for ``name`` if nothing else holds it any more
-        (no caller variable, no view of it), else a fresh one. A fresh 16 MiB array costs
-        its page faults on first write: 1 to 1.5 ms per run of a 4096 x 1024 block, when the
-        allocator hands the memory back to the system between runs. Reusing an array only
-        its last owner dropped changes nothing anyone can see."""
-        # two references: the dict's and getrefcount's argument (CPython's count)
-        if name in self._returned and sys.getrefcount(self._returned[name]) == 2:
-            return self._returned[name]
-        t = self.graph.types[name]
-        self._returned[name] = array = np.empty(t.shape, t.dtype)
-        return array
-
-    @cached_property
-    def direct_outputs(self) -> tuple[str, ...]:
-        """Graph outputs with an arena buffer of their own that no other output re-labels:
-        the kernels may write them into the caller's arrays. Outputs that are views of
-        another value, listed twice, fed inputs or constants are copied as before."""
-        if self.arena is None:
-            return ()
-        buffers = self.buffers
-        outputs = self.graph.outputs
-        roots = [buffers.root(n) if n in buffers.buffers else n for n in outputs]
-        found = []
-        for name, root in zip(outputs, roots):
-            buffer = buffers.buffers.get(name)
-            if buffer is not None and buffer.kind == "arena" and root == name and roots.count(root) == 1 \
-                    and ("value", name) in self.slots:
-                found.append(name)
-        return tuple(found)
 
 
 def _shown_source(parts) -> str:

@@ -37,7 +37,8 @@ EXIT_PIPE = 141
 COMMANDS = {
     "demo": "fuse, compile and run the embedded transformer block, checked against the reference",
     "fuse": "partition a model into fused groups and print a summary",
-    "run": "run a model (compiled, or with the reference interpreter)",
+    "run": "run a model (compiled, or with the reference interpreter), or a compiled artifact",
+    "compile": "compile a model for the C target and save it as an artifact directory",
     "explain": "explain why a node was (not) fused with its neighbours, or why a rewrite did (not) fire",
     "lint": "parse and check .fuse rule files and run their test blocks",
     "check": "property-check every rule of .fuse rule files",

@@ -1,6 +1,9 @@
 """Helpers shared by the command modules: progress on a terminal, loading models and
 rules, comparing results (the output modes and exit codes are :mod:`fusionlang.cli.modes`).
 
+The compiler's libraries (onnx, lark, sympy, islpy) are imported in the functions that
+use them, so a command that needs none of them (`fusionlang run ARTIFACT`) loads none.
+
 Progress bars go to stderr, only when stderr is a terminal and neither ``--quiet`` nor
 ``--json`` is given, so scripts and pipes never see them.
 """
@@ -18,15 +21,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from fusionlang.api import fuse
-from fusionlang.cli.flags import strategy_option
+from fusionlang.cli.flags import strategy_option, threads
 from fusionlang.cli.paths import readable_file
 from fusionlang.cli.modes import is_quiet, use_color, wants_json
 from fusionlang.errors import InputError, RuntimeInputError
-from fusionlang.ir.types import is_float_dtype
-from fusionlang.frontend import from_onnx
-from fusionlang.lang import load_rules as load
-from fusionlang.specialize import specialized_graph
 
 
 #: the largest dimension --input-shape takes (a signed 64-bit index)
@@ -118,6 +116,32 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="strategy option, over the rule file's strategy block (repeatable), e.g. max_ops=32")
 
 
+def add_build_arguments(p: argparse.ArgumentParser) -> None:
+    """How the C target compiles: shared by run and compile."""
+    p.add_argument("--threads", type=threads, default=1, metavar="N",
+                   help="run the compiled C on N threads (default 1; results do not depend on N)")
+    p.add_argument("--unchecked-indices", action="store_true",
+                   help="drop the range check of gathered indices (only for indices known to be in range)")
+
+
+def compile_graph(args, graph, stages, target: str, **options):
+    """(plan, compiled graph): ``graph`` fused as ``args`` say (--rules, --strategy,
+    --option) and compiled for ``target`` (with --threads and --unchecked-indices, and
+    ``options``), each step shown."""
+    from fusionlang.api import compile as compile_plan
+    from fusionlang.api import fuse
+    from fusionlang.ir.memory import check_tensor_sizes
+
+    with stages.step("rewrite + partition"):
+        plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args), target=target)
+    check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
+    if target == "c":
+        options["threads"] = args.threads
+    with stages.step(f"codegen + compile ({target})"):
+        compiled = compile_plan(plan, target, check_indices=not args.unchecked_indices, **options)
+    return plan, compiled
+
+
 def strategy_overrides(args) -> dict | None:
     """The ``--option KEY=VALUE`` flags as an options dict (a later KEY wins), or None."""
     return dict(args.option) if getattr(args, "option", None) else None
@@ -125,6 +149,7 @@ def strategy_overrides(args) -> dict | None:
 
 def fuse_model(args, stages):
     """(graph, rule set, plan) for ``args.model`` fused with ``args.rules``, each step shown."""
+    from fusionlang.api import fuse
 
     with stages.step("import"):
         graph = load_graph(args.model, parse_shapes(args.input_shape))
@@ -151,6 +176,8 @@ def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
 
 
 def load_graph(path: str, shapes=None):
+    from fusionlang.frontend import from_onnx
+
     # a directory, fifo or device is refused before ONNX reads it (a fifo would block)
     return from_onnx(readable_file(path, "model"), input_shapes=shapes)
 
@@ -164,10 +191,14 @@ def load_graph_for_feeds(path: str, shapes, feeds) -> tuple:
     except RuntimeInputError:
         if not feeds:
             raise
+    from fusionlang.specialize import specialized_graph
+
     return specialized_graph(path, feeds, shapes)
 
 
 def load_rules(name_or_path: str):
+    from fusionlang.lang import load_rules as load
+
     return load(name_or_path)
 
 
@@ -187,6 +218,8 @@ def compare(outputs: dict, expected: dict, rtol: float | None, atol: float | Non
     (a fixed atol would pass whatever it held); integers and bools must be equal. A
     tolerance left None is the default for the output's dtype (:data:`CHECK_TOLERANCE_16`).
     """
+    from fusionlang.ir.types import is_float_dtype
+
     problems = []
     for name, want in expected.items():
         got = outputs[name]

@@ -11,6 +11,7 @@ the file does not hold.
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 import numpy as np
 
@@ -44,15 +45,23 @@ def read_input_files(items: list[str] | None) -> dict[str, np.ndarray]:
 def complete_feeds(graph, given: dict[str, np.ndarray], random_seed: int | None) -> dict[str, np.ndarray]:
     """``given`` and, for every graph input it lacks, seeded noise when ``random_seed``
     is given (InputError when it is not)."""
+    return complete_inputs({n: graph.types[n] for n in graph.inputs}, given, random_seed,
+                           lambda name: integer_range(graph, name))
+
+
+def complete_inputs(types: dict, given: dict[str, np.ndarray], random_seed: int | None,
+                    integer_range_of: Callable[[str], tuple[int, int]]) -> dict[str, np.ndarray]:
+    """:func:`complete_feeds` for inputs of ``types`` (name -> TensorType, in input
+    order), seeded integers of input ``name`` in ``integer_range_of(name)``."""
     feeds = dict(given)
-    missing = [n for n in graph.inputs if n not in feeds]
+    missing = [n for n in types if n not in feeds]
     if missing and random_seed is None:
-        shapes = ", ".join(f"{n} {graph.types[n]}" for n in missing)
+        shapes = ", ".join(f"{n} {types[n]}" for n in missing)
         raise InputError(f"missing inputs: {shapes} (pass --input NAME=FILE.npy, or --random-inputs SEED)")
     rng = np.random.default_rng(random_seed)
     for name in missing:
-        ttype = graph.types[name]
-        low, high = (0, 4) if ttype.is_float or ttype.dtype == "bool" else integer_range(graph, name)
+        ttype = types[name]
+        low, high = (0, 4) if ttype.is_float or ttype.dtype == "bool" else integer_range_of(name)
         feeds[name] = random_array(rng, ttype, low, high)
     return feeds
 

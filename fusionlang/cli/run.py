@@ -1,25 +1,25 @@
-"""`fusionlang run MODEL`: run a model compiled (c, cuda) or with the reference interpreter."""
+"""`fusionlang run MODEL`: run a model compiled (c, cuda) or with the reference interpreter,
+or an artifact `fusionlang compile -o` saved (a directory), as it was compiled."""
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 
-from fusionlang.api import compile as compile_plan
-from fusionlang.api import fuse
+from fusionlang.backend.artifact import MANIFEST
+from fusionlang.backend.artifact import load as load_artifact
 from fusionlang.cli import flags
-from fusionlang.cli.common import (Stages, add_model_arguments, compare, load_graph_for_feeds, parse_shapes,
-                                   strategy_overrides)
+from fusionlang.cli.common import (Stages, add_build_arguments, add_model_arguments, compare, compile_graph,
+                                   load_graph_for_feeds, parse_shapes)
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, wants_json
-from fusionlang.cli.feeds import complete_feeds, read_input_files
-from fusionlang.ir.memory import check_tensor_sizes
+from fusionlang.cli.feeds import complete_feeds, complete_inputs, read_input_files
 from fusionlang.cli.outputs import write_outputs
 from fusionlang.cli.paths import check_output_directory
 from fusionlang.cli.text import print_line
 from fusionlang.errors import InputError
-from fusionlang.reference import run as reference_run
 from fusionlang.stages import IMPORT, RUN, seconds_key, stage_line, stage_times
 
 
@@ -37,15 +37,12 @@ def configure(p) -> None:
     p.add_argument("--atol", type=flags.tolerance,
                    help="tolerance of --check relative to each output's largest |value| (>= 0; default 1e-4, "
                    "float16 outputs 1e-2, bfloat16 6e-2)")
-    p.add_argument("--threads", type=flags.threads, default=1, metavar="N",
-                   help="run the compiled C on N threads (default 1; results do not depend on N)")
     p.add_argument("--precision", choices=["fp32", "tf32"], default="fp32",
                    help="--target cuda: conv and matmul on tensor cores in three TF32 passes as accurate as fp32 "
                    "(default), or in one, faster, about 1e-3 relative")
     p.add_argument("--profile", type=flags.repeat, metavar="RUNS",
                    help="--target c: time each kernel over RUNS more runs and show where the time goes")
-    p.add_argument("--unchecked-indices", action="store_true",
-                   help="drop the range check of gathered indices (only for indices known to be in range)")
+    add_build_arguments(p)
 
 
 #: kernels the --profile table lists (the rest are summed in one line)
@@ -60,31 +57,42 @@ def run(args) -> int:
         raise InputError(f"--profile times compiled C kernels: use it with --target c (not {args.target})")
     if args.output_dir:
         check_output_directory(args.output_dir)  # before the work, not after it
+    artifact = (Path(args.model) / MANIFEST).is_file()  # `fusionlang compile -o` wrote it
+    if artifact:
+        refuse_model_flags(args)
+    else:  # here: a model needs the compiler's libraries (2 s to import), an artifact none of them
+        from fusionlang.ir.memory import check_tensor_sizes
+        from fusionlang.reference import run as reference_run
     with Stages(args) as stages:
         given = read_input_files(args.input)
+        shaped = bound = set()
         with stages.step("import"):
-            # symbolic dims and inputs read as axes, pads, shape... take the --input arrays'
-            graph, shaped, bound = load_graph_for_feeds(args.model, parse_shapes(args.input_shape), given)
-        # before random inputs, the reference or a compile allocate them
-        check_tensor_sizes(graph, random_inputs=args.random_inputs is not None)
-        feeds = complete_feeds(graph, {n: a for n, a in given.items() if n not in bound}, args.random_inputs)
+            if artifact:
+                loaded = load_artifact(args.model)
+            else:
+                # symbolic dims and inputs read as axes, pads, shape... take the --input arrays'
+                graph, shaped, bound = load_graph_for_feeds(args.model, parse_shapes(args.input_shape), given)
+        if artifact:
+            feeds = artifact_feeds(loaded, given, args.random_inputs)
+        else:
+            # before random inputs, the reference or a compile allocate them
+            check_tensor_sizes(graph, random_inputs=args.random_inputs is not None)
+            feeds = complete_feeds(graph, {n: a for n, a in given.items() if n not in bound}, args.random_inputs)
         started = time.perf_counter()
         compiled = None
         run_step = "run (reference interpreter)" if args.target == "reference" else f"run ({args.target})"
-        if args.target == "reference":
+        if artifact:
+            with stages.step(run_step):
+                outputs = loaded.run(feeds)
+        elif args.target == "reference":
 
             with stages.step(run_step):
                 outputs = reference_run(graph, feeds)
         else:
-
-            with stages.step("rewrite + partition"):
-                plan = fuse(graph, args.rules, args.strategy, options=strategy_overrides(args), target=args.target)
-            check_tensor_sizes(plan.graph)  # rewriting may have made new tensors
-            with stages.step(f"codegen + compile ({args.target})"):
-                options = {"threads": args.threads} if args.target == "c" else {"precision": args.precision}
-                if args.profile:
-                    options["profile"] = True
-                compiled = compile_plan(plan, args.target, check_indices=not args.unchecked_indices, **options)
+            options = {} if args.target == "c" else {"precision": args.precision}
+            if args.profile:
+                options["profile"] = True
+            plan, compiled = compile_graph(args, graph, stages, args.target, **options)
             with stages.step(run_step):
                 outputs = compiled.run(feeds)
             if args.profile:
@@ -98,7 +106,7 @@ def run(args) -> int:
     stage_seconds = {IMPORT: stages.timings["import"], RUN: stages.timings[run_step]}
     if compiled is not None:
         stage_seconds.update(stage_times(plan.stats, compiled.stats))
-    report = {"model": args.model, "target": args.target, "seconds": elapsed,
+    report = {"model": args.model, "target": args.target, "artifact": artifact, "seconds": elapsed,
               **{seconds_key(stage): seconds for stage, seconds in stage_seconds.items()},
               "outputs": {k: list(v.shape) for k, v in outputs.items()}}
     if shaped or bound:
@@ -133,6 +141,35 @@ def run(args) -> int:
     for problem in problems:
         print_line(f"fusionlang: mismatch: {problem}")
     return EXIT_MISMATCH if problems else EXIT_OK
+
+
+#: flags that say how to fuse, compile or check a model: an artifact was compiled already
+#: (flag -> is it given?)
+_MODEL_FLAGS = {"--target": lambda a: a.target != "c", "--check": lambda a: a.check,
+                "--profile": lambda a: a.profile is not None, "--input-shape": lambda a: bool(a.input_shape),
+                "--strategy": lambda a: a.strategy is not None, "--option": lambda a: bool(a.option),
+                "--threads": lambda a: a.threads != 1, "--unchecked-indices": lambda a: a.unchecked_indices,
+                "--precision": lambda a: a.precision != "fp32"}
+
+
+def refuse_model_flags(args) -> None:
+    """InputError for a flag that applies to a model, given with an artifact."""
+    given = [flag for flag, is_given in _MODEL_FLAGS.items() if is_given(args)]
+    if given:
+        raise InputError(f"{args.model}: {given[0]} applies to a model, and this is an artifact, compiled "
+                         f"already (pass it to `fusionlang compile`, or run the model)")
+
+
+def artifact_feeds(loaded, given: dict, random_seed: int | None) -> dict:
+    """The feeds of an artifact run: ``given`` and seeded noise, integers in the ranges
+    `fusionlang compile` noted (read off the model), else in [0, 4)."""
+    if all(name in given for name in loaded.inputs):
+        return dict(given)
+    from fusionlang.ir.types import TensorType  # here: only seeded noise needs the IR's types
+
+    types = {i["name"]: TensorType(tuple(i["shape"]), i["dtype"]) for i in loaded.manifest["inputs"]}
+    ranges = loaded.manifest.get("notes", {}).get("input_ranges", {})
+    return complete_inputs(types, given, random_seed, lambda name: tuple(ranges.get(name, (0, 4))))
 
 
 def profile_table(times, graph, runs: int) -> list[str]:

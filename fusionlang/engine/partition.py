@@ -16,6 +16,7 @@ from fusionlang.engine.decisions import MergeDecision, Verdict, feedback_note
 from fusionlang.engine.lowering import OpenedGraph, on_primitives, opened
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
+from fusionlang.engine.wide_concat import concat_fan_in, concat_split_notes, split_wide_concats
 from fusionlang.errors import FuseError
 from fusionlang.instrument import timed
 from fusionlang.stages import PARTITION
@@ -45,12 +46,18 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     """Partition ``graph`` (already rewritten) into a FusionPlan with ``strategy`` ("apollo",
     "tvm" or "dp"); groups that ``feedback`` rejects are split and the graph partitioned
     again, at most ``max_feedback_rounds`` times. ``feedback`` is asked about groups with
-    their compound ops opened, in ``opening`` (by default opened here)."""
+    their compound ops opened, in ``opening`` (by default opened here). A concat of more
+    inputs than a kernel may take is first made a tree of narrower ones
+    (:mod:`.wide_concat`): the plan's graph is then that copy, and ``opening``, made of the
+    graph before, is made again."""
     name = strategy or default_strategy(ruleset)
     if name not in STRATEGIES:
         raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
     run, defaults = STRATEGIES[name]
     opts = strategy_options(ruleset, name, defaults, options)
+    split = split_wide_concats(graph, concat_fan_in(opts))  # a node is a group whatever its fan-in
+    if split is not graph:
+        graph, opening = split, OPEN_HERE
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
     if feedback is not None:
         feedback = on_primitives(feedback, graph, opened(graph, ruleset) if opening is OPEN_HERE else opening)
@@ -81,6 +88,7 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     plan.rules = getattr(ruleset, "name", "")
     for group in plan.groups:
         group.cost = cost.group_cost(group.nodes).as_dict()
+        group.rules.extend(concat_split_notes(graph, group.nodes))
     if name == "apollo":
         with timed(PARTITION, "horizontal packs"):
             plan.horizontal = apollo.horizontal_packs(plan, ruleset, opts, cost)

@@ -45,7 +45,8 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     plan = partition(rewritten, ruleset, name, options=options, feedback=feedback, opening=opening)
     plan.target = target
     with timed(PARTITION, "open compound groups"):
-        plan = lower_compound_groups(plan, ruleset, opening)
+        # partitioning may have split wide concats in a copy of the graph: then open that copy
+        plan = lower_compound_groups(plan, ruleset, opening if plan.graph is rewritten else None)
     plan.original = graph
     plan.stats.update(
         kernels_before=before["kernels"],

@@ -8,7 +8,9 @@ import pytest
 
 import fusionlang
 from fusionlang import reference
+from fusionlang.backend import runtime
 from fusionlang.backend.concat_inplace import split_at_concats
+from fusionlang.backend.poly import build_program
 from fusionlang.engine.plan import make_group, per_node_plan
 from fusionlang.ops import GraphBuilder
 
@@ -227,3 +229,32 @@ def test_fuse_cuts_the_plan_so_explain_and_compile_read_one_plan():
     assert [g.nodes for g in compiled.plan.groups] == [g.nodes for g in plan.groups]
     assert compiled.stats["schedule_searches"] == 0
     _agrees(compiled, graph, feeds)
+
+
+def test_a_concat_of_two_thousand_inputs_runs_in_bounded_isl_problems(monkeypatch):
+    # one concat of 2,000 relus was one isl problem of 2,000 statements and a C function of
+    # 2,001 restrict pointers (1,000: 10 s of codegen, 168 s of gcc); the partitioner makes it
+    # a tree of concats of at most max_args - 1 inputs (engine/wide_concat.py)
+    b = GraphBuilder("wide")
+    parts = [b.relu(b.input(f"x{k}", (1, 4))) for k in range(2000)]
+    b.output(b.concat(*parts, axis=1, name="cat"))
+    graph = b.build()
+    feeds = {name: RNG.standard_normal((1, 4)).astype(np.float32) for name in graph.inputs}
+    bound = 64 + 95  # apollo's max_ops relus in a group with a concat of max_args - 1 inputs
+    sizes = []
+
+    def counted(*args, **kwargs):
+        prog = build_program(*args, **kwargs)
+        sizes.append(len(prog.stmts))
+        assert sizes[-1] <= bound, f"an isl problem of {sizes[-1]} statements"  # before any C compiler runs
+        return prog
+
+    monkeypatch.setattr(runtime, "build_program", counted)
+    plan = fusionlang.fuse(graph, "apollo")
+    compiled = fusionlang.compile(plan, "c")
+    # each relu is scheduled; the 22 concats of 95 or fewer relus run in place, so only the
+    # root's 22 slabs (into the graph output, which is not placed) are statements
+    assert sum(sizes) == 2000 + 22 and max(sizes) <= bound
+    assert compiled.stats["concats_in_place"] == 22
+    output = graph.outputs[0]
+    np.testing.assert_array_equal(compiled.run(feeds)[output], reference.run(graph, feeds)[output])

@@ -223,7 +223,7 @@ def test_run_writes_outputs_straight_into_the_arrays_it_returns():
     b.output(y, h, view)  # h is also read by a later kernel; view re-labels y's storage
     graph = b.build()
     compiled = backend.compile(views_plan(graph), "c")
-    runtime = compiled._runtime
+    runtime = compiled._runtime.program  # the slot table and arena (backend/c_program.py)
     assert h in runtime.direct_outputs and y not in runtime.direct_outputs  # y has a view as an output
     feeds = random_feeds(graph)
     first = compiled.run(feeds)

@@ -1,0 +1,112 @@
+"""A concat of more inputs than one kernel may take becomes a tree of narrower concats.
+
+The strategies bound a kernel's arguments (``max_args``) when they merge groups, but a
+single node is a group whatever it reads: a concat of 5,000 values was one kernel with
+5,001 pointers, one isl problem of 5,000 statements (one per input, see ops/concat.py)
+and one C function that gcc -O3 took 243 s to compile at 1,000 inputs (its alias analysis
+of ``restrict`` pointers grows with their square; 95 pointers take 0.4 s). Concat is
+associative along its axis, so concat(x0..xN) = concat(concat(x0..xK), concat(...), ...)
+holds bit for bit, and each concat of the tree reads at most ``fan_in`` values. The
+backend lays every level end to end in the next where it can (backend/concat_inplace.py),
+so the tree adds no copy there.
+
+Each split is a recorded decision: the nodes of the tree carry it in their provenance and
+their groups in ``Group.rules`` (see :func:`concat_split_notes`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import TensorType
+
+#: the most inputs of one concat whatever ``max_args`` allows: it bounds the statements of
+#: one isl problem and the pointers of one C function (256 pointers: gcc takes 2.1 s)
+WIDEST_CONCAT = 128
+
+#: the provenance entry that marks a node of a split concat's tree
+SPLIT_MARK = "split: concat of "
+
+
+def concat_fan_in(options: dict) -> int:
+    """The most inputs one concat may read under a strategy's ``options``: one argument of
+    ``max_args`` is the output; never more than :data:`WIDEST_CONCAT`, never fewer than 2."""
+    max_args = options.get("max_args", WIDEST_CONCAT + 1)
+    return max(2, min(max_args - 1, WIDEST_CONCAT))
+
+
+def split_wide_concats(graph: Graph, fan_in: int) -> Graph:
+    """``graph`` itself when no concat reads more than ``fan_in`` values, else a copy in
+    which each such concat is a tree of concats of at most ``fan_in`` inputs (the root
+    keeps the node's name and output)."""
+    if all(node.op != "concat" or len(node.inputs) <= fan_in for node in graph.nodes):
+        return graph
+    split = graph.copy()
+    taken = set(split.types) | {node.name for node in split.nodes}
+    nodes: list[Node] = []
+    for node in split.nodes:
+        if node.op == "concat" and len(node.inputs) > fan_in:
+            nodes.extend(_tree(split, node, fan_in, taken))
+        nodes.append(node)
+    split.nodes = nodes
+    return split
+
+
+def _tree(graph: Graph, root: Node, fan_in: int, taken: set[str]) -> list[Node]:
+    """The part concats below ``root``, in a topological order; ``root`` is narrowed in
+    place to read the top level of the tree."""
+    note = (f"{SPLIT_MARK}{len(root.inputs)} inputs into a tree of concats of at most {fan_in} inputs "
+            f"(max_args - 1, at most {WIDEST_CONCAT})")
+    axis = root.attrs["axis"] % graph.types[root.outputs[0]].rank
+    parts: list[Node] = []
+    names = _Names(taken)
+    level = list(root.inputs)
+    while len(level) > fan_in:
+        chunks = [level[k:k + fan_in] for k in range(0, len(level), fan_in)]
+        level = [chunk[0] if len(chunk) == 1 else _part(graph, root, chunk, axis, note, names, parts)
+                 for chunk in chunks]
+    root.inputs = level
+    root.provenance = (*root.provenance, note)
+    graph.invalidate()
+    return parts
+
+
+def _part(graph: Graph, root: Node, chunk: list[str], axis: int, note: str, names: "_Names",
+          parts: list[Node]) -> str:
+    """Add the concat of ``chunk`` to ``graph`` (appended to ``parts``); returns its output."""
+    name, value = names.fresh(root.name, root.outputs[0])
+    first = graph.types[chunk[0]]
+    shape = list(first.shape)
+    shape[axis] = sum(graph.types[v].shape[axis] for v in chunk)
+    node = Node(name, "concat", list(chunk), [value], dict(root.attrs), (*root.provenance, note))
+    graph.types[value] = TensorType(tuple(shape), first.dtype)
+    parts.append(node)
+    return value
+
+
+class _Names:
+    """Fresh names ``<node>_part<k>`` and ``<value>_part<k>`` for the parts of one concat: a
+    set lookup per name, not a scan of the graph's names (Graph.fresh_name) per part."""
+
+    def __init__(self, taken: set[str]):
+        self.taken = taken
+        self.counter = itertools.count()
+
+    def fresh(self, node: str, value: str) -> tuple[str, str]:
+        while True:
+            k = next(self.counter)
+            names = f"{node}_part{k}", f"{value}_part{k}"
+            if names[0] not in self.taken and names[1] not in self.taken:
+                self.taken.update(names)
+                return names
+
+
+def concat_split_notes(graph: Graph, members: list[str]) -> list[str]:
+    """The split decisions recorded on the nodes ``members`` (a group's), each once."""
+    by_name = graph.index.by_name
+    notes = [entry for name in members for entry in by_name[name].provenance if entry.startswith(SPLIT_MARK)]
+    return list(dict.fromkeys(notes))
+
+
+__all__ = ["WIDEST_CONCAT", "concat_fan_in", "concat_split_notes", "split_wide_concats"]
