@@ -72,7 +72,7 @@ PREFETCH_LOCALITY = 3
 #: must get (shorter loops are not worth the combining)
 REDUCTION_STREAMS = 4
 MIN_STREAM_ITERATIONS = 32
-_STREAM_IDENTITY = {"sum": 0.0, "prod": 1.0}
+_STREAM_IDENTITY = {"sum": -0.0, "prod": 1.0}  # -0: a sum of -0.0s stays -0.0 (cexpr.SIGNED_SUM_C)
 
 
 @dataclass
@@ -329,8 +329,9 @@ class _Printer:
         if out_dtype in HALF_FLOATS:  # rounded once, from the float32 (or a loaded double) it was computed in
             double = any(ld.array.dtype == "float64" for ld in a.loads.values())
             return f"{target} = {narrow(out_dtype, value, double)};"
-        if out_dtype == "uint64" and _converts_a_float(a, expr):
-            return f"{target} = fl_f2u64({value});"  # C leaves a float past uint64's range undefined
+        if out_dtype in ("uint64", "uint32") and _converts_a_float(a, expr):
+            # C leaves a float past the type's range undefined (AVX-512 gave UINT32_MAX)
+            return f"{target} = fl_f2u{out_dtype[4:]}({value});"
         if out_dtype not in ("float32", "float64") or out_dtype != dtype:
             return f"{target} = ({ctype(out_dtype, self.flavor)})({value});"
         return f"{target} = {value};"
@@ -564,6 +565,14 @@ class _Printer:
             return 1
         return REDUCTION_STREAMS
 
+    def omp_reduction(self, aid: int) -> str:
+        """The OpenMP reduction of accumulator ``aid``: a float sum is cexpr's fl_add, whose
+        lanes start at -0.0 (those of + start at +0, and a sum of -0.0s came out +0)."""
+        op = self.update_of(aid).reduce
+        if op == "sum" and self.g.storage[aid].array.dtype in ("float32", "float64"):
+            return "fl_add"
+        return _OMP_REDUCTION[op]
+
     def split_reduction(self, f: For, depth: int, streams: int) -> None:
         """Print ``f`` as one loop over a 1/``streams`` share of its iterations whose body
         runs every share, each accumulating into its own copy of the accumulators
@@ -580,7 +589,7 @@ class _Printer:
             ident = float_literal(_STREAM_IDENTITY[op], dtype, self.flavor)
             inits = ", ".join(f"{c} = {ident}" for c in copies[aid][1:])
             self.lines.append(f"{ind}{ctype(dtype, self.flavor)} {inits};")
-            clauses.append(f"reduction({_OMP_REDUCTION[op]}:{', '.join(copies[aid])})")
+            clauses.append(f"reduction({self.omp_reduction(aid)}:{', '.join(copies[aid])})")
         self.lines.append(f"{ind}#pragma omp simd {' '.join(clauses)}")
         v = f.var.name
         self.lines.append(f"{ind}for ({self.flavor.int_type} {v} = {first}; {v} <= {first + share - 1}; {v} += 1) {{")
@@ -689,7 +698,7 @@ class _Printer:
                 return ""
             clauses = []
             for aid in accs:
-                clauses.append(f"reduction({_OMP_REDUCTION[self.update_of(aid).reduce]}:{self.names[aid]})")
+                clauses.append(f"reduction({self.omp_reduction(aid)}:{self.names[aid]})")
             return "#pragma omp simd " + " ".join(clauses)
         return ""
 

@@ -48,6 +48,7 @@ from fusionlang.ir.types import HALF_FLOATS, is_float_dtype
 from fusionlang.ops.access import ACC, Read, Stmt, as_expr, i_sym, r_sym, v_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.interpreter import registry_of
+from fusionlang.ops.scalar import NegativeZero
 
 #: the value a reduction starts from
 IDENTITY = {"sum": sp.Integer(0), "prod": sp.Integer(1), "max": -sp.oo, "min": sp.oo}
@@ -58,14 +59,19 @@ SUPPORTED_DTYPES = (("float32", "float64", "int64", "int32", "int8", "uint8", "b
                      "int16", "uint16", "uint32", "uint64") + NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES)
 
 
-def _start(reduce: str, dtype: str) -> sp.Expr:
+def _start(reduce: str, dtype: str, empty: bool) -> sp.Expr:
     """A reduction's starting value: its identity, but for bool, where -oo and oo would be
-    stored as true (a max over nothing is false, a min over nothing true)."""
+    stored as true (a max over nothing is false, a min over nothing true), and a float sum
+    over nothing, which is +0 (onnxruntime's, ONNX's)."""
     if dtype == "bool" and reduce in ("max", "min"):
         return sp.Integer(0 if reduce == "max" else 1)
     if np.dtype(dtype).kind in "iu" and reduce in ("max", "min"):
         info = np.iinfo(dtype)
         return sp.Integer(int(info.min if reduce == "max" else info.max))
+    if reduce == "sum" and dtype.startswith(("float", "bfloat")) and not empty:
+        # IEEE's additive identity: -0 + x is x for every x, where 0 + -0 is +0 (a sum or
+        # running sum of -0.0s is -0.0 in the reference and onnxruntime)
+        return NegativeZero()
     return IDENTITY[reduce]
 
 
@@ -76,6 +82,11 @@ def _accumulator_dtype(reduce: str, out_dtype: str, compute_dtype: str, finalize
     Sums and products in uint64 (they wrap, and the low bits are the narrower type's result);
     max and min in the signedness of the result. A finalized one (a mean) stays in double."""
     kind = np.dtype(out_dtype).kind
+    if reduce == "prod" and out_dtype in HALF_FLOATS and not finalized:
+        # a float32 product of float16 values over- and underflows by the order of its
+        # factors (SIMD lanes reorder them: inf * 0 gave NaN where onnxruntime gives -inf);
+        # in double, up to 40 float16 factors stay in range whatever their order
+        return "float64"
     if kind not in "iu" or finalized:
         return compute_dtype
     if reduce in ("sum", "prod"):
@@ -697,8 +708,9 @@ class _Builder:
         acc = self.new_array(out_extents, _accumulator_dtype(spec.reduce, out.dtype, dtype, spec.finalize is not None),
                              "acc")
         acc_at = Access(acc, tuple(i_sym(k) for k in range(len(out_extents))), ACC)
+        start = _start(spec.reduce, out.dtype, empty=0 in red_extents)
         self.stmts.append(PolyStmt(base + "_init", "init", node, order, out_extents, write=acc_at,
-                                   expr=_start(spec.reduce, out.dtype), acc=acc, compute_dtype=dtype))
+                                   expr=start, acc=acc, compute_dtype=dtype))
         body = as_expr(spec.body)
         reads = [self.read_access(node, spec, k, aux_arrays) for k in _needed_reads(spec, body)]
         reads, body = self.inline_scalars(reads, body)

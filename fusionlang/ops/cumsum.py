@@ -5,9 +5,10 @@ they are in the element's prefix (or suffix)."""
 from __future__ import annotations
 
 import numpy as np
+import sympy as sp
 
-from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, r_sym, v_sym
+from fusionlang.ir.types import HALF_FLOATS, TensorType
+from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 #: op name -> (access-spec reduction, its identity, NumPy running function)
@@ -35,6 +36,13 @@ def _exclusive(y: np.ndarray, axis: int, identity: float) -> np.ndarray:
     return np.concatenate([first, np.take(y, np.arange(y.shape[axis] - 1), axis=axis)], axis=axis)
 
 
+def _running_dtype(dtype: np.dtype) -> np.dtype:
+    """What the reference runs in: the input's own type, float32 for the 16-bit floats, as
+    onnxruntime and the generated code run (a running sum -32752, 0.0002, 32752 ends at 0
+    there; in double at 0.0002, which a float16 result kept), integers wrapping."""
+    return np.dtype(np.float32) if dtype.name in HALF_FLOATS else dtype
+
+
 def _reference_of(name: str):
     _, identity, running = RUNNING[name]
 
@@ -44,7 +52,7 @@ def _reference_of(name: str):
         y = np.flip(x, axis) if attrs["reverse"] else x
         if attrs["exclusive"] and y.shape[axis]:
             y = _exclusive(y, axis, identity)
-        total = running(y, axis=axis, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)
+        total = running(y, axis=axis, dtype=_running_dtype(x.dtype))
         total = np.flip(total, axis) if attrs["reverse"] else total
         return [np.asarray(total.astype(x.dtype), order="C")]
 
@@ -66,9 +74,19 @@ def _access_of(name: str):
         index = list(out_indices(out.rank))
         index[axis] = r
         read = Read(0, tuple(index), pad=identity, cond=counted)
-        return [Stmt(0, out.shape, (read,), v_sym(0), reduce=reduction, reduce_extents=(out.shape[axis],))]
+        return [Stmt(0, out.shape, (read,), v_sym(0), reduce=reduction, reduce_extents=(out.shape[axis],),
+                     finalize=_zero_start(name, call))]
 
     return access
+
+
+def _zero_start(name: str, call: OpCall):
+    """An exclusive float running sum starts at +0, as onnxruntime's and the reference's do:
+    a zero total is +0 (the generated sum starts at -0, IEEE's identity, which an inclusive
+    sum of -0.0s keeps); None for the plain total."""
+    if name != "cumsum" or not call.attrs["exclusive"] or not call.input(0).is_float:
+        return None
+    return sp.Piecewise((0, sp.Eq(ACC, 0)), (ACC, True))
 
 
 def _register(name: str, what: str, onnx: str) -> None:

@@ -13,7 +13,7 @@ from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.common import accumulator, elementwise, fold_left, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import IsNan, RoundHalfEven, Sigmoid, np_erf, np_sigmoid
+from fusionlang.ops.scalar import IsNan, NegativeZero, RoundHalfEven, Sigmoid, np_erf, np_sigmoid
 
 
 
@@ -37,7 +37,8 @@ _UNARY = {
     "neg": (lambda x: -x, np.negative, True, "-x"),
     "abs": (sp.Abs, np.abs, True, "|x|"),
     "sign": (sp.sign, np.sign, True, "-1, 0 or 1 by the sign of x"),
-    "relu": (lambda x: sp.Max(x, 0), lambda x: np.maximum(x, x.dtype.type(0)), True, "max(x, 0)"),
+    # x < 0 ? 0 : x, as onnxruntime and the C: -0.0 stays -0.0 (np.maximum gave +0)
+    "relu": (lambda x: sp.Max(x, 0), lambda x: np.where(x < 0, x.dtype.type(0), x), True, "max(x, 0)"),
     "exp": (sp.exp, np.exp, False, "e**x"),
     "log": (sp.log, np.log, False, "natural logarithm"),
     "sqrt": (sp.sqrt, np.sqrt, False, "square root"),
@@ -172,6 +173,10 @@ def _num(value: float):
         return sp.oo
     if value == -math.inf:
         return -sp.oo
+    if value == 0 and math.copysign(1, value) < 0:
+        return NegativeZero()
+    if isinstance(value, int):  # (an integer bound a float cannot hold: see registry's float attributes)
+        return sp.Integer(value)
     return sp.Float(value)
 
 
@@ -182,7 +187,7 @@ def _clip_dtype(call: OpCall, types: list[TensorType]) -> str:
     if not x.is_float:
         for name in ("min", "max"):
             bound = call.attrs[name]
-            if math.isfinite(bound) and not bound.is_integer():
+            if math.isfinite(bound) and not float(bound).is_integer():
                 raise call.fail(f"{name}={bound} is not an integer, but the input is {x.dtype}")
             if math.isnan(bound):
                 raise call.fail(f"{name} is NaN")
@@ -192,14 +197,19 @@ def _clip_dtype(call: OpCall, types: list[TensorType]) -> str:
 def _clip_formula(x, low, high):
     """min(max(x, low), high) with onnxruntime's std::max and std::min: NaN stays NaN, a
     tie keeps x, and inverted bounds give high for every other x."""
-    if low > high:
+    if _value(low) > _value(high):
         return sp.Piecewise((x, sp.Ne(IsNan(x), 0)), (high, True))
     cases = []
     if low != -sp.oo:
-        cases.append((low, x < low))
+        cases.append((low, x < _value(low)))
     if high != sp.oo:
-        cases.append((high, x > high))
+        cases.append((high, x > _value(high)))
     return sp.Piecewise(*cases, (x, True)) if cases else x
+
+
+def _value(bound):
+    """A bound as a number to compare with: -0.0 compares as 0."""
+    return sp.Integer(0) if isinstance(bound, NegativeZero) else bound
 
 
 def _clip_numpy(xs, a):
@@ -256,29 +266,29 @@ def _cast_access(call: OpCall) -> list[Stmt]:
 def _cast_reference(xs, a):
     if is_float8(a["to"]):
         return [to_float8(xs[0], a["to"], bool(a["saturate"]))]
-    if np.dtype(a["to"]) == np.uint64 and xs[0].dtype.kind == "f":
-        return [_float_to_uint64(xs[0])]
+    if np.dtype(a["to"]) in (np.uint64, np.uint32) and xs[0].dtype.kind == "f":
+        return [_float_to_unsigned(xs[0], np.dtype(a["to"]))]
     return [convert(xs[0], a["to"])]
 
 
-_TOP_BIT = 2.0**63
-
-
-def _float_to_uint64(x: np.ndarray) -> np.ndarray:
-    """Floats as uint64 where C leaves it undefined, as x86 converts (the generated code's
-    fl_f2u64): below 2**63 through int64 (NaN and values below -2**63 give 2**63), from 2**63
-    on as x - 2**63 with the top bit set (infinity, 2**64 and up give 0). NumPy's own cast
+def _float_to_unsigned(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Floats as uint64 or uint32 where C leaves it undefined, as x86 converts (the generated
+    code's fl_f2u64 and fl_f2u32, onnxruntime's float32 and float64 casts): below 2**(n-1)
+    through the signed type (NaN and values below -2**(n-1) give 2**(n-1)), from 2**(n-1) on
+    as x - 2**(n-1) with the top bit set (infinity, 2**n and up give 0). NumPy's own cast
     follows the instructions its loops happen to use."""
+    bits = dtype.itemsize * 8
+    top, signed = 2.0 ** (bits - 1), np.dtype(f"int{bits}")
     v = x.astype(np.float64)
     with np.errstate(invalid="ignore"):
-        high = v >= _TOP_BIT
-        rest = np.where(high, v - _TOP_BIT, 0.0)
-        high_in_range = high & (rest < _TOP_BIT)
-        low_in_range = ~high & (v >= -_TOP_BIT)
-    out = np.full(v.shape, 1 << 63, np.uint64)
+        high = v >= top
+        rest = np.where(high, v - top, 0.0)
+        high_in_range = high & (rest < top)
+        low_in_range = ~high & (v > -top - 1)  # (truncated toward zero: -2**(n-1) - 0.5 fits)
+    out = np.full(v.shape, 1 << (bits - 1), dtype)
     out[high] = 0
-    out[high_in_range] = rest[high_in_range].astype(np.int64).astype(np.uint64) | np.uint64(1 << 63)
-    out[low_in_range] = v[low_in_range].astype(np.int64).astype(np.uint64)
+    out[high_in_range] = rest[high_in_range].astype(signed).astype(dtype) | dtype.type(1 << (bits - 1))
+    out[low_in_range] = v[low_in_range].astype(signed).astype(dtype)
     return out
 
 
@@ -292,7 +302,10 @@ register(
         infer=_cast_infer,
         reference=_cast_reference,
         access=_cast_access,
-        doc="Convert the element type (float to int truncates toward zero; to int4/uint4/int2/uint2 then "
+        doc="Convert the element type (float to int truncates toward zero; a float outside uint32's or uint64's "
+            "range (n bits) converts as x86 and onnxruntime's float32 and float64 casts do: below 2**(n-1) "
+            "through the signed type, NaN and values below -2**(n-1) giving 2**(n-1), from 2**(n-1) on with the "
+            "top bit set, infinity and 2**n up giving 0; to int4/uint4/int2/uint2 then "
             "keeps the low bits, NaN and infinities giving 0; nonzero to bool is true; to float8 rounds to "
             "nearest even).",
     )
@@ -348,8 +361,11 @@ def _pow_numpy(xs, a):
     exponent = exponent.astype(base.dtype)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         out = np.power(base, exponent)
-    # NumPy computes x ** 0.5 as sqrt(x), NaN at -inf; IEEE pow (C, ONNX Runtime) gives +inf
-    return np.where(np.isneginf(base) & (exponent == 0.5), base.dtype.type(np.inf), out)
+    # NumPy computes x ** 0.5 as sqrt(x): NaN at -inf and -0 at -0, where IEEE pow (C, ONNX
+    # Runtime) gives +inf and +0
+    root = exponent == 0.5
+    out = np.where(np.isneginf(base) & root, base.dtype.type(np.inf), out)
+    return np.where((base == 0) & root, base.dtype.type(0), out)
 
 
 def _pow_dtype(call: OpCall, types: list[TensorType]) -> str:

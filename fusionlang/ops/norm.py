@@ -13,6 +13,7 @@ from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.common import accumulator, require_float, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
+from fusionlang.ops.scalar import Grouped
 
 _EPSILON = {"epsilon": Attr("float", 1e-5)}
 
@@ -49,13 +50,20 @@ def normalize(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarra
     where x - mean itself overflowed): the same answer the compiled code gives, not a
     double-precision one no float32 program computes. (ONNX Runtime, which takes the
     variance as E[x^2] - E[x]^2, gives 0 or NaN on such rows as well.)"""
+    centered, _, deviation = _moments(x, axes, epsilon)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (centered / deviation).astype(x.dtype)
+
+
+def _moments(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> tuple[np.ndarray, ...]:
+    """(x - mean, mean, sqrt(var + epsilon)) over ``axes`` in double, as normalize takes them."""
     wide = accumulator(x.dtype)
     x64 = x.astype(wide)
     with np.errstate(over="ignore", invalid="ignore"):
-        centered = (x64 - x64.mean(axis=axes, keepdims=True)).astype(x.dtype).astype(wide)
+        mean = x64.mean(axis=axes, keepdims=True)
+        centered = (x64 - mean).astype(x.dtype).astype(wide)
         squares = (centered * centered).astype(x.dtype).astype(wide)
-        var = np.mean(squares, axis=axes, keepdims=True)
-        return (centered / np.sqrt(var + epsilon)).astype(x.dtype)
+        return centered, mean, np.sqrt(np.mean(squares, axis=axes, keepdims=True) + epsilon)
 
 
 # ----- batch_norm (inference) ------------------------------------------------------
@@ -70,8 +78,8 @@ def _batch_norm_infer(call: OpCall) -> list[TensorType]:
 def _batch_norm_reference(xs, attrs):
     x, scale, bias, mean, var = xs
     eps = x.dtype.type(attrs["epsilon"])
-    factor = scale / np.sqrt(var + eps)
-    out = (x - _per_channel(mean, x.ndim)) * _per_channel(factor, x.ndim) + _per_channel(bias, x.ndim)
+    factor = _per_channel(scale / np.sqrt(var + eps), x.ndim)
+    out = x * factor + (_per_channel(bias, x.ndim) - _per_channel(mean, x.ndim) * factor)
     return [out.astype(x.dtype, copy=False)]
 
 
@@ -80,8 +88,10 @@ def _batch_norm_access(call: OpCall) -> list[Stmt]:
     channel = (i_sym(1),)
     reads = (Read(0, out_indices(out.rank)),) + tuple(Read(k, channel) for k in range(1, 5))
     x, scale, bias, mean, var = (v_sym(k) for k in range(5))
-    body = (x - mean) * scale / sp.sqrt(var + call.attrs["epsilon"]) + bias
-    return [Stmt(0, out.shape, reads, body)]
+    factor = scale / sp.sqrt(var + call.attrs["epsilon"])
+    # as onnxruntime applies it: a zero result has its sign ((x - mean) * factor + bias gave
+    # -0 where onnxruntime gives +0)
+    return [Stmt(0, out.shape, reads, x * factor + Grouped(bias - mean * factor))]
 
 
 register(
@@ -93,7 +103,7 @@ register(
         reference=_batch_norm_reference,
         access=_batch_norm_access,
         doc="Inference batch normalization with running statistics, per channel (axis 1): "
-            "(x - mean) * scale / sqrt(var + epsilon) + bias.",
+            "x * k + (bias - mean * k) with k = scale / sqrt(var + epsilon), as onnxruntime computes it.",
     )
 )
 
@@ -136,8 +146,12 @@ def _instance_norm_infer(call: OpCall) -> list[TensorType]:
 
 def _instance_norm_reference(xs, attrs):
     x, scale, bias = xs
-    axes = tuple(range(2, x.ndim))
-    out = normalize(x, axes, attrs["epsilon"]) * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
+    _, mean, deviation = _moments(x, tuple(range(2, x.ndim)), attrs["epsilon"])
+    # as onnxruntime (and the decomposition) apply it, x * k + (bias - mean * k): a zero
+    # result has its sign ((x - mean) * k + bias gave -0 where onnxruntime gives +0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        k = _per_channel(scale, x.ndim) / deviation
+        out = x.astype(k.dtype) * k + (_per_channel(bias, x.ndim) - mean * k)
     return [out.astype(x.dtype, copy=False)]
 
 

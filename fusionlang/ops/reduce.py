@@ -98,22 +98,29 @@ def _min(x, axis, keepdims):
     return np.min(x, axis=axis, keepdims=keepdims, initial=highest(x.dtype))
 
 
-def _summing(fn):
+def _summing(fn, start):
     def reduce(x, axis, keepdims):
-        return fn(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype))
+        return fn(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype), initial=start(x, axis))
 
     return reduce
+
+
+def _sum_start(x: np.ndarray, axis) -> float | int:
+    """A float sum starts at -0.0, IEEE's additive identity (NumPy's +0 made a sum of -0.0s
+    +0, where onnxruntime and the generated code give -0); a sum of nothing is +0."""
+    empty = any(x.shape[a] == 0 for a in axis)
+    return -0.0 if np.dtype(accumulator(x.dtype)).kind == "f" and not empty else 0
 
 
 def _mean(x, axis, keepdims):
     # the mean of an empty set of values is NaN (NumPy's answer, without its warning)
     with np.errstate(invalid="ignore", divide="ignore"):
-        total = np.sum(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype))
+        total = _summing(np.sum, _sum_start)(x, axis, keepdims)
         return total / np.prod([x.shape[a] for a in axis])
 
 
-for _kind, _fn in (("sum", _summing(np.sum)), ("mean", _mean), ("max", _max), ("min", _min),
-                   ("prod", _summing(np.prod))):
+for _kind, _fn in (("sum", _summing(np.sum, _sum_start)), ("mean", _mean), ("max", _max), ("min", _min),
+                   ("prod", _summing(np.prod, lambda x, axis: 1))):
     register(
         OpDef(
             name=f"reduce_{_kind}",

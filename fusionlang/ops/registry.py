@@ -170,6 +170,10 @@ def _canonical_attr(kind: str, value: Any, where: str) -> Any:
                 raise ValueError
             return int(value)
         if kind == "float":
+            # an integer a float cannot hold stays exact (an int64 Clip bound of 2**62 - 1)
+            if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+                    and float(value) != int(value):
+                return int(value)
             return float(value)
         if kind == "str":
             if isinstance(value, bytes):

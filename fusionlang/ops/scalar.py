@@ -53,6 +53,22 @@ class IsInf(sp.Function):
     nargs = 1
 
 
+class NegativeZero(sp.Function):
+    """The float -0.0 (sympy's numbers have no signed zero: Float(-0.0) is 0): the bound of
+    a Clip, the start of a float sum, where IEEE and onnxruntime keep the sign."""
+
+    nargs = 0
+    is_real = True
+    is_finite = True
+
+
+class Grouped(sp.Function):
+    """x, computed on its own before the sum around it: sympy flattens a + (b - c) to
+    a + b - c, and float addition is not associative (a zero's sign, a rounding differ)."""
+
+    nargs = 1
+
+
 class Fmod(sp.Function):
     """C's fmod: the remainder of a / b truncated toward zero (sign of a); sympy's Mod floors."""
 
@@ -231,6 +247,7 @@ _UNARY = {
     IsNan: lambda x: np.isnan(x).astype(np.int8),
     IsInf: lambda x: np.isinf(x).astype(np.int8),
     Float32Round: lambda x: np.asarray(x, np.float32),
+    Grouped: lambda x: x,
 }
 
 _RELATIONAL = {
@@ -335,6 +352,8 @@ class _Evaluator:
         if isinstance(e, BitCast):
             source, target = (BITCAST_DTYPES[int(a)] for a in args[1:])
             return bit_cast(self.run(args[0]), source, target)
+        if isinstance(e, NegativeZero):
+            return self.dtype.type(-0.0)
         if isinstance(e, Fmod):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.fmod(self.run(args[0]), self.run(args[1]))

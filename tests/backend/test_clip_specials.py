@@ -1,4 +1,4 @@
-"""Clip keeps NaN and signed zeros whatever its bounds, as onnxruntime does: with bounds
+"""Clip keeps NaN and signed zeros (its bounds' too) whatever its bounds, as onnxruntime does: with bounds
 inverted (min > max) or equal, sympy simplified min(max(x, lo), hi) to a constant over
 the reals, and a NaN x came out of the compiled code as the bound."""
 
@@ -14,9 +14,10 @@ from fusionlang.frontend import from_onnx
 X = np.float32([np.nan, -np.inf, np.inf, -0.0, 0.0, 3, -3, 7])
 
 
-# (not yet: a bound of -0.0, which sympy holds as 0)
+# a bound of -0.0 is -0.0 where it is picked (sympy holds it as 0: the C gave +0)
 @pytest.mark.parametrize("low, high", [(5, 1), (-np.inf, np.inf), (-np.inf, 1), (1, np.inf), (0, 0), (3, 3),
-                                       (-1, 3), (np.inf, -np.inf), (np.inf, 2)])
+                                       (-1, 3), (np.inf, -np.inf), (np.inf, 2), (-0.0, 1), (-1, -0.0),
+                                       (-0.0, -0.0), (0.0, -0.0), (-0.0, 0.0), (1, -0.0)])
 def test_clip_matches_onnxruntime_bit_for_bit(low, high):
     import onnxruntime
 

@@ -4,6 +4,8 @@ literal zeros that must not be simplified away, and means that do not overflow."
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -42,7 +44,7 @@ def test_sign_of_nan_is_nan():
     assert_same(got, want)
 
 
-def test_pow_at_minus_infinity_follows_ieee_in_c_and_the_reference():
+def test_pow_at_minus_infinity_and_minus_zero_follows_ieee_in_c_and_the_reference():
     b = GraphBuilder("pow")
     x = b.input("x", SPECIAL.shape, "float32")
     b.output(b.pow(x, b.constant(np.float32(0.5))), b.pow(x, b.input("y", SPECIAL.shape, "float32")))
@@ -51,6 +53,9 @@ def test_pow_at_minus_infinity_follows_ieee_in_c_and_the_reference():
     got, want = compiled_and_reference(graph, feeds)
     for name in want:  # pow(-inf, 0.5) is +inf (IEEE 754, C's powf, ONNX Runtime), not sqrt's NaN
         assert want[name][2] == np.inf and got[name][2] == np.inf
+        # pow(-0, 0.5) is +0 (math.pow is C's), where NumPy's and C's sqrt give -0
+        assert math.copysign(1, math.pow(-0.0, 0.5)) == 1
+        assert not np.signbit(want[name][4]) and not np.signbit(got[name][4])
     assert_same(got, want)
 
 
