@@ -16,7 +16,7 @@ from fusionlang.engine.decisions import MergeDecision, Verdict, feedback_note
 from fusionlang.engine.lowering import OpenedGraph, on_primitives, opened
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
-from fusionlang.engine.wide_concat import concat_fan_in, concat_split_notes, split_wide_concats
+from fusionlang.engine.wide_concat import concat_fan_in, concat_split_notes, split_wide_concats, split_wide_splits
 from fusionlang.errors import FuseError
 from fusionlang.instrument import timed
 from fusionlang.stages import PARTITION
@@ -55,7 +55,8 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
         raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
     run, defaults = STRATEGIES[name]
     opts = strategy_options(ruleset, name, defaults, options)
-    split = split_wide_concats(graph, concat_fan_in(opts))  # a node is a group whatever its fan-in
+    # a node is a group whatever its fan-in or fan-out
+    split = split_wide_splits(split_wide_concats(graph, concat_fan_in(opts)), concat_fan_in(opts))
     if split is not graph:
         graph, opening = split, OPEN_HERE
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))

@@ -10,6 +10,11 @@ holds bit for bit, and each concat of the tree reads at most ``fan_in`` values. 
 backend lays every level end to end in the next where it can (backend/concat_inplace.py),
 so the tree adds no copy there.
 
+A split into more outputs than a kernel may write is the mirror image, and gets the same
+treatment (:func:`split_wide_splits`): split(x) into y0..yN is split(x) into parts, each
+split again into its outputs (a Split into 1,000 outputs was one kernel with 1,001
+pointers that did not compile in minutes).
+
 Each split is a recorded decision: the nodes of the tree carry it in their provenance and
 their groups in ``Group.rules`` (see :func:`concat_split_notes`).
 """
@@ -25,8 +30,9 @@ from fusionlang.ir.types import TensorType
 #: one isl problem and the pointers of one C function (256 pointers: gcc takes 2.1 s)
 WIDEST_CONCAT = 128
 
-#: the provenance entry that marks a node of a split concat's tree
+#: the provenance entry that marks a node of a split concat's (or split's) tree
 SPLIT_MARK = "split: concat of "
+WIDE_SPLIT_MARK = "split: split into "
 
 
 def concat_fan_in(options: dict) -> int:
@@ -102,11 +108,67 @@ class _Names:
                 return names
 
 
+def split_wide_splits(graph: Graph, fan_out: int) -> Graph:
+    """``graph`` itself when no split writes more than ``fan_out`` values, else a copy in
+    which each such split is a tree of splits of at most ``fan_out`` outputs (the root
+    keeps the node's name and input; each original output keeps its name)."""
+    if all(node.op != "split" or len(node.outputs) <= fan_out for node in graph.nodes):
+        return graph
+    split = graph.copy()
+    taken = set(split.types) | {node.name for node in split.nodes}
+    nodes: list[Node] = []
+    for node in split.nodes:
+        nodes.append(node)
+        if node.op == "split" and len(node.outputs) > fan_out:
+            nodes.extend(_split_tree(split, node, fan_out, taken))
+    split.nodes = nodes
+    return split
+
+
+def _split_tree(graph: Graph, root: Node, fan_out: int, taken: set[str]) -> list[Node]:
+    """The part splits below ``root``, in a topological order; ``root`` is narrowed in
+    place to write the top level of the tree."""
+    note = (f"{WIDE_SPLIT_MARK}{len(root.outputs)} outputs as a tree of splits of at most {fan_out} outputs "
+            f"(max_args - 1, at most {WIDEST_CONCAT})")
+    x = graph.types[root.inputs[0]]
+    axis = root.attrs["axis"] % x.rank
+    names = _Names(taken)
+    levels: list[list[Node]] = []  # the deepest level first
+    level = list(zip(root.outputs, root.attrs["split"]))
+    while len(level) > fan_out:
+        made: list[Node] = []
+        chunks = [level[k:k + fan_out] for k in range(0, len(level), fan_out)]
+        level = [chunk[0] if len(chunk) == 1 else _split_part(graph, root, chunk, x, axis, note, names, made)
+                 for chunk in chunks]
+        levels.append(made)
+    root.outputs = [value for value, _ in level]
+    root.attrs = {**root.attrs, "split": [size for _, size in level]}
+    root.provenance = (*root.provenance, note)
+    graph.invalidate()
+    # each level reads what the level above writes: the top level first
+    return [node for made in reversed(levels) for node in made]
+
+
+def _split_part(graph: Graph, root: Node, chunk: list[tuple[str, int]], x: TensorType, axis: int, note: str,
+                names: "_Names", made: list[Node]) -> tuple[str, int]:
+    """Add the split of a new value into ``chunk``'s outputs (appended to ``made``); returns
+    (the new value, its size along ``axis``), which the level above writes."""
+    name, value = names.fresh(root.name, root.inputs[0])
+    size = sum(n for _, n in chunk)
+    shape = list(x.shape)
+    shape[axis] = size
+    graph.types[value] = TensorType(tuple(shape), x.dtype)
+    attrs = {**root.attrs, "split": [n for _, n in chunk]}
+    made.append(Node(name, "split", [value], [v for v, _ in chunk], attrs, (*root.provenance, note)))
+    return value, size
+
+
 def concat_split_notes(graph: Graph, members: list[str]) -> list[str]:
     """The split decisions recorded on the nodes ``members`` (a group's), each once."""
     by_name = graph.index.by_name
-    notes = [entry for name in members for entry in by_name[name].provenance if entry.startswith(SPLIT_MARK)]
+    notes = [entry for name in members for entry in by_name[name].provenance
+             if entry.startswith((SPLIT_MARK, WIDE_SPLIT_MARK))]
     return list(dict.fromkeys(notes))
 
 
-__all__ = ["WIDEST_CONCAT", "concat_fan_in", "concat_split_notes", "split_wide_concats"]
+__all__ = ["WIDEST_CONCAT", "concat_fan_in", "concat_split_notes", "split_wide_concats", "split_wide_splits"]

@@ -102,3 +102,53 @@ def test_a_concat_named_as_its_output_gets_parts_named_alike():
         ("y_part0", ["y_part0"]), ("y_part1", ["y_part1"]), ("y_part2", ["y_part2"]), ("y_part3", ["y_part3"]),
         ("y", ["y"])]
     assert split.node("y").inputs == ["y_part3", "x"] and split.types["y_part3"] == TensorType((1, 18))
+
+
+# ----- splits: the mirror image ------------------------------------------------------------
+
+
+def _wide_split(n: int, axis: int = 1):
+    """x: f32[2, 3n] split along ``axis`` into n parts of 3 (different sizes at the ends), each relu'd."""
+    graph = Graph(f"split{n}")
+    sizes = [1] + [3] * (n - 2) + [5]
+    total = sum(sizes)
+    shape = (2, total) if axis in (1, -1) else (total, 2)
+    graph.add_input("x", TensorType(shape))
+    outs = [f"s{k}" for k in range(n)]
+    graph.add_node(Node("sp", "split", ["x"], outs, {"axis": axis, "split": sizes}),
+                   [TensorType((2, s) if axis in (1, -1) else (s, 2)) for s in sizes])
+    for k in range(n):
+        graph.add_node(Node(f"r{k}", "relu", [outs[k]], [f"y{k}"]), [graph.types[outs[k]]])
+    graph.outputs = [f"y{k}" for k in range(n)]
+    feeds = {"x": np.random.default_rng(n).standard_normal(shape).astype(np.float32)}
+    return graph, feeds
+
+
+@pytest.mark.parametrize("n, fan_out", [(10, 3), (200, 95), (1000, 8)])
+@pytest.mark.parametrize("axis", [1, 0, -1])
+def test_a_wide_split_is_a_tree_of_narrow_ones_that_computes_the_same(n, fan_out, axis):
+    from fusionlang.engine.wide_concat import split_wide_splits
+
+    graph, feeds = _wide_split(n, axis)
+    split = split_wide_splits(graph, fan_out)
+    splits = [node for node in split.nodes if node.op == "split"]
+    assert len(splits) > 1 and max(len(node.outputs) for node in splits) <= fan_out
+    assert split.node("sp").inputs == ["x"] and len(graph.node("sp").outputs) == n  # the input graph is kept
+    assert all(WIDE_SPLIT in " ".join(node.provenance) for node in splits)
+    expected, got = reference.run(graph, feeds), reference.run(split, feeds)
+    for name in graph.outputs:
+        np.testing.assert_array_equal(got[name], expected[name])
+
+
+WIDE_SPLIT = "split: split into "
+
+
+def test_fuse_compile_and_run_a_split_into_a_thousand_outputs():
+    """One split of 1,000 outputs was one kernel writing 1,000 pointers: gcc did not finish in minutes."""
+    graph, feeds = _wide_split(1000)
+    plan = fusionlang.fuse(graph, "apollo")
+    assert max(len(plan.graph.node(n).outputs) for g in plan.groups for n in g.nodes) <= 95
+    assert any(r.startswith(WIDE_SPLIT + "1000 outputs") for g in plan.groups for r in g.rules)
+    got, expected = fusionlang.compile(plan).run(feeds), reference.run(graph, feeds)
+    for name in graph.outputs:
+        np.testing.assert_array_equal(got[name], expected[name])
