@@ -166,7 +166,7 @@ def format_ruleset(ruleset) -> str:
             if case.from_def:
                 continue
             attrs = [attr for attr, _ in case.binds] + [f"{k}={format_literal(v)}" for k, v in case.requires]
-            out.append("decompose " + _header(op, case.params, attrs) + " {")
+            out.append("decompose " + _header(op, case.params, attrs) + _accepts(case.accepts) + " {")
             out.extend(_body(case.body))
             out.append("}")
     for rule in sorted(ruleset.rewrites, key=lambda r: r.order):
@@ -175,7 +175,7 @@ def format_ruleset(ruleset) -> str:
             head += f" priority {rule.priority}"
         if rule.shared:
             head += " shared"
-        out.append(head + ":")
+        out.append(head + _accepts(rule.accepts) + ":")
         out.append("    " + format_expr(rule.pattern))
         if rule.guard is not None:
             out.append("    where " + format_expr(rule.guard))
@@ -189,6 +189,11 @@ def format_ruleset(ruleset) -> str:
     for test in ruleset.tests:
         out.extend(format_test(test.decl))
     return "\n".join(out) + "\n"
+
+
+def _accepts(names) -> str:
+    """`` accepts overflow`` for a rule that accepts something, else ""."""
+    return " accepts " + ", ".join(sorted(names)) if names else ""
 
 
 def format_fuse_entry(entry) -> str:

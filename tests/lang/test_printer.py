@@ -45,3 +45,14 @@ def test_expressions_print_with_the_parentheses_they_need(source):
     printed = format_expr(expr)
     again = parse_module(text.replace(source, printed), "e.fuse", diags).items[0]
     assert (again.guard if again.guard is not None else again.pattern) == expr
+
+
+def test_accepts_clauses_round_trip():
+
+    text = ('import "std/ops.fuse"\n'
+            'decompose softmax(x; axis) accepts overflow {\n  return x\n}\n'
+            'rewrite r accepts overflow: relu(relu(x)) => relu(x)\n')
+    rules = parse_text(text, "acc.fuse")
+    again = parse_text(format_ruleset(rules), "again.fuse")
+    assert [c.accepts for c in again.decompositions["softmax"]] == [frozenset({"overflow"})]
+    assert next(r for r in again.rewrites if r.name == "r").accepts == frozenset({"overflow"})
