@@ -158,7 +158,8 @@ class PolyStmt:
     #: extra isl constraints on the dims (iterations where a padded read is dropped)
     constraints: tuple[str, ...] = ()
     reads: list[Access] = field(default_factory=list)
-    write: Access | None = None
+    #: every statement stores somewhere (keyword-only: it follows fields with defaults)
+    write: Access = field(kw_only=True)
     #: the value stored (compute/final), accumulated (update) or initialized (init);
     #: read k appears as its ``vsym``, the accumulator as ACC
     expr: sp.Expr = sp.Integer(0)
