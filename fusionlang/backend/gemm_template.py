@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from typing import Protocol
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -344,10 +344,16 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     return out.text()
 
 
+class _Printer(Protocol):
+    """Prints a helper's body (a Protocol: mypy accepts lambdas with defaults for it)."""
+
+    def __call__(self, out: Lines, /) -> None: ...
+
+
 def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[tuple]:
     """(name, signature, body printer, prelude) of each shape-free helper the driver calls:
     the micro-kernel and the packing routines of the operands not passed packed."""
-    called: list[tuple[str, str, Callable[[Lines], None], str]] = [(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
+    called: list[tuple[str, str, _Printer, str]] = [(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
                lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
     if not packed_a:
         pack = f"fl_gemm_pack_a_{bl.mr}"
