@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import time
+from typing import Mapping
 from functools import cached_property
 
 import numpy as np
@@ -62,7 +63,7 @@ class CRuntime:
         for group in build.plan.groups:
             with timed(CODEGEN, "print C", detail=f"group {group.id}"):
                 parts, main, strategy, (detail, flops) = self._functions(build, group)
-            if not parts:
+            if not parts or main is None:  # (main is None exactly when parts is empty)
                 continue
             for fn in parts:
                 functions.setdefault(fn.name, fn.source)
@@ -251,7 +252,7 @@ class CRuntime:
         return np.frombuffer(raw, dtype=np.dtype(t.dtype), count=count, offset=start).reshape(t.shape)
 
     # ----- running ----------------------------------------------------------------------
-    def execute(self, feeds: dict[str, np.ndarray]) -> None:
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
         for (kind, key), slot in self.slots.items():
             if kind == "value" and self.buffers.buffers[key].kind == "input":
                 self.table[slot] = feeds[key].ctypes.data
@@ -275,12 +276,14 @@ class CRuntime:
                               lambda name, b, t: direct[name] if name in direct else self._array(name).copy())
 
     def reset_profile(self) -> None:
+        assert self.profile_ns is not None, "compiled without profile=True"
         self.profile_ns[:] = 0
 
     def kernel_seconds(self) -> list[float]:
         """Seconds spent in each kernel (in ``kernels`` order) since the last reset, its
         parts before and after a template included."""
         totals = [0.0] * len(self.kernels)
+        assert self.profile_ns is not None, "compiled without profile=True"
         for k, ns in zip(self.call_kernel, self.profile_ns.tolist()):
             totals[k] += ns * 1e-9
         return totals
