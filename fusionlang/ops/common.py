@@ -135,7 +135,7 @@ def elementwise(
 
     def access(call: OpCall) -> list[Stmt]:
         out = call.out_types[0]
-        reads = tuple(Read(k, broadcast_index(t.shape, out.rank)) for k, t in enumerate(call.in_types))
+        reads = tuple(Read(k, broadcast_index(call.input(k).shape, out.rank)) for k in range(len(call.in_types)))
         body = formula([v_sym(k) for k in range(len(reads))], call.attrs)
         return [Stmt(0, out.shape, reads, as_expr(body))]
 

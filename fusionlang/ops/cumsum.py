@@ -4,6 +4,8 @@ they are in the element's prefix (or suffix)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from fusionlang.ir.types import TensorType
@@ -11,7 +13,7 @@ from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 #: op name -> (access-spec reduction, its identity, NumPy running function)
-RUNNING = {"cumsum": ("sum", 0.0, np.cumsum), "cumprod": ("prod", 1.0, np.cumprod)}
+RUNNING: dict[str, tuple[str, float, Callable[..., np.ndarray]]] = {"cumsum": ("sum", 0.0, np.cumsum), "cumprod": ("prod", 1.0, np.cumprod)}
 
 
 def _axis(call: OpCall) -> int:
