@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph, Node
@@ -166,7 +166,7 @@ class RewriteRule:
     #: position among all rewrites in load order (ties of priority keep file order)
     order: int = field(default=0, compare=False)
     #: the pattern as a tree (fusionlang.lang.patterns), compiled once by the checker
-    compiled: object = field(default=None, compare=False, repr=False)
+    compiled: Any = field(default=None, compare=False, repr=False)  # a POp once checked
 
     @property
     def name(self) -> str:
