@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import numpy as np
 
@@ -241,7 +241,7 @@ class OpRegistry:
     def __iter__(self) -> Iterable[OpDef]:
         return iter(self.get(n) for n in self.names())
 
-    def call(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None],
+    def call(self, op: str, node: str, attrs: dict, in_types: Sequence[TensorType | None],
              in_values: list | None = None) -> tuple[OpDef, OpCall]:
         """Check arity and attributes of a would-be node; return its OpDef and OpCall.
 
@@ -253,7 +253,7 @@ class OpRegistry:
         return opdef, OpCall(op, node, opdef.normalize_attrs(attrs, where), list(in_types),
                              in_values=list(in_values or []))
 
-    def infer(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None],
+    def infer(self, op: str, node: str, attrs: dict, in_types: Sequence[TensorType | None],
               in_values: list | None = None) -> list[TensorType]:
         opdef, call = self.call(op, node, attrs, in_types, in_values)
         return opdef.run_infer(call)
