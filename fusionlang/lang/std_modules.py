@@ -2,7 +2,7 @@
 
 Written by tools/gen_parse_tables.py; do not edit."""
 
-STAMP = '9d14c2ba4354b68dcdfa0e078601bb8957cac9e1ecc2f1c111cd89eedd18b2c2'
+STAMP = '7cc461a457dbb8b9ef95de283396905fc414efdd169d082926114af3ba0d232c'
 
 MODULES = {'apollo.fuse': ('7ebc942a2e74b5a589cee2143632e86b3e16613bfd73ec9842b4e0aa33197b96',
                  ('Module', 'apollo.fuse',
