@@ -569,7 +569,7 @@ class _Checker:
         def is_op(name: str) -> bool:
             return name in self.registry and name not in META
 
-        graph = nx.DiGraph()
+        graph: nx.DiGraph[str] = nx.DiGraph()
         terms = {}
         for rule in self.rewrites:
             graph.add_node(rule.name)
@@ -600,7 +600,7 @@ class _Checker:
                              f"rewrites {', '.join(repr(n) for n in names)} can loop: {path}",
                              "each builds what the next one matches")
         # decompositions that reopen themselves
-        dgraph = nx.DiGraph()
+        dgraph: nx.DiGraph[str] = nx.DiGraph()
         for op, cases in self.decompositions.items():
             dgraph.add_node(op)
             for case in cases:
