@@ -353,7 +353,8 @@ class _Printer(Protocol):
 def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[tuple]:
     """(name, signature, body printer, prelude) of each shape-free helper the driver calls:
     the micro-kernel and the packing routines of the operands not passed packed."""
-    called: list[tuple[str, str, _Printer, str]] = [(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
+    called: list[tuple[str, str, _Printer, str]]
+    called = [(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
                lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
     if not packed_a:
         pack = f"fl_gemm_pack_a_{bl.mr}"

@@ -547,8 +547,8 @@ class _Builder:
             value, index = self.through_copies(value, index)
             if value in self.inlined:
                 # no array until expand() replaces it by the producer's expression
-                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad, (node.name, node.op),  # type: ignore[arg-type]
-                                   value=value)
+                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad,  # type: ignore[arg-type]
+                                   (node.name, node.op), value=value)
             array = self.value_array(value)
         if len(index) != len(array.shape):
             raise CodegenError(f"node {node.name!r} ({node.op}): read index rank {len(index)} does not match "

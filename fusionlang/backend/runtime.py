@@ -42,7 +42,8 @@ from fusionlang.stages import CODEGEN, COMPILE, RUN, format_seconds, seconds_key
 #: target -> the runtime that builds and runs its kernels. "cuda-emu" runs the CUDA kernels
 #: on the CPU with CUDA's execution model emulated (threads, barriers, warp shuffles): slow,
 #: for testing generated CUDA without a GPU
-RUNTIMES: dict[str, type[CRuntime] | type[CudaRuntime] | type[EmuRuntime]] = {"c": CRuntime, "cuda": CudaRuntime, "cuda-emu": EmuRuntime}
+RUNTIMES: dict[str, type[CRuntime] | type[CudaRuntime] | type[EmuRuntime]] = {
+    "c": CRuntime, "cuda": CudaRuntime, "cuda-emu": EmuRuntime}
 TARGETS = tuple(RUNTIMES)
 
 

@@ -13,7 +13,8 @@ from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 #: op name -> (access-spec reduction, its identity, NumPy running function)
-RUNNING: dict[str, tuple[str, float, Callable[..., np.ndarray]]] = {"cumsum": ("sum", 0.0, np.cumsum), "cumprod": ("prod", 1.0, np.cumprod)}
+RUNNING: dict[str, tuple[str, float, Callable[..., np.ndarray]]] = {
+    "cumsum": ("sum", 0.0, np.cumsum), "cumprod": ("prod", 1.0, np.cumprod)}
 
 
 def _axis(call: OpCall) -> int:
