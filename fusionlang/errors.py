@@ -8,6 +8,7 @@ every package may raise these.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: a list of numbers longer than LIST_SHOWN entries, as a message prints it
 _LONG_LIST = re.compile(r"[\[(](?:\s*-?[\w.+-]+,){16,}\s*-?[\w.+-]+\s*[\])]")
@@ -85,6 +86,9 @@ class BudgetError(FuseError):
 
 class RewriteError(FuseError):
     """The rewrite engine stopped abnormally (e.g. a rule set kept firing past its budget)."""
+
+    #: the rewrite as far as it got: a RewriteResult, which apply_rules sets as the error leaves it
+    result: Any
 
 
 class PlanError(FuseError):

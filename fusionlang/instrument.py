@@ -178,7 +178,7 @@ def timed(stage: str, name: str, detail: str = "") -> Iterator[None]:
         yield
     finally:
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-        if entry is not None:
+        if entry is not None and timings is not None:  # (an entry was opened on timings)
             timings.leave(entry, seconds, cpu)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s%s: %s", name, f" ({detail})" if detail else "", format_seconds(seconds))

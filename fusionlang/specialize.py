@@ -12,7 +12,7 @@ from the importer (its RuntimeInputError names them), once per model.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class Specializer:
     """
 
     def __init__(self, model: Any, *, target: str = "c", rules: Any = "apollo",
-                 input_shapes: Mapping[str, tuple[int, ...]] | None = None, capacity: int = 8,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None, capacity: int = 8,
                  build: Callable[[Graph], Runner] | None = None):
         # imported on use, as fusionlang.api does: only importing needs onnx
         from fusionlang.frontend.onnx_import import declared_inputs, load_model
@@ -106,7 +106,7 @@ class Specializer:
 
 
 def specialized_graph(model: Any, feeds: Mapping[str, np.ndarray],
-                      input_shapes: Mapping[str, tuple[int, ...]] | None = None
+                      input_shapes: Mapping[str, Sequence[int]] | None = None
                       ) -> tuple[Graph, set[str], set[str]]:
     """(graph, inputs whose shapes were taken, inputs bound as constants): ``model``
     imported with the shapes and values of ``feeds`` it needs (only those: other feeds
@@ -117,7 +117,7 @@ def specialized_graph(model: Any, feeds: Mapping[str, np.ndarray],
     return graph, shapes, values
 
 
-def import_bound(model: Any, feeds: Mapping[str, np.ndarray], input_shapes: Mapping[str, tuple[int, ...]],
+def import_bound(model: Any, feeds: Mapping[str, np.ndarray], input_shapes: Mapping[str, Sequence[int]],
                  shape_inputs: set[str], value_inputs: set[str]) -> Graph:
     """``model`` imported with the shapes of ``shape_inputs`` and the values of
     ``value_inputs`` taken from ``feeds``. Each RuntimeInputError names inputs to bind

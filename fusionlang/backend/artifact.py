@@ -367,7 +367,7 @@ class _BufferFile(io.RawIOBase):
     """A read-only file over an array's bytes, without copying them (io.BytesIO copies)."""
 
     def __init__(self, data: np.ndarray):
-        self._view, self._at = memoryview(data).cast("B"), 0
+        self._view, self._at = memoryview(data.data).cast("B"), 0
 
     def readable(self) -> bool:
         return True

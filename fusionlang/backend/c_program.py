@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from typing import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -103,7 +104,7 @@ class CProgram:
         self.errors = np.zeros(RECORD, np.int64)
         self.table = (ctypes.c_void_p * max(1, len(layout.slots)))()
         #: input name -> its slot, filled on each run
-        self.feed_slots = [(slot, key) for slot, (role, key) in enumerate(layout.slots) if role == FEED]
+        self.feed_slots = [(slot, str(key)) for slot, (role, key) in enumerate(layout.slots) if role == FEED]
         self.arena_slots = {key: slot for slot, (role, key) in enumerate(layout.slots) if role == ARENA}
         self.sources = {source.name: source for source in layout.outputs}
         #: output name -> the array the last run returned (see _output_array)
@@ -123,10 +124,10 @@ class CProgram:
             self.arena = np.zeros(self.layout.arena_bytes + align, np.uint8)
             self.base = (-self.arena.ctypes.data) % align
         for slot, (role, key) in enumerate(self.layout.slots):
-            if role == CONST:
-                self.table[slot] = self.constants[key].ctypes.data
+            if role == CONST:  # a constant's key is its number, an arena value's its name
+                self.table[slot] = self.constants[int(key)].ctypes.data
             elif role == ARENA:
-                self.table[slot] = self._address(key)
+                self.table[slot] = self._address(str(key))
 
     def _address(self, value: str) -> int:
         if self.arena is None:
@@ -142,7 +143,7 @@ class CProgram:
         count = int(np.prod(source.shape, dtype=np.int64))
         return np.frombuffer(raw, dtype=np.dtype(source.dtype), count=count, offset=start).reshape(source.shape)
 
-    def execute(self, feeds: dict[str, np.ndarray]) -> None:
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
         """Run on checked, C-contiguous feeds; the outputs stay where the kernels wrote them."""
         for slot, name in self.feed_slots:
             self.table[slot] = feeds[name].ctypes.data

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 import sympy as sp
@@ -444,12 +444,12 @@ class IndexPrinter:
         return self.p(e)
 
     def piecewise(self, e) -> str:
-        out = None
+        out = "0"  # a Piecewise has at least one piece
         for value, cond in reversed(e.args):
             if cond is sp.true or cond == sp.true:
                 out = self.p(value)
             else:
-                out = f"({self.p(cond)} ? {self.p(value)} : {out if out is not None else '0'})"
+                out = f"({self.p(cond)} ? {self.p(value)} : {out})"
         return out
 
 
@@ -469,10 +469,17 @@ def _is_reciprocal(e) -> bool:
     return isinstance(e, sp.Pow) and isinstance(e.exp, sp.Integer) and int(e.exp) < 0
 
 
+class SymbolText(Protocol):
+    """The C text of a symbol (a load, a local). A Protocol rather than a Callable, so that
+    mypy accepts a lambda with defaults (``lambda sym, loads=loads: ...``)."""
+
+    def __call__(self, sym: sp.Symbol, /) -> str: ...
+
+
 class ValuePrinter(C99CodePrinter):
     """Float bodies: sympy's C99 printer with float32 aliases and our own literals."""
 
-    def __init__(self, dtype: str, flavor: Flavor, symbol: Callable[[sp.Symbol], str],
+    def __init__(self, dtype: str, flavor: Flavor, symbol: SymbolText,
                  integer: Callable[[sp.Symbol], bool] | None = None,
                  unsigned64: Callable[[sp.Symbol], bool] | None = None):
         settings = {"type_aliases": {real: float32}} if dtype == "float32" else {}

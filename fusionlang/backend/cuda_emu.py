@@ -206,7 +206,7 @@ class EmuRuntime:
                                           build.precision)
         self.kernels = kernel_infos(build, self.program)
         self.source = self.program.source
-        launchers = {}
+        launchers: dict[str, str] = {}
         for la in self.program.launches:
             launchers.setdefault(la.kernel, _launcher(la.kernel, la.types(self.program)))
         # FUSIONLANG_EMU_TENSOR_CORES=1: the GEMM template's tensor-core path, with mma.sync
@@ -221,7 +221,7 @@ class EmuRuntime:
         self.base = (-self.arena.ctypes.data) % ALIGN
         self.scratch = np.zeros(max(self.program.scratch_bytes, 16), np.uint8)
         self.errors = np.zeros(RECORD, np.int64)
-        self.keep = []
+        self.keep: list[np.ndarray] = []  # the arrays the launches' pointers point into
         self.calls = []
         for la in self.program.launches:
             fn = getattr(self.lib, f"fl_emu_{la.kernel}")

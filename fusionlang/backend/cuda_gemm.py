@@ -520,6 +520,7 @@ def _stage_view(out: _Lines, view: Operand, name: str, which: str, dest: str, ex
 def _stage_im2col(out: _Lines, problem: GemmProblem, x: str, element: str, prologue: Prologue | None) -> None:
     """B[k, n] of the convolution gathered from the image: k = (channel, kh, kw), n = (oh, ow)."""
     b = problem.b
+    assert isinstance(b, Im2Col), "only a convolution's B is gathered from its image"
     kh, kw = b.kernel
     out.open("for (int e = tid; e < BK * BN; e += blockDim.x)")
     out("const int r = e / BN, c = e % BN;")

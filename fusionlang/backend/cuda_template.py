@@ -13,6 +13,7 @@ arrays.
 from __future__ import annotations
 
 import hashlib
+from typing import cast
 
 import sympy as sp
 
@@ -77,7 +78,7 @@ def _operand_coords(tg: TemplateGroup, which: str, shape: tuple[int, ...]) -> tu
     """The operand tensor's index of a staged element, as C expressions (see cuda_gemm.Prologue)."""
     node = tg.final.node
     if node.op == "conv":  # B: the image, channel ch of group o1 of image o0
-        channel = f"o1 * {tg.problem.b.channels} + ch"
+        channel = f"o1 * {cast(Im2Col, tg.problem.b).channels} + ch"
         return ("o0", channel, "iy", "ix") if len(shape) == 4 else ("o0", channel, "ix")
     if node.op == "gemm":
         return ("fl_col", "fl_row") if node.attrs.get(f"trans_{which}", 0) else ("fl_row", "fl_col")
@@ -129,7 +130,7 @@ def template_group(tg: TemplateGroup, label: str, *, check_indices: bool = True,
     if tg.after is not None:
         part(tg.after, "after")
     params, seen = [], set()
-    for a in (a for k in kernels for a in k.params):
+    for a in (a for k in kernels for a in k.params or ()):
         key = a.value if a.value is not None else id(a)
         if key not in seen:
             seen.add(key)

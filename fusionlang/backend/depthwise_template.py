@@ -59,6 +59,7 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     if not is_depthwise(problem):
         raise ValueError("not a depthwise convolution")
     x = problem.b
+    assert isinstance(x, Im2Col)  # is_depthwise
     kh, kw = x.kernel
     sh, sw = x.stride
     dh, dw = x.dilation

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import cast
 
 import sympy as sp
 
@@ -252,8 +253,8 @@ class _Printer:
     def load(self, ld: Load, dtype: str, symbol) -> str:
         ip = IndexPrinter(symbol, self.checked_index(ld))
         ref = self.ref(ld.array, ld.index, ip)
-        if codec(ld.array.dtype):  # a narrow type's byte (float8, 4- or 2-bit), decoded
-            ref = f"{codec(ld.array.dtype)[0]}({ref})"
+        if coded := codec(ld.array.dtype):  # a narrow type's byte (float8, 4- or 2-bit), decoded
+            ref = f"{coded[0]}({ref})"
         else:
             ref = widen(ld.array.dtype, ref)
         checks = [f"({ip(e)} >= 0 && {ip(e)} < {n})" for e, n in ld.guard]
@@ -304,8 +305,8 @@ class _Printer:
         target = self.ref(a.array, a.index, IndexPrinter(index_symbol))
         out_dtype = a.array.dtype
         value = vp.doprint(expr)
-        if codec(out_dtype):  # (never an accumulator: those hold the compute dtype)
-            return f"{target} = {codec(out_dtype)[1]}({value});"
+        if coded := codec(out_dtype):  # (never an accumulator: those hold the compute dtype)
+            return f"{target} = {coded[1]}({value});"
         if a.reduce is None and isinstance(as_expr(a.value), sp.Integer) and out_dtype.startswith(("int", "uint")):
             # exact, as an integer (a double literal rounds 2**64 - 1 to 2**64, out of range)
             return f"{target} = {integer_literal(int(as_expr(a.value)))};"
@@ -501,7 +502,7 @@ class _Printer:
         """``f`` with its row stored by non-temporal vector stores: plain stores up to the
         first vector boundary of the output, then chunks of FL_STREAM_LANES computed into a
         vector-sized buffer (kept in a register) and streamed, then plain stores again."""
-        store, offset, first, last = self.streamed_store(f)
+        store, offset, first, last = cast(tuple[Assign, sp.Expr, int, int], self.streamed_store(f))  # see loop_once
         ind, v, it = "  " * depth, f.var.name, self.flavor.int_type
         start = IndexPrinter()(offset.xreplace({f.var: sp.Integer(first)}))
         lines = self.lines
@@ -578,7 +579,7 @@ class _Printer:
         runs every share, each accumulating into its own copy of the accumulators
         (the first copy is the accumulator itself, so a value carried in is kept)."""
         ind = "  " * depth
-        first, last = _constant_span(f)
+        first, last = cast(tuple[int, int], _constant_span(f))  # streams > 1: see reduction_streams
         share = (last - first + 1) // streams
         accs = list(self.g.loops[f.loop].simd_accs)
         own = {aid: self.names[aid] for aid in accs}
@@ -664,7 +665,7 @@ class _Printer:
 
     def update_of(self, acc_id: int):
         """The update statement of a reduction accumulator."""
-        return next(s for s in self.g.prog.stmts if s.kind == "update" and s.acc.id == acc_id)
+        return next(s for s in self.g.prog.stmts if s.kind == "update" and s.acc is not None and s.acc.id == acc_id)
 
     def _scalars_written_outside(self, f: For, allow=()) -> bool:
         """Does the loop write a scalar declared outside it (other than ``allow``)?"""

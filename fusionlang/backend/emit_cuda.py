@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import sympy as sp
@@ -194,7 +195,8 @@ def split_units(group: LoweredGroup) -> list[_Unit]:
             return [_Unit(outer, inner)]
     if group.nests == 1 and group.scheduled.tree.outer_depth == 0:
         return [_Unit([], body)]  # small enough for one block
-    units, pending = [], []
+    units: list[_Unit] = []
+    pending: list = []
     for n in body:
         if isinstance(n, For):
             if pending:
@@ -367,7 +369,8 @@ class _CudaPrinter(_Printer):
             saved = dict(self.names)
             partial = {}
             for aid in sorted(accs):
-                kind = next(s.reduce for s in self.g.prog.stmts if s.kind == "update" and s.acc.id == aid)
+                kind = next(s.reduce for s in self.g.prog.stmts
+                            if s.kind == "update" and s.acc is not None and s.acc.id == aid and s.reduce is not None)
                 dtype = self.g.storage[aid].array.dtype
                 pname = f"part{aid}"
                 partial[aid] = (pname, kind, dtype)
@@ -428,7 +431,7 @@ class _CudaPrinter(_Printer):
         return self._print_unit(u, fname, mode, facts)
 
     def _facts(self, u: _Unit) -> _UnitFacts:
-        bounds = [_bounds(f) for f in u.outer]
+        bounds = [cast(tuple[int, int], _bounds(f)) for f in u.outer]  # constant: see split_units
         extents = [b[1] for b in bounds]
         npoints = 1
         for e in extents:
@@ -460,8 +463,8 @@ class _CudaPrinter(_Printer):
         self.shared_decls = []
         self.shared_bytes = 0
         self.scratch = 0
-        self.scratch_slices = []
-        self.uses_reduction = set()
+        self.scratch_slices: list[tuple] = []
+        self.uses_reduction: set[str] = set()
         self.warp = mode == "warp"
         bounds, extents, npoints = facts.bounds, facts.extents, facts.npoints
         level_arrays, tops, cross = facts.level_arrays, facts.tops, facts.cross

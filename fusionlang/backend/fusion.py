@@ -111,7 +111,7 @@ class _UnionFind:
 def dimension_classes(prog: PolyProgram) -> _UnionFind:
     """Link (statement, dim) pairs that an identity access ties together."""
     uf = _UnionFind()
-    writers = {}
+    writers: dict[int, list[PolyStmt]] = {}
     for s in prog.stmts:
         writers.setdefault(s.write.array.id, []).append(s)
     for ws in writers.values():
@@ -136,7 +136,7 @@ def dimension_classes(prog: PolyProgram) -> _UnionFind:
 # ----- CPU locality: which output dimension moves inside a reduction ----------------------
 
 
-def _linear(a, stmt: PolyStmt) -> sp.Expr | None:
+def _linear(a, stmt: PolyStmt) -> sp.Expr:
     strides, step = [], 1
     for n in reversed(a.array.shape):
         strides.append(step)
@@ -162,7 +162,7 @@ def _stride_score(a, stmt: PolyStmt, dim: sp.Symbol) -> int:
     return 2 if c <= 1 else (1 if c <= 4 else 0)
 
 
-def moved_dims(prog: PolyStmt, windows: bool = False) -> dict[str, sp.Symbol]:
+def moved_dims(prog: PolyProgram, windows: bool = False) -> dict[str, sp.Symbol]:
     """update statement -> output dim to iterate inside its reduction loops (CPU).
     ``windows``: also a sum that is not a contraction (see below). A nest of its own and a
     fused tree of one op's statements take it; a tree of several ops does not: there the
@@ -273,7 +273,7 @@ class _TreeBuilder:
             return out + red
 
         order = [s for s in stmts if s.kind == "init"] + [s for s in stmts if s.kind != "init"]
-        elements = []
+        elements: list[PolyStmt | _Cluster] = []
         cluster = None
         for s in order:
             rem = remaining(s)
@@ -353,13 +353,15 @@ class _Cluster:
 
     def try_add(self, s: PolyStmt, rem: list[sp.Symbol]) -> bool:
         tb = self.tb
-        placement = []
+        placement: list[sp.Symbol] | None = None
+        picked = []
         for c, n in self.dims:
             found = [d for d in rem if tb.cls(s, d) == c and s.extent_of(d) == n]
             if len(found) != 1:
-                placement = None
                 break
-            placement.append(found[0])
+            picked.append(found[0])
+        else:
+            placement = picked
         child = [d for d in rem if placement is None or d not in placement]
         local = [a for a in s.reads if a.array.id in self.written]
         if placement is None:
@@ -473,7 +475,7 @@ def candidate_trees(prog: PolyProgram, target: str = "c", fuse: bool = True, leg
             yield from trees(strict[:d])
         if legal is not None:
             # (only reached when no prefix was taken) keep every shared dimension that stays legal
-            chosen = []
+            chosen: list = []
             for c in loose:
                 tb = _TreeBuilder(prog, target, False)
                 root, nests, depth = tb.build(chosen + [c], moved)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Protocol
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -343,9 +344,16 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     return out.text()
 
 
+class _Printer(Protocol):
+    """Prints a helper's body (a Protocol: mypy accepts lambdas with defaults for it)."""
+
+    def __call__(self, out: Lines, /) -> None: ...
+
+
 def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[tuple]:
     """(name, signature, body printer, prelude) of each shape-free helper the driver calls:
     the micro-kernel and the packing routines of the operands not passed packed."""
+    called: list[tuple[str, str, _Printer, str]]
     called = [(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
                lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
     if not packed_a:
@@ -430,6 +438,7 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     shared routines of explicit vectors (:func:`_gemv_dots`; ``helpers``: see
     :func:`_shared`), compiled once per library, not once per layer."""
     a, b, c = problem.a, problem.b, problem.c
+    assert isinstance(b, Operand), "a GEMV reads B in place (is_gemv)"
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     out = Lines()
@@ -438,7 +447,7 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     whole = problem.n - problem.n % GEMV_ROWS
     # (outputs a call computes, first output, end): GEMV_ROWS at a time, then one by one
     spans = [span for span in ((GEMV_ROWS, 0, whole), (1, whole, problem.n)) if span[1] < span[2]]
-    if shared_dots:
+    if shared_dots and vl is not None:
         for rows, _, _ in spans:
             dot = _gemv_dot_name(rows, vl)
             _shared(out, helpers, dot, _GEMV_DOT_SIGNATURE.format(name=dot),
@@ -450,7 +459,7 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out(f"const float *a_o = A + {_outer_offset(a, False, problem, None, 'a')};")
     out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
     out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
-    if shared_dots:
+    if shared_dots and vl is not None:
         args = f"{problem.k}L, a_o, b_o + j * {b.cols}L, {b.cols}L, c_o + j * {c.cols}L, {c.cols}L"
         if threads:
             out("#pragma omp parallel for schedule(static)")
@@ -861,11 +870,11 @@ def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epi
     out.open(f"{linkage} {name}_epilogue({head}float *restrict c, long i0, long mm, long j0, long nn"
              f"{_outer_params(problem)}{extra})")
     out.open("for (long i = i0; i < i0 + mm; i++)")
-    out(f"float *row = c + (i - i0) * {numbers(problem.c.rows) if numbered else f'{problem.c.rows}L'} - j0;")
+    out(f"float *row = c + (i - i0) * {numbers(problem.c.rows) if numbers is not None else f'{problem.c.rows}L'} - j0;")
     out("#pragma omp simd")
     out.open("for (long j = j0; j < j0 + nn; j++)")
     out("float v = row[j];")
-    body = lift_index_literals(epilogue.body, numbers) if numbered else epilogue.body
+    body = lift_index_literals(epilogue.body, numbers) if numbers is not None else epilogue.body
     for line in body.strip().splitlines():
         out(line.strip())
     out("row[j] = v;")
@@ -886,7 +895,7 @@ def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, p
     """Floats of packing buffers the kernel allocates on each call."""
     if is_gemv(problem) and not (packed_a or packed_b):
         return 0
-    gather = _gather_floats(problem.b) if _gathered(problem, packed_b) else 0
+    gather = _gather_floats(problem.b) if _gathered(problem, packed_b) and isinstance(problem.b, Im2Col) else 0
     return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl)) + gather
 
 
@@ -914,7 +923,7 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
     if not packed_b:
         out(f"float *bp = {name}_alloc({num(4 * _b_panel(bl))});")
     gather = _gathered(problem, packed_b)
-    if gather:
+    if gather and isinstance(problem.b, Im2Col):
         out(f"float *gp = {name}_alloc({num(4 * _gather_floats(problem.b))});")
     checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b), ("gp", not gather)) if not skip]
     if checks:
@@ -924,7 +933,7 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
     out(f"const float *a_o = A + {_outer_offset(problem.a, packed_a, problem, bl, 'a', num)};")
     out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b', num)};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c', num)};")
-    if gather and problem.k > 0:
+    if gather and problem.k > 0 and isinstance(problem.b, Im2Col):
         _pad_call(out, problem.b, num)
     if problem.k == 0:
         _zero_k(out, name, problem, epilogue, outer_args, extra_args, num)
@@ -1019,6 +1028,7 @@ def _zero_k(out, name, problem, epilogue, outer_args, extra_args, num) -> None:
 def _outer_offset(view, packed: bool, problem: GemmProblem, bl: Blocking | None, which: str, num=None) -> str:
     num = num or (lambda value: f"{value}L")
     if packed:
+        assert bl is not None, "a packed operand's layout comes from its blocking"
         size = packed_size(problem, bl, which)
         strides, step = [], size
         for extent, s in reversed(list(zip(problem.outer, view.outer_strides))):

@@ -27,6 +27,7 @@ from dataclasses import replace
 
 from fusionlang.backend.loopir import Assign, For, If, Load
 from fusionlang.backend.lower import LoweredGroup
+from fusionlang.backend.poly import Array
 
 
 def _positions(body: list, stack: tuple = (), found: list | None = None) -> list[tuple[Assign, tuple]]:
@@ -47,7 +48,7 @@ def _touches(a: Assign, array) -> bool:
     return a.array is array or any(ld.array is array for ld in a.loads.values())
 
 
-def _candidate(group: LoweredGroup, store: Assign, order: list) -> object | None:
+def _candidate(group: LoweredGroup, store: Assign, order: list) -> Array | None:
     """The local ``store`` can write its output over, or None."""
     out = store.array
     stack = order[_at(store, order)][1]

@@ -183,9 +183,9 @@ class _Lowerer:
             # isl already decided what it could: asking sympy's assumptions again cost a
             # tenth of a small model's code generation
             return rel[op](args[0], args[1], evaluate=False)
-        if op in (_OT.and_, _OT.and_then):
+        if op in (_OT.and_, _OT.and_then):  # type: ignore[attr-defined]  # not in islpy's stubs
             return sp.And(*args)
-        if op in (_OT.or_, _OT.or_else):
+        if op in (_OT.or_, _OT.or_else):  # type: ignore[attr-defined]  # not in islpy's stubs
             return sp.Or(*args)
         raise CodegenError(f"unsupported isl AST operation {op}")
 
@@ -203,7 +203,7 @@ class _Lowerer:
             if name.startswith("L"):
                 _tag(body, int(name[1:]))
             return body
-        if t == isl.ast_node_type.for_:
+        if t == isl.ast_node_type.for_:  # type: ignore[attr-defined]  # not in islpy's stubs
             it = n.for_get_iterator().get_id().get_name()
             init = self.expr(n.for_get_init())
             nonneg = bool(init.is_nonnegative)
@@ -218,7 +218,7 @@ class _Lowerer:
             else:
                 self.env[it] = saved
             return [For(var, init, cond, step, body)]
-        if t == isl.ast_node_type.if_:
+        if t == isl.ast_node_type.if_:  # type: ignore[attr-defined]  # not in islpy's stubs
             cond = self.expr(n.if_get_cond())
             then = self.node(n.if_get_then_node())
             orelse = self.node(n.if_get_else_node()) if n.if_has_else_node() else []
@@ -312,7 +312,8 @@ def declaration_sites(group: LoweredGroup) -> tuple[list[Storage], dict[int, lis
                         stacks[arr.id] = prev[:k]
 
     visit(group.body, [])
-    top, inner = [], {}
+    top: list[Storage] = []
+    inner: dict[int, list[Storage]] = {}
     for st in group.locals():
         stack = stacks.get(st.array.id)
         if stack is None:

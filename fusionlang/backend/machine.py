@@ -82,7 +82,7 @@ def _cache_sizes() -> tuple[int, int, int]:
     for level, name in ((1, "SC_LEVEL1_DCACHE_SIZE"), (2, "SC_LEVEL2_CACHE_SIZE"), (3, "SC_LEVEL3_CACHE_SIZE")):
         size = _sysconf(name) or _sysfs_cache(level)
         found.append(size or _DEFAULT_CACHES[level - 1])
-    return tuple(found)
+    return found[0], found[1], found[2]
 
 
 def _sysconf(name: str) -> int:

@@ -11,6 +11,7 @@ whose lifetimes do not overlap may take the same bytes (greedy placement, larges
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class BufferPlan:
     def root(self, value: str) -> str:
         b = self.buffers[value]
         while b.kind == "alias":
-            b = self.buffers[b.root]
+            b = self.buffers[cast(str, b.root)]  # an alias names its root
         return b.value
 
     def summary(self) -> str:
@@ -170,16 +171,17 @@ def plan_buffers(plan: FusionPlan, constants: dict, aliases: dict[str, str], *, 
             if value in buffers:
                 b = buffers[value]
                 while b.kind == "alias":
-                    b = buffers[b.root]
+                    b = buffers[cast(str, b.root)]
                 b.last = max(b.last, position[g.id])
     for value in graph.outputs:
         if value in buffers:
             b = buffers[value]
             while b.kind == "alias":
-                b = buffers[b.root]
+                b = buffers[cast(str, b.root)]
             b.last = end
     # where each placed value lies in its outermost concat output (a chain resolved once)
-    outermost = {value: resolve(placements, value) for value in placements or {}}
+    in_concats = placements or {}
+    outermost = {value: resolve(in_concats, value) for value in in_concats}
     for value, where in outermost.items():
         b = buffers[value]
         b.inside = where.root

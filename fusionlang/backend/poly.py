@@ -169,7 +169,8 @@ class PolyStmt:
     #: extra isl constraints on the dims (iterations where a padded read is dropped)
     constraints: tuple[str, ...] = ()
     reads: list[Access] = field(default_factory=list)
-    write: Access | None = None
+    #: every statement stores somewhere (keyword-only: it follows fields with defaults)
+    write: Access = field(kw_only=True)
     #: the value stored (compute/final), accumulated (update) or initialized (init);
     #: read k appears as its ``vsym``, the accumulator as ACC
     expr: sp.Expr = sp.Integer(0)
@@ -541,7 +542,7 @@ class _Builder:
             if read.source not in spec.aux:
                 raise CodegenError(f"node {node.name!r} ({node.op}): read of unknown aux array {read.source!r}")
             array = aux_arrays[read.source]
-            value = None
+            value = ""  # not read: the aux array is known
         else:
             if read.source >= len(node.inputs) or not node.inputs[read.source]:
                 raise CodegenError(f"node {node.name!r} ({node.op}): access spec reads missing input {read.source}")
@@ -556,8 +557,9 @@ class _Builder:
         if array is None:
             value, index = self.through_copies(value, index)
             if value in self.inlined:
-                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad, (node.name, node.op),
-                                   value=value)
+                # no array until expand() replaces it by the producer's expression
+                return _Recomputed(None, index, v_sym(k), guard, read.cond, read.pad,  # type: ignore[arg-type]
+                                   (node.name, node.op), value=value)
             array = self.value_array(value)
         if len(index) != len(array.shape):
             raise CodegenError(f"node {node.name!r} ({node.op}): read index rank {len(index)} does not match "
@@ -659,7 +661,7 @@ class _Builder:
         kept = []
         for a in reads:
             constant = a.array is not None and a.array.role == "input" and a.array.value
-            value = self.constants.get(a.array.value) if constant else None
+            value = self.constants.get(constant) if constant else None
             used_in_index = any(a.vsym in as_expr(e).free_symbols for b in reads for e in b.index)
             beside_integers = value is not None and np.asarray(value).dtype.kind in "iu" \
                 and any(_integer_array(b) for b in reads if b is not a)

@@ -11,6 +11,7 @@ the library, which two compiled graphs of one source share).
 from __future__ import annotations
 
 import time
+from typing import Mapping
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class CRuntime:
         for group in build.plan.groups:
             with timed(CODEGEN, "print C", detail=f"group {group.id}"):
                 parts, main, strategy, (detail, flops) = self._functions(build, group)
-            if not parts:
+            if not parts or main is None:  # (main is None exactly when parts is empty)
                 continue
             for fn in parts:
                 functions.setdefault(fn.name, fn.source)
@@ -233,19 +234,21 @@ class CRuntime:
         return tuple(sources)
 
     # ----- running ----------------------------------------------------------------------
-    def execute(self, feeds: dict[str, np.ndarray]) -> None:
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
         self.program.execute(feeds)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.program.run(feeds)
 
     def reset_profile(self) -> None:
+        assert self.profile_ns is not None, "compiled without profile=True"
         self.profile_ns[:] = 0
 
     def kernel_seconds(self) -> list[float]:
         """Seconds spent in each kernel (in ``kernels`` order) since the last reset, its
         parts before and after a template included."""
         totals = [0.0] * len(self.kernels)
+        assert self.profile_ns is not None, "compiled without profile=True"
         for k, ns in zip(self.call_kernel, self.profile_ns.tolist()):
             totals[k] += ns * 1e-9
         return totals

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class CudaProgram:
 
     def sources(self) -> dict[str, str]:
         """Compilable translation units: one per distinct group, one per pack."""
-        out = {}
+        out: dict[str, str] = {}
         for g in self.groups.values():
             out.setdefault(g.name, self._prelude([g]) + g.source)
         for name, text in self.packs.items():
@@ -132,7 +133,7 @@ def build_cuda_program(plan, lowered: dict, check_indices: bool = True, template
             packed[gid] = name
         prog.launches.append(Launch(name, grid, groups[ok[0]].kernels[0].block, ok))
     done_packs = set()
-    ordered = []
+    ordered: list[Launch] = []
     for group in plan.groups:
         gid = group.id
         if gid not in groups:
@@ -200,7 +201,7 @@ class CudaRuntime:
         buffers = build.buffers
         self.arena = cupy.zeros(buffers.arena_bytes + ALIGN, dtype=cupy.uint8)
         self.scratch = cupy.zeros(max(self.program.scratch_bytes, 16), dtype=cupy.uint8)
-        self.device: dict[str, object] = {}
+        self.device: dict[str, Any] = {}  # cupy arrays
         for name, b in buffers.buffers.items():
             if b.kind == "const":
                 self.device[name] = cupy.asarray(_as_stored(build.constants[name]))
@@ -234,7 +235,7 @@ class CudaRuntime:
     def _reset_errors(self) -> None:
         self.errors.fill(0)
 
-    def execute(self, feeds: dict[str, np.ndarray]) -> None:
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
         """Copy the feeds in, run the kernels (a CUDA graph after the first run: see
         :mod:`.cuda_graph`), and synchronize once, reading the error record."""
         for name, b in self.buffers.buffers.items():

@@ -11,11 +11,12 @@ the only such dependences are an accumulator's ``acc op= ...`` chain.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import islpy as isl
 
 from fusionlang.backend.fusion import FusedTree, TBand, TLeaf, candidate_trees, tree_stmts
-from fusionlang.backend.poly import PolyProgram, domain_of, inline_producers, isl_expr
+from fusionlang.backend.poly import Array, PolyProgram, domain_of, inline_producers, isl_expr
 from fusionlang.errors import CodegenError
 
 
@@ -23,8 +24,8 @@ from fusionlang.errors import CodegenError
 class Scheduled:
     prog: PolyProgram
     tree: FusedTree
-    schedule: isl.Schedule
-    ast: isl.AstNode
+    schedule: isl.Schedule | None
+    ast: isl.AstNode | None
     #: why more fused candidates were rejected (for reports and check_group)
     rejected: list[str]
     #: how the schedule was selected, to replay it (None: nothing was selected)
@@ -118,7 +119,7 @@ def mark_parallel(prog: PolyProgram, schedule: isl.Schedule, tree: FusedTree) ->
                 loop.coincident = _zero_distance(all_deps, band)
                 if not loop.coincident and _zero_distance(no_carried, band):
                     names = set(tree_stmts_under(band))
-                    loop.simd_accs = tuple(sorted({prog.stmt(n).acc.id for n in names
+                    loop.simd_accs = tuple(sorted({cast(Array, prog.stmt(n).acc).id for n in names
                                                    if prog.stmt(n).kind == "update"}))
         for k in range(node.n_children()):
             visit(node.child(k))

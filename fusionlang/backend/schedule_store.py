@@ -76,7 +76,7 @@ class ScheduleStore:
         if choice is not None:
             with timed(CODEGEN, "schedule: replay", detail=f"{len(prog.stmts)} statements"):
                 replayed = replay_program(prog, choice, target, fuse)
-        if replayed is not None:
+        if replayed is not None and choice is not None:
             scheduled_prog, tree, sched = replayed
             return finish_schedule(scheduled_prog, tree, sched, list(choice.rejected), choice)
         return finish_schedule(*self.select(prog, key, target, fuse))

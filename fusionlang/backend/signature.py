@@ -28,7 +28,7 @@ def group_signature(graph: Graph, node_names: list[str], constants: dict | None 
     outside: dict[str, int] = {}
     signature = []
     for node in nodes:
-        inputs = []
+        inputs: list[tuple | None] = []
         for v in node.inputs:
             if not v:
                 inputs.append(None)

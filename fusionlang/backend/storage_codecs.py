@@ -12,6 +12,8 @@ and each store encodes the result, with helper functions every translation unit 
 
 from __future__ import annotations
 
+from typing import cast
+
 from fusionlang.backend.float8_c import FORMATS, decoder, encoder, float8_helpers
 from fusionlang.ir.narrow_int import NARROW_INT_BITS
 
@@ -66,7 +68,7 @@ def codec_helpers(prefix: str) -> str:
     """The helpers, once per translation unit; ``prefix`` qualifies functions."""
     out = [float8_helpers(prefix), _FLOAT4_HELPERS.format(q=prefix), _NARROW_INT_HELPERS.format(q=prefix)]
     for dtype, bits in NARROW_INT_BITS.items():  # each type's constants passed to the generic function
-        decode, encode = codec(dtype)
+        decode, encode = cast(tuple[str, str], codec(dtype))  # a narrow int always has one
         signed = int(not dtype.startswith("u"))
         out.append(f"{prefix} int {decode}(unsigned char b) {{ return fl_narrow_int_value(b, {bits}, {signed}); }}\n"
                    f"{prefix} unsigned char {encode}(double v) {{ return fl_to_narrow_int(v, {bits}); }}\n")

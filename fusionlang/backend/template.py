@@ -378,7 +378,7 @@ def _gemm_problem(call, node: Node):
     return problem, {i_sym(0): _I, i_sym(1): _J}, node.inputs[0], node.inputs[1]
 
 
-def _window_geometry(call, x, kernel_shape):
+def _window_geometry(call, x, kernel_shape) -> tuple[tuple, tuple, tuple, tuple, tuple, tuple]:
     """(spatial, out spatial, kernel, strides, dilations, pads begin) as 2-D, a 1-D window
     being a 2-D one with one row."""
     window = window_of(call, x.rank - 2, tuple(kernel_shape))
@@ -482,7 +482,7 @@ def _identity(index, shape) -> bool:
         as_expr(e) == i_sym(k) or (n == 1 and as_expr(e) == 0) for k, (e, n) in enumerate(zip(index, shape)))
 
 
-def _accumulator_target(prog: PolyStmt, final: PolyStmt, epilogue: list[PolyStmt]) -> Array | None:
+def _accumulator_target(prog: PolyProgram, final: PolyStmt, epilogue: list[PolyStmt]) -> Array | None:
     """The global array the GEMM accumulates into: the complex op's output if the group
     exports it, else the last output an epilogue statement writes."""
     if final.write.array.role == "output":
@@ -516,7 +516,7 @@ def _params(prog: PolyProgram, final: PolyStmt, epilogue: list[PolyStmt], operan
                 params.append(a)
     outputs = [c_array] + [s.write.array for s in [final] + epilogue
                            if s.write.array.role == "output" and s.write.array is not c_array]
-    seen = []
+    seen: list[Array] = []
     for a in outputs:
         if all(a is not p for p in seen):
             seen.append(a)

@@ -158,17 +158,17 @@ def _fields_on_one_line(diag):
 
 def format_error(exc: FuseError, color: bool = False) -> str:
     """The message a FuseError prints: rendered diagnostics, or one line."""
-    if getattr(exc, "diagnostics", None):
+    if found := getattr(exc, "diagnostics", None):
         from fusionlang.lang import render  # here: the parser stack is imported only where a diagnostic is shown
 
-        diagnostics = [_fields_on_one_line(d) for d in exc.diagnostics]
+        diagnostics = [_fields_on_one_line(d) for d in found]
         plain = "\n".join(render(d) for d in diagnostics)
         if safe(plain) != plain:  # a source line or name holds control characters: no color
             return safe(plain)
         return "\n".join(render(d, color=color) for d in diagnostics) if color else plain
     text = str(exc)
-    if getattr(exc, "lines", None):  # a summary and its entries (every unsupported op): still one line
-        text = " ".join(exc.lines[:1] + [f"{entry};" for entry in exc.lines[1:-1]] + exc.lines[-1:])
+    if lines := getattr(exc, "lines", None):  # a summary and its entries (every unsupported op): still one line
+        text = " ".join(lines[:1] + [f"{entry};" for entry in lines[1:-1]] + lines[-1:])
     elif re.match(r"^\S+:\d+:\d+: ", text):
         return safe(text)
     text = safe(text, newlines=False)  # one line, whatever the message holds

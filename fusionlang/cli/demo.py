@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import time
 from importlib import resources
+from typing import Any, Callable
 
 import numpy as np
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -47,8 +49,8 @@ def configure(p) -> None:
                    help="tolerance relative to each output's largest |value| (>= 0)")
 
 
-def _best_of(n: int, fn) -> tuple[float, object]:
-    best, result = float("inf"), None
+def _best_of(n: int, fn: Callable[[], dict[str, np.ndarray]]) -> tuple[float, dict[str, np.ndarray]]:
+    best, result = float("inf"), None  # type: float, Any
     for _ in range(max(1, n)):
         started = time.perf_counter()
         result = fn()
@@ -187,7 +189,8 @@ def _print_summary(out, plan, r: dict) -> None:
     fixed = [max(len(h), *(len(row[k]) for row in rows)) for k, h in enumerate(headers[:-1])]
     # the op types get what is left of the line (columns are 2 apart); ellipsis beyond
     room = max(12, out.width - sum(fixed) - 2 * len(fixed) - 6)
-    for k, (name, justify) in enumerate(zip(headers, ("right", "left", "right", "left", "left"))):
+    aligns: tuple[JustifyMethod, ...] = ("right", "left", "right", "left", "left")
+    for k, (name, justify) in enumerate(zip(headers, aligns)):
         groups.add_column(name, justify=justify, no_wrap=True)
     for row in rows:
         kinds = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"

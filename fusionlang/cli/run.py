@@ -135,7 +135,7 @@ def run(args) -> int:
         if expected is not None:
             out.print("check against the reference interpreter: " + ("ok" if not problems else "MISMATCH"))
         out.print(f"time ({args.target}): {stage_line(stage_seconds)}")
-        if times is not None:
+        if times is not None and compiled is not None:  # (times come from the compiled graph)
             for line in profile_table(times, compiled.graph, args.profile):
                 out.print(line, markup=False, highlight=False)
     for problem in problems:

@@ -32,8 +32,8 @@ def chain_order(graph: Graph) -> list[int]:
     """A topological order that visits a node's consumers as soon as they are ready
     (LIFO Kahn), so chains stay contiguous."""
     producers = {out: k for k, n in enumerate(graph.nodes) for out in n.outputs}
-    preds = [set() for _ in graph.nodes]
-    succs = [[] for _ in graph.nodes]
+    preds: list[set[int]] = [set() for _ in graph.nodes]
+    succs: list[list[int]] = [[] for _ in graph.nodes]
     for k, node in enumerate(graph.nodes):
         for value in node.present_inputs():
             p = producers.get(value)

@@ -14,11 +14,12 @@ removed are traced through provenance ("onnx:NAME") to the nodes that replaced t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import networkx as nx
 
 from fusionlang.engine.cost import CostModel
-from fusionlang.engine.decisions import Verdict, feedback_note, history, shaping
+from fusionlang.engine.decisions import MergeDecision, Verdict, feedback_note, history, shaping
 from fusionlang.engine.partition import STRATEGIES
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import describe_entry, strategy_options
@@ -129,7 +130,7 @@ def _sibling_refusals(plan: FusionPlan, refusal: _Refuser, target: str, owner: d
         other = second if first == target else first
         if other not in owner or owner[other] == owner[target]:
             continue
-        decision = shaping(history(plan.decisions, first, second))
+        decision = cast(MergeDecision, shaping(history(plan.decisions, first, second)))  # the pair has decisions
         reason = refusal.sibling_reason(decision, plan.group(owner[first]), plan.group(owner[second]))
         out.append(Refusal(other, ops[other], "sibling", owner[other], f"both read {decision.shared}: {reason}"))
     return out

@@ -8,7 +8,7 @@ strategy runs again, until every group is accepted or the round limit is reached
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, cast
 
 from fusionlang.engine import apollo, dp, tvm
 from fusionlang.engine.cost import CostModel
@@ -61,7 +61,8 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
         graph, opening = split, OPEN_HERE
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))
     if feedback is not None:
-        feedback = on_primitives(feedback, graph, opened(graph, ruleset) if opening is OPEN_HERE else opening)
+        feedback = on_primitives(feedback, graph, opened(graph, ruleset) if opening is OPEN_HERE
+                                 else cast("OpenedGraph | None", opening))
     forbidden: set[tuple[str, str]] = set()
     refusals: list[MergeDecision] = []
     for _ in range(max_feedback_rounds):

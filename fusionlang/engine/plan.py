@@ -110,7 +110,7 @@ class FusionPlan:
         """Group-level dataflow graph (edge attribute ``values``)."""
         owner = self.group_of()
         producers = {out: owner[n.name] for n in self.graph.nodes for out in n.outputs}
-        dig = nx.DiGraph()
+        dig: nx.DiGraph[int] = nx.DiGraph()
         dig.add_nodes_from(g.id for g in self.groups)
         for node in self.graph.nodes:
             for value in node.present_inputs():

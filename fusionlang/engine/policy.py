@@ -94,7 +94,7 @@ def strategy_options(ruleset, name: str, defaults: dict[str, Any], overrides: di
     refuse_unsupported_entries(ruleset, name)
     options = dict(defaults)
     declared = getattr(ruleset, "strategies", {}).get(name)
-    sources = []
+    sources: list[tuple[str, object, str]] = []
     if declared is not None:
         spans = getattr(declared, "option_spans", {})
         sources.extend((key, value, f"{spans.get(key, declared.span)}: ") for key, value in declared.options.items())

@@ -86,7 +86,8 @@ def _run(graph: Graph, ruleset: RuleSet, recorder: Recorder, *, decompose: bool,
             with timed(REWRITE, "simplify"):
                 simplify_pass(graph, ruleset, recorder)
 
-    def decomposed() -> bool:
+    def decomposed() -> int:
+        """How many nodes were opened (0: none left to open)."""
         with timed(REWRITE, "decompose"):
             return decompose_pass(graph, ruleset, recorder)
 

@@ -97,7 +97,7 @@ class GraphIndex:
     def remove_dead(self, candidates) -> int:
         """Remove candidates (and then their producers) that nothing reads any more."""
         removed = 0
-        stack = list(candidates)
+        stack: list[Node] = list(candidates)
         while stack:
             node = stack.pop()
             if id(node) in self._removed or self.producers.get(node.outputs[0]) is not node:

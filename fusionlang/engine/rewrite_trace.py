@@ -14,6 +14,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 from fusionlang.engine.rewrite_stop import BudgetSpent, Stop, StopReason
+from fusionlang.lang.diagnostics import Span
 from fusionlang.lang.limits import MAX_EXPANSION_NODES
 
 
@@ -67,7 +68,7 @@ class Recorder:
         self._recent.append(rule)
         self.trace.append(TraceEntry(len(self.trace) + 1, pass_name, rule, where, node))
 
-    def built(self, nodes: int, where: str, what: str) -> None:
+    def built(self, nodes: int, where: Span | str, what: str) -> None:
         """Count ``nodes`` a decomposition built; past the node budget, BudgetSpent at
         ``where`` (the decomposition that passed it)."""
         self.nodes_built += nodes

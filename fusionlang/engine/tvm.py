@@ -23,6 +23,8 @@ into such tuples when the tuple was itself fused into an injective consumer.
 
 from __future__ import annotations
 
+from typing import cast
+
 from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.policy import describe_entry, node_categories
@@ -153,10 +155,10 @@ class _Partitioner:
 
     def find(self, i: int) -> int:
         root = i
-        while self.parent[root] is not None:
-            root = self.parent[root]
-        while self.parent[i] is not None and self.parent[i] != root:
-            self.parent[i], i = root, self.parent[i]
+        while (up := self.parent[root]) is not None:
+            root = up
+        while (up := self.parent[i]) is not None and up != root:
+            self.parent[i], i = root, up
         return root
 
     def check_path(self, src: int, sink: int, fcond) -> bool:
@@ -238,7 +240,8 @@ class _Partitioner:
         """The weighed fusions as decisions between named nodes (a virtual tuple stands for
         the op it feeds, the next node)."""
         def name(k: int) -> str:
-            return self.g.names[k] if self.g.names[k] is not None else self.g.names[k + 1]
+            # (a virtual tuple is named by the node after it, which is real)
+            return cast(str, self.g.names[k] if self.g.names[k] is not None else self.g.names[k + 1])
 
         return [MergeDecision(name(nid), name(dom), verdict, self.categories[self.g.pattern[nid]],
                               self.categories[self.g.pattern[dom]], rule.entry if rule is not None else None,

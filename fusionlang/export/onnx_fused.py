@@ -181,7 +181,7 @@ def _clusters(nodes: list[onnx.NodeProto], home: dict[int, int]) -> list[list[in
     form a cycle together (strongly connected components of the cluster graph)."""
     cluster_of = {k: ("group", home[k]) if k in home else ("node", k) for k in range(len(nodes))}
     producer = {value: k for k, node in enumerate(nodes) for value in node.output if value}
-    dig = nx.DiGraph()
+    dig: nx.DiGraph[tuple[str, int]] = nx.DiGraph()
     dig.add_nodes_from(cluster_of.values())
     for k, node in enumerate(nodes):
         for value in _reads(node):

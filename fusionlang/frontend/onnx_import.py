@@ -301,7 +301,7 @@ class _Importer:
                                     f"{'; '.join(problems)}; {GIVE_SHAPES}",
                                     shapes=[vi.name for vi in declared if vi.name not in self.graph.types])
 
-    def runtime_value_error(self, ctx: NodeContext, k: int, what: str) -> ModelError:
+    def runtime_value_error(self, ctx: NodeContext, k: int, what: str) -> FuseError:
         """The error for input k of ``ctx``, which must be a constant but is not: a
         RuntimeInputError naming the graph inputs its value comes from, when it has any."""
         name = ctx.proto.input[k]

@@ -7,7 +7,7 @@ them are small decompositions into several fusionlang ops rather than table rows
 from __future__ import annotations
 
 from math import prod
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 
@@ -75,7 +75,7 @@ def _scatter_nd(ctx: NodeContext) -> None:
         stride = prod(data.shape[k + 1:m])
         scaled = place if stride == 1 else ctx.emit1("mul", [place, ctx.constant(np.int64(stride))])
         flat = scaled if flat is None else ctx.emit1("add", [flat, scaled])
-    column = ctx.emit1("reshape", [flat], {"shape": (tuples, 1), "allowzero": 1})
+    column = ctx.emit1("reshape", [cast(str, flat)], {"shape": (tuples, 1), "allowzero": 1})  # m >= 1: set above
     spread = ctx.emit1("expand", [column], {"shape": (tuples, width)})
     table = ctx.emit1("reshape", [ctx.input(0)], {"shape": (places, width), "allowzero": 1})
     rows_of_updates = ctx.emit1("reshape", [ctx.input(2)], {"shape": (tuples, width), "allowzero": 1})

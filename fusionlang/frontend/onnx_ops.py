@@ -886,7 +886,7 @@ def _eye_like(ctx: NodeContext) -> None:
     if x.rank != 2:
         raise ctx.fail(f"input {x} must have rank 2", ShapeError)
     dtype = onnx_dtype(ctx.attrs["dtype"], f"node {ctx.label!r} dtype") if "dtype" in ctx.attrs else x.dtype
-    ctx.set_constant(0, np.eye(*x.shape, k=ctx.attr("k", 0), dtype=dtype))
+    ctx.set_constant(0, np.eye(x.shape[0], x.shape[1], k=ctx.attr("k", 0), dtype=dtype))
 
 
 #: the longest window folded at import (1 GiB of float64), as for Range

@@ -143,7 +143,7 @@ class Graph:
         taken = None if is_taken is not None else self._taken_names()
         while True:
             candidate = f"{stem}_{next(self._names)}"
-            if not (is_taken(candidate) if is_taken is not None else candidate in taken):
+            if not (is_taken(candidate) if is_taken is not None else candidate in (taken or ())):
                 return candidate
 
     def _taken_names(self) -> set[str]:

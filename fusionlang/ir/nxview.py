@@ -17,7 +17,7 @@ def to_networkx(graph: Graph, *, with_sink: bool = False) -> nx.DiGraph:
     With ``with_sink``, every node producing a graph output also gets an edge to SINK,
     so every node has a path to a single exit (what post-dominance needs).
     """
-    dig = nx.DiGraph()
+    dig: nx.DiGraph[str] = nx.DiGraph()
     producers = {}
     for node in graph.nodes:
         dig.add_node(node.name, node=node)

@@ -107,7 +107,7 @@ class TensorType:
     @classmethod
     def of(cls, array) -> "TensorType":
         array = np.asarray(array)
-        return cls(array.shape, array.dtype)
+        return cls(array.shape, canonical_dtype(array.dtype))
 
     def __str__(self) -> str:
         return f"{DTYPES[self.dtype]}[{','.join(map(str, self.shape))}]"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from types import MappingProxyType
+from typing import cast
 
 import networkx as nx
 
@@ -19,7 +20,7 @@ from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 from fusionlang.ir.types import TensorType
 from fusionlang.lang import ast as A
-from fusionlang.lang.diagnostics import Diagnostics, suggest
+from fusionlang.lang.diagnostics import Diagnostics, Span, suggest
 from fusionlang.lang.expansion import case_size, expansion_sizes, largest_callees
 from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name, describe_arity
 from fusionlang.lang.formula import FormulaError, attr_of_default, define_elementwise, to_sympy
@@ -272,7 +273,7 @@ class _Checker:
         if len(self.diags.errors) > before:
             return
         try:
-            body = to_sympy(d.formula, names)
+            body = to_sympy(cast(A.Expr, d.formula), names)  # (a formula def)
         except FormulaError as exc:
             self.diags.error(exc.span or d.span, exc.message)
             return
@@ -280,11 +281,11 @@ class _Checker:
                            doc=f"def {d.name.text} ({d.span.file}:{d.span.line})")
 
     def _define_compound(self, d: A.DefDecl, attrs: dict) -> None:
-        returns = [s for s in d.body if isinstance(s, A.Return)]
+        body = cast("tuple[A.Stmt, ...]", d.body)  # not a formula def: it has a body
+        returns = [s for s in body if isinstance(s, A.Return)]
         n_outputs = len(returns[-1].values) if returns else 1
         params = tuple(p.text for p in d.params)
         registry = self.registry
-        body = d.body
 
         def instantiate(graph: Graph, in_types, attr_values):
             bindings = Bindings({p: graph.add_input(p, t) for p, t in zip(params, in_types)},
@@ -539,9 +540,9 @@ class _Checker:
         return frozenset(n.text for n in names if n.text in ACCEPTABLE)
 
     def _check_pattern(self, pattern: POp):
-        tensors: dict[str, object] = {}
-        statics: dict[str, object] = {}
-        rests: dict[str, object] = {}
+        tensors: dict[str, Span] = {}
+        statics: dict[str, Span] = {}
+        rests: dict[str, Span] = {}
         for p in ops_of(pattern):
             opdef = self.registry.lookup(p.op)
             if opdef is None:
@@ -578,7 +579,7 @@ class _Checker:
         def is_op(name: str) -> bool:
             return name in self.registry and name not in META
 
-        graph = nx.DiGraph()
+        graph: nx.DiGraph[str] = nx.DiGraph()
         terms = {}
         for rule in self.rewrites:
             graph.add_node(rule.name)
@@ -609,7 +610,7 @@ class _Checker:
                              f"rewrites {', '.join(repr(n) for n in names)} can loop: {path}",
                              "each builds what the next one matches")
         # decompositions that reopen themselves
-        dgraph = nx.DiGraph()
+        dgraph: nx.DiGraph[str] = nx.DiGraph()
         for op, cases in self.decompositions.items():
             dgraph.add_node(op)
             for case in cases:
@@ -898,7 +899,7 @@ def _const_vars(guard) -> list[str]:
     if guard is None:
         return []
     parts = guard.items if isinstance(guard, A.BoolOp) and guard.op == "and" else (guard,)
-    out = []
+    out: list[str] = []
     for part in parts:
         if isinstance(part, A.Call) and part.func.text == "const":
             out.extend(a.name for a in part.args if isinstance(a, A.Var))

@@ -110,11 +110,12 @@ class Diagnostics:
     def __init__(self):
         self.items: list[Diagnostic] = []
 
-    def error(self, span: Span, message: str, hint: str = "") -> None:
-        self.items.append(Diagnostic(span, "error", message, hint))
+    # span None (a node without a position) reports at NO_SPAN: sorted() reads every span
+    def error(self, span: Span | None, message: str, hint: str = "") -> None:
+        self.items.append(Diagnostic(span or NO_SPAN, "error", message, hint))
 
-    def warning(self, span: Span, message: str, hint: str = "") -> None:
-        self.items.append(Diagnostic(span, "warning", message, hint))
+    def warning(self, span: Span | None, message: str, hint: str = "") -> None:
+        self.items.append(Diagnostic(span or NO_SPAN, "warning", message, hint))
 
     @property
     def errors(self) -> list[Diagnostic]:

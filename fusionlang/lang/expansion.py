@@ -29,7 +29,7 @@ def _saturate(n: int) -> int:
 
 def body_calls(body) -> tuple[int, Counter]:
     """(nodes the body builds directly, calls of each op in it)."""
-    direct, calls = 0, Counter()
+    direct, calls = 0, Counter[str]()
     for stmt in body:
         for expr in (stmt.values if isinstance(stmt, A.Return) else (stmt.value,)):
             for e in A.walk(expr):

@@ -11,6 +11,7 @@ the facts behind it; ``why_not`` and test diagnostics print that text.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,7 +67,7 @@ class Context:
     """A graph, bindings over it, and lazily built use-def maps."""
 
     def __init__(self, graph: Graph, bindings: Bindings, *, subject: Node | None = None,
-                 consumers: dict[str, list[Node]] | None = None, producers: dict[str, Node] | None = None,
+                 consumers: Mapping[str, Sequence[Node]] | None = None, producers: Mapping[str, Node] | None = None,
                  budget: StepBudget | None = None):
         self.graph = graph
         self.bindings = bindings
@@ -80,21 +81,25 @@ class Context:
         self.budget = budget
 
     @property
-    def consumers(self) -> dict[str, list[Node]]:
+    def consumers(self) -> Mapping[str, Sequence[Node]]:
         if self._consumers is None:
             self._consumers = self.graph.index.consumers
         return self._consumers
 
     @property
-    def producers(self) -> dict[str, Node]:
+    def producers(self) -> Mapping[str, Node]:
         if self._producers is None:
             self._producers = self.graph.index.producers
         return self._producers
 
     def tensor(self, expr) -> str:
         """The value name a tensor argument refers to."""
+        return self.tensor_var(expr)[1]
+
+    def tensor_var(self, expr) -> tuple[A.Var, str]:
+        """A tensor argument as the variable it is, and the value name it refers to."""
         if isinstance(expr, A.Var) and expr.name in self.bindings.tensors:
-            return self.bindings.tensors[expr.name]
+            return expr, self.bindings.tensors[expr.name]
         raise GuardError(f"expected a tensor variable, got {_text(expr)}", getattr(expr, "span", None))
 
 
@@ -326,7 +331,7 @@ def _call(expr: A.Call, ctx: Context):
     if name in ("const", "one_use", "broadcasting", "same_shape", "is_scalar", "is_float", "all_equal"):
         return predicate_failure(expr, ctx) is None
     if name in ("rank", "shape", "dim", "size", "dtype", "value"):
-        value_name = ctx.tensor(args[0])
+        var, value_name = ctx.tensor_var(args[0])
         ttype = graph.types[value_name]
         if name == "rank":
             return ttype.rank
@@ -339,14 +344,14 @@ def _call(expr: A.Call, ctx: Context):
         if name == "dim":
             k = _int_arg(evaluate(args[1], ctx), args[1])
             if not -ttype.rank <= k < ttype.rank:
-                raise GuardError(f"dim({args[0].name}, {k}): {args[0].name!r} has rank {ttype.rank}", expr.span)
+                raise GuardError(f"dim({var.name}, {k}): {var.name!r} has rank {ttype.rank}", expr.span)
             return ttype.shape[k]
         # value
         if value_name not in graph.constants:
-            raise GuardError(f"value({args[0].name}): {args[0].name!r} is not a constant", expr.span)
+            raise GuardError(f"value({var.name}): {var.name!r} is not a constant", expr.span)
         array = graph.constants[value_name]
         if array.size != 1:
-            raise GuardError(f"value({args[0].name}): {args[0].name!r} has {array.size} elements, not 1", expr.span)
+            raise GuardError(f"value({var.name}): {var.name!r} has {array.size} elements, not 1", expr.span)
         return normalize(array.reshape(()).item())
     values = [evaluate(a, ctx) for a in args]
     if name == "len":
@@ -396,8 +401,8 @@ def _subject_or(expr: A.Call, ctx: Context) -> list[tuple[str, Node | None]]:
         return [("the node", ctx.subject)]
     out = []
     for a in expr.args:
-        value = ctx.tensor(a)
-        out.append((f"{a.name!r}", ctx.producers.get(value)))
+        var, value = ctx.tensor_var(a)
+        out.append((f"{var.name!r}", ctx.producers.get(value)))
     return out
 
 
@@ -418,7 +423,7 @@ def predicate_failure(expr: A.Call, ctx: Context) -> str | None:
             if not broadcasts(graph, node):
                 return f"node {node.name!r} ({node.op}) reads no input of a different shape"
         return None
-    values = [(a, ctx.tensor(a)) for a in (expr.args[:1] if name == "all_equal" else expr.args)]
+    values = [ctx.tensor_var(a) for a in (expr.args[:1] if name == "all_equal" else expr.args)]
     if name == "const":
         for a, v in values:
             if v not in graph.constants:

@@ -32,7 +32,7 @@ _RULESETS: dict[tuple, RuleSet] = {}
 
 def rules_dir() -> str:
     """The directory of the standard rule files inside the installed package."""
-    return os.fspath(resources.files("fusionlang").joinpath("rules"))
+    return str(resources.files("fusionlang").joinpath("rules"))  # a Path: the package is installed as files
 
 
 def standard_names() -> list[str]:

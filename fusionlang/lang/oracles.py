@@ -52,7 +52,7 @@ def _check_vector(d: A.DefDecl, o: A.Oracle, diags: Diagnostics, opdef) -> None:
     if opdef.num_outputs != 1:
         diags.error(o.span, f"a test-vector oracle needs a def with one output; def {name!r} has "
                             f"{opdef.num_outputs}", "use an oracle { ... } body")
-    for e in o.inputs + (o.expected,):
+    for e in o.inputs + ((o.expected,) if o.expected is not None else ()):  # (a vector has one)
         array = literal_array(e)
         if array is None:
             diags.error(e.span, "an oracle value must be a number or a rectangular list of numbers")

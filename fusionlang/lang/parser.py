@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import cast
 
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -99,7 +100,7 @@ def _first_token_pos(node) -> tuple[int, int]:
     while stack:
         current = stack.pop()
         if isinstance(current, Token):
-            return current.line, current.column
+            return cast(int, current.line), cast(int, current.column)  # (lark types them optional; ours are set)
         if isinstance(current, Tree):
             stack.extend(reversed(current.children))
     return 1, 1
@@ -152,7 +153,8 @@ def _expected_words(expected) -> str:
 
 def _syntax_diagnostic(exc: UnexpectedInput, chunk: str, path: str, line_offset: int):
     if isinstance(exc, UnexpectedCharacters):
-        char = chunk[exc.pos_in_stream] if exc.pos_in_stream < len(chunk) else "?"
+        pos = cast(int, exc.pos_in_stream)  # (always set on UnexpectedCharacters)
+        char = chunk[pos] if pos < len(chunk) else "?"
         span = Span(path, exc.line + line_offset, exc.column, exc.line + line_offset, exc.column + 1)
         hint = ""
         if char == "'":
@@ -277,7 +279,8 @@ class _ToAst(Transformer):
         self.path = path
 
     def _tok_span(self, tok: Token) -> Span:
-        return Span(self.path, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + len(tok))
+        line, column = cast(int, tok.line), cast(int, tok.column)  # the lexer tracks positions
+        return Span(self.path, line, column, tok.end_line or line, tok.end_column or column + len(tok))
 
     def _name(self, tok: Token) -> A.Name:
         return A.Name(str(tok), self._tok_span(tok))

@@ -10,6 +10,7 @@ from that term.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Span
@@ -49,7 +50,7 @@ class PAttr:
     name: str
     #: "lit" (must equal ``value``) or "var" (binds, or must equal the earlier binding)
     kind: str
-    value: object
+    value: Any  # a literal ("lit"), a variable's name ("var")
     span: Span
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph, Node
@@ -174,7 +174,7 @@ class RewriteRule:
     #: position among all rewrites in load order (ties of priority keep file order)
     order: int = field(default=0, compare=False)
     #: the pattern as a tree (fusionlang.lang.patterns), compiled once by the checker
-    compiled: object = field(default=None, compare=False, repr=False)
+    compiled: Any = field(default=None, compare=False, repr=False)  # a POp once checked
 
     @property
     def name(self) -> str:
@@ -239,6 +239,22 @@ class RuleSet:
     __slots__ = ("name", "files", "categories", "registry", "defs", "decompositions", "rewrites", "tests",
                  "fuse_entries", "strategies", "class_rules", "_commutative", "_rank", "_by_op", "imports",
                  "lowering")
+    name: str
+    files: tuple[str, ...]
+    categories: tuple[str, ...]
+    class_rules: tuple[ClassRule, ...]
+    registry: OpRegistry
+    defs: Mapping[str, DefRule]
+    decompositions: Mapping[str, tuple[DecomposeRule, ...]]
+    rewrites: tuple[RewriteRule, ...]
+    fuse_entries: tuple[FuseEntry, ...]
+    strategies: Mapping[str, Strategy]
+    tests: tuple[TestBlock, ...]
+    imports: tuple[str, ...]
+    lowering: tuple[RuleSet, ...]
+    _commutative: frozenset[str]
+    _rank: dict[str, int]
+    _by_op: dict[str, tuple[ClassRule, ...]]
 
     def __init__(self, *, name: str, files: tuple[str, ...], categories: tuple[str, ...],
                  class_rules: tuple[ClassRule, ...], registry: OpRegistry, defs: Mapping[str, DefRule],
@@ -320,7 +336,7 @@ class RuleSet:
         """The category of ``node``: the first refinement whose guard holds, else its class,
         else the top category."""
         rule = self.class_rule_of_node(graph, node)
-        return rule.category if rule is not None else self.top
+        return rule.category if rule is not None and rule.category is not None else self.top
 
     def is_commutative(self, op: str) -> bool:
         # declared by the op itself (OpDef.commutative) or by a `class` rule

@@ -2,7 +2,7 @@
 
 Written by tools/gen_parse_tables.py; do not edit."""
 
-STAMP = 'f5a53770562058944aa320daa98e4b5182e36f544c54db2d12d63f1e22cee00a'
+STAMP = 'c6f2675fb194675d1e57338a087aee474cdbc5d39aaf6ebccb815b7e8cbb0b1f'
 
 MODULES = {'apollo.fuse': ('7ebc942a2e74b5a589cee2143632e86b3e16613bfd73ec9842b4e0aa33197b96',
                  ('Module', 'apollo.fuse',

@@ -31,7 +31,7 @@ def _bitcast_infer(call: OpCall) -> list[TensorType]:
 
 def _bitcast_access(call: OpCall) -> list[Stmt]:
     out = call.out_types[0]
-    codes = (sp.Integer(BITCAST_DTYPES.index(t)) for t in (call.in_types[0].dtype, out.dtype))
+    codes = (sp.Integer(BITCAST_DTYPES.index(t)) for t in (call.input(0).dtype, out.dtype))
     return [Stmt(0, out.shape, (Read(0, out_indices(out.rank)),), BitCast(v_sym(0), *codes))]
 
 

@@ -38,7 +38,7 @@ def _access(call: OpCall) -> list[Stmt]:
     # the width and signedness are the dtype's: the compiled code computes in a wider type
     body = BitShift(v_sym(0), v_sym(1), sp.Integer(dtype.itemsize * 8), sp.Integer(int(dtype.kind == "i")),
                     sp.Integer(int(call.attrs["direction"] == "left")))
-    reads = tuple(Read(k, broadcast_index(t.shape, out.rank)) for k, t in enumerate(call.in_types))
+    reads = tuple(Read(k, broadcast_index(call.input(k).shape, out.rank)) for k in range(len(call.in_types)))
     return [Stmt(0, out.shape, reads, body)]
 
 

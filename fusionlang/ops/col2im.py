@@ -69,7 +69,8 @@ def _access(call: OpCall) -> list[Stmt]:
     image, block, dilations, pads, strides, placements = _geometry(call)
     out = _infer(call)[0]
     rank = len(image)
-    offset, place, conds, extents, strided = sp.Integer(0), sp.Integer(0), [], list(block), []
+    offset, place, conds, extents = sp.Integer(0), sp.Integer(0), [], list(block)
+    strided: list[int] = []
     for d in range(rank):
         k, y = r_sym(d), i_sym(2 + d)
         reach = y + pads[d] - k * dilations[d]  # where the placement must start

@@ -3,7 +3,7 @@ elementwise-op factory (one formula gives the access spec; NumPy gives the refer
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -66,8 +66,19 @@ def present_types(call: OpCall) -> list[TensorType]:
     return [t for t in call.in_types if t is not None]
 
 
-FormulaFn = Callable[[list[sp.Symbol], dict], sp.Expr]
-NumpyFn = Callable[[list[np.ndarray], dict], np.ndarray]
+# Protocols rather than Callable aliases: mypy then accepts the lambdas that capture
+# loop variables as defaults (``lambda v, a, f=f: ...``)
+class FormulaFn(Protocol):
+    """The output's expression from the inputs' symbols and the attributes."""
+
+    def __call__(self, v: list[sp.Symbol], a: dict, /) -> sp.Expr: ...
+
+
+class NumpyFn(Protocol):
+    """The output from the inputs and the attributes, in NumPy."""
+
+    def __call__(self, xs: list[np.ndarray], a: dict, /) -> np.ndarray: ...
+
 DtypeRule = Callable[[OpCall, list[TensorType]], str]
 
 
@@ -124,7 +135,7 @@ def elementwise(
 
     def access(call: OpCall) -> list[Stmt]:
         out = call.out_types[0]
-        reads = tuple(Read(k, broadcast_index(t.shape, out.rank)) for k, t in enumerate(call.in_types))
+        reads = tuple(Read(k, broadcast_index(call.input(k).shape, out.rank)) for k in range(len(call.in_types)))
         body = formula([v_sym(k) for k in range(len(reads))], call.attrs)
         return [Stmt(0, out.shape, reads, as_expr(body))]
 

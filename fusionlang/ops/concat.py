@@ -6,7 +6,7 @@ import numpy as np
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
-from fusionlang.ops.common import same_dtype
+from fusionlang.ops.common import present_types, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 
@@ -28,6 +28,7 @@ def _concat_axis(call: OpCall) -> int:
     types = call.in_types
     if any(t is None for t in types):
         raise call.fail("inputs cannot be omitted")
+    types = present_types(call)  # (all of them)
     first = types[0]
     if first.rank < 1:
         raise call.fail("inputs must have rank >= 1")
@@ -42,17 +43,17 @@ def _concat_axis(call: OpCall) -> int:
 
 def _concat_infer(call: OpCall) -> list[TensorType]:
     axis = _concat_axis(call)
-    dtype = same_dtype(call, call.in_types)
-    shape = list(call.in_types[0].shape)
-    shape[axis] = sum(t.shape[axis] for t in call.in_types)
+    dtype = same_dtype(call, present_types(call))
+    shape = list(present_types(call)[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in present_types(call))
     return [TensorType(tuple(shape), dtype)]
 
 
 def _concat_access(call: OpCall) -> list[Stmt]:
     axis = _concat_axis(call)
-    offsets = _offsets([t.shape[axis] for t in call.in_types])
+    offsets = _offsets([t.shape[axis] for t in present_types(call)])
     return [Stmt(0, t.shape, (Read(k, out_indices(t.rank)),), v_sym(0), write=shifted(t.rank, axis, offset))
-            for k, (t, offset) in enumerate(zip(call.in_types, offsets))]
+            for k, (t, offset) in enumerate(zip(present_types(call), offsets))]
 
 
 register(

@@ -4,6 +4,8 @@ they are in the element's prefix (or suffix)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import sympy as sp
 
@@ -12,7 +14,8 @@ from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 #: op name -> (access-spec reduction, its identity, NumPy running function)
-RUNNING = {"cumsum": ("sum", 0.0, np.cumsum), "cumprod": ("prod", 1.0, np.cumprod)}
+RUNNING: dict[str, tuple[str, float, Callable[..., np.ndarray]]] = {
+    "cumsum": ("sum", 0.0, np.cumsum), "cumprod": ("prod", 1.0, np.cumprod)}
 
 
 def _axis(call: OpCall) -> int:

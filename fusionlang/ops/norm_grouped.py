@@ -26,7 +26,7 @@ def _group_norm_infer(call: OpCall) -> list[TensorType]:
     for k, name in ((1, "scale"), (2, "bias")):
         if call.input(k).shape != (channels,):
             raise call.fail(f"{name} {call.input(k)} should have shape [{channels}] (one per channel)")
-    same_dtype(call, call.in_types)
+    same_dtype(call, [call.input(k) for k in range(3)])
     return [x]
 
 

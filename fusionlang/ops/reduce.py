@@ -43,7 +43,8 @@ def _access(kind: str):
     def access(call: OpCall) -> list[Stmt]:
         x = call.input(0)
         axes = reduced_axes(call, x.rank)
-        index, extents, out_pos = [], [], 0
+        index, out_pos = [], 0
+        extents: list[int] = []
         for d, n in enumerate(x.shape):
             if d in axes:
                 index.append(r_sym(len(extents)))

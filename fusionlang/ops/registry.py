@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import numpy as np
 
@@ -61,9 +61,10 @@ class OpCall:
         return ShapeError(f"node {self.node!r} ({self.op}): {message}")
 
     def input(self, k: int) -> TensorType:
-        if k >= len(self.in_types) or self.in_types[k] is None:
+        found = self.in_types[k] if k < len(self.in_types) else None
+        if found is None:
             raise self.fail(f"input {k} is required")
-        return self.in_types[k]
+        return found
 
     def has_input(self, k: int) -> bool:
         return k < len(self.in_types) and self.in_types[k] is not None
@@ -71,9 +72,10 @@ class OpCall:
     def value(self, k: int) -> np.ndarray:
         """The array of input k, which must be a constant known at graph-build time."""
         self.input(k)
-        if k >= len(self.in_values) or self.in_values[k] is None:
+        found = self.in_values[k] if k < len(self.in_values) else None
+        if found is None:
             raise self.fail(f"input {k} must be a constant (its value decides the output shape)")
-        return self.in_values[k]
+        return found
 
     def axis(self, axis: int, rank: int, *, name: str = "axis", inclusive: bool = False) -> int:
         """Normalize a possibly negative axis against ``rank`` (``inclusive``: rank allowed)."""
@@ -135,7 +137,7 @@ class OpDef:
         if unknown:
             known = ", ".join(sorted(self.attrs)) or "none"
             raise ShapeError(f"{where} ({self.name}): unknown attribute {unknown[0]!r} (known: {known})")
-        out = {}
+        out: dict[str, Any] = {}
         for name, spec in self.attrs.items():
             if name in attrs and attrs[name] is None and spec.default is None:
                 out[name] = None  # an optional attribute that stays absent
@@ -150,7 +152,7 @@ class OpDef:
         return out
 
     def check_arity(self, n_inputs: int, where: str) -> None:
-        low, high = self.min_inputs, self.max_inputs
+        low, high = cast(int, self.min_inputs), self.max_inputs  # __post_init__ set min_inputs
         if n_inputs < low or (high is not None and n_inputs > high):
             expect = f"{low}" if low == high else (f"{low} to {high}" if high is not None else f"at least {low}")
             raise ShapeError(f"{where} ({self.name}): expects {expect} inputs, got {n_inputs}")
@@ -243,7 +245,7 @@ class OpRegistry:
     def __iter__(self) -> Iterable[OpDef]:
         return iter(self.get(n) for n in self.names())
 
-    def call(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None],
+    def call(self, op: str, node: str, attrs: dict, in_types: Sequence[TensorType | None],
              in_values: list | None = None) -> tuple[OpDef, OpCall]:
         """Check arity and attributes of a would-be node; return its OpDef and OpCall.
 
@@ -255,7 +257,7 @@ class OpRegistry:
         return opdef, OpCall(op, node, opdef.normalize_attrs(attrs, where), list(in_types),
                              in_values=list(in_values or []))
 
-    def infer(self, op: str, node: str, attrs: dict, in_types: list[TensorType | None],
+    def infer(self, op: str, node: str, attrs: dict, in_types: Sequence[TensorType | None],
               in_values: list | None = None) -> list[TensorType]:
         opdef, call = self.call(op, node, attrs, in_types, in_values)
         return opdef.run_infer(call)

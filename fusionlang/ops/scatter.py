@@ -76,7 +76,7 @@ def _infer_scatter(call: OpCall) -> list[TensorType]:
 def _targets(data_shape: tuple, indices: np.ndarray, axis: int) -> np.ndarray:
     """The flat place in data of each update (C order of indices); checks every index."""
     places = checked_indices(indices, data_shape[axis], axis).astype(np.int64)
-    grid = list(np.indices(indices.shape, dtype=np.int64))
+    grid: list[np.ndarray] = list(np.indices(indices.shape, dtype=np.int64))
     grid[axis] = places
     return np.ravel_multi_index(tuple(grid), data_shape).reshape(-1)
 

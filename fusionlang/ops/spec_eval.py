@@ -7,13 +7,15 @@ semantics op by op. It materializes domain x reduction grids: small shapes only.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym
 from fusionlang.ops.scalar import evaluate
 
 _IDENTITY = {"sum": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}
-_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+_REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 def run_stmts(stmts: list[Stmt], inputs: list[np.ndarray | None], out_types) -> list[np.ndarray]:

@@ -199,8 +199,8 @@ def layered_layout(graph: LayoutGraph) -> Layout:
     block_size: dict[str, tuple[float, float]] = {}
     for cid, ids in members.items():
         idset = set(ids)
-        edges = [(a, b) for a, b in graph.edges if a in idset and b in idset]
-        placed = _layer_and_place(ids, {n: graph.sizes[n] for n in ids}, edges)
+        inside = [(a, b) for a, b in graph.edges if a in idset and b in idset]
+        placed = _layer_and_place(ids, {n: graph.sizes[n] for n in ids}, inside)
         inner[cid] = placed
         width = max(placed.width, graph.cluster_title_width.get(cid, 0.0)) + 2 * PAD
         block_size[cid] = (width, placed.height + HEADER + PAD)
@@ -233,7 +233,7 @@ def layered_layout(graph: LayoutGraph) -> Layout:
         else:
             nodes[nid] = Box(block.x, block.y, w, h)
 
-    edges = []
+    edges: list[tuple[str, str, list[Point]]] = []
     for a, b in graph.edges:
         src, dst = nodes[a], nodes[b]
         start, end = (src.cx, src.bottom), (dst.cx, dst.y)
@@ -270,7 +270,7 @@ def _layer_and_place(ids: list[str], sizes: dict[str, tuple[float, float]],
         preds[b].append(a)
         succs[a].append(b)
 
-    layer = {}
+    layer: dict[str, int] = {}
     for n in ids:  # longest path from the sources
         layer[n] = 1 + max((layer[p] for p in preds[n]), default=-1)
     for n in reversed(ids):  # sources sink down to just above their first consumer

@@ -220,7 +220,7 @@ def group_ops_line(group: Group, ops: dict[str, str], limit: int = 44) -> str:
 
 def _collapsed(page: Page, ops_graph: LayoutGraph) -> LayoutGraph:
     """The page with each group as one box (two lines: title, op types) and the same ports."""
-    labels = {n.node: n.label for n in page.nodes if n.kind == "op"}
+    labels = {n.node: n.label for n in page.nodes if n.kind == "op" and n.node is not None}  # (an op has its node)
     box_of = {n.id: f"c{n.group}" for n in page.nodes if n.kind == "op"}
     lg = LayoutGraph({}, [])
     ports = [n for n in page.nodes if n.kind == "port"]

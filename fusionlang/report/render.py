@@ -15,6 +15,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.report.layout import Layout
@@ -67,7 +68,7 @@ def render_report(plan: FusionPlan, *, compiled=None, layout: str = "auto", page
     pages = build_pages(plan, page_ops, layout)
     categories = _categories(plan)
     cat_index = {c: k for k, c in enumerate(categories)}
-    kernels = {}
+    kernels: dict[int, list] = {}
     if compiled is not None:
         for info in compiled.kernels:
             kernels.setdefault(info.group, []).append(info)
@@ -237,10 +238,10 @@ def _path(points) -> str:
 def _page_svg(plan: FusionPlan, page: Page, cat_index: dict, view: str, visible: bool) -> str:
     """One page in one view: "ops" (every op inside its group's box) or "groups" (one box
     per group). Either way every group of the page has exactly one ``rect.group-box``."""
-    lay: Layout = page.layout if view == "ops" else page.group_layout
+    lay = cast(Layout, page.layout if view == "ops" else page.group_layout)  # build_pages laid out both
     stitched = {gid for gid, _ in plan.stitches}
     pack_of = {gid: k for k, pack in enumerate(plan.horizontal) for gid in pack}
-    ops = {n.node: n.label for n in page.nodes if n.kind == "op"}
+    ops = {n.node: n.label for n in page.nodes if n.kind == "op" and n.node is not None}  # (an op has its node)
     w, h = max(lay.width, 40.0), max(lay.height, 40.0)
     out = [f'<svg class="graph" data-page="{page.index}" data-view="{view}" data-width="{w:.0f}" width="{w:.0f}" '
            f'height="{h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" xmlns="http://www.w3.org/2000/svg"'

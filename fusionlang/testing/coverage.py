@@ -59,7 +59,7 @@ def broadcast_class(graph: Graph) -> tuple[str, ...]:
         result = graph.types[node.outputs[0]].shape
         axes = [_broadcast_axes(graph.types[v].shape, result) for v in inputs]
         if all(a is not None for a in axes):
-            marks.append(node.op + ":" + ",".join(_operand_case(a) for a in axes))
+            marks.append(node.op + ":" + ",".join(_operand_case(a) for a in axes if a is not None))
     return tuple(marks)
 
 

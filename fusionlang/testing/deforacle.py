@@ -10,6 +10,8 @@ the mean was meant) only surfaced at some rule that used the def. With
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from fusionlang.errors import FuseError
@@ -47,14 +49,16 @@ def _run_oracle_body(oracle, params, arrays, attrs, registry) -> list[np.ndarray
 def vector_mismatch(name: str, decl, oracle, opdef) -> Counterexample | None:
     """The def on a test vector's inputs against its output, or None when they agree."""
     attrs = opdef.normalize_attrs(oracle_attrs(oracle), name)
-    arrays = [literal_array(e).astype(np.float32) for e in oracle.inputs]
+    # (literal arrays: the checker refused a rule file whose oracle values are not)
+    arrays = [cast(np.ndarray, literal_array(e)).astype(np.float32) for e in oracle.inputs]
     try:
         got = _run_def(opdef, arrays, attrs)[0]
     except (FuseError, InstantiateError) as exc:
         problem = getattr(exc, "message", None) or str(exc).splitlines()[0]
         message = f"the def cannot run the oracle's inputs at {_where(oracle.span)}: {problem}"
         return Counterexample(f"def {name}", _where(decl.span), message)
-    want = literal_array(oracle.expected).astype(got.dtype) if got.dtype.kind == "f" else literal_array(oracle.expected)
+    expected = cast(np.ndarray, literal_array(oracle.expected))
+    want = expected.astype(got.dtype) if got.dtype.kind == "f" else expected
     mismatch = compare(want, got, scale=magnitude(arrays + [want]))
     if mismatch is None:
         return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, cast
 
 import numpy as np
 
@@ -186,7 +186,7 @@ def check_equivalence_many(graphs: Iterable[Graph], rules="apollo", strategy: st
         half = len(indices) // 2
         solve(indices[:half])
         solve(indices[half:])
-        if all(verdicts[k].ok for k in indices):
+        if all(cast(Equivalence, verdicts[k]).ok for k in indices):  # (both halves solved)
             verdict.batch = len(indices)
             extra.append(verdict)
 

@@ -36,6 +36,7 @@ a graph output, so no node is dead.
 from __future__ import annotations
 
 from math import prod
+from typing import cast
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
@@ -133,20 +134,20 @@ class _Grower:
         self.add(out)
 
     def binary(self) -> None:
-        x = self.pick()
+        x = cast(str, self.pick())  # (any rank: some value fits)
         y = self.operand_like(self.shape(x))
         a, b = (x, y) if self.draw(st.booleans()) else (y, x)
         self.add(self.op(self.draw(st.sampled_from(_BINARY)), a, b))
 
     def divide(self) -> None:
-        x = self.pick()
+        x = cast(str, self.pick())  # (any rank: some value fits)
         shape = related_shape(self.draw, self.shape(x))
         kind = self.draw(st.sampled_from(["input", "const"]))
         # a divisor is a leaf (feeds_for keeps inputs read by div away from zero)
         self.add(self.op("div", x, self.leaf(shape, kind=kind, positive=True)))
 
     def select(self) -> None:
-        x = self.pick()
+        x = cast(str, self.pick())  # (any rank: some value fits)
         y = self.operand_like(self.shape(x))
         cond = self.op(self.draw(st.sampled_from(["greater", "less", "greater_equal"])), x, y)
         other = self.operand_like(self.g.types[cond].shape)
@@ -193,7 +194,7 @@ class _Grower:
         self.add(self.op("transpose", x, perm=list(perm)) if self.draw(st.integers(0, 3)) else self.op("transpose", x))
 
     def reshape(self) -> None:
-        x = self.pick()
+        x = cast(str, self.pick())  # (any rank: some value fits)
         shape = self.shape(x)
         how = self.draw(st.sampled_from(["reshape", "reshape", "flatten", "squeeze", "unsqueeze"]))
         if how == "flatten":

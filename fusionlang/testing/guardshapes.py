@@ -75,7 +75,8 @@ def _call_of(e, name: str) -> A.Call | None:
 
 
 def _var_arg(call: A.Call, k: int = 0) -> str | None:
-    return call.args[k].name if len(call.args) > k and isinstance(call.args[k], A.Var) else None
+    arg = call.args[k] if len(call.args) > k else None
+    return arg.name if isinstance(arg, A.Var) else None
 
 
 def _dim_term(e) -> DimTerm | None:
@@ -90,8 +91,8 @@ def _read_equation(left, right, demands: ShapeDemands) -> None:
     for a, b in ((left, right), (right, left)):
         number = _int_literal(b)
         rank = _call_of(a, "rank")
-        if rank is not None and number is not None and _var_arg(rank) is not None:
-            demands.ranks[_var_arg(rank)] = number
+        if rank is not None and number is not None and (name := _var_arg(rank)) is not None:
+            demands.ranks[name] = number
             return
         term = _dim_term(a)
         if term is not None and number is not None:
@@ -116,8 +117,8 @@ def shape_demands(guard) -> ShapeDemands:
             names = tuple(a.name for a in part.args if isinstance(a, A.Var))
             if len(names) >= 2:
                 demands.same.append(names)
-        elif _call_of(part, "is_scalar") is not None and _var_arg(part) is not None:
-            demands.scalars.add(_var_arg(part))
+        elif _call_of(part, "is_scalar") is not None and (name := _var_arg(part)) is not None:
+            demands.scalars.add(name)
     return demands
 
 
@@ -152,7 +153,7 @@ def shape_for(draw, var: str, proposed: TensorType, demands: ShapeDemands,
             k = _axis(shape, axis) if v == var else None
             source = shape if u == var else (list(known[u].shape) if u in known else None)
             j = _axis(source, other_axis) if source is not None else None
-            if k is not None and j is not None:
+            if k is not None and j is not None and source is not None:
                 shape[k] = source[j]
     return TensorType(tuple(shape), proposed.dtype)
 

@@ -21,12 +21,13 @@ shrinks to small shapes and simple numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from fusionlang.engine.match import Matcher
+from fusionlang.engine.match import Match, Matcher
 from fusionlang.engine.passes import open_node
 from fusionlang.engine.rewrite import apply_match, applicable
 from fusionlang.engine.rewrite_index import GraphIndex
@@ -143,7 +144,7 @@ def _elements(dtype: np.dtype, domain: Domain, beyond: bool = False) -> st.Searc
         if domain.kind == "nonzero":
             return st.integers(1, 4) | st.integers(-4, -1)
         return st.integers(-4, 4)
-    width = 16 if dtype == np.float16 else (32 if dtype == np.float32 else 64)
+    width: Literal[16, 32, 64] = 16 if dtype == np.float16 else (32 if dtype == np.float32 else 64)
     real = st.floats(-2.0, 2.0, width=width, allow_subnormal=False)
     if domain.kind == "positive":
         inside = st.floats(0.5, 2.0, width=width)
@@ -244,7 +245,8 @@ class _PatternBuilder:
                 values[k] = self.leaf(q, self._demanded_type(q, proposal.types[k]))
             domain = proposal.domains.get(k)
             if domain is not None:
-                self.domains[values[k]] = self.domains.get(values[k], REAL).merge(domain)
+                value = cast(str, values[k])  # (set just above)
+                self.domains[value] = self.domains.get(value, REAL).merge(domain)
         attrs = {**proposal.attrs, **fixed}
         if n == 2 and self.ruleset.is_commutative(p.op) and self.draw(st.booleans()):
             values.reverse()
@@ -464,7 +466,7 @@ def _fire_rewrite(instance: Instance, rule, ruleset) -> Graph:
         raise Reject(f"no match: {getattr(failure, 'message', failure)}")
     after = graph.copy()  # keeps the rule set's registry, which the instance was built with
     node = next(n for n in after.nodes if n.name == instance.root)
-    match = Matcher(after, ruleset).match(rule, node)
+    match = cast(Match, Matcher(after, ruleset).match(rule, node))  # the copy matches as the graph did
     if not applicable(after, match):
         raise Reject("the replacement is a graph input and the root a graph output")
     index = GraphIndex(after)

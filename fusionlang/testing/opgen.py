@@ -51,7 +51,7 @@ COMPARISONS = {"equal", "less", "less_equal", "greater", "greater_equal"}
 REDUCTIONS = {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"}
 
 #: per-op strategies for attributes of elementwise ops
-_ELEMENTWISE_ATTRS = {
+_ELEMENTWISE_ATTRS: dict[str, dict[str, st.SearchStrategy]] = {
     "leaky_relu": {"alpha": st.sampled_from([0.01, 0.2, 1.5])},
     "elu": {"alpha": st.sampled_from([1.0, 0.5, 2.0])},
     "selu": {"alpha": st.sampled_from([1.6732631921768188, 1.0]), "gamma": st.sampled_from([1.0507010221481323, 2.0])},

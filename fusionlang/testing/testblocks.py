@@ -11,6 +11,7 @@ the partitioner; it needs no hypothesis (``fusionlang lint`` runs it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -194,9 +195,9 @@ class _Expectations:
         name = e.func.text
         args = e.args
         if name == "fired":
-            return self.result.fired.get(args[0].name, 0)
+            return self.result.fired.get(cast(A.Var, args[0]).name, 0)
         if name == "count":
-            return sum(1 for n in self.graph.nodes if n.op == args[0].name)
+            return sum(1 for n in self.graph.nodes if n.op == cast(A.Var, args[0]).name)
         if name == "op":
             value = self._value_name(args[0])
             producer = self.graph.index.producers.get(value)
@@ -241,8 +242,8 @@ class _Expectations:
             owner = plan.group_of()
             where = []
             for a in e.args:
-                producer = self.graph.index.producers.get(a.name)
+                producer = self.graph.index.producers.get(cast(A.Var, a).name)
                 if producer is not None:
-                    where.append(f"{a.name} in group {owner[producer.name]}")
+                    where.append(f"{cast(A.Var, a).name} in group {owner[producer.name]}")
             return ", ".join(where)
         return "it is false"
