@@ -88,26 +88,33 @@ class OpenedGraph:
         return [new for old in names for new in self.replaced.get(old, [old])]
 
 
-#: graph -> its compound ops opened: the feedback check and the lowering after
-#: partitioning share one opening instead of one per question plus one at the end
-_OPENED: "weakref.WeakKeyDictionary[Graph, OpenedGraph]" = weakref.WeakKeyDictionary()
+#: graph -> (what it was opened from, its compound ops opened or None when it has none):
+#: the feedback check and the lowering after partitioning share one opening instead of one
+#: per question plus one at the end; "none to open" is remembered too, since finding it
+#: reads every node and the feedback check asks once per group (a 20,000-node unrolled
+#: loop spent 14 s there)
+_OPENED: "weakref.WeakKeyDictionary[Graph, tuple[tuple, OpenedGraph | None]]" = weakref.WeakKeyDictionary()
 
 
 def opened(graph: Graph, ruleset) -> OpenedGraph | None:
     """``graph`` with its compound ops opened (made once per graph and rule set; the graph
     must not be edited in place afterwards), or None when it has none."""
-    registry = registry_of(graph, ruleset.registry if ruleset is not None else None)
     made_from = (id(ruleset), id(graph.nodes), len(graph.nodes))
     found = _OPENED.get(graph)
-    if found is None or found.made_from != made_from:
-        compound = compound_nodes(graph, registry)
-        if not compound:
-            return None
-        copy = graph.copy()
-        replaced = open_compound_ops(copy, [n.name for n in copy.nodes if n.name in compound],
-                                     lowering_rulesets(ruleset), registry)
-        found = _OPENED[graph] = OpenedGraph(copy, replaced, made_from)
-    return found
+    if found is None or found[0] != made_from:
+        found = _OPENED[graph] = (made_from, _open(graph, ruleset, made_from))
+    return found[1]
+
+
+def _open(graph: Graph, ruleset, made_from: tuple) -> OpenedGraph | None:
+    registry = registry_of(graph, ruleset.registry if ruleset is not None else None)
+    compound = compound_nodes(graph, registry)
+    if not compound:
+        return None
+    copy = graph.copy()
+    replaced = open_compound_ops(copy, [n.name for n in copy.nodes if n.name in compound],
+                                 lowering_rulesets(ruleset), registry)
+    return OpenedGraph(copy, replaced, made_from)
 
 
 def on_primitives(feedback, ruleset, graph: Graph):
