@@ -236,7 +236,8 @@ class _TreeBuilder:
         candidates = [s for s in stmts if s.kind != "init"] or stmts
         if not candidates:
             return []
-        anchor = max(candidates, key=lambda s: (s.volume, s.order, stmts.index(s)))
+        position = {s.name: k for k, s in enumerate(stmts)}  # (stmts.index was quadratic in a concat's slices)
+        anchor = max(candidates, key=lambda s: (s.volume, s.order, position[s.name]))
         blocked = {self.cls(self.prog.stmt(name), d) for name, d in moved.items()}
         classes = []
         for d, n in zip(anchor.out_dims, anchor.out_extents):

@@ -69,6 +69,10 @@ class _Segment:
         self.producer: dict[str, str] = {}
         self.inside_uses: dict[str, int] = {}
         self.external: set[str] = set()
+        #: bytes of ``external`` and of the produced values read outside (or outputs), kept
+        #: as values join: summing them again per extension made the search O(n * max_ops**2)
+        self.read_bytes = 0
+        self.written_bytes = 0
         self.flops = 0.0
         self.all_views = True
         self.category = ""
@@ -104,8 +108,8 @@ class _Segment:
         if entry is not None and self.record:
             self.merged.append(MergeDecision(self.producer[inside[0]], node.name, Verdict.MERGED, self.category,
                                              category, entry, sizes=(len(self.members), 1)))
-        if entry is not None:
-            self.category = entry.result
+        self.category = entry.result if entry is not None else category
+        if entry is not None and self.record:  # rules and stitches: only the chosen segments keep them
             why = describe_entry(entry)
             if why not in self.rules:
                 self.rules.append(why)
@@ -113,14 +117,19 @@ class _Segment:
                 # only a reduction's own result is kept on chip (see apollo.py)
                 self.stitches.extend((v, node.name) for v in inside
                                      if categories[self.producer[v]] in entry.producers)
-        else:
-            self.category = category
         self.members.append(node.name)
+        types = self.graph.types
         for value in dict.fromkeys(node.present_inputs()):
             if value in self.produced:
                 self.inside_uses[value] = self.inside_uses.get(value, 0) + 1
-            else:
+                if self.inside_uses[value] == self.use_count.get(value, 0) and value not in self.outputs:
+                    self.written_bytes -= types[value].nbytes  # its last reader joined
+            elif value not in self.external:
                 self.external.add(value)
+                self.read_bytes += types[value].nbytes
+        for value in node.outputs:
+            if value in self.outputs or self.use_count.get(value, 0) > 0:
+                self.written_bytes += types[value].nbytes
         self.produced.update(node.outputs)
         self.producer.update((v, node.name) for v in node.outputs)
         self.flops += self.cost.node_flops(node)
@@ -151,11 +160,7 @@ class _Segment:
     def seconds(self) -> float:
         if self.all_views:
             return 0.0
-        types = self.graph.types
-        read = sum(types[v].nbytes for v in self.external)
-        written = sum(types[v].nbytes for v in self.produced
-                      if v in self.outputs or self.inside_uses.get(v, 0) < self.use_count.get(v, 0))
-        return self.cost.device.seconds(read + written, self.flops, 1)
+        return self.cost.device.seconds(self.read_bytes + self.written_bytes, self.flops, 1)
 
 
 def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:

@@ -124,13 +124,19 @@ def lowering_rulesets(ruleset) -> list:
     return [ruleset, *ruleset.lowering]
 
 
-def lower_compound_groups(plan: FusionPlan, ruleset=None, opening: OpenedGraph | None = None) -> FusionPlan:
+#: the default of ``opening`` arguments: open the graph's compound ops there (None says
+#: the graph has none)
+OPEN_HERE = object()
+
+
+def lower_compound_groups(plan: FusionPlan, ruleset=None,
+                          opening: OpenedGraph | None | object = OPEN_HERE) -> FusionPlan:
     """``plan`` with its compound ops opened inside their groups (``plan`` itself when it has
     none), opened with :func:`lowering_rulesets` of ``ruleset``, or taken from ``opening``
     (the opening of ``plan.graph`` the feedback check asked about, which the plan takes over:
-    partitioning, its only other reader, is done)."""
-    opening = opening if opening is not None else opened(plan.graph, ruleset)
-    if opening is None:
+    partitioning, its only other reader, is done; None: it has no compound op)."""
+    opening = opened(plan.graph, ruleset) if opening is OPEN_HERE else opening
+    if not isinstance(opening, OpenedGraph):
         return plan
     graph = opening.graph
     members = [opening.members(g.nodes) for g in plan.groups]

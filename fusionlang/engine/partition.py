@@ -13,7 +13,7 @@ from typing import Callable, cast
 from fusionlang.engine import apollo, dp, tvm
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.decisions import MergeDecision, Verdict, feedback_note
-from fusionlang.engine.lowering import OpenedGraph, on_primitives, opened
+from fusionlang.engine.lowering import OPEN_HERE, OpenedGraph, on_primitives, opened
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.policy import strategy_options
 from fusionlang.engine.wide_concat import concat_fan_in, concat_split_notes, split_wide_concats, split_wide_splits
@@ -31,13 +31,24 @@ STRATEGIES = {
 }
 
 
-#: ``partition``'s default for ``opening``: open the graph's compound ops there
-OPEN_HERE = object()
-
 def default_strategy(ruleset) -> str:
     """The strategy a rule set declares (the first `strategy` block), else apollo."""
     declared = [name for name in getattr(ruleset, "strategies", {}) if name in STRATEGIES]
     return declared[0] if declared else "apollo"
+
+
+def _strategy(name: str):
+    if name not in STRATEGIES:
+        raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
+    return STRATEGIES[name]
+
+
+def narrowed(graph: Graph, ruleset, strategy: str, options: dict | None = None) -> Graph:
+    """``graph``, or a copy in which each concat and split wider than a kernel may take
+    under the strategy's options is a tree of narrower ones (:mod:`.wide_concat`): a node
+    is a group whatever its fan-in or fan-out."""
+    fan = concat_fan_in(strategy_options(ruleset, strategy, _strategy(strategy)[1], options))
+    return split_wide_splits(split_wide_concats(graph, fan), fan)
 
 
 def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | None = None,
@@ -46,17 +57,13 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     """Partition ``graph`` (already rewritten) into a FusionPlan with ``strategy`` ("apollo",
     "tvm" or "dp"); groups that ``feedback`` rejects are split and the graph partitioned
     again, at most ``max_feedback_rounds`` times. ``feedback`` is asked about groups with
-    their compound ops opened, in ``opening`` (by default opened here). A concat of more
-    inputs than a kernel may take is first made a tree of narrower ones
-    (:mod:`.wide_concat`): the plan's graph is then that copy, and ``opening``, made of the
-    graph before, is made again."""
+    their compound ops opened, in ``opening`` (by default opened here). The graph is first
+    narrowed (:func:`narrowed`): the plan's graph is then that copy, and an ``opening`` made
+    of the graph before is made again (``fuse`` narrows before opening, so it never is)."""
     name = strategy or default_strategy(ruleset)
-    if name not in STRATEGIES:
-        raise FuseError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
-    run, defaults = STRATEGIES[name]
+    run, defaults = _strategy(name)
     opts = strategy_options(ruleset, name, defaults, options)
-    # a node is a group whatever its fan-in or fan-out
-    split = split_wide_splits(split_wide_concats(graph, concat_fan_in(opts)), concat_fan_in(opts))
+    split = narrowed(graph, ruleset, name, options)
     if split is not graph:
         graph, opening = split, OPEN_HERE
     cost = CostModel(graph, ruleset.registry, opts.get("cost", "h100"))

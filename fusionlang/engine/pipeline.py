@@ -11,7 +11,7 @@ import time
 
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.lowering import lower_compound_groups, opened
-from fusionlang.engine.partition import Feedback, default_strategy, partition
+from fusionlang.engine.partition import Feedback, default_strategy, narrowed, partition
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.rewrite import apply_rules
 from fusionlang.ir.graph import Graph
@@ -40,13 +40,14 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     result = apply_rules(graph, ruleset) if rewrite else None
     rewritten = result.graph if result is not None else graph
     rewritten_at = time.perf_counter()
+    with timed(PARTITION, "narrow wide concats and splits"):
+        rewritten = narrowed(rewritten, ruleset, name, options)
     with timed(PARTITION, "open compound ops"):
         opening = opened(rewritten, ruleset)
     plan = partition(rewritten, ruleset, name, options=options, feedback=feedback, opening=opening)
     plan.target = target
     with timed(PARTITION, "open compound groups"):
-        # partitioning may have split wide concats in a copy of the graph: then open that copy
-        plan = lower_compound_groups(plan, ruleset, opening if plan.graph is rewritten else None)
+        plan = lower_compound_groups(plan, ruleset, opening)  # the graph was narrowed before it was opened
     plan.original = graph
     plan.stats.update(
         kernels_before=before["kernels"],

@@ -54,6 +54,10 @@ def canonical_dtype(dtype) -> str:
     """Return the numpy name of ``dtype`` ('float32', ...) or raise ShapeError."""
     if isinstance(dtype, str) and dtype in _SHORT_TO_DTYPE:
         return _SHORT_TO_DTYPE[dtype]
+    if isinstance(dtype, str) and dtype in DTYPES:
+        # already canonical (each is numpy's own name): every value's type is built with one,
+        # and asking numpy again was 4% of fusing a 20,000-iteration unrolled Loop
+        return dtype
     try:
         name = np.dtype(dtype).name
     except TypeError as exc:

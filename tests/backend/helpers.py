@@ -99,3 +99,17 @@ def decompose(graph: Graph) -> Graph:
             v = b.identity(v, name=f"out_{value}", outputs=[value])
         b.graph.outputs.append(value)
     return b.build()
+
+
+def operand_sizes(monkeypatch, cls, method: str, size) -> list[int]:
+    """Record ``size(self) + size(other)`` for every call of the binary isl ``method`` of
+    ``cls`` (how many pieces the call had to copy or compare); returns the growing list."""
+    sizes: list[int] = []
+    real = getattr(cls, method)
+
+    def counted(self, other):
+        sizes.append(size(self) + size(other))
+        return real(self, other)
+
+    monkeypatch.setattr(cls, method, counted)
+    return sizes

@@ -229,3 +229,28 @@ def test_fusion_disabled_gives_one_nest_per_statement():
     compiled = compile_and_check(graph, fuse=False)
     assert compiled.kernels[0].strategy == "distributed"
     assert compiled.kernels[0].nests > 5
+
+
+class _IndexCountedList(list):
+    """A list that counts the searches for an element's position."""
+
+    searches = 0
+
+    def index(self, *args):
+        self.searches += 1
+        return super().index(*args)
+
+
+def test_the_outer_band_does_not_search_the_statement_list_per_statement():
+    """Choosing the statement that anchors the outer band looked up each candidate's
+    position with list.index: quadratic in a concat of thousands of slices."""
+    from fusionlang.backend.fusion import candidate_trees
+
+    b = GraphBuilder("long_concat")
+    x = b.input("x", (4,))
+    b.output(b.concat(*[b.unsqueeze(b.relu(x), axes=(0,)) for _ in range(40)], axis=0))
+    graph = b.build()
+    prog = build_program(graph, [n.name for n in graph.nodes])
+    prog.stmts = _IndexCountedList(prog.stmts)
+    assert list(candidate_trees(prog))
+    assert prog.stmts.searches == 0

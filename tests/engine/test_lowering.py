@@ -86,6 +86,26 @@ def test_fuse_opens_each_compound_op_once_for_feedback_and_lowering(monkeypatch)
     assert len(opened) == len(set(opened))
 
 
+def test_a_graph_without_compound_ops_is_searched_for_them_once_not_once_per_group(monkeypatch):
+    """The feedback check asks about every group; finding that the graph has no compound
+    op to open read every node each time: a Loop of 5,000 iterations (20,000 nodes, 236
+    groups checked) read 4.7 million nodes, 14 s of its 22 s of partitioning."""
+    import fusionlang.engine.lowering as lowering
+
+    searched = []
+    real = lowering.compound_nodes
+    monkeypatch.setattr(lowering, "compound_nodes", lambda graph, registry:
+                        searched.append(graph) or real(graph, registry))
+    b = GraphBuilder("chain")
+    x = b.input("x", (4,))
+    for _ in range(40):
+        x = b.relu(b.add(x, x))
+    b.output(x)
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")  # the backend's feedback asks about every group
+    assert plan.groups and len(searched) == 1  # fuse searched once, and handed "none" on
+
+
 MINIMAL_POLICY = 'import "std/ops.fuse"\n{lowering}fuse elemwise -> elemwise : elemwise\n'
 
 
