@@ -48,9 +48,9 @@ def fx_refusal(node) -> str | None:
         return "shape arithmetic (runs in eager, between kernels)"
     if name not in CONVERTERS:
         return f"no converter for {name}"
-    for value in _tensor_metas(node):
-        dtype = meta_dtype(value)
-        if dtype is None:
+    # inputs too: a piece's inputs cross to numpy (a cast from bfloat16 reads one that cannot)
+    for value in _tensor_metas(node) + [v for arg in node.all_input_nodes for v in _tensor_metas(arg)]:
+        if meta_dtype(value) is None:
             return f"dtype {value.dtype} is not supported"
     refuse = REFUSALS.get(name)
     return refuse(node) if refuse else None

@@ -16,7 +16,6 @@ from typing import Any, Callable
 import numpy as np
 
 from fusionlang.errors import ShapeError, UnsupportedOpError
-from fusionlang.ir.types import DTYPES
 from fusionlang.ops.builder import GraphBuilder
 
 #: slice ends past any axis ("to the end"), as the ONNX importer reads them
@@ -32,12 +31,17 @@ def target_name(target) -> str:
     return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', repr(target))}"
 
 
+#: torch dtypes whose tensors cross to numpy as they are (``Tensor.numpy()``): bfloat16 and
+#: the float8 types fusionlang computes on have no numpy dtype on torch's side
+EXCHANGED_DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
 def meta_dtype(value) -> str | None:
     """The numpy dtype name of a tensor in FX metadata (``node.meta["val"]``), or None when
-    it is no tensor or fusionlang has no such dtype."""
+    it is no tensor or its dtype does not cross to fusionlang."""
     dtype = getattr(value, "dtype", None)
     name = str(dtype).removeprefix("torch.") if dtype is not None else ""
-    return name if name in DTYPES else None
+    return name if name in EXCHANGED_DTYPES else None
 
 
 class FxContext:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 
@@ -67,6 +68,19 @@ def test_an_op_without_a_converter_runs_in_eager_alone_and_is_logged(caplog):
     assert len(report.pieces) == 2 and all(p.specializations == 1 for p in report.pieces)
     assert "aten.cumsum.default (node 'cumsum') runs in eager: no converter" in caplog.text
     assert "aten.cumsum.default: 1 node(s)" in report.explain()
+    torch._dynamo.reset()
+    assert torch_backend.explain(model, torch.randn(3, 8)).explain() == report.explain()
+
+
+def test_a_dtype_numpy_cannot_hold_stays_in_eager():
+    def model(x):
+        return torch.tanh(torch.relu(x).float())  # the cast reads bfloat16: it stays in eager too
+
+    report = torch_backend.explain(model, torch.randn(4, dtype=torch.bfloat16))
+    assert [(f.op, f.reason) for f in report.fallbacks] == [
+        ("aten.relu.default", "dtype torch.bfloat16 is not supported"),
+        ("aten._to_copy.default", "dtype torch.bfloat16 is not supported")]
+    assert len(report.pieces) == 1 and report.pieces[0].specializations == 1  # the tanh
 
 
 def test_each_new_input_shape_compiles_once_and_repeats_hit_the_cache():
@@ -110,3 +124,23 @@ def test_bad_options_are_one_clear_error(options, message):
     compiled = torch.compile(torch.nn.ReLU(), backend="fusionlang", options=options)
     with pytest.raises(Exception, match=message.replace("(", "\\(").replace(")", "\\)")):
         compiled(torch.randn(2))
+
+
+@pytest.mark.parametrize("model, shape", [(ConvNet, (2, 3, 8, 8)), (TransformerBlock, (2, 5, 16))],
+                         ids=["convnet", "transformer"])
+def test_a_training_step_gives_eagers_loss_and_gradients(model, shape):
+    # what has no converter in the forward and backward graphs (batch norm in training mode,
+    # convolution_backward, CPU flash attention kept whole) runs in eager between the pieces
+    model = seeded(model()).train()
+    model.apply(lambda m: setattr(m, "p", 0.0) if isinstance(m, torch.nn.Dropout) else None)
+    reference_model = copy.deepcopy(model)
+    compiled, report = compiled_with_report(model)
+    x = torch.randn(shape)
+    loss, want = compiled(x).square().mean(), reference_model(x).square().mean()
+    loss.backward()
+    want.backward()
+    np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-4)
+    for (name, got), expected in zip(model.named_parameters(), reference_model.parameters()):
+        np.testing.assert_allclose(got.grad.numpy(), expected.grad.numpy(), rtol=1e-3, atol=1e-6, err_msg=name)
+    assert report.graphs == 2 and report.eager_runs == 0
+    assert sum(p.specializations for p in report.pieces) >= 2
