@@ -262,3 +262,6 @@ def _output_nodes(module):
 
 def _is_tensor(value) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "numpy")
+
+
+__all__ = ["CompileReport", "Fallback", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]
