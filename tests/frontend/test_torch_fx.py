@@ -73,3 +73,12 @@ def test_training_forms_are_refused_with_their_reason():
     program = torch.export.export(model, (torch.randn(2, 3, 4, 4),)).run_decompositions()
     norm = next(n for n in program.graph_module.graph.nodes if "batch_norm" in str(n.target))
     assert fx_refusal(norm) == "batch norm in training mode (batch statistics) has no converter"
+
+
+def test_a_dynamic_batch_exports_with_its_size_arithmetic_and_imports_for_the_example_shape():
+    model, x = seeded(TransformerBlock()), torch.randn(3, 5, 16)
+    batch = torch.export.Dim("batch", min=2)
+    graph = fusionlang.from_torch(model, (x,), dynamic_shapes={"x": {0: batch}})
+    assert graph.types["x"].shape == (3, 5, 16)
+    got = reference.run(graph, {"x": x.numpy()})[graph.outputs[0]]
+    np.testing.assert_allclose(got, eager(model, x), rtol=1e-4, atol=1e-5)
