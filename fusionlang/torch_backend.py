@@ -27,7 +27,7 @@ import numpy as np
 from fusionlang.api import compile_model, load_rules
 from fusionlang.errors import FuseError, InputError
 from fusionlang.frontend.torch_export import as_numpy, input_spec
-from fusionlang.frontend.torch_fx import InputSpec, fx_refusal, import_fx
+from fusionlang.frontend.torch_fx import GETITEM, InputSpec, fx_refusal, import_fx
 from fusionlang.frontend.torch_ops import SYMBOLIC, target_name
 from fusionlang.instrument import logger
 from fusionlang.stages import IMPORT
@@ -114,30 +114,27 @@ def fusionlang_backend(gm, example_inputs, options: Mapping[str, Any] | None = N
     """The ``torch.compile`` backend (registered as "fusionlang"): ``options`` are
     ``rules``, ``strategy`` and ``threads``; ``report`` collects what was fused and what
     fell back."""
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
     settings = settings_from(options)
     compiler = functools.partial(compile_aten, settings=settings, report=report if report is not None
                                  else CompileReport())
-    decompositions = core_aten_decompositions()
-    if _trains(gm, example_inputs):
-        for op in TRAINING_KEEPS_WHOLE:
-            decompositions.pop(op(), None)
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=decompositions)(gm, example_inputs)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        decompositions=_decompositions(gm, example_inputs))(gm, example_inputs)
 
 
-def _flash_attention_for_cpu():
+def _decompositions(gm, example_inputs) -> dict:
+    """torch's core-ATen decompositions, less those that are wrong under autograd when the
+    graph trains: torch 2.13's decomposition of CPU flash attention makes a forward whose
+    saved values the fused backward kernel reads differently (q, k and v gradients off by
+    1e-1), so a graph that trains keeps that op whole, in eager; inference fuses its parts."""
     import torch
+    from torch._decomp import core_aten_decompositions
 
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
-
-
-#: ops whose core-ATen decomposition is wrong under autograd: torch 2.13's decomposition of
-#: CPU flash attention makes a forward whose saved values its backward (the fused kernel's)
-#: reads differently, and the gradients of q, k and v come out off by 1e-1. A graph that
-#: trains keeps the op whole (it runs in eager); inference decomposes it and fuses the parts.
-TRAINING_KEEPS_WHOLE = (_flash_attention_for_cpu,)
+    table = core_aten_decompositions()
+    if _trains(gm, example_inputs):
+        table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    return table
 
 
 def _trains(gm, example_inputs) -> bool:
@@ -172,7 +169,8 @@ def compile_aten(gm, example_inputs, *, settings: Settings, report: CompileRepor
             return node.op == "call_function" and fx_refusal(node) is None
 
     fallbacks = fallbacks_of(gm)
-    converted = sum(1 for node in gm.graph.nodes if node.op == "call_function" and fx_refusal(node) is None)
+    converted = sum(1 for node in gm.graph.nodes if node.op == "call_function"
+                    and target_name(node.target) != GETITEM and fx_refusal(node) is None)
     partitioner = CapabilityBasedPartitioner(gm, Converted(), allows_single_node_partition=True)
     partitioned = partitioner.fuse_partitions(partitioner.propose_partitions())
     pieces = [FusedPiece(name, module, settings) for name, module in list(partitioned.named_children())
@@ -193,7 +191,7 @@ def fallbacks_of(gm) -> list[Fallback]:
     out = []
     for node in gm.graph.nodes:
         name = target_name(node.target) if node.op == "call_function" else ""
-        if node.op == "call_function" and name not in SYMBOLIC and name != "_operator.getitem":
+        if node.op == "call_function" and name not in SYMBOLIC and name != GETITEM:
             reason = fx_refusal(node)
             if reason is not None:
                 out.append(Fallback(node.name, name, reason))
