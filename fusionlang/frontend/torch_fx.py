@@ -52,6 +52,8 @@ def fx_refusal(node) -> str | None:
     for value in _tensor_metas(node) + [v for arg in node.all_input_nodes for v in _tensor_metas(arg)]:
         if meta_dtype(value) is None:
             return f"dtype {value.dtype} is not supported"
+        if str(getattr(value, "device", "cpu")) != "cpu":  # the C target reads host memory
+            return f"a tensor on device {value.device} (fusionlang compiles for the CPU)"
     refuse = REFUSALS.get(name)
     return refuse(node) if refuse else None
 

@@ -83,6 +83,14 @@ def test_a_dtype_numpy_cannot_hold_stays_in_eager():
     assert len(report.pieces) == 1 and report.pieces[0].specializations == 1  # the tanh
 
 
+def test_tensors_off_the_cpu_stay_in_eager():
+    # the C target reads host memory: a CUDA model (here the meta device) runs as eager runs it
+    report = torch_backend.explain(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh()),
+                                   torch.randn(4, device="meta"))
+    assert [f.reason for f in report.fallbacks] == ["a tensor on device meta (fusionlang compiles for the CPU)"] * 2
+    assert report.pieces == []
+
+
 def test_each_new_input_shape_compiles_once_and_repeats_hit_the_cache():
     model = seeded(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()))
     compiled, report = compiled_with_report(model)
