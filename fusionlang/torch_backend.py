@@ -216,6 +216,8 @@ class FusedPiece:
         self.module = module
         self.settings = settings
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        output = next(node for node in module.graph.nodes if node.op == "output")
+        self.returns_tuple = isinstance(output.args[0], (list, tuple))
         self.specializations = 0
         self.eager_runs = 0
 
@@ -251,11 +253,7 @@ class FusedPiece:
         feeds = {name: as_numpy(t) for name, t in zip(compiled.graph.inputs, tensors)}
         results = compiled.run(feeds)
         outputs = tuple(torch.from_numpy(np.asarray(results[name])) for name in compiled.graph.outputs)
-        return outputs if isinstance(_output_nodes(self.module), (list, tuple)) else outputs[0]
-
-
-def _output_nodes(module):
-    return next(node for node in module.graph.nodes if node.op == "output").args[0]
+        return outputs if self.returns_tuple else outputs[0]
 
 
 def _is_tensor(value) -> bool:
