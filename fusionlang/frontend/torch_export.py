@@ -17,9 +17,10 @@ from fusionlang.ir.graph import Graph
 
 def from_torch(module, example_args: Sequence[Any], dynamic_shapes=None) -> Graph:
     """``module`` exported with ``torch.export`` (core ATen decompositions) as a Graph for
-    the shapes of ``example_args``; parameters and buffers become constants."""
+    the shapes of ``example_args``; parameters and buffers become constants, and the
+    graph's outputs are the module's (not the buffer updates of a training-mode norm)."""
     import torch
-    from torch.export.graph_signature import InputKind
+    from torch.export.graph_signature import InputKind, OutputKind
 
     program = torch.export.export(module, tuple(example_args), dynamic_shapes=dynamic_shapes).run_decompositions()
     constants, specs = {}, []
@@ -31,7 +32,8 @@ def from_torch(module, example_args: Sequence[Any], dynamic_shapes=None) -> Grap
             constants[spec.arg.name] = as_numpy(held[spec.target])
         else:
             specs.append(input_spec(next(user_args)))
-    return import_fx(program.graph_module, specs, constants, name=type(module).__name__)
+    user_outputs = [spec.arg.name for spec in program.graph_signature.output_specs if spec.kind == OutputKind.USER_OUTPUT]
+    return import_fx(program.graph_module, specs, constants, name=type(module).__name__, outputs=user_outputs)
 
 
 def input_spec(value) -> InputSpec | int:

@@ -59,16 +59,17 @@ def fx_refusal(node) -> str | None:
 
 
 def import_fx(graph_module, inputs: Sequence[InputSpec | int], constants: Mapping[str, np.ndarray] | None = None,
-              name: str = "torch") -> Graph:
+              name: str = "torch", outputs: Sequence[str] | None = None) -> Graph:
     """The FX graph of ``graph_module`` as a verified fusionlang Graph.
 
     ``inputs`` gives each placeholder, in order, its InputSpec (a tensor) or its int (a
     SymInt size); a placeholder whose name ``constants`` holds is bound to that array
     instead (export's parameters and buffers). Tensor placeholders become graph inputs
     named like the placeholder; the graph's outputs follow the FX output's flattened
-    order. UnsupportedOpError names the first node no converter takes."""
+    order, only the nodes ``outputs`` names when given. UnsupportedOpError names the first
+    node no converter takes."""
     constants = dict(constants or {})
-    importer = _FxImporter(graph_module, name)
+    importer = _FxImporter(graph_module, name, outputs)
     placeholders = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
     free = [node for node in placeholders if node.name not in constants]
     if len(free) != len(inputs):
@@ -86,8 +87,9 @@ def import_fx(graph_module, inputs: Sequence[InputSpec | int], constants: Mappin
 class _FxImporter:
     """The conversion of one FX graph: FX node -> graph value(s), node by node."""
 
-    def __init__(self, graph_module, name: str):
+    def __init__(self, graph_module, name: str, outputs: Sequence[str] | None):
         self.module = graph_module
+        self.kept_outputs = None if outputs is None else set(outputs)
         self.builder = GraphBuilder(name)
         #: FX node -> graph value name, tuple of names (a multi-result op), or a Python scalar
         self.env: dict[Any, Any] = {}
@@ -137,7 +139,8 @@ class _FxImporter:
         return self.env[value] if _is_node(value) else value
 
     def _outputs(self, results) -> None:
-        for value in _flatten(self._resolve(results)):
+        kept = [node for node in _flatten(results) if self.kept_outputs is None or node.name in self.kept_outputs]
+        for value in self._resolve(kept):
             if not isinstance(value, str):
                 raise ModelError(f"{self.builder.graph.name}: an output is {value!r}, not a tensor")
             self.builder.output(value)

@@ -263,6 +263,9 @@ BATCH_NORMS = ("aten._native_batch_norm_legit_no_training.default", "aten._nativ
                "aten.native_batch_norm.default")
 
 
+FUNCTIONAL_BATCH_NORM = "aten._native_batch_norm_legit_functional.default"
+
+
 @converts(*BATCH_NORMS)
 def _batch_norm(ctx: FxContext) -> tuple:
     x, weight, bias, mean, var = (ctx.arg(k, name) for k, name in
@@ -270,18 +273,49 @@ def _batch_norm(ctx: FxContext) -> tuple:
     channels = ctx.shape(x)[1]
     weight = weight or ctx.constant(np.ones(channels, ctx.dtype(x)))
     bias = bias or ctx.constant(np.zeros(channels, ctx.dtype(x)))
-    eps = ctx.node.args[-1]
-    out = ctx.emit("batch_norm", x, weight, bias, mean, var, epsilon=float(eps))
+    eps = float(ctx.node.args[-1])
+    if _trains(ctx.node):
+        return _batch_norm_training(ctx, x, weight, bias, mean, var, float(ctx.node.args[-2]), eps)
+    out = ctx.emit("batch_norm", x, weight, bias, mean, var, epsilon=eps)
     # the functional form also returns the running statistics, unchanged in eval mode
     return (out, None, None, mean, var)
 
 
+def _batch_norm_training(ctx: FxContext, x: str, weight: str, bias: str, running_mean: str | None,
+                         running_var: str | None, momentum: float, eps: float) -> tuple:
+    """batch_norm_train (which the rules open into BN_A and BN_B), and, where read, the
+    batch statistics the backward saves (mean, 1/std per channel) and the running
+    statistics updated as torch does (the variance unbiased)."""
+    out = ctx.emit("batch_norm_train", x, weight, bias, epsilon=eps)
+    if not ctx.results_used() & {1, 2, 3, 4}:
+        return (out, None, None, None, None)
+    shape, dtype = ctx.shape(x), ctx.dtype(x)
+    axes = (0,) + tuple(range(2, len(shape)))
+    per_channel = (1, shape[1]) + (1,) * (len(shape) - 2)
+    mean = ctx.emit("reduce_mean", x, axes=axes, keepdims=0)
+    centered = ctx.emit("sub", x, ctx.emit("reshape", mean, shape=per_channel))
+    var = ctx.emit("reduce_mean", ctx.emit("mul", centered, centered), axes=axes, keepdims=0)
+    rstd = ctx.emit("rsqrt", ctx.emit("add", var, ctx.constant(np.asarray(eps, dtype))))
+    if running_mean is None:
+        return (out, mean, rstd, None, None)
+    count = int(np.prod(shape)) // shape[1]
+
+    def blend(old: str, new: str, factor: float) -> str:
+        kept = ctx.emit("mul", old, ctx.constant(np.asarray(1 - momentum, dtype)))
+        return ctx.emit("add", kept, ctx.emit("mul", new, ctx.constant(np.asarray(momentum * factor, dtype))))
+
+    return (out, mean, rstd, blend(running_mean, mean, 1.0), blend(running_var, var, count / max(count - 1, 1)))
+
+
+def _trains(node) -> bool:
+    return target_name(node.target) != BATCH_NORMS[0] and bool(node.args[5])
+
+
 @refuses(*BATCH_NORMS)
 def _training_batch_norm(node) -> str | None:
-    training = node.args[5] if target_name(node.target) != BATCH_NORMS[0] else False
-    if training:
-        return "batch norm in training mode (batch statistics) has no converter"
-    if results_used(node) & {1, 2}:
+    if _trains(node) and target_name(node.target) != FUNCTIONAL_BATCH_NORM:
+        return "batch norm in training mode that updates its running statistics in place has no converter"
+    if not _trains(node) and results_used(node) & {1, 2}:
         return "batch norm's saved mean and inverse deviation are read (training)"
     return None
 

@@ -137,8 +137,9 @@ def test_bad_options_are_one_clear_error(options, message):
 @pytest.mark.parametrize("model, shape", [(ConvNet, (2, 3, 8, 8)), (TransformerBlock, (2, 5, 16))],
                          ids=["convnet", "transformer"])
 def test_a_training_step_gives_eagers_loss_and_gradients(model, shape):
-    # what has no converter in the forward and backward graphs (batch norm in training mode,
-    # convolution_backward, CPU flash attention kept whole) runs in eager between the pieces
+    # batch norm in training mode is converted (batch statistics, running statistics updated);
+    # what has no converter in the forward and backward graphs (convolution_backward, max
+    # pooling's indices, CPU flash attention kept whole) runs in eager between the pieces
     model = seeded(model()).train()
     model.apply(lambda m: setattr(m, "p", 0.0) if isinstance(m, torch.nn.Dropout) else None)
     reference_model = copy.deepcopy(model)
@@ -150,5 +151,8 @@ def test_a_training_step_gives_eagers_loss_and_gradients(model, shape):
     np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-4)
     for (name, got), expected in zip(model.named_parameters(), reference_model.parameters()):
         np.testing.assert_allclose(got.grad.numpy(), expected.grad.numpy(), rtol=1e-3, atol=1e-6, err_msg=name)
+    for (name, got), expected in zip(model.named_buffers(), reference_model.buffers()):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
     assert report.graphs == 2 and report.eager_runs == 0
     assert sum(p.specializations for p in report.pieces) >= 2
+    assert not any("batch_norm" in f.op for f in report.fallbacks)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -68,11 +70,22 @@ def test_from_torch_names_an_op_without_a_converter():
         fusionlang.from_torch(Sorting(), (torch.randn(4),))
 
 
-def test_training_forms_are_refused_with_their_reason():
-    model = torch.nn.BatchNorm2d(3).train()
-    program = torch.export.export(model, (torch.randn(2, 3, 4, 4),)).run_decompositions()
-    norm = next(n for n in program.graph_module.graph.nodes if "batch_norm" in str(n.target))
-    assert fx_refusal(norm) == "batch norm in training mode (batch statistics) has no converter"
+def test_batch_norm_in_training_mode_normalizes_with_the_batch_statistics():
+    # the graph's one output is the module's: its running-statistics updates are not outputs
+    model, x = torch.nn.BatchNorm2d(3).train(), torch.randn(4, 3, 5, 5) * 2 + 1
+    graph = fusionlang.from_torch(copy.deepcopy(model), (x,))
+    assert "batch_norm_train" in {node.op for node in graph.nodes} and len(graph.outputs) == 1
+    got = reference.run(graph, {graph.inputs[0]: x.numpy()})[graph.outputs[0]]
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_updating_its_statistics_in_place_is_refused_with_its_reason():
+    def norm(x, weight, bias, mean, var):
+        return torch.ops.aten.native_batch_norm.default(x, weight, bias, mean, var, True, 0.1, 1e-5)[0]
+
+    node = next(n for n in torch.fx.symbolic_trace(norm).graph.nodes if n.op == "call_function")
+    assert fx_refusal(node) == "batch norm in training mode that updates its running statistics in place has no " \
+                               "converter"
 
 
 def test_a_dynamic_batch_exports_with_its_size_arithmetic_and_imports_for_the_example_shape():
