@@ -20,7 +20,7 @@ from fusionlang.version import VERSION as __version__
 
 if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from fusionlang import reference
-    from fusionlang.api import compile, compile_model, from_onnx, fuse, load_rules, save_fused_onnx
+    from fusionlang.api import compile, compile_model, from_onnx, from_torch, fuse, load_rules, save_fused_onnx
     from fusionlang.backend.artifact import LoadedGraph, load
     from fusionlang.engine.plan import FusionPlan, Group
     from fusionlang.errors import FuseError
@@ -40,6 +40,7 @@ _EXPORTS = {
     "compile": "fusionlang.api",
     "compile_model": "fusionlang.api",
     "from_onnx": "fusionlang.api",
+    "from_torch": "fusionlang.api",
     "fuse": "fusionlang.api",
     "load_rules": "fusionlang.api",
     "save_fused_onnx": "fusionlang.api",

@@ -32,6 +32,21 @@ def from_onnx(path_or_model, input_shapes: dict[str, tuple[int, ...]] | None = N
 
 
 @paused
+def from_torch(module, example_args, dynamic_shapes=None) -> Graph:
+    """Export a ``torch.nn.Module`` with ``torch.export`` (core ATen decompositions) as a
+    statically shaped Graph for the shapes of ``example_args`` (a tuple of its positional
+    arguments); parameters and buffers become constants, tensor arguments graph inputs
+    named like export's placeholders. ``dynamic_shapes`` goes to ``torch.export.export``
+    as is. Needs torch (``pip install 'fusionlang[torch]'``); an ATen op with no converter
+    raises UnsupportedOpError naming it (``torch.compile(backend="fusionlang")`` runs such
+    ops in eager instead)."""
+    # imported on use: torch costs seconds to import, and it is an optional extra
+    from fusionlang.frontend.torch_export import from_torch as _from_torch
+
+    return _from_torch(module, example_args, dynamic_shapes=dynamic_shapes)
+
+
+@paused
 def load_rules(name_or_path):
     """A RuleSet by library name ("apollo", "tvm", "dnnfusion", ...) or .fuse path."""
     return _load_rules(name_or_path)

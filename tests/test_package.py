@@ -15,7 +15,7 @@ from fusionlang.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 #: libraries that cost most of a second each to import (ml_dtypes' extension alone 0.8 s)
-HEAVY = ("ml_dtypes", "sympy", "islpy", "lark", "onnx", "networkx", "hypothesis")
+HEAVY = ("ml_dtypes", "sympy", "islpy", "lark", "onnx", "networkx", "hypothesis", "torch")
 
 
 def loaded_after(code: str) -> list[str]:
@@ -40,6 +40,12 @@ def test_public_names_resolve_on_first_use():
     for name in fusionlang.__all__:
         assert getattr(fusionlang, name) is not None
     assert "fuse" in dir(fusionlang)
+
+
+def test_the_torch_front_door_imports_torch_only_on_use():
+    # torch is an optional extra, and its import costs seconds
+    code = "import fusionlang\nimport fusionlang.torch_backend\nfusionlang.from_torch"
+    assert "torch" not in loaded_after(code)
 
 
 def test_an_unknown_attribute_is_an_attribute_error():

@@ -539,9 +539,8 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
     body = epilogue_body(tg, names)
-    epi_params = tuple(d for a, d in zip(tg.params, decls) if a is not tg.a_param and a is not tg.b_param
-                       and a is not tg.c_param)
-    epilogue = Epilogue(body, epi_params)
+    extra = epilogue_arrays(tg)
+    epilogue = Epilogue(body, tuple(d for a, d in zip(tg.params, decls) if any(a is e for e in extra)))
     depthwise = is_depthwise(tg.problem)
     pool = POOL_TAPS.get(tg.final.node.op)
     if depthwise:
@@ -552,7 +551,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
     args = [names[id(tg.a_param)]] if pool is None else []
     args += [names[id(tg.b_param)], names[id(tg.c_param)]]
-    args += [names[id(a)] for a in tg.params if a is not tg.a_param and a is not tg.b_param and a is not tg.c_param]
+    args += [names[id(a)] for a in extra]
     call = f"@NAME@_gemm({', '.join(args)})"
     if depthwise:  # allocates nothing
         wrapper = f"void @NAME@({', '.join(decls)}) {{\n    {call};\n}}\n"
@@ -565,6 +564,15 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     kind = "pooling" if pool else "depthwise" if depthwise else "GEMM"
     comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
     return name, comment + text.replace("@NAME@", name), not depthwise, kind
+
+
+def epilogue_arrays(tg: TemplateGroup) -> list[Array]:
+    """The parameters the epilogue takes besides C: every one but the GEMM's operands,
+    and an operand too where the epilogue reads it (a residual add of the conv's own input,
+    which the GEMM reads as B)."""
+    read = {id(r.array) for s in [tg.final] + tg.epilogue for r in s.reads if r.array is not None}
+    operands = (tg.a_param, tg.b_param)
+    return [a for a in tg.params if a is not tg.c_param and (all(a is not o for o in operands) or id(a) in read)]
 
 
 def epilogue_body(tg: TemplateGroup, names: dict[int, str], flavor: Flavor = C) -> str:

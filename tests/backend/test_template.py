@@ -239,6 +239,20 @@ def test_a_group_that_exports_the_conv_output_and_its_activation_stores_both():
     assert len(compiled.kernels) <= len(plan.groups)
 
 
+@pytest.mark.parametrize("matmul", [False, True])
+def test_an_epilogue_reading_the_gemms_own_operand_takes_it_as_a_parameter(matmul):
+    # a residual block adds the conv's input to its output: the epilogue reads the array the
+    # GEMM reads as B (the conv's input) or A (the matmul's), which must still reach it
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("residual")
+    x = b.input("x", (2, 8, 4, 4) if not matmul else (8, 8))
+    w = b.constant(rng.standard_normal((8, 8, 3, 3) if not matmul else (8, 8)).astype(np.float32))
+    y = b.matmul(x, w) if matmul else b.conv(x, w, kernel_shape=(3, 3), pads=(1, 1, 1, 1))
+    b.output(b.relu(b.add(x, y)))
+    graph = b.build()
+    _check(graph, {"x": rng.standard_normal(graph.types["x"].shape).astype(np.float32)})
+
+
 def _one_group(graph):
     """The graph fused as one group, as a partitioner that takes everything would."""
     from fusionlang.engine.plan import single_group_plan

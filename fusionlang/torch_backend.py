@@ -1,0 +1,263 @@
+"""PyTorch's front doors: ``torch.compile(model, backend="fusionlang")`` and ``from_torch``.
+
+The backend runs AOTAutograd with the core-ATen decompositions, so it sees functional
+ATen graphs (the forward, and a backward when one is needed). A capability partitioner
+cuts each graph into the pieces ``frontend.torch_fx`` converts, which fusionlang fuses and
+compiles (C target), and the ops it refuses, which stay in eager between them; the
+``import`` logger names every op that fell back and why. Each fused piece is compiled per
+concrete input shapes on its first call (FakeTensor example inputs and symbolic sizes
+carry none), and keeps a bounded cache of them, as ``Specializer`` does. Tensors cross to
+fusionlang as numpy arrays without a copy where they are contiguous, and back through
+``torch.from_numpy``.
+
+torch is imported on use only: ``import fusionlang`` must not pay for it, and torch is an
+optional extra (``pip install 'fusionlang[torch]'``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from fusionlang.api import compile_model, load_rules
+from fusionlang.errors import FuseError, InputError
+from fusionlang.frontend.torch_export import as_numpy, input_spec
+from fusionlang.frontend.torch_fx import GETITEM, InputSpec, fx_refusal, import_fx
+from fusionlang.frontend.torch_ops import SYMBOLIC, target_name
+from fusionlang.instrument import logger
+from fusionlang.stages import IMPORT
+
+OPTIONS = ("rules", "strategy", "threads")
+STRATEGIES = ("apollo", "tvm", "dp")
+#: compiled shapes each fused piece keeps (least recently used dropped first)
+CACHE_CAPACITY = 8
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The backend's options: rule set (name, path or RuleSet), strategy, C threads."""
+
+    rules: Any = "apollo"
+    strategy: str | None = None
+    threads: int | None = None
+
+
+def settings_from(options: Mapping[str, Any] | None) -> Settings:
+    """``options`` checked; InputError in one line for an unknown key or a bad value."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InputError(f"torch.compile(backend='fusionlang'): unknown option {unknown[0]!r} "
+                         f"(options: {', '.join(OPTIONS)})")
+    strategy, threads = options.get("strategy"), options.get("threads")
+    if strategy is not None and strategy not in STRATEGIES:
+        raise InputError(f"torch.compile(backend='fusionlang'): strategy {strategy!r} is not one of "
+                         f"{', '.join(STRATEGIES)}")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise InputError(f"torch.compile(backend='fusionlang'): threads must be a positive int, got {threads!r}")
+    return Settings(_rules(options.get("rules", "apollo")), strategy, threads)
+
+
+def _rules(rules):
+    """The rule set, loaded now: a bad name or file is an error at compile time, not a
+    fallback to eager at the first call."""
+    if not isinstance(rules, (str, os.PathLike)):
+        return rules
+    try:
+        return load_rules(rules)
+    except FuseError as exc:
+        raise InputError(f"torch.compile(backend='fusionlang'): rules {str(rules)!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One ATen node left to eager, and why."""
+
+    node: str
+    op: str
+    reason: str
+
+
+@dataclass
+class CompileReport:
+    """What the backend did with the graphs it was given: fused pieces and fallbacks."""
+
+    graphs: int = 0
+    #: ATen nodes converted into fused pieces, and the pieces
+    converted: int = 0
+    pieces: list = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+    def explain(self) -> str:
+        """A few lines: the counts, then each op type that fell back, with its reason."""
+        lines = [f"{self.graphs} graphs: {self.converted} ATen ops in {len(self.pieces)} fusionlang pieces, "
+                 f"{len(self.fallbacks)} in eager"]
+        counts = Counter(f.op for f in self.fallbacks)
+        for op, count in counts.items():
+            first = next(f for f in self.fallbacks if f.op == op)
+            lines.append(f"  {op}: {count} node(s), first {first.node!r}: {first.reason}")
+        return "\n".join(lines)
+
+    @property
+    def eager_runs(self) -> int:
+        """Specializations of fused pieces that fusionlang failed to compile (run in eager)."""
+        return sum(piece.eager_runs for piece in self.pieces)
+
+
+def fusionlang_backend(gm, example_inputs, options: Mapping[str, Any] | None = None,
+                       report: CompileReport | None = None):
+    """The ``torch.compile`` backend (registered as "fusionlang"): ``options`` are
+    ``rules``, ``strategy`` and ``threads``; ``report`` collects what was fused and what
+    fell back."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    settings = settings_from(options)
+    compiler = functools.partial(compile_aten, settings=settings, report=report if report is not None
+                                 else CompileReport())
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        decompositions=_decompositions(gm, example_inputs))(gm, example_inputs)
+
+
+def _decompositions(gm, example_inputs) -> dict:
+    """torch's core-ATen decompositions, less those that are wrong under autograd when the
+    graph trains: torch 2.13's decomposition of CPU flash attention makes a forward whose
+    saved values the fused backward kernel reads differently (q, k and v gradients off by
+    1e-1), so a graph that trains keeps that op whole, in eager; inference fuses its parts."""
+    import torch
+    from torch._decomp import core_aten_decompositions
+
+    table = core_aten_decompositions()
+    if _trains(gm, example_inputs):
+        table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    return table
+
+
+def _trains(gm, example_inputs) -> bool:
+    """Whether AOTAutograd will make a backward graph: gradients on and something needs one."""
+    import torch
+
+    tensors = [*example_inputs, *gm.parameters()]
+    return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in tensors)
+
+
+def explain(model, *args, options: Mapping[str, Any] | None = None) -> CompileReport:
+    """Compile ``model`` with the backend, run it once on ``args`` (without gradients) and
+    return what was fused and what fell back to eager; ``.explain()`` prints it."""
+    import torch
+
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, options=options, report=report))
+    with torch.no_grad():
+        compiled(*args)
+    return report
+
+
+def compile_aten(gm, example_inputs, *, settings: Settings, report: CompileReport):
+    """An ATen graph with every piece fusionlang converts replaced by a FusedPiece (the
+    forward or backward graph AOTAutograd hands over)."""
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    class Converted(OperatorSupportBase):
+        def is_node_supported(self, submodules, node) -> bool:
+            return node.op == "call_function" and fx_refusal(node) is None
+
+    fallbacks = fallbacks_of(gm)
+    converted = sum(1 for node in gm.graph.nodes if node.op == "call_function"
+                    and target_name(node.target) != GETITEM and fx_refusal(node) is None)
+    partitioner = CapabilityBasedPartitioner(gm, Converted(), allows_single_node_partition=True)
+    partitioned = partitioner.fuse_partitions(partitioner.propose_partitions())
+    pieces = [FusedPiece(name, module, settings) for name, module in list(partitioned.named_children())
+              if name.startswith("fused_")]
+    for piece in pieces:
+        delattr(partitioned, piece.name)
+        setattr(partitioned, piece.name, piece)  # a plain callable: the generated forward calls it
+    report.graphs += 1
+    report.converted += converted
+    report.pieces.extend(pieces)
+    report.fallbacks.extend(fallbacks)
+    _log(converted, pieces, fallbacks)
+    return make_boxed_func(partitioned)  # AOTAutograd's calling convention: one list of arguments
+
+
+def fallbacks_of(gm) -> list[Fallback]:
+    """The kernels of ``gm`` that stay in eager (shape arithmetic and result picks aside)."""
+    out = []
+    for node in gm.graph.nodes:
+        name = target_name(node.target) if node.op == "call_function" else ""
+        if node.op == "call_function" and name not in SYMBOLIC and name != GETITEM:
+            reason = fx_refusal(node)
+            if reason is not None:
+                out.append(Fallback(node.name, name, reason))
+    return out
+
+
+def _log(converted: int, pieces: list, fallbacks: list[Fallback]) -> None:
+    log = logger(IMPORT)
+    log.info("torch: %d ATen ops -> %d fusionlang pieces, %d ops in eager", converted, len(pieces), len(fallbacks))
+    for fallback in fallbacks:
+        log.info("torch: %s (node %r) runs in eager: %s", fallback.op, fallback.node, fallback.reason)
+
+
+class FusedPiece:
+    """One partition of an ATen graph, compiled by fusionlang per concrete input shapes.
+
+    A specialization fusionlang fails to import or compile runs the partition in eager
+    (logged once per shape): the model still runs as it does without the backend."""
+
+    def __init__(self, name: str, module, settings: Settings):
+        self.name = name
+        self.module = module
+        self.settings = settings
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        output = next(node for node in module.graph.nodes if node.op == "output")
+        self.returns_tuple = isinstance(output.args[0], (list, tuple))
+        self.specializations = 0
+        self.eager_runs = 0
+
+    def __call__(self, *args):
+        key = tuple((tuple(a.shape), a.dtype) if _is_tensor(a) else a for a in args)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+        else:
+            self._cache[key] = self._specialize(args)
+            while len(self._cache) > CACHE_CAPACITY:
+                self._cache.popitem(last=False)
+        compiled = self._cache[key]
+        return self.module(*args) if compiled is None else self._run(compiled, args)
+
+    def _specialize(self, args):
+        specs = [input_spec(a) for a in args]
+        try:
+            graph = import_fx(self.module, specs, name=self.name)
+            compiled = compile_model(graph, self.settings.rules, self.settings.strategy, target="c",
+                                     threads=self.settings.threads)
+        except FuseError as exc:
+            self.eager_runs += 1
+            logger(IMPORT).warning("torch: %s runs in eager for shapes %s: %s", self.name,
+                                   [s.shape if isinstance(s, InputSpec) else s for s in specs], exc)
+            return None
+        self.specializations += 1
+        return compiled
+
+    def _run(self, compiled, args):
+        import torch
+
+        tensors = [a for a in args if _is_tensor(a)]
+        feeds = {name: as_numpy(t) for name, t in zip(compiled.graph.inputs, tensors)}
+        results = compiled.run(feeds)
+        outputs = tuple(torch.from_numpy(np.asarray(results[name])) for name in compiled.graph.outputs)
+        return outputs if self.returns_tuple else outputs[0]
+
+
+def _is_tensor(value) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "numpy")
+
+
+__all__ = ["CompileReport", "Fallback", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]
