@@ -46,17 +46,23 @@ def split_wide_concats(graph: Graph, fan_in: int) -> Graph:
     """``graph`` itself when no concat reads more than ``fan_in`` values, else a copy in
     which each such concat is a tree of concats of at most ``fan_in`` inputs (the root
     keeps the node's name and output)."""
-    if all(node.op != "concat" or len(node.inputs) <= fan_in for node in graph.nodes):
+    return _with_trees(graph, lambda node: node.op == "concat" and len(node.inputs) > fan_in,
+                       lambda g, node, taken: _tree(g, node, fan_in, taken), before=True)
+
+
+def _with_trees(graph: Graph, wide, tree, *, before: bool) -> Graph:
+    """``graph``, or a copy with each node ``wide`` says is too wide replaced by ``tree``'s
+    nodes (put ``before`` the narrowed node when they feed it, after it when it feeds them)."""
+    if not any(wide(node) for node in graph.nodes):
         return graph
-    split = graph.copy()
-    taken = set(split.types) | {node.name for node in split.nodes}
+    copy = graph.copy()
+    taken = set(copy.types) | {node.name for node in copy.nodes}
     nodes: list[Node] = []
-    for node in split.nodes:
-        if node.op == "concat" and len(node.inputs) > fan_in:
-            nodes.extend(_tree(split, node, fan_in, taken))
-        nodes.append(node)
-    split.nodes = nodes
-    return split
+    for node in copy.nodes:
+        parts = tree(copy, node, taken) if wide(node) else []
+        nodes.extend([*parts, node] if before else [node, *parts])
+    copy.nodes = nodes
+    return copy
 
 
 def _tree(graph: Graph, root: Node, fan_in: int, taken: set[str]) -> list[Node]:
@@ -112,17 +118,8 @@ def split_wide_splits(graph: Graph, fan_out: int) -> Graph:
     """``graph`` itself when no split writes more than ``fan_out`` values, else a copy in
     which each such split is a tree of splits of at most ``fan_out`` outputs (the root
     keeps the node's name and input; each original output keeps its name)."""
-    if all(node.op != "split" or len(node.outputs) <= fan_out for node in graph.nodes):
-        return graph
-    split = graph.copy()
-    taken = set(split.types) | {node.name for node in split.nodes}
-    nodes: list[Node] = []
-    for node in split.nodes:
-        nodes.append(node)
-        if node.op == "split" and len(node.outputs) > fan_out:
-            nodes.extend(_split_tree(split, node, fan_out, taken))
-    split.nodes = nodes
-    return split
+    return _with_trees(graph, lambda node: node.op == "split" and len(node.outputs) > fan_out,
+                       lambda g, node, taken: _split_tree(g, node, fan_out, taken), before=False)
 
 
 def _split_tree(graph: Graph, root: Node, fan_out: int, taken: set[str]) -> list[Node]:
