@@ -74,17 +74,23 @@ class FeedbackCheck:
         refused = _templates_together(graph, node_names)
         if refused is not None:
             return Verdict(refused)
+        try:
+            choice = self._schedule(graph, node_names, skip=_complex_op_with_epilogue)
+        except FuseError as exc:
+            return Verdict(str(exc).splitlines()[0])  # names a node: not shared between groups
+        return Verdict(None) if choice is None else Verdict(_reason(graph, node_names, choice), choice)
+
+    def _schedule(self, graph: Graph, node_names: list[str], skip=lambda prog: False) -> ScheduleChoice | None:
+        """The schedule kept for a group of this structure, else one selected now (and kept);
+        None for a program of at most one statement, or one ``skip`` says needs none."""
         key = schedule_key(graph, node_names, target=self.target)  # None for a node not in the graph
         choice = self.store.known(key)
         if choice is None:
-            try:
-                prog = build_program(graph, node_names)
-                if len(prog.stmts) <= 1 or _complex_op_with_epilogue(prog):
-                    return Verdict(None)
-                choice = self.store.select(prog, key, self.target)[-1]
-            except FuseError as exc:
-                return Verdict(str(exc).splitlines()[0])  # names a node: not shared between groups
-        return Verdict(_reason(graph, node_names, choice), choice)
+            prog = build_program(graph, node_names)
+            if len(prog.stmts) <= 1 or skip(prog):
+                return None
+            choice = self.store.select(prog, key, self.target)[-1]
+        return choice
 
     def schedules_for(self, plan: FusionPlan) -> dict[int, ScheduleChoice]:
         """Group id -> the schedule selected for it, for each kernel group of ``plan`` of
@@ -96,14 +102,9 @@ class FeedbackCheck:
             if group.kind != "kernel" or _templates_together(plan.graph, group.nodes) is not None \
                     or template_candidate(plan, group, self.target) is not None or may_run_in_place(plan, group):
                 continue
-            key = schedule_key(plan.graph, group.nodes, target=self.target)
-            choice = self.store.known(key)
-            if choice is None:
-                prog = build_program(plan.graph, group.nodes)
-                if len(prog.stmts) <= 1:
-                    continue
-                choice = self.store.select(prog, key, self.target)[-1]
-            schedules[group.id] = choice
+            choice = self._schedule(plan.graph, group.nodes)
+            if choice is not None:
+                schedules[group.id] = choice
         return schedules
 
 
