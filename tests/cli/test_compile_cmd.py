@@ -65,7 +65,8 @@ def test_compile_reports_in_json(compiled_model, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("flag", [["--check"], ["--target", "reference"], ["--threads", "2"], ["--profile", "2"],
-                                  ["--input-shape", "x=1x3x8x8"], ["--unchecked-indices"]])
+                                  ["--input-shape", "x=1x3x8x8"], ["--unchecked-indices"],
+                                  ["--rules", "xla"], ["--strategy", "dp"]])
 def test_a_flag_that_applies_to_a_model_is_refused_with_an_artifact(compiled_model, capsys, flag):
     _, path = compiled_model
     assert main(["run", str(path), "--random-inputs", "0", *flag]) == 2
