@@ -2,7 +2,8 @@
 
 Each workload is a one-node (or one-GEMM-plus-epilogue) ONNX model built here, compiled with
 ``fusionlang.fuse(graph, "apollo")`` to C and run through ``CompiledGraph.run``, beside
-onnxruntime on one thread (``ORT_ENABLE_ALL``), interleaved in one process:
+onnxruntime on one thread (``ORT_ENABLE_ALL``), interleaved in one process (model_runtime's
+session and timing):
 
 * ``gemm_*`` / ``gelu_*``: a GPT-2 MLP up-projection, plain and with the tanh-GELU epilogue
   (``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, ``Pow(x, 3)`` as exported);
@@ -27,7 +28,6 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -37,6 +37,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import _checkout  # noqa: E402,F401  (first of ours: this checkout's fusionlang)
 import fusionlang  # noqa: E402
+from model_runtime import interleaved, ort_session  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OPSET = 17
@@ -97,33 +98,6 @@ WORKLOADS = {
 }
 
 
-def ort_session(model: onnx.ModelProto):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def interleaved(fns: dict, rounds: int) -> tuple[dict, dict]:
-    """Median process-CPU and wall seconds of each callable, runs interleaved; each timed call
-    follows an untimed one of the same callable (warm caches for each side alike)."""
-    results = {key: fn() for key, fn in fns.items()}
-    samples: dict = {key: [] for key in fns}
-    for _ in range(rounds):
-        for key, fn in fns.items():
-            fn()
-            cpu, wall = time.process_time(), time.perf_counter()
-            fn()
-            samples[key].append((time.process_time() - cpu, time.perf_counter() - wall))
-    timing = {key: {"cpu_ms": 1e3 * statistics.median(s[0] for s in rows),
-                    "wall_ms": 1e3 * statistics.median(s[1] for s in rows)} for key, rows in samples.items()}
-    return timing, results
-
-
 def bench(name: str, rounds: int) -> dict:
     build, flops = WORKLOADS[name]
     model = build()
@@ -131,7 +105,7 @@ def bench(name: str, rounds: int) -> dict:
     rng = np.random.default_rng(0)
     feeds = {i: rng.standard_normal(graph.types[i].shape).astype(np.float32) for i in graph.inputs}
     compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
-    session = ort_session(model)
+    session = ort_session(model, 1)
     output = graph.outputs[0]
     timing, results = interleaved({"fl": lambda: compiled.run(feeds)[output],
                                    "ort": lambda: session.run(None, feeds)[0]}, rounds)
