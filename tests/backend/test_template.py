@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import fusionlang
 from fusionlang import reference
 from fusionlang.backend import template
+from fusionlang.backend.gemm_template import gemv_kind
 from fusionlang.ops import GraphBuilder
 from fusionlang.ops.access import i_sym
 
@@ -462,3 +463,34 @@ def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
     im2col = "fl_gemm_pack_im2col_" in compiled.sources or "fl_gemm_pack_gather_" in compiled.sources
     assert im2col == padded
     assert ("fl_gemm_pack_b_" in compiled.sources) != padded
+
+
+@pytest.mark.parametrize("layer,kind", [("matmul", "column"), ("conv", "column"), ("heads", "narrow")])
+def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind):
+    # W[m, k] . x[k, 1] and a 1x1 conv on a pooled [1, c, 1, 1] vector: the weight read in
+    # place by the GEMV kernel (not packed into 6 x 64 tiles that are 63/64 padding); and
+    # attention's P.V with 4-wide heads by the narrow kernel
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("column")
+    if layer == "heads":
+        x, v = b.input("x", (3, 29, 37)), b.input("v", (3, 37, 4))
+        y = b.matmul(x, v)
+        feeds = {"x": rng.standard_normal((3, 29, 37)).astype(np.float32),
+                 "v": rng.standard_normal((3, 37, 4)).astype(np.float32)}
+    elif layer == "matmul":
+        x = b.input("x", (37, 1))
+        y = b.matmul(b.constant(rng.standard_normal((29, 37)).astype(np.float32)), x)
+        feeds = {"x": rng.standard_normal((37, 1)).astype(np.float32)}
+    else:
+        x = b.input("x", (1, 37, 1, 1))
+        y = b.conv(x, b.constant(rng.standard_normal((29, 37, 1, 1)).astype(np.float32)),
+                   b.constant(rng.standard_normal(29).astype(np.float32)))
+        feeds = {"x": rng.standard_normal((1, 37, 1, 1)).astype(np.float32)}
+    b.output(b.relu(y, name="y"))
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    planned = template.plan_template(plan, plan.groups[0], dict(plan.graph.constants))
+    assert gemv_kind(planned.problem) == kind and not planned.packed_a and not planned.packed_b
+    compiled = fusionlang.compile(plan, "c")
+    assert f"template ({kind})" in compiled.sources
+    np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
