@@ -434,17 +434,20 @@ def is_gemv(problem: GemmProblem) -> bool:
 def gemv_kind(problem: GemmProblem) -> str | None:
     """The kernel the template runs for a skinny problem: "row" (m = 1: the vector is A's
     row, the matrix B), "column" (n = 1: the vector is B's column, the matrix A), "narrow"
-    (2 to NARROW_N columns: attention's P.V with 4-wide heads, :func:`narrow_kernel`), or
+    (2 to NARROW_N columns: attention's P.V with 4-wide heads, :func:`narrow_kernel`),
+    "short" (K up to SHORT_K: attention's Q.K^T with 4-wide heads, :func:`short_kernel`), or
     None for the blocked GEMM."""
     if not isinstance(problem.b, Operand):
         return None
     if problem.m == 1:
         return "row"
-    if _narrow(problem):
-        return "narrow"
     # a column of C written with a stride: C's own view must be column-contiguous for the
     # epilogue's loop (C is [m, 1], so its row stride is 1 as it is laid out)
-    return "column" if problem.n == 1 and problem.c.rows == 1 else None
+    if problem.n == 1:
+        return "column" if problem.c.rows == 1 else None
+    if _narrow(problem):
+        return "narrow"
+    return "short" if _short(problem) else None
 
 
 #: the widest N the narrow kernel takes, and the most floats of B it transposes (on the
@@ -458,6 +461,19 @@ def _narrow(problem: GemmProblem) -> bool:
     b = problem.b
     return (isinstance(b, Operand) and 2 <= problem.n <= NARROW_N and problem.k >= 16 and problem.a.cols == 1
             and problem.n * problem.k <= NARROW_FLOATS)
+
+
+#: the longest K the short kernel takes, and how many columns of C it computes per row of A
+#: before the next row (SHORT_K rows of that many columns of B stay in L1)
+SHORT_K = 8
+SHORT_COLUMNS = 1024
+
+
+def _short(problem: GemmProblem) -> bool:
+    # B's rows read in place where they are contiguous, else transposed onto the stack
+    b = problem.b
+    return (isinstance(b, Operand) and 1 <= problem.k <= SHORT_K
+            and (b.cols == 1 or problem.n * problem.k <= NARROW_FLOATS))
 
 
 @dataclass(frozen=True)
@@ -494,6 +510,8 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     ``helpers``: see :func:`_shared`), compiled once per library, not once per layer."""
     if gemv_kind(problem) == "narrow":
         return narrow_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=vl or 4)
+    if gemv_kind(problem) == "short":
+        return short_kernel(name, problem, epilogue, threads=threads)
     g = _gemv_view(problem)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
@@ -572,6 +590,59 @@ def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = N
     if epilogue is not None:
         outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
         out(f"{name}_epilogue(c_o, 0, {m}, 0, {n}{outer_args}{epilogue_args(epilogue)});")
+    for _ in problem.outer:
+        out.close()
+    out("return 0;")
+    out.close()
+    return out.text()
+
+
+def short_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False) -> str:
+    """C source of ``int name(A, B, C, <epilogue params>)`` for K up to SHORT_K: each row of
+    C is K AXPYs of B's rows, written once, in order, and its epilogue run while it is in
+    L1; SHORT_COLUMNS columns at a time. A 6 x 64 micro-tile stored a tile for every K of
+    4 multiply-adds (Q.K^T, m=n=1024 k=4, 8 heads: 5.9 GFLOP/s). Returns 0 (it allocates
+    nothing: B, when its rows are not contiguous, is copied onto the stack)."""
+    a, b, c = problem.a, problem.b, problem.c
+    assert isinstance(b, Operand) and _short(problem), "the short kernel takes K up to SHORT_K and B in place"
+    m, n, k = problem.m, problem.n, problem.k
+    in_place = b.cols == 1
+    out = Lines()
+    out(f"/* GEMM template (short): m={m} n={n} k={k} outer={list(problem.outer)}, "
+        f"B {'read in place' if in_place else 'copied'} */")
+    epilogue_function(out, name, problem, epilogue)
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
+    if not in_place:
+        out(f"float bk[{n * k}] __attribute__((aligned(64)));")
+    for d, extent in enumerate(problem.outer):
+        out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
+    out(f"const float *a_o = A + {_outer_offset(a, False, problem, None, 'a')};")
+    out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
+    out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
+    if in_place:
+        out("const float *b_rows = b_o;")
+        ldb = b.rows
+    else:
+        out(f"for (long p = 0; p < {k}; p++) for (long j = 0; j < {n}; j++) bk[p * {n} + j] = b_o[p * {b.rows}L + j * {b.cols}L];")
+        out("const float *b_rows = bk;")
+        ldb = n
+    out.open(f"for (long j0 = 0; j0 < {n}; j0 += {SHORT_COLUMNS})")
+    out(f"const long nn = {n} - j0 < {SHORT_COLUMNS} ? {n} - j0 : {SHORT_COLUMNS};")
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    out.open(f"for (long i = 0; i < {m}; i++)")
+    out(f"const float *ai = a_o + i * {a.rows}L;")
+    out("const float " + ", ".join(f"a{p} = ai[{p * a.cols}L]" for p in range(k)) + ";")
+    out(f"float *ci = c_o + i * {c.rows}L + j0;")
+    out(f"const float *bj = b_rows + j0;")
+    out("#pragma omp simd")
+    terms = " + ".join(f"a{p} * bj[{p * ldb}L + j]" for p in range(k))
+    out(f"for (long j = 0; j < nn; j++) ci[j] = {terms};")
+    if epilogue is not None:
+        outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
+        out(f"{name}_epilogue(ci, i, 1, j0, nn{outer_args}{epilogue_args(epilogue)});")
+    out.close()
+    out.close()
     for _ in problem.outer:
         out.close()
     out("return 0;")
@@ -1199,5 +1270,5 @@ def param_name(decl: str) -> str:
 
 
 __all__ = ["DRIVER_PREFIX", "Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Numbers", "Operand", "SHARED_LINKAGE",
-           "blocking_for", "epilogue_args", "epilogue_function", "epilogue_params", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "narrow_kernel", "lift_index_literals",
+           "blocking_for", "epilogue_args", "epilogue_function", "epilogue_params", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "narrow_kernel", "short_kernel", "lift_index_literals",
            "pack_constant", "packed_size", "packing_floats", "param_name", "vector_types"]

@@ -414,6 +414,14 @@ def test_narrow_problems_run_the_narrow_kernel_and_match_numpy(m, n, k, trans_b,
     _check_skinny("narrow", m, n, k, False, trans_b, batch, epilogue, seed)
 
 
+@settings(max_examples=15)
+@given(m=st.integers(2, 67), n=st.integers(2, 67), k=st.integers(1, 8), trans_a=st.booleans(), trans_b=st.booleans(),
+       batch=st.integers(1, 3), epilogue=st.integers(0, 3), seed=st.integers(0, 2**16))
+def test_short_problems_run_the_short_kernel_and_match_numpy(m, n, k, trans_a, trans_b, batch, epilogue, seed):
+    # attention's Q.K^T with heads 1 to 8 wide: K AXPYs per row of C, B in place or copied
+    _check_skinny("short", m, n, k, trans_a, trans_b, batch, epilogue, seed)
+
+
 def _check_skinny(kind, m, n, k, trans_a, trans_b, batch, epilogue, seed):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((batch,) + ((k, m) if trans_a else (m, k))).astype(np.float32)
@@ -445,10 +453,12 @@ def _check_skinny(kind, m, n, k, trans_a, trans_b, batch, epilogue, seed):
 
 def test_a_column_written_with_a_stride_keeps_the_blocked_kernel():
     # C[m, 1] inside a wider row-major matrix: its elements are not contiguous, which the
-    # column GEMV's epilogue loop needs; and narrow problems the narrow kernel does not take
+    # column GEMV's epilogue loop needs; and narrow or short problems their kernels do not take
     problem = GemmProblem(5, 1, 3, Operand(3, 1), Operand(1, 1), Operand(4, 1))
     assert gemm_template.gemv_kind(problem) is None
     for m, n, k, a in ((5, 4, 15, Operand(15, 1)), (5, 9, 32, Operand(32, 1)), (5, 4, 32, Operand(1, 5)),
-                       (5, 8, 4096, Operand(4096, 1))):
+                       (5, 8, 4096, Operand(4096, 1)), (5, 9, 9, Operand(9, 1))):
         assert gemm_template.gemv_kind(GemmProblem(m, n, k, a, Operand(n, 1), Operand(n, 1))) is None
+    # a short K with B's columns strided and too wide for the stack copy
+    assert gemm_template.gemv_kind(GemmProblem(5, 4096, 8, Operand(8, 1), Operand(1, 8), Operand(4096, 1))) is None
     assert "GEMM template" in gemm_kernel("fl_gemm_test", problem, blocking_for(host(), problem))

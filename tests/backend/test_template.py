@@ -449,14 +449,15 @@ def test_packing_buffers_that_cannot_be_allocated_are_a_one_line_resource_error(
 @pytest.mark.parametrize("group,pads", [(1, [0, 0, 0, 0]), (2, [0, 0, 0, 0]), (1, [1, 1, 1, 1])])
 def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
     # 1x1, stride 1, unpadded: packed as a [channels, pixels] matrix, whole rows at a time,
-    # across batch and groups; padded, it stays an im2col
+    # across batch and groups; padded, it stays an im2col (20 channels: K past the short
+    # kernel's, which reads a matrix in place)
     rng = np.random.default_rng(3)
     b = GraphBuilder("pointwise")
-    x = b.input("x", (2, 4, 5, 7))
-    w = b.constant(rng.standard_normal((6, 4 // group, 1, 1)).astype(np.float32))
+    x = b.input("x", (2, 20, 5, 7))
+    w = b.constant(rng.standard_normal((6, 20 // group, 1, 1)).astype(np.float32))
     b.output(b.relu(b.conv(x, w, group=group, pads=pads), name="y"))
     graph = b.build()
-    feeds = {"x": rng.standard_normal((2, 4, 5, 7)).astype(np.float32)}
+    feeds = {"x": rng.standard_normal((2, 20, 5, 7)).astype(np.float32)}
     compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
     np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
     padded = any(pads)
@@ -465,14 +466,20 @@ def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
     assert ("fl_gemm_pack_b_" in compiled.sources) != padded
 
 
-@pytest.mark.parametrize("layer,kind", [("matmul", "column"), ("conv", "column"), ("heads", "narrow")])
+@pytest.mark.parametrize("layer,kind", [("matmul", "column"), ("conv", "column"), ("heads", "narrow"),
+                                        ("scores", "short")])
 def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind):
     # W[m, k] . x[k, 1] and a 1x1 conv on a pooled [1, c, 1, 1] vector: the weight read in
     # place by the GEMV kernel (not packed into 6 x 64 tiles that are 63/64 padding); and
-    # attention's P.V with 4-wide heads by the narrow kernel
+    # attention's P.V and Q.K^T with 4-wide heads by the narrow and the short kernel
     rng = np.random.default_rng(5)
     b = GraphBuilder("column")
-    if layer == "heads":
+    if layer == "scores":
+        q, kt = b.input("q", (3, 29, 4)), b.input("kt", (3, 4, 37))
+        y = b.matmul(q, kt)
+        feeds = {"q": rng.standard_normal((3, 29, 4)).astype(np.float32),
+                 "kt": rng.standard_normal((3, 4, 37)).astype(np.float32)}
+    elif layer == "heads":
         x, v = b.input("x", (3, 29, 37)), b.input("v", (3, 37, 4))
         y = b.matmul(x, v)
         feeds = {"x": rng.standard_normal((3, 29, 37)).astype(np.float32),
