@@ -12,6 +12,9 @@ session and timing):
 * ``heads_*``: batched small-head GEMMs of attention (P.V ``n=4``, QK^T ``k=4``, Swin's window
   ``m=49 n=32 k=49``).
 
+``bench/results/kernels_before.json`` is this script run against the main checkout before
+the issue-35 kernels (a copy of bench/ whose ``_checkout`` points there), back to back.
+
 Reported per workload: CPU-time medians (wall beside), GFLOP/s of each side, fl / ORT, and the
 largest difference of the outputs; ``fl_kernels`` is ``CompiledGraph.execute`` alone (the
 kernels, without ``run``'s checking of the feeds and copying out of the results). Writes bench/results/kernels.json.

@@ -498,6 +498,8 @@ def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind):
     plan = fusionlang.fuse(graph, "apollo")
     planned = template.plan_template(plan, plan.groups[0], dict(plan.graph.constants))
     assert gemv_kind(planned.problem) == kind and not planned.packed_a and not planned.packed_b
-    compiled = fusionlang.compile(plan, "c")
-    assert f"template ({kind})" in compiled.sources
-    np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
+    for openmp in (False, True):  # threads share the rows (outputs) of each kernel
+        compiled = fusionlang.compile(plan, "c", openmp=openmp)
+        assert f"template ({kind})" in compiled.sources
+        assert ("#pragma omp parallel for" in compiled.sources) == openmp
+        np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
