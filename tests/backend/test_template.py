@@ -17,7 +17,9 @@ from fusionlang.backend.gemm_template import gemv_kind
 from fusionlang.ops import GraphBuilder
 from fusionlang.ops.access import i_sym
 
-EPILOGUE_OPS = ["relu", "tanh", "bias", "residual", "scale", "clip", "sigmoid_mul"]
+EPILOGUE_OPS = ["relu", "tanh", "bias", "residual", "scale", "clip", "sigmoid_mul", "gelu_tanh", "gelu_erf", "specials"]
+#: what the "specials" epilogue adds, here and there: NaN, infinities, huge, subnormal, -0
+SPECIALS = np.float32([np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-40, -0.0, 40.0, -40.0])
 
 
 @pytest.fixture(autouse=True)
@@ -42,9 +44,29 @@ def _epilogue(draw, b, y, shape, feeds, rng, channel_axis):
             y = b.mul(y, b.constant(np.float32(draw(st.sampled_from([0.5, -2.0, 3.0])))))
         elif op == "clip":
             y = b.clip(y, min=-1.0, max=1.5)
+        elif op.startswith("gelu"):
+            y = _gelu(b, y, op)
+        elif op == "specials":
+            name = f"r{len(feeds)}"
+            values = rng.standard_normal(shape).astype(np.float32).reshape(-1)
+            values[rng.integers(0, values.size, size=max(1, values.size // 4))] = rng.choice(SPECIALS, max(1, values.size // 4))
+            feeds[name] = values.reshape(shape)
+            y = b.add(y, b.input(name, shape))
         else:
             y = b.mul(y, b.sigmoid(y))
     return y
+
+
+def _gelu(b, y, kind):
+    """GPT-2's tanh GELU, with ONNX's Pow(x, 3.0) (the vectorized tanh and x*x*x), or BERT's erf one."""
+    def c(value):
+        return b.constant(np.float32(value))
+
+    if kind == "gelu_tanh":
+        inner = b.tanh(b.mul(b.add(y, b.mul(b.pow(y, c(3.0)), c(0.044715))), c(0.7978845608)))
+    else:
+        inner = b.erf(b.mul(y, c(0.7071067812)))
+    return b.mul(b.mul(y, c(0.5)), b.add(inner, c(1.0)))
 
 
 def _check(graph, feeds, expect_template=True):
@@ -503,3 +525,21 @@ def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind):
         assert f"template ({kind})" in compiled.sources
         assert ("#pragma omp parallel for" in compiled.sources) == openmp
         np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("gelu", ["gelu_tanh", "gelu_erf"])
+@pytest.mark.parametrize("m,k,n", [(1, 19, 37), (37, 19, 1), (29, 37, 4), (29, 4, 37), (40, 30, 50)])
+def test_gelu_epilogues_keep_special_values_in_every_kernel(m, k, n, gelu):
+    # a GELU after a row GEMV, a column GEMV, the narrow, the short and the blocked kernel,
+    # its input salted with NaN, infinities, huge values (tanh saturates to exactly +-1, so
+    # GELU(-huge) is -0, not -3.6e31), subnormals and -0
+    rng = np.random.default_rng(m * 100 + n)
+    b = GraphBuilder("gelu")
+    x = b.input("x", (m, k))
+    feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+    salt = rng.standard_normal((m, n)).astype(np.float32).reshape(-1)
+    salt[rng.permutation(salt.size)[:max(1, salt.size // 3)]] = np.resize(SPECIALS, max(1, salt.size // 3))
+    feeds["s"] = salt.reshape(m, n)
+    y = b.add(b.matmul(x, b.constant(rng.standard_normal((k, n)).astype(np.float32))), b.input("s", (m, n)))
+    b.output(_gelu(b, y, gelu))
+    _check(b.build(), feeds)
