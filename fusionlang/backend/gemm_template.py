@@ -424,29 +424,104 @@ GEMV_ROWS = 8
 
 
 def is_gemv(problem: GemmProblem) -> bool:
-    """One row of output (a batch-1 dense layer): the matrix is read once, in place, so
-    packing it (at compile time: a transposed copy of every weight) buys nothing."""
-    return problem.m == 1 and isinstance(problem.b, Operand)
+    """One row or one column of output (a batch-1 dense layer, a 1x1 conv on a pooled
+    vector): the matrix is read once, in place, so packing it (at compile time: a copy of
+    every weight; at run time a 1024 x 1024 copy for 2 MFLOP) buys nothing, and a 6 x 64
+    micro-tile would compute padding for all but one of its rows or columns."""
+    return gemv_kind(problem) is not None
+
+
+def gemv_kind(problem: GemmProblem) -> str | None:
+    """The kernel the template runs for a skinny problem: "row" (m = 1: the vector is A's
+    row, the matrix B), "column" (n = 1: the vector is B's column, the matrix A), "narrow"
+    (2 to NARROW_N columns: attention's P.V with 4-wide heads, :func:`narrow_kernel`),
+    "short" (K up to SHORT_K: attention's Q.K^T with 4-wide heads, :func:`short_kernel`), or
+    None for the blocked GEMM."""
+    if not isinstance(problem.b, Operand):
+        return None
+    if problem.m == 1:
+        return "row"
+    # a column of C written with a stride: C's own view must be column-contiguous for the
+    # epilogue's loop (C is [m, 1], so its row stride is 1 as it is laid out)
+    if problem.n == 1:
+        return "column" if problem.c.rows == 1 else None
+    if _narrow(problem):
+        return "narrow"
+    return "short" if _short(problem) else None
+
+
+#: the widest N the narrow kernel takes, and the most floats of B it transposes (on the
+#: stack: 64 KiB, within any OpenMP thread's stack)
+NARROW_N = 8
+NARROW_FLOATS = 1 << 14
+
+
+def _narrow(problem: GemmProblem) -> bool:
+    # K long enough for whole vectors; A's rows contiguous along K (its vectors are loaded)
+    b = problem.b
+    return (isinstance(b, Operand) and 2 <= problem.n <= NARROW_N and problem.k >= 16 and problem.a.cols == 1
+            and problem.n * problem.k <= NARROW_FLOATS)
+
+
+#: the longest K the short kernel takes, and how many columns of C it computes per row of A
+#: before the next row (SHORT_K rows of that many columns of B stay in L1)
+SHORT_K = 8
+SHORT_COLUMNS = 1024
+
+
+def _short(problem: GemmProblem) -> bool:
+    # B's rows read in place where they are contiguous, else transposed onto the stack
+    b = problem.b
+    return (isinstance(b, Operand) and 1 <= problem.k <= SHORT_K
+            and (b.cols == 1 or problem.n * problem.k <= NARROW_FLOATS))
+
+
+@dataclass(frozen=True)
+class _Gemv:
+    """A GEMV as the kernel reads it: out[t] = sum_p x[p] * w[t, p] for t < outputs, with
+    x[p] at ``x + p * x_step``, w[t, p] at ``w + t * w_out + p * w_k``, out[t] at
+    ``c + t * c_step``."""
+
+    x: str
+    x_step: int
+    w: str
+    w_out: int
+    w_k: int
+    c_step: int
+    outputs: int
+
+
+def _gemv_view(problem: GemmProblem) -> _Gemv:
+    a, b, c = problem.a, problem.b, problem.c
+    assert isinstance(b, Operand), "a GEMV reads B in place (is_gemv)"
+    if gemv_kind(problem) == "row":
+        return _Gemv("a_o", a.cols, "b_o", b.cols, b.rows, c.cols, problem.n)
+    return _Gemv("b_o", b.rows, "a_o", a.rows, a.cols, c.rows, problem.m)
 
 
 def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
                 helpers: dict[str, str] | None = None, vl: int | None = None) -> str:
-    """C source of ``int name(A, B, C, <epilogue params>)`` for a one-row problem, reading
-    B as it lies: a dot product per output when B's K axis is contiguous (a transposed
-    weight), else an AXPY over the output row per K step. Returns 0 (it allocates nothing).
-    With ``vl`` (floats per vector) and A and B contiguous along K, the dot products run in
-    shared routines of explicit vectors (:func:`_gemv_dots`; ``helpers``: see
-    :func:`_shared`), compiled once per library, not once per layer."""
-    a, b, c = problem.a, problem.b, problem.c
-    assert isinstance(b, Operand), "a GEMV reads B in place (is_gemv)"
+    """C source of ``int name(A, B, C, <epilogue params>)`` for a one-row or one-column
+    problem (:func:`gemv_kind`), reading the matrix as it lies: a dot product per output
+    when its K axis is contiguous (a transposed weight of a row GEMV, a row-major weight of
+    a column GEMV), else an AXPY over the outputs per K step. Returns 0 (it allocates
+    nothing). With ``vl`` (floats per vector) and the vector and matrix contiguous along K,
+    the dot products run in shared routines of explicit vectors (:func:`_gemv_dots`;
+    ``helpers``: see :func:`_shared`), compiled once per library, not once per layer."""
+    if gemv_kind(problem) == "narrow":
+        return narrow_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=vl or 4)
+    if gemv_kind(problem) == "short":
+        return short_kernel(name, problem, epilogue, threads=threads)
+    g = _gemv_view(problem)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     out = Lines()
-    out(f"/* GEMV template: n={problem.n} k={problem.k} outer={list(problem.outer)}, B read in place */")
-    shared_dots = vl is not None and a.cols == 1 and b.rows == 1
-    whole = problem.n - problem.n % GEMV_ROWS
+    out(f"/* GEMV template ({gemv_kind(problem)}): m={problem.m} n={problem.n} k={problem.k} "
+        f"outer={list(problem.outer)}, the matrix read in place */")
+    shared_dots = vl is not None and g.x_step == 1 and g.w_k == 1
+    whole = g.outputs - g.outputs % GEMV_ROWS
     # (outputs a call computes, first output, end): GEMV_ROWS at a time, then one by one
-    spans = [span for span in ((GEMV_ROWS, 0, whole), (1, whole, problem.n)) if span[1] < span[2]]
+    spans = [span for span in ((GEMV_ROWS, 0, whole), (1, whole, g.outputs)) if span[1] < span[2]]
     if shared_dots and vl is not None:
         for rows, _, _ in spans:
             dot = _gemv_dot_name(rows, vl)
@@ -456,54 +531,203 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
     for d, extent in enumerate(problem.outer):
         out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
-    out(f"const float *a_o = A + {_outer_offset(a, False, problem, None, 'a')};")
-    out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
-    out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
+    out(f"const float *a_o = A + {_outer_offset(problem.a, False, problem, None, 'a')};")
+    out(f"const float *b_o = B + {_outer_offset(problem.b, False, problem, None, 'b')};")
+    out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, None, 'c')};")
     if shared_dots and vl is not None:
-        args = f"{problem.k}L, a_o, b_o + j * {b.cols}L, {b.cols}L, c_o + j * {c.cols}L, {c.cols}L"
+        args = f"{problem.k}L, {g.x}, {g.w} + j * {g.w_out}L, {g.w_out}L, c_o + j * {g.c_step}L, {g.c_step}L"
         if threads:
             out("#pragma omp parallel for schedule(static)")
         for rows, first, end in spans:
             out(f"for (long j = {first}; j < {end}; j += {rows}) {_gemv_dot_name(rows, vl)}({args});")
-    elif b.rows == 1 or b.cols != 1:
-        # GEMV_ROWS outputs at a time: independent sums, and each element of A loaded once for them
-        rows = GEMV_ROWS
-        if threads:
-            out("#pragma omp parallel for schedule(static)")
-        out.open(f"for (long j = 0; j < {whole}; j += {rows})")
-        out(f"const float *w = b_o + j * {b.cols}L;")
-        sums = [f"s{r}" for r in range(rows)]
-        out(f"float {', '.join(f'{x} = 0.0f' for x in sums)};")
-        out(f"#pragma omp simd reduction(+:{', '.join(sums)})")
-        out.open(f"for (long p = 0; p < {problem.k}; p++)")
-        out(f"const float ap = a_o[p * {a.cols}L];")
-        for r, x in enumerate(sums):
-            out(f"{x} += ap * w[{r * b.cols}L + p * {b.rows}L];")
-        out.close()
-        for r, x in enumerate(sums):
-            out(f"c_o[(j + {r}) * {c.cols}L] = {x};")
-        out.close()
-        out.open(f"for (long j = {whole}; j < {problem.n}; j++)")
-        out(f"const float *w = b_o + j * {b.cols}L;")
-        out("float acc = 0.0f;")
-        out("#pragma omp simd reduction(+:acc)")
-        out(f"for (long p = 0; p < {problem.k}; p++) acc += a_o[p * {a.cols}L] * w[p * {b.rows}L];")
-        out(f"c_o[j * {c.cols}L] = acc;")
-        out.close()
+    elif g.w_k == 1 or g.w_out != 1:
+        _gemv_strided_dots(out, g, problem.k, whole, threads)
     else:
-        out(f"for (long j = 0; j < {problem.n}; j++) c_o[j] = 0.0f;")
-        out.open(f"for (long p = 0; p < {problem.k}; p++)")
-        out(f"const float ap = a_o[p * {a.cols}L], *w = b_o + p * {b.rows}L;")
-        out("#pragma omp simd")
-        out(f"for (long j = 0; j < {problem.n}; j++) c_o[j] += ap * w[j];")
-        out.close()
+        _gemv_axpy(out, g, problem.k)
     if epilogue is not None:
-        out(f"{name}_epilogue(c_o, 0, 1, 0, {problem.n}{outer_args}{extra_args});")
+        rows, cols = (1, problem.n) if gemv_kind(problem) == "row" else (problem.m, 1)
+        out(f"{name}_epilogue(c_o, 0, {rows}, 0, {cols}{outer_args}{extra_args});")
     for _ in problem.outer:
         out.close()
     out("return 0;")
     out.close()
     return out.text()
+
+
+def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
+                  helpers: dict[str, str] | None = None, vl: int = 4) -> str:
+    """C source of ``int name(A, B, C, <epilogue params>)`` for 2 to NARROW_N columns: B
+    transposed onto the stack (N rows along K), then R rows of C at a time, each element a
+    dot product along K with vector accumulators (:func:`_narrow_dots`): a 6 x 64 micro-tile
+    computed 60 columns of padding for P.V's 4 (m=1024 n=4 k=1024, 8 heads: 5.6 GFLOP/s).
+    Returns 0 (it allocates nothing)."""
+    a, b, c = problem.a, problem.b, problem.c
+    assert isinstance(b, Operand) and _narrow(problem), "the narrow kernel takes 2 to NARROW_N columns of B in place"
+    m, n, k = problem.m, problem.n, problem.k
+    rows = _narrow_rows(n, vl)
+    out = Lines()
+    out(f"/* GEMM template (narrow): m={m} n={n} k={k} outer={list(problem.outer)}, {rows} rows a step */")
+    for r in sorted({rows, 1}):
+        dots = _narrow_name(r, n, vl)
+        _shared(out, helpers, dots, _NARROW_SIGNATURE.format(name=dots), lambda o, r=r: _narrow_dots(o, r, n, vl),
+                vector_types(vl))
+    epilogue_function(out, name, problem, epilogue)
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
+    out(f"float bt[{n * k}] __attribute__((aligned(64)));")
+    for d, extent in enumerate(problem.outer):
+        out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
+    out(f"const float *a_o = A + {_outer_offset(a, False, problem, None, 'a')};")
+    out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
+    out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
+    out(f"for (long j = 0; j < {n}; j++) for (long p = 0; p < {k}; p++) bt[j * {k} + p] = b_o[p * {b.rows}L + j * {b.cols}L];")
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    whole = m - m % rows
+    args = f"{k}L, a_o + i * {a.rows}L, {a.rows}L, bt, c_o + i * {c.rows}L, {c.rows}L"
+    out(f"for (long i = 0; i < {whole}; i += {rows}) {_narrow_name(rows, n, vl)}({args});")
+    if whole < m:
+        out(f"for (long i = {whole}; i < {m}; i++) {_narrow_name(1, n, vl)}({args});")
+    if epilogue is not None:
+        outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
+        out(f"{name}_epilogue(c_o, 0, {m}, 0, {n}{outer_args}{epilogue_args(epilogue)});")
+    for _ in problem.outer:
+        out.close()
+    out("return 0;")
+    out.close()
+    return out.text()
+
+
+def short_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False) -> str:
+    """C source of ``int name(A, B, C, <epilogue params>)`` for K up to SHORT_K: each row of
+    C is K AXPYs of B's rows, written once, in order, and its epilogue run while it is in
+    L1; SHORT_COLUMNS columns at a time. A 6 x 64 micro-tile stored a tile for every K of
+    4 multiply-adds (Q.K^T, m=n=1024 k=4, 8 heads: 5.9 GFLOP/s). Returns 0 (it allocates
+    nothing: B, when its rows are not contiguous, is copied onto the stack)."""
+    a, b, c = problem.a, problem.b, problem.c
+    assert isinstance(b, Operand) and _short(problem), "the short kernel takes K up to SHORT_K and B in place"
+    m, n, k = problem.m, problem.n, problem.k
+    in_place = b.cols == 1
+    out = Lines()
+    out(f"/* GEMM template (short): m={m} n={n} k={k} outer={list(problem.outer)}, "
+        f"B {'read in place' if in_place else 'copied'} */")
+    epilogue_function(out, name, problem, epilogue)
+    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
+    if not in_place:
+        out(f"float bk[{n * k}] __attribute__((aligned(64)));")
+    for d, extent in enumerate(problem.outer):
+        out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
+    out(f"const float *a_o = A + {_outer_offset(a, False, problem, None, 'a')};")
+    out(f"const float *b_o = B + {_outer_offset(b, False, problem, None, 'b')};")
+    out(f"float *c_o = C + {_outer_offset(c, False, problem, None, 'c')};")
+    if in_place:
+        out("const float *b_rows = b_o;")
+        ldb = b.rows
+    else:
+        out(f"for (long p = 0; p < {k}; p++) for (long j = 0; j < {n}; j++) bk[p * {n} + j] = b_o[p * {b.rows}L + j * {b.cols}L];")
+        out("const float *b_rows = bk;")
+        ldb = n
+    out.open(f"for (long j0 = 0; j0 < {n}; j0 += {SHORT_COLUMNS})")
+    out(f"const long nn = {n} - j0 < {SHORT_COLUMNS} ? {n} - j0 : {SHORT_COLUMNS};")
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    out.open(f"for (long i = 0; i < {m}; i++)")
+    out(f"const float *ai = a_o + i * {a.rows}L;")
+    out("const float " + ", ".join(f"a{p} = ai[{p * a.cols}L]" for p in range(k)) + ";")
+    out(f"float *ci = c_o + i * {c.rows}L + j0;")
+    out(f"const float *bj = b_rows + j0;")
+    out("#pragma omp simd")
+    terms = " + ".join(f"a{p} * bj[{p * ldb}L + j]" for p in range(k))
+    out(f"for (long j = 0; j < nn; j++) ci[j] = {terms};")
+    if epilogue is not None:
+        outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
+        out(f"{name}_epilogue(ci, i, 1, j0, nn{outer_args}{epilogue_args(epilogue)});")
+    out.close()
+    out.close()
+    for _ in problem.outer:
+        out.close()
+    out("return 0;")
+    out.close()
+    return out.text()
+
+
+_NARROW_SIGNATURE = ("void {name}(long k, const float *restrict a, long lda, const float *restrict bt, "
+                     "float *restrict c, long ldc)")
+
+
+def _narrow_rows(n: int, vl: int) -> int:
+    # rows x n vector accumulators, n B vectors and rows A vectors within the registers
+    # (32 where a vector holds 16 floats or 4 (AVX-512, NEON), else 16)
+    accumulators = 16 if vl in (4, 16) else 8
+    return max(1, min(8, accumulators // n))
+
+
+def _narrow_name(rows: int, n: int, vl: int) -> str:
+    return f"fl_gemm_narrow_{rows}x{n}v{vl}"
+
+
+def _narrow_dots(out: Lines, rows: int, n: int, vl: int) -> None:
+    # c[r * ldc + j] = a[r * lda ..] . bt[j * k ..]: a vector accumulator per (r, j), each
+    # vector of A and of B^T loaded once for all of them
+    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
+    pairs = [(r, j) for r in range(rows) for j in range(n)]
+    out(f"{vf} " + ", ".join(f"s{r}_{j} = {{0}}" for r, j in pairs) + ";")
+    out("long p = 0;")
+    out.open(f"for (; p + {vl} <= k; p += {vl})")
+    for j in range(n):
+        out(f"const {vf} b{j} = *(const {vfu} *)(bt + {j} * k + p);")
+    for r in range(rows):
+        out(f"const {vf} x{r} = *(const {vfu} *)(a + {r} * lda + p);")
+        for j in range(n):
+            out(f"s{r}_{j} += x{r} * b{j};")
+    out.close()
+    out("float " + ", ".join(f"t{r}_{j} = 0.0f" for r, j in pairs) + ";")
+    out.open(f"for (int l = 0; l < {vl}; l++)")
+    for r, j in pairs:
+        out(f"t{r}_{j} += s{r}_{j}[l];")
+    out.close()
+    out.open("for (; p < k; p++)")
+    for r, j in pairs:
+        out(f"t{r}_{j} += a[{r} * lda + p] * bt[{j} * k + p];")
+    out.close()
+    for r, j in pairs:
+        out(f"c[{r} * ldc + {j}] = t{r}_{j};")
+
+
+def _gemv_strided_dots(out: Lines, g: _Gemv, k: int, whole: int, threads: bool) -> None:
+    # GEMV_ROWS outputs at a time: independent sums, and each element of x loaded once for them
+    rows = GEMV_ROWS
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    out.open(f"for (long j = 0; j < {whole}; j += {rows})")
+    out(f"const float *w = {g.w} + j * {g.w_out}L;")
+    sums = [f"s{r}" for r in range(rows)]
+    out(f"float {', '.join(f'{x} = 0.0f' for x in sums)};")
+    out(f"#pragma omp simd reduction(+:{', '.join(sums)})")
+    out.open(f"for (long p = 0; p < {k}; p++)")
+    out(f"const float xp = {g.x}[p * {g.x_step}L];")
+    for r, x in enumerate(sums):
+        out(f"{x} += xp * w[{r * g.w_out}L + p * {g.w_k}L];")
+    out.close()
+    for r, x in enumerate(sums):
+        out(f"c_o[(j + {r}) * {g.c_step}L] = {x};")
+    out.close()
+    out.open(f"for (long j = {whole}; j < {g.outputs}; j++)")
+    out(f"const float *w = {g.w} + j * {g.w_out}L;")
+    out("float acc = 0.0f;")
+    out("#pragma omp simd reduction(+:acc)")
+    out(f"for (long p = 0; p < {k}; p++) acc += {g.x}[p * {g.x_step}L] * w[p * {g.w_k}L];")
+    out(f"c_o[j * {g.c_step}L] = acc;")
+    out.close()
+
+
+def _gemv_axpy(out: Lines, g: _Gemv, k: int) -> None:
+    # the matrix contiguous along the outputs: one AXPY over them per K step
+    out(f"for (long j = 0; j < {g.outputs}; j++) c_o[j * {g.c_step}L] = 0.0f;")
+    out.open(f"for (long p = 0; p < {k}; p++)")
+    out(f"const float xp = {g.x}[p * {g.x_step}L], *w = {g.w} + p * {g.w_k}L;")
+    out("#pragma omp simd")
+    out(f"for (long j = 0; j < {g.outputs}; j++) c_o[j * {g.c_step}L] += xp * w[j];")
+    out.close()
 
 
 _GEMV_DOT_SIGNATURE = ("void {name}(long k, const float *restrict a, const float *restrict w, long ldw, "
@@ -1046,5 +1270,5 @@ def param_name(decl: str) -> str:
 
 
 __all__ = ["DRIVER_PREFIX", "Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Numbers", "Operand", "SHARED_LINKAGE",
-           "blocking_for", "epilogue_args", "epilogue_function", "epilogue_params", "gemm_kernel", "gemv_kernel", "is_gemv", "lift_index_literals",
+           "blocking_for", "epilogue_args", "epilogue_function", "epilogue_params", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "narrow_kernel", "short_kernel", "lift_index_literals",
            "pack_constant", "packed_size", "packing_floats", "param_name", "vector_types"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 
 import numpy as np
@@ -173,3 +174,98 @@ def test_a_tower_of_constant_exponentials_folds_to_infinity_at_once():
     assert sp.oo in folded.atoms() or folded == sp.oo
     assert float(_fold_numbers(sp.exp(sp.exp(sp.Integer(1), evaluate=False), evaluate=False))) == \
         pytest.approx(math.exp(math.e), rel=1e-15)
+
+
+WHOLE_FLOAT_POWERS = (2.0, 3.0, 4.0, 8.0)
+POWER_SPECIALS = np.float32([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38, 1e13, -1e13, 1e-40, -1e-40,
+                             1e-15, -1e-15, 1.0, -1.0])
+
+
+@functools.cache
+def _compiled_powers():
+    printer = ValuePrinter("float32", C, lambda s: s.name)
+    bodies = [printer.doprint(X ** sp.Float(e)) for e in WHOLE_FLOAT_POWERS]
+    fns = "".join(f"void p{k}(const float* xs, float* y, long n) {{ for (long i = 0; i < n; i++) {{ const float x = xs[i]; "
+                  f"y[i] = {body}; }} }}\n" for k, body in enumerate(bodies))
+    lib = load_library(build_library(["#include <stdint.h>\n#include <math.h>\n" + helpers(C) + fns]))
+    return bodies, lib
+
+
+@settings(max_examples=40)
+@given(st.lists(st.floats(width=32), min_size=1, max_size=64))
+def test_whole_float_powers_are_products_with_pows_values(values):
+    # ONNX's Pow(x, 3.0) (GPT-2's tanh GELU): printed as products (a powf call per element
+    # kept the GELU GEMM's epilogue from vectorizing), within 4 ulp of float32 pow, with
+    # pow's NaN, infinities and signed zeros
+    bodies, lib = _compiled_powers()
+    assert not any("pow" in body for body in bodies), bodies
+    x = np.concatenate([np.float32(values), POWER_SPECIALS])
+    for k, e in enumerate(WHOLE_FLOAT_POWERS):
+        y = np.empty_like(x)
+        getattr(lib, f"p{k}")(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data), ctypes.c_long(x.size))
+        with np.errstate(all="ignore"):
+            exact = np.power(x.astype(np.float64), e)
+            want = exact.astype(np.float32)
+        np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+        np.testing.assert_array_equal(np.signbit(y), np.signbit(want))
+        assert np.array_equal(y[np.isinf(want)], want[np.isinf(want)])
+        finite = np.isfinite(want)
+        assert np.all(np.abs(y[finite] - exact[finite]) <= 4 * np.spacing(np.abs(want[finite])).astype(np.float64))
+
+
+#: the inline float32 functions' documented accuracy (cexpr.FAST_MATH_C), in ulps of the
+#: correctly rounded result
+FAST_ULPS = {"erf": 7.0, "tanh": 6.0, "exp": 3.0}
+FAST_SPECIALS = np.float32([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38, 1e10, -1e10, 9.0109129,
+                            9.02, -9.02, 7.9053111, 4.0, -4.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.2e-38, -1.2e-38, 3e-4])
+
+
+@functools.cache
+def _fast_math_library():
+    src = "#include <stdint.h>\n#include <math.h>\n" + helpers(C) + "".join(
+        f"void {name}s(const float* x, float* y, long n) {{ for (long i = 0; i < n; i++) y[i] = fl_{name}f(x[i]); }}\n"
+        for name in FAST_ULPS)
+    return load_library(build_library([src]))
+
+
+def _reference(name: str, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):  # signalling NaNs among the sampled bits
+        xd = x.astype(np.float64)
+        if name == "erf":
+            return np.array([math.erf(v) if not math.isnan(v) else v for v in xd])
+        return np.tanh(xd) if name == "tanh" else np.exp(xd)
+
+
+def _assert_fast_math_accurate(x: np.ndarray) -> None:
+    lib = _fast_math_library()
+    for name, ulps in FAST_ULPS.items():
+        y = np.empty_like(x)
+        getattr(lib, f"{name}s")(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data), ctypes.c_long(x.size))
+        exact = _reference(name, x)
+        with np.errstate(over="ignore"):
+            want = exact.astype(np.float32)
+        np.testing.assert_array_equal(np.isnan(y), np.isnan(want), err_msg=name)
+        number = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(y[number]), np.signbit(want[number]), err_msg=name)
+        np.testing.assert_array_equal(y[np.isinf(want)], want[np.isinf(want)], err_msg=name)
+        if name != "exp":  # past 9.0109 both round to +-1, and so do the clamped rationals
+            np.testing.assert_array_equal(np.abs(y[np.abs(x) > 9.011]), 1, err_msg=f"{name} saturates exactly")
+        finite = np.isfinite(want)
+        if not finite.any():
+            continue
+        error = np.abs(y[finite] - exact[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
+        assert error.max() <= ulps, (name, float(error.max()), x[finite][np.argmax(error)])
+
+
+def test_fast_float32_functions_over_the_whole_float32_range():
+    # every 65521st float32 (65,550 of them, subnormals, huge values, inf and NaN
+    # included) and the special values: erf, tanh and exp within their ulps, NaN where
+    # NumPy's is, and the same infinities, signs (erf(-0) is -0) and exactly +-1 past 9.0109
+    bits = np.arange(0, 2**32, 65521, dtype=np.uint64).astype(np.uint32)
+    _assert_fast_math_accurate(np.concatenate([bits.view(np.float32), FAST_SPECIALS]))
+
+
+@settings(max_examples=40)
+@given(st.lists(st.floats(width=32), min_size=1, max_size=64))
+def test_fast_float32_functions_on_any_float32(values):
+    _assert_fast_math_accurate(np.float32(values))

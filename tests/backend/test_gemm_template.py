@@ -383,3 +383,82 @@ def test_lifted_index_literals_read_back_the_same_values(index, at):
     # a literal multiplying j directly stays in the text
     for literal in re.findall(r"(?<![\w.])(\d+)L? \* j\b", body):
         assert re.search(rf"(?<![\w.]){literal}L? \* j\b", lifted)
+
+
+#: epilogues for the skinny kernels: each reads its row or column, or both, so a value the
+#: GEMV writes to the wrong output or with swapped coordinates changes the result
+SKINNY_EPILOGUES = [
+    ("", lambda v, i, j, bias: v),
+    ("v = v + bias[i + j];", lambda v, i, j, bias: v + bias[i + j]),
+    ("v = tanhf(v) + 0.25f * (float)i - 0.5f * (float)j;", lambda v, i, j, bias: np.tanh(v) + 0.25 * i - 0.5 * j),
+    ("v = v > 0.0f ? v : 0.1f * v;", lambda v, i, j, bias: np.where(v > 0, v, 0.1 * v)),
+]
+
+
+@settings(max_examples=30)
+@given(skinny=st.sampled_from(["row", "column", "both"]), size=st.integers(1, 67), k=st.integers(1, 67),
+       trans_a=st.booleans(), trans_b=st.booleans(), batch=st.integers(1, 3), epilogue=st.integers(0, 3),
+       seed=st.integers(0, 2**16))
+def test_skinny_problems_run_the_gemv_kernel_and_match_numpy(skinny, size, k, trans_a, trans_b, batch, epilogue, seed):
+    # one row (a classifier), one column (a 1x1 conv on a pooled vector), or one output;
+    # either operand transposed, batched, with an epilogue on its row and column
+    m, n = {"row": (1, size), "column": (size, 1), "both": (1, 1)}[skinny]
+    _check_skinny("row" if m == 1 else "column", m, n, k, trans_a, trans_b, batch, epilogue, seed)
+
+
+@settings(max_examples=15)
+@given(m=st.integers(2, 67), n=st.integers(2, 8), k=st.integers(16, 67), trans_b=st.booleans(),
+       batch=st.integers(1, 3), epilogue=st.integers(0, 3), seed=st.integers(0, 2**16))
+def test_narrow_problems_run_the_narrow_kernel_and_match_numpy(m, n, k, trans_b, batch, epilogue, seed):
+    # attention's P.V with heads 2 to 8 wide: rows of A dotted with B's columns, B either way
+    _check_skinny("narrow", m, n, k, False, trans_b, batch, epilogue, seed)
+
+
+@settings(max_examples=15)
+@given(m=st.integers(2, 67), n=st.integers(2, 67), k=st.integers(1, 8), trans_a=st.booleans(), trans_b=st.booleans(),
+       batch=st.integers(1, 3), epilogue=st.integers(0, 3), seed=st.integers(0, 2**16))
+def test_short_problems_run_the_short_kernel_and_match_numpy(m, n, k, trans_a, trans_b, batch, epilogue, seed):
+    # attention's Q.K^T with heads 1 to 8 wide: K AXPYs per row of C, B in place or copied
+    _check_skinny("short", m, n, k, trans_a, trans_b, batch, epilogue, seed)
+
+
+def _check_skinny(kind, m, n, k, trans_a, trans_b, batch, epilogue, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((batch,) + ((k, m) if trans_a else (m, k))).astype(np.float32)
+    b = rng.standard_normal((batch,) + ((n, k) if trans_b else (k, n))).astype(np.float32)
+    bias = rng.standard_normal(m + n).astype(np.float32)
+
+    def view(arr, transposed):
+        strides = [s // 4 for s in arr.strides]
+        r, c = (strides[-1], strides[-2]) if transposed else (strides[-2], strides[-1])
+        return Operand(r, c, 0, (strides[0],))
+
+    problem = GemmProblem(m, n, k, view(a, trans_a), view(b, trans_b), Operand(n, 1, 0, (m * n,)), (batch,))
+    assert gemm_template.gemv_kind(problem) == kind
+    body, reference = SKINNY_EPILOGUES[epilogue]
+    epi = Epilogue(body, ("const float *restrict bias",)) if body else None
+    blocking = blocking_for(host(), problem)
+    helpers: dict[str, str] = {}
+    source = gemm_kernel("fl_gemm_test", problem, blocking, epi, helpers=helpers)
+    assert f"({kind})" in source and packing_floats(problem, blocking) == 0
+    fn = _shared_library(blocking, helpers, ["#include <math.h>\n" + source]).fl_gemm_test
+    c = np.full((batch, m, n), np.nan, np.float32)
+    assert fn(_ptr(a), _ptr(b), _ptr(c), *([_ptr(bias)] if epi else [])) == 0
+    am = np.swapaxes(a, -1, -2) if trans_a else a
+    bm = np.swapaxes(b, -1, -2) if trans_b else b
+    i, j = np.arange(m)[:, None], np.arange(n)[None, :]
+    want = reference(np.matmul(am.astype(np.float64), bm.astype(np.float64)), i, j, bias.astype(np.float64))
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * k)
+
+
+def test_a_column_written_with_a_stride_keeps_the_blocked_kernel():
+    # C[m, 1] inside a wider row-major matrix: its elements are not contiguous, which the
+    # column GEMV's epilogue loop needs; and narrow or short problems their kernels do not take
+    problem = GemmProblem(5, 1, 3, Operand(3, 1), Operand(1, 1), Operand(4, 1))
+    assert gemm_template.gemv_kind(problem) is None
+    for m, n, k, a in ((5, 4, 15, Operand(15, 1)), (5, 9, 32, Operand(32, 1)), (5, 4, 32, Operand(1, 5)),
+                       (5, 8, 4096, Operand(4096, 1)), (5, 9, 9, Operand(9, 1))):
+        assert gemm_template.gemv_kind(GemmProblem(m, n, k, a, Operand(n, 1), Operand(n, 1))) is None
+    # a short K with B's columns strided and too wide for the stack copy
+    assert gemm_template.gemv_kind(GemmProblem(5, 4096, 8, Operand(8, 1), Operand(1, 8), Operand(4096, 1))) is None
+    assert "GEMM template" in gemm_kernel("fl_gemm_test", problem, blocking_for(host(), problem))

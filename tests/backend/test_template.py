@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 import fusionlang
 from fusionlang import reference
 from fusionlang.backend import template
+from fusionlang.backend.gemm_template import gemv_kind
 from fusionlang.ops import GraphBuilder
 from fusionlang.ops.access import i_sym
 
-EPILOGUE_OPS = ["relu", "tanh", "bias", "residual", "scale", "clip", "sigmoid_mul"]
+EPILOGUE_OPS = ["relu", "tanh", "bias", "residual", "scale", "clip", "sigmoid_mul", "gelu_tanh", "gelu_erf", "specials"]
+#: what the "specials" epilogue adds, here and there: NaN, infinities, huge, subnormal, -0
+SPECIALS = np.float32([np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-40, -0.0, 40.0, -40.0])
 
 
 @pytest.fixture(autouse=True)
@@ -41,9 +44,29 @@ def _epilogue(draw, b, y, shape, feeds, rng, channel_axis):
             y = b.mul(y, b.constant(np.float32(draw(st.sampled_from([0.5, -2.0, 3.0])))))
         elif op == "clip":
             y = b.clip(y, min=-1.0, max=1.5)
+        elif op.startswith("gelu"):
+            y = _gelu(b, y, op)
+        elif op == "specials":
+            name = f"r{len(feeds)}"
+            values = rng.standard_normal(shape).astype(np.float32).reshape(-1)
+            values[rng.integers(0, values.size, size=max(1, values.size // 4))] = rng.choice(SPECIALS, max(1, values.size // 4))
+            feeds[name] = values.reshape(shape)
+            y = b.add(y, b.input(name, shape))
         else:
             y = b.mul(y, b.sigmoid(y))
     return y
+
+
+def _gelu(b, y, kind):
+    """GPT-2's tanh GELU, with ONNX's Pow(x, 3.0) (the vectorized tanh and x*x*x), or BERT's erf one."""
+    def c(value):
+        return b.constant(np.float32(value))
+
+    if kind == "gelu_tanh":
+        inner = b.tanh(b.mul(b.add(y, b.mul(b.pow(y, c(3.0)), c(0.044715))), c(0.7978845608)))
+    else:
+        inner = b.erf(b.mul(y, c(0.7071067812)))
+    return b.mul(b.mul(y, c(0.5)), b.add(inner, c(1.0)))
 
 
 def _check(graph, feeds, expect_template=True):
@@ -448,17 +471,75 @@ def test_packing_buffers_that_cannot_be_allocated_are_a_one_line_resource_error(
 @pytest.mark.parametrize("group,pads", [(1, [0, 0, 0, 0]), (2, [0, 0, 0, 0]), (1, [1, 1, 1, 1])])
 def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
     # 1x1, stride 1, unpadded: packed as a [channels, pixels] matrix, whole rows at a time,
-    # across batch and groups; padded, it stays an im2col
+    # across batch and groups; padded, it stays an im2col (20 channels: K past the short
+    # kernel's, which reads a matrix in place)
     rng = np.random.default_rng(3)
     b = GraphBuilder("pointwise")
-    x = b.input("x", (2, 4, 5, 7))
-    w = b.constant(rng.standard_normal((6, 4 // group, 1, 1)).astype(np.float32))
+    x = b.input("x", (2, 20, 5, 7))
+    w = b.constant(rng.standard_normal((6, 20 // group, 1, 1)).astype(np.float32))
     b.output(b.relu(b.conv(x, w, group=group, pads=pads), name="y"))
     graph = b.build()
-    feeds = {"x": rng.standard_normal((2, 4, 5, 7)).astype(np.float32)}
+    feeds = {"x": rng.standard_normal((2, 20, 5, 7)).astype(np.float32)}
     compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
     np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
     padded = any(pads)
     im2col = "fl_gemm_pack_im2col_" in compiled.sources or "fl_gemm_pack_gather_" in compiled.sources
     assert im2col == padded
     assert ("fl_gemm_pack_b_" in compiled.sources) != padded
+
+
+@pytest.mark.parametrize("layer,kind", [("matmul", "column"), ("conv", "column"), ("heads", "narrow"),
+                                        ("scores", "short")])
+def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind):
+    # W[m, k] . x[k, 1] and a 1x1 conv on a pooled [1, c, 1, 1] vector: the weight read in
+    # place by the GEMV kernel (not packed into 6 x 64 tiles that are 63/64 padding); and
+    # attention's P.V and Q.K^T with 4-wide heads by the narrow and the short kernel
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("column")
+    if layer == "scores":
+        q, kt = b.input("q", (3, 29, 4)), b.input("kt", (3, 4, 37))
+        y = b.matmul(q, kt)
+        feeds = {"q": rng.standard_normal((3, 29, 4)).astype(np.float32),
+                 "kt": rng.standard_normal((3, 4, 37)).astype(np.float32)}
+    elif layer == "heads":
+        x, v = b.input("x", (3, 29, 37)), b.input("v", (3, 37, 4))
+        y = b.matmul(x, v)
+        feeds = {"x": rng.standard_normal((3, 29, 37)).astype(np.float32),
+                 "v": rng.standard_normal((3, 37, 4)).astype(np.float32)}
+    elif layer == "matmul":
+        x = b.input("x", (37, 1))
+        y = b.matmul(b.constant(rng.standard_normal((29, 37)).astype(np.float32)), x)
+        feeds = {"x": rng.standard_normal((37, 1)).astype(np.float32)}
+    else:
+        x = b.input("x", (1, 37, 1, 1))
+        y = b.conv(x, b.constant(rng.standard_normal((29, 37, 1, 1)).astype(np.float32)),
+                   b.constant(rng.standard_normal(29).astype(np.float32)))
+        feeds = {"x": rng.standard_normal((1, 37, 1, 1)).astype(np.float32)}
+    b.output(b.relu(y, name="y"))
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    planned = template.plan_template(plan, plan.groups[0], dict(plan.graph.constants))
+    assert gemv_kind(planned.problem) == kind and not planned.packed_a and not planned.packed_b
+    for openmp in (False, True):  # threads share the rows (outputs) of each kernel
+        compiled = fusionlang.compile(plan, "c", openmp=openmp)
+        assert f"template ({kind})" in compiled.sources
+        assert ("#pragma omp parallel for" in compiled.sources) == openmp
+        np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("gelu", ["gelu_tanh", "gelu_erf"])
+@pytest.mark.parametrize("m,k,n", [(1, 19, 37), (37, 19, 1), (29, 37, 4), (29, 4, 37), (40, 30, 50)])
+def test_gelu_epilogues_keep_special_values_in_every_kernel(m, k, n, gelu):
+    # a GELU after a row GEMV, a column GEMV, the narrow, the short and the blocked kernel,
+    # its input salted with NaN, infinities, huge values (tanh saturates to exactly +-1, so
+    # GELU(-huge) is -0, not -3.6e31), subnormals and -0
+    rng = np.random.default_rng(m * 100 + n)
+    b = GraphBuilder("gelu")
+    x = b.input("x", (m, k))
+    feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+    salt = rng.standard_normal((m, n)).astype(np.float32).reshape(-1)
+    salt[rng.permutation(salt.size)[:max(1, salt.size // 3)]] = np.resize(SPECIALS, max(1, salt.size // 3))
+    feeds["s"] = salt.reshape(m, n)
+    y = b.add(b.matmul(x, b.constant(rng.standard_normal((k, n)).astype(np.float32))), b.input("s", (m, n)))
+    b.output(_gelu(b, y, gelu))
+    _check(b.build(), feeds)
