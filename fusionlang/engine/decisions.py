@@ -37,6 +37,8 @@ class Verdict(str, Enum):
     #: the backend cut a group around a concat whose inputs are written into its output
     #: (backend/concat_inplace.py), after partitioning
     CONCAT_CUT = "cut for a concat in place"
+    #: a `fuse pattern` match shares a node with an earlier pattern's group
+    PATTERN_OVERLAP = "overlaps a pattern group"
 
     @property
     def limit(self) -> str | None:
