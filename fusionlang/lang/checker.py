@@ -104,6 +104,12 @@ def _builds_any(test: A.TestDecl, ops: frozenset[str]) -> bool:
                              for stmt in test.stmts if isinstance(stmt, A.Let) for e in A.walk(stmt.value))
 
 
+def _extends(names: list[str], lattice: list[str]) -> bool:
+    """Does the chain ``names`` hold every category of ``lattice``, in the same order?"""
+    rest = iter(names)
+    return len(set(names)) > len(lattice) and all(category in rest for category in lattice)
+
+
 class _Deciders:
     """Unguarded entries seen so far, by kind (flags and options) and by the
     (producer, consumer) pairs they cover; deny entries decide every kind of pair look-up."""
@@ -182,14 +188,16 @@ class _Checker:
                 if n.text in seen:
                     self.diags.error(n.span, f"category {n.text!r} appears twice in the lattice")
                 seen.add(n.text)
-            if first is None:
+            if first is None or _extends(names, self.lattice) and item.span.file != first.span.file:
+                # an importing file may insert categories into the imported chain, order kept
                 first = item
                 self.lattice = list(dict.fromkeys(names))
                 self.lattice_names = frozenset(self.lattice)
             elif names != [n.text for n in first.names]:
                 self.diags.error(item.span, f"categories conflict with the lattice declared at {first.span} "
                                             f"({' < '.join(n.text for n in first.names)})",
-                                 "a rule set has one lattice; files it imports must declare the same one or none")
+                                 "a rule set has one lattice; a file may repeat the chain of the files it imports "
+                                 "or insert categories into it, keeping their order")
 
     def _category(self, name: A.Name) -> bool:
         if name.text in self.lattice_names:

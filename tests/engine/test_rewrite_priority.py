@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusionlang.engine.rewrite import apply_rules
-from fusionlang.lang import parse_text
+from fusionlang.lang import load_rules, parse_text
 from fusionlang.ops import GraphBuilder
 from fusionlang.ops.interpreter import run
 
@@ -46,3 +46,15 @@ def test_at_equal_priority_the_inner_cleanup_still_fires_first(tmp_path):
     result = apply_rules(t5_like_graph(), rules)
     assert result.fired == {"mul_one": 1}
     assert [(e.rule, e.priority) for e in result.trace] == [("mul_one", 0)]
+
+
+def test_a_later_phase_that_builds_nodes_leaves_each_node_once():
+    # phase 10 (the conv folds) fires nothing; phase 0 builds a gemm: the node list must
+    # not hold the new node twice (the index once aliased the graph's list after a quiet pass)
+    b = GraphBuilder("bias")
+    x = b.input("x", (4, 8))
+    w = b.constant(np.ones((8, 5), np.float32), name="w")
+    c = b.constant(np.ones(5, np.float32), name="c")
+    b.output(b.add(b.matmul(x, w, name="m"), c, name="y"))
+    result = apply_rules(b.build(), load_rules("simplify"))
+    assert [n.op for n in result.graph.nodes] == ["gemm"]

@@ -75,3 +75,28 @@ def test_imported_tests_of_a_dropped_decomposition_stay_with_their_rule_set():
     names = {t.name for t in load_rules("apollo_patterns").tests}
     assert "softmax_opens" in {t.name for t in load_rules("apollo").tests}
     assert "softmax_opens" not in names and "attention_block_is_one_kernel" in names
+
+
+LATTICE = "elemwise < broadcast < injective < reduce < complex < opaque"
+
+
+def test_an_extension_inserts_a_category_into_the_imported_lattice(tmp_path):
+    path = tmp_path / "composite.fuse"
+    path.write_text('import "apollo.fuse"\n'
+                    "categories elemwise < broadcast < injective < reduce < complex < composite < opaque\n"
+                    "fuse pattern relu_matmul: matmul(relu(x), w) as composite\n"
+                    "fuse composite -> elemwise : composite\n")
+    rules = parse_text(path.read_text(), str(path))
+    assert rules.categories[-2:] == ("composite", "opaque") and rules.top == "opaque"
+    assert rules.fuse_patterns[0].result == "composite"
+    assert rules.fuse_result("composite", "elemwise").result == "composite"
+
+
+def test_an_extension_may_not_reorder_the_imported_lattice(tmp_path):
+    path = tmp_path / "reordered.fuse"
+    path.write_text('import "apollo.fuse"\ncategories broadcast < elemwise < injective < reduce < complex < opaque '
+                    "< composite\n")
+    with pytest.raises(RuleError) as info:
+        parse_text(path.read_text(), str(path))
+    assert str(info.value.diagnostics[0]) == (f"{path}:2:1: error: categories conflict with the lattice declared at "
+                                              f"std/ops.fuse:12:1 ({LATTICE})")
