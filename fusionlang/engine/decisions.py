@@ -49,7 +49,7 @@ class Verdict(str, Enum):
 #: verdicts where an entry applied and something else stopped the merge: these, not a
 #: later "no entry" between the grown groups, are what shaped the groups
 BLOCKING = frozenset({Verdict.MAX_OPS, Verdict.MAX_ARGS, Verdict.MAX_DEPTH, Verdict.CYCLE,
-                      Verdict.FEEDBACK_REFUSED, Verdict.COST_REJECTED, Verdict.CONCAT_CUT})
+                      Verdict.FEEDBACK_REFUSED, Verdict.COST_REJECTED, Verdict.CONCAT_CUT, Verdict.PATTERN_OVERLAP})
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fusionlang.engine.decisions import Verdict
+from fusionlang.engine.explain import explain
 from fusionlang.engine.partition import partition
 from fusionlang.engine.policy import describe_entry
 from fusionlang.errors import FuseError
@@ -96,3 +97,11 @@ def test_strategies_that_cannot_honour_pattern_entries_refuse_them(tmp_path):
     rs = rules(tmp_path, "fuse pattern exp_relu: relu(exp(x))\n")
     with pytest.raises(FuseError, match=r"p.fuse:3:1: fuse pattern entries are not supported by the tvm strategy"):
         partition(chain(), rs, "tvm")
+
+
+def test_explain_gives_the_overlap_as_the_reason_the_nodes_stay_apart(tmp_path):
+    rs = rules(tmp_path, "fuse pattern exp_relu: relu(exp(x))\nfuse pattern relu_sigmoid: sigmoid(relu(x))\n")
+    plan = partition(chain(), rs)
+    (refusal,) = [r for r in explain(plan, rs, "s").refusals if r.neighbour == "r"]
+    assert refusal.reason == (f"{tmp_path / 'p.fuse'}:4:1: fuse pattern relu_sigmoid matches, but node 'r' is "
+                              f"already in a group of fuse pattern 'exp_relu' ({tmp_path / 'p.fuse'}:3)")
