@@ -18,6 +18,7 @@ from fusionlang.cli.common import Stages, add_model_arguments, fuse_model
 from fusionlang.cli.modes import EXIT_OK, console, wants_json
 from fusionlang.ir.memory import check_tensor_sizes
 from fusionlang.cli.paths import check_writable_file, write_text
+from fusionlang.engine.pattern_groups import pattern_outcomes
 from fusionlang.report import render_report
 from fusionlang.stages import stage_line, stage_times
 
@@ -53,6 +54,16 @@ def fired_lines(fired: dict[str, int], ruleset) -> list[str]:
         rows = [f"    {name} ({where[name]}) x{count}" for name, count in by_count if name in where]
         if rows:
             lines += [f"  {title} {sum(fired[n] for n in fired if n in where)}:", *rows]
+    return lines
+
+
+def pattern_lines(plan, ruleset) -> list[str]:
+    """'  fuse pattern rms_norm_matmul (ext.fuse:15): 2 group(s), refused 1 (feedback refused)'."""
+    lines = []
+    for entry, groups, refused in pattern_outcomes(plan, ruleset):
+        why = ", ".join(f"{count} {verdict}" for verdict, count in refused.items())
+        lines.append(f"  fuse pattern {entry.name} ({entry.where}): {groups} group(s)"
+                     + (f", refused: {why}" if why else ""))
     return lines
 
 
@@ -95,6 +106,8 @@ def run(args) -> int:
         return EXIT_OK
     out.print(plan.summary())
     for line in fired_lines(plan.stats.get("rewrites") or {}, ruleset):
+        out.print(line, highlight=False, markup=False)
+    for line in pattern_lines(plan, ruleset):
         out.print(line, highlight=False, markup=False)
     if args.show_rewrites:
         for line in rewrite_order_lines(plan.stats.get("rewrite_order") or []):

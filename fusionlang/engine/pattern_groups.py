@@ -35,6 +35,20 @@ def group_patterns(graph: Graph, grouping: Grouping, ruleset, forbidden: set[tup
                 claimed.update((n.name, entry) for n in match.nodes)
 
 
+def pattern_outcomes(plan, ruleset) -> list[tuple[PatternEntry, int, dict[str, int]]]:
+    """Per pattern entry of ``ruleset``: the plan's groups it formed, and its refused
+    matches counted by verdict (what `fuse` prints)."""
+    out = []
+    for entry in getattr(ruleset, "fuse_patterns", ()):
+        why = describe_entry(entry)
+        refused: dict[str, int] = {}
+        for d in plan.decisions:
+            if d.entry is entry and d.verdict is not Verdict.MERGED:
+                refused[d.verdict.value] = refused.get(d.verdict.value, 0) + 1
+        out.append((entry, sum(why in g.rules for g in plan.groups), refused))
+    return out
+
+
 def internal_edges(match: Match) -> list[tuple[str, str]]:
     """(producer, consumer) node pairs inside the match, producers before their consumers."""
     produced_by = {out: n.name for n in match.nodes for out in n.outputs}
