@@ -23,10 +23,9 @@ from fusionlang.cli.common import (Stages, add_model_arguments, fuse_model, load
 from fusionlang.cli.modes import EXIT_OK, console, print_json, wants_json
 from fusionlang.cli.text import safe
 from fusionlang.engine.explain import explain
-from fusionlang.engine.rewrite import apply_rules
-from fusionlang.engine.rule_report import rule_report
-from fusionlang.engine.whynot import rewrite_named, why_not
-from fusionlang.errors import InputError, RewriteError
+from fusionlang.engine.rule_report import rule_at_node, rule_report
+from fusionlang.engine.whynot import rewrite_named
+from fusionlang.errors import FuseError, InputError
 
 
 #: rule locations in explanation lines ("apollo.fuse:18:1"), highlighted on a terminal
@@ -80,16 +79,11 @@ def _explain_rule(args) -> int:
 
 
 def _why_not_at(graph, ruleset, rule: str, node: str):
-    """why_not at ``node`` of the rewritten graph (or of the model, if rewriting removed it)."""
-
+    """The rule at ``node``, consistent with a run of the whole rule set (rule_at_node)."""
     try:
-        rewritten = apply_rules(graph, ruleset).graph
-    except RewriteError as exc:
-        rewritten = exc.result.graph
-    for candidate in (rewritten, graph):
-        if any(n.name == node for n in candidate.nodes):
-            return why_not(candidate, node, ruleset, rule)
-    raise InputError(f"no node {node!r} in the model or in the rewritten graph")
+        return rule_at_node(graph, ruleset, rule, node)
+    except FuseError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _print_lines(args, lines: list[str]) -> None:

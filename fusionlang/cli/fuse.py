@@ -18,6 +18,7 @@ from fusionlang.cli.common import Stages, add_model_arguments, fuse_model
 from fusionlang.cli.modes import EXIT_OK, console, wants_json
 from fusionlang.ir.memory import check_tensor_sizes
 from fusionlang.cli.paths import check_writable_file, write_text
+from fusionlang.engine.pattern_groups import pattern_outcomes
 from fusionlang.report import render_report
 from fusionlang.stages import stage_line, stage_times
 
@@ -35,6 +36,8 @@ def configure(p) -> None:
     p.add_argument("--layout", choices=["auto", "dot", "layered"], default="auto",
                    help="report graph layout: Graphviz dot (auto: when installed) or the built-in layered one")
     p.add_argument("--verbose", "-v", action="store_true", help="list every group")
+    p.add_argument("--show-rewrites", action="store_true",
+                   help="list the rewrites in the order they first fired, with their priority (phase)")
 
 
 def fired_lines(fired: dict[str, int], ruleset) -> list[str]:
@@ -52,6 +55,25 @@ def fired_lines(fired: dict[str, int], ruleset) -> list[str]:
         if rows:
             lines += [f"  {title} {sum(fired[n] for n in fired if n in where)}:", *rows]
     return lines
+
+
+def pattern_lines(plan, ruleset) -> list[str]:
+    """'  fuse pattern rms_norm_matmul (ext.fuse:15): 2 group(s), refused 1 (feedback refused)'."""
+    lines = []
+    for entry, groups, refused in pattern_outcomes(plan, ruleset):
+        why = ", ".join(f"{count} {verdict}" for verdict, count in refused.items())
+        lines.append(f"  fuse pattern {entry.name} ({entry.where}): {groups} group(s)"
+                     + (f", refused: {why}" if why else ""))
+    return lines
+
+
+def rewrite_order_lines(order: list[dict]) -> list[str]:
+    """'    1. fold_conv_bn_no_bias (simplify.fuse:23, priority 10) x1 from step 1', in firing order."""
+    if not order:
+        return ["  rewrite order: none fired"]
+    return ["  rewrite order (higher priorities run as earlier phases):"] + [
+        f"    {k}. {row['rule']} ({row['where']}, priority {row['priority']}) x{row['count']} from step "
+        f"{row['first_step']}" for k, row in enumerate(order, 1)]
 
 
 def run(args) -> int:
@@ -85,6 +107,11 @@ def run(args) -> int:
     out.print(plan.summary())
     for line in fired_lines(plan.stats.get("rewrites") or {}, ruleset):
         out.print(line, highlight=False, markup=False)
+    for line in pattern_lines(plan, ruleset):
+        out.print(line, highlight=False, markup=False)
+    if args.show_rewrites:
+        for line in rewrite_order_lines(plan.stats.get("rewrite_order") or []):
+            out.print(line, highlight=False, markup=False)
     if compiled is not None:
         out.print(f"  loop nests {compiled.stats['loop_nests']}, time {stage_line(stage_times(compiled.stats))}")
     if args.verbose:

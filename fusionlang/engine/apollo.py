@@ -1,6 +1,7 @@
 """Apollo's partition phase: aggregate primitive ops into micro-graphs by the fuse table.
 
-Consumers are visited in topological order; each producer group is merged into its
+First every match of a `fuse pattern` entry becomes one group (engine/pattern_groups.py).
+Then consumers are visited in topological order; each producer group is merged into its
 consumer's group when the rule set's table has an entry for (producer category, consumer
 category), the merge keeps groups convex, and the size limits hold. A `stitch` entry
 also merges, and records the value as kept on chip (layer II). The pass repeats until no
@@ -22,6 +23,7 @@ from fusionlang.engine.cost import CostModel
 from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
 from fusionlang.engine.merge_limits import weigh
+from fusionlang.engine.pattern_groups import group_patterns
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
 from fusionlang.lang.ruleset import edge_context, guard_budget
@@ -40,6 +42,7 @@ def partition_apollo(graph: Graph, ruleset, options: dict, forbidden: set[tuple[
     categories = node_categories(graph, ruleset)
     grouping = Grouping(graph, categories, guard_budget(ruleset, graph))
     producers = {out: n.name for n in graph.nodes for out in n.outputs}
+    group_patterns(graph, grouping, ruleset, forbidden, categories)
     _vertical(graph, grouping, ruleset, options, forbidden, categories, producers)
     # a sibling merge gives its group a new category, which may open new vertical merges
     while sibling.merge_siblings(graph, grouping, ruleset, options, forbidden):

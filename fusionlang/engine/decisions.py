@@ -37,6 +37,8 @@ class Verdict(str, Enum):
     #: the backend cut a group around a concat whose inputs are written into its output
     #: (backend/concat_inplace.py), after partitioning
     CONCAT_CUT = "cut for a concat in place"
+    #: a `fuse pattern` match shares a node with an earlier pattern's group
+    PATTERN_OVERLAP = "overlaps a pattern group"
 
     @property
     def limit(self) -> str | None:
@@ -47,7 +49,7 @@ class Verdict(str, Enum):
 #: verdicts where an entry applied and something else stopped the merge: these, not a
 #: later "no entry" between the grown groups, are what shaped the groups
 BLOCKING = frozenset({Verdict.MAX_OPS, Verdict.MAX_ARGS, Verdict.MAX_DEPTH, Verdict.CYCLE,
-                      Verdict.FEEDBACK_REFUSED, Verdict.COST_REJECTED, Verdict.CONCAT_CUT})
+                      Verdict.FEEDBACK_REFUSED, Verdict.COST_REJECTED, Verdict.CONCAT_CUT, Verdict.PATTERN_OVERLAP})
 
 
 @dataclass(frozen=True)

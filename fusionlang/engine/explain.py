@@ -199,6 +199,8 @@ class _Refuser:
             return f"{describe_entry(decision.entry)} applies, but merging would create a cycle through {through}"
         if verdict is Verdict.COST_REJECTED:
             return self._cost_reason(p, c, decision.entry)
+        if verdict is Verdict.PATTERN_OVERLAP:
+            return f"{describe_entry(decision.entry)} matches, but {decision.detail}"
         return None
 
     def _reconstructed(self, p, c) -> str:

@@ -92,6 +92,23 @@ class Grouping:
             return False
         return not (self.reaches(a, b, skip_direct=True) or self.reaches(b, a, skip_direct=True))
 
+    def path_outside(self, gids: set[int]) -> int | None:
+        """A group outside ``gids`` on a path that leaves them and comes back (merging
+        ``gids`` into one group would then make a cycle through it), or None."""
+        limit = max(self.groups[g].hi for g in gids)
+        # the outside groups reachable from the set, each with the first outside group on its path
+        stack = [(s, s) for g in gids for s in self.groups[g].succ if s not in gids]
+        seen = {s for s, _ in stack}
+        while stack:
+            gid, first = stack.pop()
+            for nxt in self.groups[gid].succ:
+                if nxt in gids:
+                    return first
+                if nxt not in seen and self.groups[nxt].lo < limit:
+                    seen.add(nxt)
+                    stack.append((nxt, first))
+        return None
+
     def external_inputs(self, gids: list[int]) -> set[str]:
         members = [m for g in gids for m in self.groups[g].members]
         produced = {out for m in members for out in self.nodes[m].outputs}

@@ -55,11 +55,25 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
         estimated_seconds_before=before["seconds"],
         ops_before=len(graph.nodes),
         rewrites=dict(result.fired) if result is not None else {},
+        rewrite_order=rewrite_order(result.trace) if result is not None else [],
         rewrite_stop=result.stop_reason if result is not None else "skipped",
         **{seconds_key(REWRITE): rewritten_at - started, seconds_key(PARTITION): time.perf_counter() - rewritten_at},
     )
     _log_plan(plan, result)
     return plan
+
+
+def rewrite_order(trace) -> list[dict]:
+    """Each rewrite rule once, in the order it first fired, with its priority (its phase),
+    the step of that first firing and how often it fired: what `fuse --show-rewrites` prints."""
+    order: dict[str, dict] = {}
+    for entry in trace:
+        if entry.pass_name != "simplify":
+            continue
+        row = order.setdefault(entry.rule, {"rule": entry.rule, "where": entry.where, "priority": entry.priority,
+                                            "first_step": entry.step, "count": 0})
+        row["count"] += 1
+    return list(order.values())
 
 
 def _log_plan(plan: FusionPlan, result) -> None:

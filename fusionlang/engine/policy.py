@@ -16,6 +16,7 @@ from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 from fusionlang.lang.diagnostics import suggest
 from fusionlang.lang.printer import format_expr
+from fusionlang.lang.ruleset import PatternEntry
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class EntryVocabulary:
     options: frozenset[str]
     #: honours `nofuse` entries and `when` guards (both need the edge-by-edge look-up)
     guards: bool
+    #: groups the matches of `fuse pattern` entries before the category pairs (apollo only)
+    patterns: bool = False
 
 
 #: per strategy: apollo and dp look entries up per edge (`stitch` layer II, `horizontal`
@@ -33,7 +36,7 @@ class EntryVocabulary:
 #: which is what `cost` asks); tvm matches its post-dominator paths against
 #: `path`/`sink`/`phase` and reads no flags
 ENTRY_VOCABULARY = {
-    "apollo": EntryVocabulary(frozenset({"stitch", "horizontal", "sibling"}), frozenset(), True),
+    "apollo": EntryVocabulary(frozenset({"stitch", "horizontal", "sibling"}), frozenset(), True, True),
     "dp": EntryVocabulary(frozenset({"stitch", "cost"}), frozenset(), True),
     "tvm": EntryVocabulary(frozenset(), frozenset({"path", "sink", "phase"}), False),
 }
@@ -44,7 +47,10 @@ def node_categories(graph: Graph, ruleset) -> dict[str, str]:
 
 
 def describe_entry(entry) -> str:
-    """'apollo.fuse:41:1: fuse elemwise -> reduce : reduce [stitch]' (and ' when GUARD')"""
+    """'apollo.fuse:41:1: fuse elemwise -> reduce : reduce [stitch]' (and ' when GUARD'), or
+    'ext.fuse:5:1: fuse pattern attention_block'"""
+    if isinstance(entry, PatternEntry):
+        return f"{entry.span}: fuse pattern {entry.name}"
     producers, consumers = '|'.join(sorted(entry.producers)), '|'.join(sorted(entry.consumers))
     pair = f"sibling {producers}, {consumers}" if "sibling" in entry.flags else f"{producers} -> {consumers}"
     guard = f" when {format_expr(entry.guard)}" if getattr(entry, "guard", None) is not None else ""
@@ -110,7 +116,13 @@ def strategy_options(ruleset, name: str, defaults: dict[str, Any], overrides: di
 def refuse_unsupported_entries(ruleset, strategy: str) -> None:
     """A `nofuse` entry or a guard the strategy would ignore changes the result silently: refuse."""
     vocabulary = ENTRY_VOCABULARY.get(strategy)
-    if vocabulary is None or vocabulary.guards:
+    if vocabulary is None:
+        return
+    patterns = getattr(ruleset, "fuse_patterns", ())
+    if patterns and not vocabulary.patterns:
+        raise FuseError(f"{patterns[0].span}: fuse pattern entries are not supported by the {strategy} strategy "
+                        "(use apollo)")
+    if vocabulary.guards:
         return
     for entry in getattr(ruleset, "fuse_entries", ()):
         what = unsupported_entry(entry, vocabulary)

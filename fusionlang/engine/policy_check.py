@@ -4,7 +4,8 @@ The checker (fusionlang.lang) knows the language but not the partitioners, so th
 checks run on a checked rule set: every declared strategy names a partitioner, its
 options are ones that partitioner takes (with did-you-mean) and of the right type, `cost`
 names a known device, and each fuse entry carries only flags and options the strategy
-the rule set runs with reads, with `nofuse` entries and guards only where it honours them.
+the rule set runs with reads, with `nofuse` entries, guards and `fuse pattern` entries only
+where it honours them.
 Each diagnostic points at the file:line:col of the offending name.
 """
 
@@ -20,6 +21,7 @@ def policy_diagnostics(ruleset) -> list[Diagnostic]:
     out = _strategy_diagnostics(ruleset)
     if ruleset.fuse_entries:
         out += _entry_diagnostics(ruleset, default_strategy(ruleset))
+    out += _pattern_diagnostics(ruleset, default_strategy(ruleset))
     return sorted(out, key=lambda d: (d.span.file, d.span.line, d.span.col))
 
 
@@ -55,6 +57,14 @@ def _entry_diagnostics(ruleset, strategy: str) -> list[Diagnostic]:
         for key in sorted(set(entry.options) - vocabulary.options):
             out.append(_unread(entry, key, "option", vocabulary.options, strategy))
     return out
+
+
+def _pattern_diagnostics(ruleset, strategy: str) -> list[Diagnostic]:
+    """`fuse pattern` entries under a strategy that cannot group them (apollo can)."""
+    if ENTRY_VOCABULARY[strategy].patterns:
+        return []
+    return [Diagnostic(entry.span, "error", f"fuse pattern entries are not supported by the {strategy} strategy",
+                       "the apollo strategy groups pattern matches") for entry in ruleset.fuse_patterns]
 
 
 def _unread(entry, key: str, kind: str, accepted, strategy: str) -> Diagnostic:

@@ -113,18 +113,32 @@ def _depth(p) -> int:
 
 
 def simplify_pass(graph: Graph, ruleset: RuleSet, recorder: Recorder) -> int:
-    """Apply rewrites until none matches. Rules are tried per node in priority order
-    (file order among equals); nodes come from a worklist seeded in graph order and fed
-    with the neighbourhood of every change, then a full sweep confirms the fixpoint.
-    Edits go through a GraphIndex, so one firing costs the same in any graph size."""
-    by_op: dict[str, list] = defaultdict(list)
-    for rule in ruleset.rewrites:
-        by_op[rule.root_op].append(rule)
-    if not by_op:
+    """Apply rewrites until none matches. Priorities are phases: the rules of the highest
+    priority reach a fixpoint on the whole graph first, then those of the next priority join
+    them, and so on, so a rule of priority 10 sees every node before a rule of priority 0
+    fires anywhere (an author's recognizer runs before a standard cleanup that would take
+    its pattern apart). Within a phase, rules are tried per node in priority order (file
+    order among equals); nodes come from a worklist seeded in graph order and fed with the
+    neighbourhood of every change, then a full sweep confirms the fixpoint. Edits go
+    through a GraphIndex, so one firing costs the same in any graph size."""
+    if not ruleset.rewrites:
         return 0
     reach = max(_depth(r.compiled) for r in ruleset.rewrites)
     index = GraphIndex(graph)
     matcher = Matcher(graph, ruleset, index=index)
+    fired = 0
+    for level in sorted({r.priority for r in ruleset.rewrites}, reverse=True):
+        by_op: dict[str, list] = defaultdict(list)
+        for rule in ruleset.rewrites:  # already in priority order
+            if rule.priority >= level:
+                by_op[rule.root_op].append(rule)
+        fired += _fixpoint(graph, index, matcher, ruleset, recorder, by_op, reach)
+    return fired
+
+
+def _fixpoint(graph: Graph, index: GraphIndex, matcher: Matcher, ruleset: RuleSet, recorder: Recorder,
+              by_op: dict[str, list], reach: int) -> int:
+    """Fire the rules of ``by_op`` (root op -> rules in priority order) until none matches."""
     work: deque[str] = deque()
     queued: set[str] = set()
 
@@ -194,7 +208,8 @@ def apply_match(index: GraphIndex, ruleset: RuleSet, match: Match, recorder: Rec
     """Replace the match's root by the rule's replacement; returns the nodes created."""
     graph = index.graph
     rule, root = match.rule, match.root
-    recorder.fire(rule.name, rule.where, root.name, "simplify")
+    recorder.fire(rule.name, rule.where, root.name, "simplify", priority=rule.priority,
+                  covered=tuple(n.name for n in match.nodes))
     provenance = tuple(dict.fromkeys(p for node in match.nodes for p in node.provenance))
     provenance += (f"rule {rule.name} ({rule.where})",)
     inst = Instantiator(graph, ruleset.registry, match.bindings.copy(), provenance=provenance,

@@ -119,7 +119,8 @@ class GraphIndex:
     def finalize(self) -> None:
         """Rebuild the node list: replacements where the replaced nodes were."""
         if not self._removed and not self._inserted:
-            self.graph.nodes = self.base
+            # a copy: nodes a later edit adds to the graph's list must not land in base too
+            self.graph.nodes = list(self.base)
             return
         order: list[Node] = []
         for root in self.base:

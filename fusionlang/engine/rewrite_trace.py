@@ -28,9 +28,14 @@ class TraceEntry:
     where: str
     #: the node it replaced
     node: str
+    #: the rewrite's priority: its phase (decompositions: 0)
+    priority: int = 0
+    #: the nodes its pattern matched (the node first), which the firing replaced or removed
+    covered: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.step:>5} {self.pass_name:<9} {self.rule} ({self.where}) at {self.node}"
+        phase = f" priority {self.priority}" if self.priority else ""
+        return f"{self.step:>5} {self.pass_name:<9} {self.rule}{phase} ({self.where}) at {self.node}"
 
 
 def decomposition_node_budget(graph) -> int:
@@ -54,7 +59,8 @@ class Recorder:
         self.trace: list[TraceEntry] = []
         self._recent: deque[str] = deque(maxlen=self.WINDOW)
 
-    def fire(self, rule: str, where: str, node: str, pass_name: str, *, counted: bool = True) -> None:
+    def fire(self, rule: str, where: str, node: str, pass_name: str, *, counted: bool = True,
+             priority: int = 0, covered: tuple[str, ...] = ()) -> None:
         if counted:
             if self.spent >= self.budget:
                 recent = tuple(Counter(self._recent).most_common())
@@ -66,7 +72,7 @@ class Recorder:
             self.spent += 1
         self.fired[rule] += 1
         self._recent.append(rule)
-        self.trace.append(TraceEntry(len(self.trace) + 1, pass_name, rule, where, node))
+        self.trace.append(TraceEntry(len(self.trace) + 1, pass_name, rule, where, node, priority, covered))
 
     def built(self, nodes: int, where: Span | str, what: str) -> None:
         """Count ``nodes`` a decomposition built; past the node budget, BudgetSpent at

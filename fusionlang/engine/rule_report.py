@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fusionlang.engine.match import Matcher
 from fusionlang.engine.rewrite import apply_rules
 from fusionlang.engine.whynot import WhyNot, rewrite_named, why_not
-from fusionlang.errors import RewriteError
+from fusionlang.errors import FuseError, RewriteError
 from fusionlang.ir.graph import Graph
 from fusionlang.lang import load_rules
 
@@ -89,6 +90,56 @@ def rule_report(graph: Graph, ruleset, rule_name: str, *, limit: int = 10) -> Ru
                       len(in_model), _misses(graph, in_model[:limit], ruleset, rule.name))
 
 
+def rule_at_node(graph: Graph, ruleset, rule_name: str, node_name: str) -> WhyNot:
+    """Does ``rule_name`` rewrite ``node_name`` in a run of the whole rule set, and if not,
+    why not, consistent with that run (``fusionlang explain --rule R --node N``): where it
+    fired, the rule that rewrote what its pattern covers first (with its priority and
+    step), or why_not at the node of the rewritten graph. FuseError when neither the model
+    nor the rewritten graph has the node."""
+    ruleset = load_rules(ruleset)
+    rule = rewrite_named(ruleset, rule_name)
+    try:
+        result = apply_rules(graph, ruleset)
+    except RewriteError as exc:
+        result = exc.result
+    for entry in result.trace:
+        if entry.rule == rule.name and entry.node == node_name:
+            return WhyNot(rule.name, node_name, True, rule.span, f"rule {rule.name!r} (priority {rule.priority}) "
+                                                                 f"rewrote node {node_name!r} at step {entry.step}")
+    first = _rewritten_first(graph, ruleset, rule, node_name, result.trace)
+    if first is not None:
+        return first
+    if any(n.name == node_name for n in result.graph.nodes):
+        answer = why_not(result.graph, node_name, ruleset, rule.name)
+        if not answer.matches:
+            return answer
+        return WhyNot(rule.name, node_name, False, rule.span, f"rule {rule.name!r} matches node {node_name!r} of "
+                                                              f"the rewritten graph, but the run stopped first "
+                                                              f"({result.stop_reason})")
+    if not any(n.name == node_name for n in graph.nodes):
+        raise FuseError(f"no node {node_name!r} in the model or in the rewritten graph")
+    return WhyNot(rule.name, node_name, False, rule.span, f"node {node_name!r} is not in the rewritten graph, and "
+                                                          f"{why_not(graph, node_name, ruleset, rule.name).message}")
+
+
+def _rewritten_first(graph: Graph, ruleset, rule, node_name: str, trace) -> WhyNot | None:
+    """Where the rule matches ``node_name`` in the model but never fired there: the first
+    firing of another rule at a node its match covers, as the answer; else None."""
+    node = graph.index.by_name.get(node_name)
+    match = Matcher(graph, ruleset).match(rule, node) if node is not None else None
+    if match is None:
+        return None
+    covered = {n.name for n in match.nodes}
+    for entry in trace:
+        if entry.rule != rule.name and (entry.node in covered or covered.intersection(entry.covered)):
+            other = f"{entry.rule} ({entry.where}, priority {entry.priority})"
+            return WhyNot(rule.name, node_name, False, rule.span,
+                          f"rule {rule.name!r} (priority {rule.priority}) matches node {node_name!r} in the model, "
+                          f"but {other} rewrote node {entry.node!r} first, at step {entry.step}; a higher priority "
+                          f"puts {rule.name!r} in an earlier phase")
+    return None
+
+
 def _misses(graph: Graph, nodes, ruleset, rule_name: str) -> tuple[WhyNot, ...]:
     return tuple(m for m in (why_not(graph, n.name, ruleset, rule_name) for n in nodes) if not m.matches)
 
@@ -105,4 +156,4 @@ def _opened_after(graph: Graph, stamp: str) -> tuple[str, ...]:
     return tuple(opened)
 
 
-__all__ = ["RuleReport", "rule_report"]
+__all__ = ["RuleReport", "rule_at_node", "rule_report"]

@@ -146,6 +146,9 @@ class Import:
     #: ``import "x.fuse" for lowering``: the file is its own rule set, whose decompositions
     #: open the compound ops partitioning kept whole (nothing else of it joins the importer)
     lowering: bool = False
+    #: ``import "x.fuse" without decompose OP, ...``: ops the importer keeps whole while it
+    #: rewrites (the decompositions stay, to open them inside their groups after partitioning)
+    without: tuple[Name, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,19 @@ class NoFuseDecl:
 
 
 @dataclass(frozen=True)
+class FusePattern:
+    """``fuse pattern NAME: PATTERN [where GUARD] [as RESULT]``: every subgraph the pattern
+    matches becomes one group, before the category pairs are consulted."""
+
+    name: Name
+    pattern: Expr
+    guard: Expr | None = None
+    #: the group's category; None: the highest category among the matched nodes
+    result: Name | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Option:
     name: Name
     value: Expr
@@ -326,8 +342,8 @@ class TestDecl:
     span: Span = _span()
 
 
-Item = Union[Import, Categories, ClassDecl, DefDecl, Decompose, Rewrite, FuseDecl, NoFuseDecl, StrategyDecl,
-             TestDecl]
+Item = Union[Import, Categories, ClassDecl, DefDecl, Decompose, Rewrite, FuseDecl, NoFuseDecl, FusePattern,
+             StrategyDecl, TestDecl]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from fusionlang.lang.pattern_index import PatternIndex
 from fusionlang.lang.patterns import (PatternError, POp, PVar, compile_pattern, literal_value, may_match, ops_of,
                                       term_of)
 from fusionlang.lang.ruleset import (ACCEPTABLE, EDGE_TENSORS, ClassRule, DecomposeRule, DefRule, FuseEntry,
-                                     RewriteRule, RuleSet, Strategy, TestBlock)
+                                     PatternEntry, RewriteRule, RuleSet, Strategy, TestBlock)
 from fusionlang.lang.testgraph import build_test_graph
 from fusionlang.lang.vocab import (CLASS_FLAGS, FORMULA_CONSTANTS, FORMULA_FUNCTIONS, FUSE_FLAGS, META,
                                    RESERVED_NAMES)
@@ -67,8 +67,9 @@ def check_modules(modules: list[A.Module], *, name: str, registry: OpRegistry, d
                    class_rules=tuple(checker.class_rules), registry=checker.registry, defs=checker.defs,
                    decompositions={op: tuple(cases) for op, cases in checker.decompositions.items()},
                    rewrites=tuple(checker.rewrites), fuse_entries=tuple(checker.fuse_entries),
-                   strategies=checker.strategies, tests=_inherited_tests(modules, checker.tests), imports=imports,
-                   lowering=lowering)
+                   strategies=checker.strategies, imports=imports, lowering=lowering,
+                   tests=_inherited_tests(modules, checker.tests, checker.kept_whole),
+                   fuse_patterns=tuple(checker.fuse_patterns))
 
 
 def _add_lowering_ops(registry: OpRegistry, lowering: tuple[RuleSet, ...]) -> None:
@@ -81,14 +82,32 @@ def _add_lowering_ops(registry: OpRegistry, lowering: tuple[RuleSet, ...]) -> No
                 registry.register(ruleset.registry.get(name))
 
 
-def _inherited_tests(modules, tests) -> tuple[TestBlock, ...]:
+#: the items that make a file a policy of its own
+_POLICY_ITEMS = (A.FuseDecl, A.NoFuseDecl, A.FusePattern, A.StrategyDecl)
+
+
+def _inherited_tests(modules, tests, kept_whole: frozenset[str] = frozenset()) -> tuple[TestBlock, ...]:
     """The test blocks of the rule set: all, except those of a policy file (one with fuse or
     nofuse entries or a strategy block) that a later file extends with a policy of its
-    own. Such blocks state what the imported policy does; they run in its rule set."""
+    own, and those of imported files that build an op an ``import ... without decompose``
+    keeps whole. Such blocks state what the imported rule set does; they run in its own."""
     policy_files = [m.path for m in modules
-                    if any(isinstance(i, (A.FuseDecl, A.NoFuseDecl, A.StrategyDecl)) for i in m.items)]
+                    if any(isinstance(i, _POLICY_ITEMS) for i in m.items)]
     extended = set(policy_files[:-1])
-    return tuple(t for t in tests if t.span.file not in extended)
+    root = modules[-1].path if modules else ""
+    return tuple(t for t in tests if t.span.file not in extended
+                 and (t.span.file == root or not _builds_any(t.decl, kept_whole)))
+
+
+def _builds_any(test: A.TestDecl, ops: frozenset[str]) -> bool:
+    return bool(ops) and any(isinstance(e, A.Call) and e.func.text in ops
+                             for stmt in test.stmts if isinstance(stmt, A.Let) for e in A.walk(stmt.value))
+
+
+def _extends(names: list[str], lattice: list[str]) -> bool:
+    """Does the chain ``names`` hold every category of ``lattice``, in the same order?"""
+    rest = iter(names)
+    return len(set(names)) > len(lattice) and all(category in rest for category in lattice)
 
 
 class _Deciders:
@@ -139,6 +158,8 @@ class _Checker:
         self.decompositions: dict[str, list[DecomposeRule]] = {}
         self.rewrites: list[RewriteRule] = []
         self.fuse_entries: list[FuseEntry] = []
+        self.fuse_patterns: list[PatternEntry] = []
+        self.kept_whole: frozenset[str] = frozenset()
         #: position of each accepted fuse entry (by id), for warnings in file order
         self._fuse_order: dict[int, int] = {}
         self.strategies: dict[str, Strategy] = {}
@@ -152,6 +173,8 @@ class _Checker:
         self.check_rewrites()
         self.check_loops()
         self.check_fuse()
+        self.check_fuse_patterns()
+        self.check_kept_whole()
         self.check_strategies()
         self.check_tests()
 
@@ -165,14 +188,16 @@ class _Checker:
                 if n.text in seen:
                     self.diags.error(n.span, f"category {n.text!r} appears twice in the lattice")
                 seen.add(n.text)
-            if first is None:
+            if first is None or _extends(names, self.lattice) and item.span.file != first.span.file:
+                # an importing file may insert categories into the imported chain, order kept
                 first = item
                 self.lattice = list(dict.fromkeys(names))
                 self.lattice_names = frozenset(self.lattice)
             elif names != [n.text for n in first.names]:
                 self.diags.error(item.span, f"categories conflict with the lattice declared at {first.span} "
                                             f"({' < '.join(n.text for n in first.names)})",
-                                 "a rule set has one lattice; files it imports must declare the same one or none")
+                                 "a rule set has one lattice; a file may repeat the chain of the files it imports "
+                                 "or insert categories into it, keeping their order")
 
     def _category(self, name: A.Name) -> bool:
         if name.text in self.lattice_names:
@@ -509,14 +534,8 @@ class _Checker:
                 self.diags.error(r.name.span, f"rewrite {name!r} is already defined at {seen[name].span}")
                 continue
             seen[name] = r
-            try:
-                pattern = compile_pattern(r.pattern)
-            except PatternError as exc:
-                self.diags.error(exc.span or r.span, exc.message, exc.hint)
-                continue
-            if not isinstance(pattern, POp):
-                self.diags.error(getattr(r.pattern, "span", r.span), "a pattern must start with an op",
-                                 "a rewrite replaces the node its pattern's root op matches")
+            pattern = self._root_pattern(r.pattern, r.span, "a rewrite replaces the node its pattern's root op matches")
+            if pattern is None:
                 continue
             before = len(self.diags.errors)
             self._accepts(r.accepts)
@@ -530,6 +549,18 @@ class _Checker:
             if len(self.diags.errors) > before:
                 continue
             self.rewrites.append(RewriteRule(r, order, pattern))
+
+    def _root_pattern(self, expr: A.Expr, span: Span, hint: str) -> POp | None:
+        """``expr`` compiled as a pattern that starts with an op, or None after diagnostics."""
+        try:
+            pattern = compile_pattern(expr)
+        except PatternError as exc:
+            self.diags.error(exc.span or span, exc.message, exc.hint)
+            return None
+        if not isinstance(pattern, POp):
+            self.diags.error(getattr(expr, "span", span), "a pattern must start with an op", hint)
+            return None
+        return pattern
 
     def _accepts(self, names: tuple[A.Name, ...]) -> frozenset[str]:
         """The names of an ``accepts`` clause, each checked against :data:`ACCEPTABLE`."""
@@ -744,6 +775,52 @@ class _Checker:
                                  "siblings share an input, they do not feed one another")
                 ok = False
         return ok
+
+    # ----- pattern entries and ops kept whole ------------------------------------------
+    def check_fuse_patterns(self) -> None:
+        """`fuse pattern` entries, the importing file's first (as for the fuse table); each
+        pattern is checked as a rewrite's is, its guard sees the pattern's variables."""
+        seen: dict[str, A.FusePattern] = {}
+        for module in reversed(self.modules):
+            for f in module.items:
+                if isinstance(f, A.FusePattern):
+                    self._check_fuse_pattern(f, seen)
+
+    def _check_fuse_pattern(self, f: A.FusePattern, seen: dict[str, A.FusePattern]) -> None:
+        if f.name.text in seen:
+            self.diags.error(f.name.span, f"fuse pattern {f.name.text!r} is already defined at "
+                                          f"{seen[f.name.text].span}")
+            return
+        seen[f.name.text] = f
+        before = len(self.diags.errors)
+        if f.result is not None:
+            self._category(f.result)
+        pattern = self._root_pattern(f.pattern, f.span, "a fuse pattern groups the ops it matches")
+        if pattern is None:
+            return
+        tensors, statics, rests = self._check_pattern(pattern)
+        if f.guard is not None and len(self.diags.errors) == before:
+            ExprChecker(self.diags, self.registry, tensors=tensors, statics=statics, rests=rests).guard(f.guard)
+        if len(self.diags.errors) == before:
+            self.fuse_patterns.append(PatternEntry(f, pattern))
+
+    def check_kept_whole(self) -> None:
+        """``import ... without decompose OP``: OP must be an op the imported files decompose.
+        Its cases leave the rule set, so rewriting keeps it whole; the loader made the
+        imported file a lowering import too, whose cases open it inside its group."""
+        kept = set()
+        for item in _items(self.modules, A.Import):
+            for name in item.without:
+                if self.registry.lookup(name.text) is None:
+                    self.diags.error(name.span, f"unknown op {name.text!r}", suggest(name.text, self.registry.names()))
+                elif name.text not in self.decompositions and name.text not in kept:
+                    self.diags.error(name.span, f"no decomposition of {name.text!r} to drop",
+                                     suggest(name.text, self.decompositions) or
+                                     f"decomposed here: {', '.join(sorted(self.decompositions)) or 'nothing'}")
+                else:
+                    kept.add(name.text)
+                    self.decompositions.pop(name.text, None)
+        self.kept_whole = frozenset(kept)
 
     # ----- strategies -----------------------------------------------------------------
     def check_strategies(self) -> None:

@@ -192,8 +192,10 @@ class _Collector:
         real = self._import_target(item, importer_dir)
         if real is None:
             return
-        if item.lowering:
+        if item.lowering or item.without:
+            # the ops an import keeps whole are opened, inside their groups, by its own cases
             self.lowering.append((item, real))
+        if item.lowering:
             return
         if real in self.stack:
             chain = [display_path(p) for p in self.stack[self.stack.index(real):]] + [display_path(real)]
@@ -301,6 +303,8 @@ def parse_text(text: str, path: str = "<string>", registry: OpRegistry | None = 
     if module is not None:
         real = os.path.realpath(path) if os.path.isfile(path) else None
         importer_dir = os.path.dirname(real) if real else None
+        # the text is the rule set's own file, not the first file it imports
+        collector.root = real or path
         for item in module.items:
             if isinstance(item, A.Import):
                 collector.add_import(item, importer_dir)

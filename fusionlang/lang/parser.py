@@ -222,6 +222,7 @@ _KEYWORDS = frozenset({"IMPORT", "CATEGORIES", "CLASS", "DEF", "DECOMPOSE", "RET
 #: keyword tokens of items added later, kept apart so concurrent additions merge cleanly
 _KEYWORDS |= {"SIBLING", "NOFUSE", "ORACLE"}
 _KEYWORDS |= {"ACCEPTS"}
+_KEYWORDS |= {"PATTERN", "AS", "WITHOUT"}
 
 
 def _first_pos(items):
@@ -291,8 +292,9 @@ class _ToAst(Transformer):
 
     @_positioned
     def import_(self, c, span, raw):
-        path, lowering = c
-        return A.Import(_unescape(str(path)), span, lowering=lowering is not None)
+        path, lowering, *without = c
+        dropped = tuple(self._name(t) for t in without if t is not None and t.type == "NAME")
+        return A.Import(_unescape(str(path)), span, lowering=lowering is not None, without=dropped)
 
     @_positioned
     def categories(self, c, span, raw):
@@ -394,6 +396,13 @@ class _ToAst(Transformer):
         first, second, result, *opts = c
         opts = tuple(o for o in opts if o is not None)
         return A.FuseDecl(first, second, self._name(result), opts, span, sibling=True)
+
+    @_positioned
+    def fuse_pattern(self, c, span, raw):
+        name, pattern, guard, *rest = c  # rest: the result, after an absent `as`'s placeholder
+        result = rest[-1]
+        return A.FusePattern(self._name(name), pattern, guard, self._name(result) if result is not None else None,
+                             span)
 
     def alts(self, children):
         return tuple(self._name(t) for t in children)

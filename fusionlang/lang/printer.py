@@ -183,6 +183,7 @@ def format_ruleset(ruleset) -> str:
     # entries in precedence order: in one file, first match wins
     for entry in ruleset.fuse_entries:
         out.append(format_fuse_entry(entry))
+    out.extend(format_fuse_pattern(entry.decl) for entry in ruleset.fuse_patterns)
     for strategy in ruleset.strategies.values():
         opts = ", ".join(f"{k} = {format_literal(v)}" for k, v in strategy.options.items())
         out.append(f"strategy {strategy.name} {{ {opts} }}" if opts else f"strategy {strategy.name} {{ }}")
@@ -210,6 +211,14 @@ def format_fuse_entry(entry) -> str:
     if entry.guard is not None:
         line += " when " + format_expr(entry.guard)
     return line
+
+
+def format_fuse_pattern(decl: A.FusePattern) -> str:
+    """A ``fuse pattern`` entry as one line of .fuse text."""
+    line = f"fuse pattern {decl.name.text}: {format_expr(decl.pattern)}"
+    if decl.guard is not None:
+        line += " where " + format_expr(decl.guard)
+    return line + (f" as {decl.result.text}" if decl.result is not None else "")
 
 
 def _fuse_value(value) -> str:

@@ -25,6 +25,7 @@ KEYWORDS = ("and", "categories", "class", "const", "decompose", "def", "expect",
 #: keywords of items added later, kept apart so concurrent additions merge cleanly
 KEYWORDS += ("sibling", "nofuse", "oracle", "for", "lowering")
 KEYWORDS += ("accepts",)
+KEYWORDS += ("pattern", "as", "without")
 #: keywords that declare a name
 DECLARATIONS = ("decompose", "def", "rewrite", "strategy", "test")
 
@@ -100,6 +101,8 @@ class FuseLexer(RegexLexer):
             include("spaces"),
             (r"\n", Whitespace, "#pop"),
             (r"sibling\b", Keyword),
+            # fuse pattern NAME: the rest of the entry is a pattern
+            (r"(pattern)\b([ \t]+)(" + _NAME + r")", bygroups(Keyword, Whitespace, Name.Function), "#pop"),
             (r"->|\|", Operator),
             (r"[:,]", Punctuation),
             (r"\[", Punctuation, "fuse_options"),

@@ -166,8 +166,36 @@ def _same_attr(actual, wanted) -> bool:
 ACCEPTABLE = {"overflow": "a finite float32 result made infinite or NaN by the rewrite"}
 
 
+class _PatternDecl:
+    """What a rule with a pattern (a rewrite, a ``fuse pattern`` entry) answers from its
+    declaration ``decl`` and its compiled pattern ``compiled``; the matcher asks these."""
+
+    decl: Any
+    compiled: Any
+
+    @property
+    def name(self) -> str:
+        return self.decl.name.text
+
+    @property
+    def guard(self) -> A.Expr | None:
+        return self.decl.guard
+
+    @property
+    def span(self) -> Span:
+        return self.decl.span
+
+    @property
+    def where(self) -> str:
+        return _where(self.span)
+
+    @property
+    def root_op(self) -> str:
+        return getattr(self.compiled, "op", "")
+
+
 @dataclass(frozen=True)
-class RewriteRule:
+class RewriteRule(_PatternDecl):
     """A ``rewrite NAME [priority N]: PATTERN [where GUARD] => REPLACEMENT`` rule."""
 
     decl: A.Rewrite
@@ -175,10 +203,6 @@ class RewriteRule:
     order: int = field(default=0, compare=False)
     #: the pattern as a tree (fusionlang.lang.patterns), compiled once by the checker
     compiled: Any = field(default=None, compare=False, repr=False)  # a POp once checked
-
-    @property
-    def name(self) -> str:
-        return self.decl.name.text
 
     @property
     def priority(self) -> int:
@@ -198,24 +222,26 @@ class RewriteRule:
         return self.decl.pattern
 
     @property
-    def guard(self) -> A.Expr | None:
-        return self.decl.guard
-
-    @property
     def replacement(self) -> A.Expr:
         return self.decl.replacement
 
-    @property
-    def span(self) -> Span:
-        return self.decl.span
+
+@dataclass(frozen=True)
+class PatternEntry(_PatternDecl):
+    """A ``fuse pattern NAME: PATTERN [where GUARD] [as RESULT]`` entry: every subgraph the
+    pattern matches becomes one group. It answers what the matcher asks of a rule (compiled
+    pattern, guard, ``shared``): values inside a match may have users outside it, since a
+    fused group simply writes them out."""
+
+    decl: A.FusePattern
+    #: the pattern as a tree (fusionlang.lang.patterns), compiled once by the checker
+    compiled: Any = field(default=None, compare=False, repr=False)
+    shared: bool = field(default=True, init=False, compare=False)
 
     @property
-    def where(self) -> str:
-        return _where(self.span)
-
-    @property
-    def root_op(self) -> str:
-        return getattr(self.compiled, "op", "")
+    def result(self) -> str | None:
+        """The group's category as written, or None (the highest of the matched nodes')."""
+        return self.decl.result.text if self.decl.result is not None else None
 
 
 @dataclass(frozen=True)
@@ -238,7 +264,7 @@ class RuleSet:
 
     __slots__ = ("name", "files", "categories", "registry", "defs", "decompositions", "rewrites", "tests",
                  "fuse_entries", "strategies", "class_rules", "_commutative", "_rank", "_by_op", "imports",
-                 "lowering")
+                 "lowering", "fuse_patterns")
     name: str
     files: tuple[str, ...]
     categories: tuple[str, ...]
@@ -252,6 +278,7 @@ class RuleSet:
     tests: tuple[TestBlock, ...]
     imports: tuple[str, ...]
     lowering: tuple[RuleSet, ...]
+    fuse_patterns: tuple[PatternEntry, ...]
     _commutative: frozenset[str]
     _rank: dict[str, int]
     _by_op: dict[str, tuple[ClassRule, ...]]
@@ -260,7 +287,8 @@ class RuleSet:
                  class_rules: tuple[ClassRule, ...], registry: OpRegistry, defs: Mapping[str, DefRule],
                  decompositions: Mapping[str, tuple[DecomposeRule, ...]], rewrites: tuple[RewriteRule, ...],
                  fuse_entries: tuple[FuseEntry, ...], strategies: Mapping[str, Strategy],
-                 tests: tuple[TestBlock, ...], imports: tuple[str, ...] = (), lowering: tuple = ()):
+                 tests: tuple[TestBlock, ...], imports: tuple[str, ...] = (), lowering: tuple = (),
+                 fuse_patterns: tuple[PatternEntry, ...] = ()):
         setter = object.__setattr__
         setter(self, "name", name)
         setter(self, "files", tuple(files))
@@ -274,9 +302,12 @@ class RuleSet:
         setter(self, "strategies", MappingProxyType(dict(strategies)))
         setter(self, "tests", tuple(tests))
         setter(self, "imports", tuple(imports))
-        #: rule sets of ``import "x.fuse" for lowering``: their decompositions open, inside
-        #: their groups, the compound ops this rule set's partitioning kept whole
+        #: rule sets of ``import "x.fuse" for lowering`` (and of ``import "x.fuse" without
+        #: decompose OP``): their decompositions open, inside their groups, the compound ops
+        #: this rule set's partitioning kept whole
         setter(self, "lowering", tuple(lowering))
+        #: ``fuse pattern`` entries in precedence order (the importing file's first)
+        setter(self, "fuse_patterns", tuple(fuse_patterns))
         setter(self, "_commutative", frozenset(r.op for r in class_rules if r.commutative))
         setter(self, "_rank", {c: k for k, c in enumerate(categories)})
         by_op: dict[str, list[ClassRule]] = {}
@@ -379,7 +410,7 @@ class RuleSet:
     def _key(self):
         return (self.categories, tuple(self.class_rules), tuple(sorted(self.defs.items())),
                 tuple(sorted(self.decompositions.items())), self.rewrites, self.fuse_entries,
-                tuple(sorted(self.strategies.items())), self.tests, self.lowering)
+                tuple(sorted(self.strategies.items())), self.tests, self.lowering, self.fuse_patterns)
 
     def __eq__(self, other):
         if not isinstance(other, RuleSet):
@@ -392,7 +423,8 @@ class RuleSet:
     def __repr__(self) -> str:
         return (f"<RuleSet {self.name!r}: {len(self.categories)} categories, {len(self.class_rules)} classes, "
                 f"{len(self.defs)} defs, {len(self.decompositions)} decompositions, {len(self.rewrites)} rewrites, "
-                f"{len(self.fuse_entries)} fuse entries, {len(self.strategies)} strategies, {len(self.tests)} tests>")
+                f"{len(self.fuse_entries)} fuse entries, {len(self.fuse_patterns)} fuse patterns, "
+                f"{len(self.strategies)} strategies, {len(self.tests)} tests>")
 
 
 def node_context(graph: Graph, node: Node) -> Context:

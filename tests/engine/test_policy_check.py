@@ -23,6 +23,10 @@ def test_the_standard_rule_sets_pass(name):
 
 
 CASES = [
+    ("pattern_entry_under_tvm",
+     'import "tvm.fuse"\nfuse pattern p: relu(exp(x))\n',
+     "p.fuse:2:1: error: fuse pattern entries are not supported by the tvm strategy (the apollo strategy groups "
+     "pattern matches)"),
     ("unknown_option",
      'import "apollo.fuse"\nstrategy apollo { max_group_bytes = 1024 }\n',
      "p.fuse:2:19: error: unknown option 'max_group_bytes' for strategy 'apollo' (did you mean 'max_ops'?)"),
