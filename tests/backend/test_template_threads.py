@@ -1,10 +1,12 @@
-"""The CPU GEMM template with OpenMP: two threads give the one-thread numbers bit for bit.
+"""The CPU GEMM and depthwise templates with OpenMP: two threads give the one-thread
+numbers bit for bit.
 
 Each thread packs whole slivers and computes whole tiles; every element of C is still one
 thread's sum over K in the same blocked order, so the partition changes no rounding. The
 size threshold (``PARALLEL_MIN_MACS``) is 0 here so that even the tiny problems run as a
 team; the edges the partition meets are the odd shapes: m or n of 1, 3 and 17 (fewer
-slivers or tiles than threads, a last short sliver), batch 1 and every conv attribute."""
+slivers or tiles than threads, a last short sliver), batch 1 and every conv attribute. A
+depthwise conv shares its (image, channel) planes, each one thread's."""
 from __future__ import annotations
 
 import contextlib
@@ -13,11 +15,14 @@ import ctypes
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_depthwise_template import _problem as depthwise_problem
 from test_gemm_template import _conv_reference, _ptr, blockings, im2col_packing
 
 from fusionlang.backend import gemm_template
 from fusionlang.backend.ccompile import build_library, load_library
+from fusionlang.backend.depthwise_template import depthwise_kernel
 from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand, gemm_kernel, pack_constant, vector_types
+from fusionlang.backend.machine import host
 
 ODD = st.sampled_from([1, 3, 17]) | st.integers(1, 40)
 
@@ -32,11 +37,11 @@ def every_size_in_parallel():
         gemm_template.PARALLEL_MIN_MACS = saved
 
 
-def _threaded(source: str, blocking):
-    """``fl_gemm_test`` of ``source`` built with OpenMP, and a setter of its team size."""
-    unit = "#include <stdlib.h>\n" + vector_types(blocking.vl) + source
+def _threaded(source: str, blocking=None, name: str = "fl_gemm_test"):
+    """``name`` of ``source`` built with OpenMP, and a setter of its team size."""
+    unit = "#include <stdlib.h>\n" + (vector_types(blocking.vl) if blocking else "") + source
     lib = load_library(build_library([unit], openmp=True), openmp=True)
-    fn = lib.fl_gemm_test
+    fn = getattr(lib, name)
     fn.restype = ctypes.c_int
     # the library's libgomp (by its soname: the one already in the process, if any)
     return fn, ctypes.CDLL("libgomp.so.1").omp_set_num_threads
@@ -102,3 +107,36 @@ def test_a_batch_1_conv_on_two_threads_is_bit_equal_to_one(packing, group, cg, m
     np.testing.assert_allclose(one, _conv_reference(x, w, stride, dilation, pads, group), rtol=1e-4,
                                atol=1e-4 * kg)
 
+
+
+@settings(max_examples=15, deadline=None)
+@given(channels=st.sampled_from([1, 3, 17]), h=st.integers(1, 12), w=st.integers(1, 12),
+       kernel=st.tuples(st.integers(1, 3), st.integers(1, 5)), stride=st.tuples(st.integers(1, 2), st.integers(1, 3)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), pads=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+       seed=st.integers(0, 2**16))
+def test_a_batch_1_depthwise_conv_on_two_threads_is_bit_equal_to_one(channels, h, w, kernel, stride, dilation, pads,
+                                                                     seed):
+    problem, (oh, ow) = depthwise_problem(1, channels, h, w, kernel, stride, dilation, pads)
+    if oh < 1 or ow < 1:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, channels, h, w)).astype(np.float32)
+    weight = rng.standard_normal((channels, 1) + kernel).astype(np.float32)
+    y = np.zeros((1, channels, oh, ow), np.float32)
+    with every_size_in_parallel():
+        source = depthwise_kernel("fl_dw_test", problem, threads=True)
+    assert "omp parallel" in source
+    fn, set_threads = _threaded(source, name="fl_dw_test")
+    one, two = _one_and_two(fn, set_threads, y, _ptr(weight), _ptr(x), _ptr(y))
+    np.testing.assert_array_equal(two, one)
+    np.testing.assert_allclose(one, _conv_reference(x, weight, stride, dilation, pads, channels), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_small_templates_run_on_the_calling_thread():
+    # 3 channels of 5x5 with 3x3 taps, and a 3x17x5 product: far below the threshold
+    depthwise, _ = depthwise_problem(1, 3, 5, 5, (3, 3), (1, 1), (1, 1), (1, 1))
+    assert "omp parallel" not in depthwise_kernel("fl_dw_test", depthwise, threads=True)
+    gemv = GemmProblem(1, 17, 5, Operand(5, 1), Operand(1, 5), Operand(17, 1))
+    blocking = gemm_template.blocking_for(host(), gemv)
+    assert "omp parallel" not in gemm_kernel("fl_gemm_test", gemv, blocking, threads=True)
