@@ -39,6 +39,7 @@ model or a rule file reaches it.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from typing import Protocol
 from dataclasses import dataclass, field
@@ -326,8 +327,8 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     """C source of ``int name(const float *A, const float *B, float *C, <epilogue params>)``:
     C = A . B over the problem's outer indices, then the epilogue on every element. Returns
     0, or 1 when its packing buffers cannot be allocated (nothing is written then).
-    ``threads``: one OpenMP team for the product (when it has :data:`PARALLEL_MIN_MACS`
-    multiply-adds): its threads pack a share of each panel's slivers each and share the
+    ``threads``: one OpenMP team for the product of each outer index (when all of them
+    have :data:`PARALLEL_MIN_MACS` multiply-adds together): its threads pack a share of each panel's slivers each and share the
     panel's tiles (each writes its own block of C). ``helpers``: see
     :func:`_shared`."""
     if packed_b and isinstance(problem.b, Im2Col):
@@ -440,7 +441,7 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     :func:`_shared`), compiled once per library, not once per layer."""
     a, b, c = problem.a, problem.b, problem.c
     assert isinstance(b, Operand), "a GEMV reads B in place (is_gemv)"
-    threads = threads and problem.n * problem.k >= PARALLEL_MIN_MACS  # a small one: see PARALLEL_MIN_MACS
+    threads = threads and problem.n * problem.k * math.prod(problem.outer) >= PARALLEL_MIN_MACS  # see there
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     out = Lines()
@@ -969,7 +970,7 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     out(f"const long m = {num(m)}, n = {num(n)}, k = {num(k)}, ldc = {num(problem.c.rows)};")
     out(f"const long kc_max = {num(bl.kc)}, mc_max = {num(bl.mc)}, nc_max = {num(bl.nc)};")
     if threads:
-        _open_team(out)
+        _open_team(out, num(math.prod(problem.outer)))
     out.open("for (long jc = 0; jc < n; jc += nc_max)")
     out("const long nc = n - jc < nc_max ? n - jc : nc_max;")
     out.open("for (long pc = 0; pc < k; pc += kc_max)")
@@ -1014,17 +1015,20 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
         out.close()
 
 
-#: a GEMM of fewer multiply-adds (m * n * k) runs on the calling thread: waking the team
-#: (a futex wake per thread with passive waiting) and its barriers cost more than the
-#: other threads save (1 << 18 is about 10 us of one core's FMAs at 50 GFLOP/s)
+#: a GEMM of fewer multiply-adds (m * n * k, all outer indices together) runs on the
+#: calling thread: waking the team (a futex wake per thread with passive waiting) and its
+#: barriers cost more than the other threads save (1 << 18 is about 10 us of one core's
+#: FMAs at 50 GFLOP/s)
 PARALLEL_MIN_MACS = 1 << 18
 
 
-def _open_team(out: Lines) -> None:
-    # one parallel region for the whole product: every thread walks the blocked loops and
-    # the work-sharing inside splits the packing and the tiles (a region per blocked step,
-    # as before, paid a fork and a join for each and packed on one thread)
-    out(f"#pragma omp parallel if (m * n * k >= {PARALLEL_MIN_MACS}L)")
+def _open_team(out: Lines, batches: str) -> None:
+    # one parallel region for the whole product of each outer index: every thread walks the
+    # blocked loops and the work-sharing inside splits the packing and the tiles (a region
+    # per blocked step, as before, paid a fork and a join for each and packed on one
+    # thread). Many small products (attention's heads, Swin's windows) each form a team
+    # still, as they did: one thread would run them all otherwise
+    out(f"#pragma omp parallel if (m * n * k * {batches} >= {PARALLEL_MIN_MACS}L)")
     out("{")
     out.depth += 1
     out("const long team = omp_get_num_threads(), member = omp_get_thread_num();")
