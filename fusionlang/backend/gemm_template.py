@@ -1037,7 +1037,7 @@ def _open_team(out: Lines, batches: str) -> None:
 def _b_packing(problem: GemmProblem, bl: Blocking, gather: bool, num: Numbers):
     """``call(first, count, dst)``: the C call packing B's columns first.. (count of them) into dst."""
     b = problem.b
-    if gather:  # from the planes _pad_call filled
+    if gather and isinstance(b, Im2Col):  # from the planes _pad_call filled
         hp, wp = _padded_extent(b)
         (kh, kw), (dh, dw) = b.kernel, b.dilation
         tail = f"{num(kh * kw)}, {num(kw)}, {num(dh)}, {num(dw)}, {num(hp * wp)}, {num(wp)}"
