@@ -12,6 +12,9 @@ Competitors, all fed the same arrays:
 * ``unfused``: the graph as ``fuse`` rewrote it, one group per op (views excepted), the
   same C emitter and templates, so ``unfused / fused`` is what partitioning saves;
 * ``ort``: onnxruntime on one thread (``intra_op_num_threads=1``, ``ORT_ENABLE_ALL``);
+* ``ov``: OpenVINO's CPU plugin (``PERFORMANCE_HINT=LATENCY``, ``INFERENCE_PRECISION_HINT=f32``,
+  ``INFERENCE_NUM_THREADS`` 1 or every core), when openvino is installed (otherwise left out
+  and said so);
 * ``torch``: the model converted op by op to PyTorch eager on one thread, when torch and
   onnx2torch are installed (otherwise left out and said so).
 
@@ -21,8 +24,8 @@ then (``OMP_WAIT_POLICY=passive``, ORT's ``session.intra_op.allow_spinning=0``):
 interleaved in one process, one runtime's threads spinning after its run took the cores
 from the next (squeezenet, fused, 2 cores: 24 ms in the bench against 6.5 ms alone).
 
-For each workload: medians of process CPU time (wall time beside) over the rounds, the ratio
-fused / ORT, fused / unfused, and the largest difference of each output from ORT's. Prints a
+For each workload: medians of process CPU time (wall time beside) over the rounds, the ratios
+fused / ORT, fused / OpenVINO, fused / the better of the two, fused / unfused, and the largest difference of each output from ORT's. Prints a
 table and writes bench/results/model_runtime[_threads].json.
 
 Also what fusion *could* save: the unfused build compiled with ``profile=True`` (a build of
@@ -60,6 +63,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 LIGHT_MODELS = ["resnet50", "densenet121", "inception_v1", "inception_v2", "shufflenet", "squeezenet", "vgg19",
                 "zfnet512", "bvlc_alexnet"]
 OPSET = 17
+#: the other runtimes fusionlang is held against (PyTorch eager is a reference, not a peer)
+PEERS = ("ort", "ov")
 
 
 # ----- models built here ----------------------------------------------------------------
@@ -230,6 +235,26 @@ def ort_session(model: onnx.ModelProto, threads: int):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
+def openvino_runner(model: onnx.ModelProto, threads: int):
+    """OpenVINO's CPU plugin at f32 on ``threads`` threads, or None when it is not installed."""
+    try:
+        import openvino
+    except ImportError:
+        return None
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU",
+                                  {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
+                                   "INFERENCE_NUM_THREADS": threads})
+    request = compiled.create_infer_request()
+    outputs = compiled.outputs
+
+    def run(feeds):
+        results = request.infer(feeds)
+        return [results[o] for o in outputs]
+
+    return run
+
+
 def torch_runner(model: onnx.ModelProto):
     """PyTorch eager on one thread via onnx2torch, or None when either is missing."""
     try:
@@ -264,6 +289,9 @@ def competitors(model: onnx.ModelProto, threads: str) -> tuple[dict, dict, dict]
         return lambda: [compiled.run(feeds)[name] for name in graph.outputs]
 
     fns = {"fused": ours(fused), "unfused": ours(unfused), "ort": lambda: session.run(outputs, feeds)}
+    ov_run = openvino_runner(model, os.cpu_count() if openmp else 1)
+    if ov_run is not None:
+        fns["ov"] = lambda: ov_run(feeds)
     torch_run = torch_runner(model) if not openmp else None
     if torch_run is not None:
         fns["torch"] = lambda: torch_run(feeds)
@@ -326,14 +354,17 @@ def bench(name: str, model: onnx.ModelProto, rounds: int, threads: str) -> dict:
     wall = {k: v["wall_ms"] for k, v in timing.items()}
     clock = wall if threads == "all" else cpu
     row["fused_over_ort"] = clock["fused"] / clock["ort"]
+    if "ov" in clock:
+        row["fused_over_ov"] = clock["fused"] / clock["ov"]
+    row["fused_over_best"] = clock["fused"] / min(clock[k] for k in PEERS if k in clock)
     row["unfused_over_fused"] = clock["unfused"] / clock["fused"]
     return row
 
 
 def table(rows: list[dict], threads: str) -> str:
     clock = "wall" if threads == "all" else "cpu"
-    head = (f"{'workload':20} {'fused ms':>9} {'unfused':>8} {'ORT':>8} {'torch':>7} {'fused/ORT':>9} "
-            f"{'unfused/fused':>13} {'bound':>6} {'kernels':>8} {'max diff':>9}")
+    head = (f"{'workload':20} {'fused ms':>9} {'unfused':>8} {'ORT':>8} {'OV':>8} {'torch':>7} {'fused/ORT':>9} "
+            f"{'fused/OV':>8} {'fused/best':>10} {'unfused/fused':>13} {'bound':>6} {'kernels':>8} {'max diff':>9}")
     lines = [head, "-" * len(head)]
     for r in rows:
         t = r["timing"]
@@ -342,8 +373,9 @@ def table(rows: list[dict], threads: str) -> str:
             return f"{t[key][clock + '_ms']:.2f}" if key in t else "-"
 
         diff = max(r["max_rel_diff_from_ort"].values())
-        lines.append(f"{r['workload']:20} {ms('fused'):>9} {ms('unfused'):>8} {ms('ort'):>8} {ms('torch'):>7} "
-                     f"{r['fused_over_ort']:9.2f} {r['unfused_over_fused']:13.2f} "
+        lines.append(f"{r['workload']:20} {ms('fused'):>9} {ms('unfused'):>8} {ms('ort'):>8} {ms('ov'):>8} "
+                     f"{ms('torch'):>7} {r['fused_over_ort']:9.2f} {r.get('fused_over_ov', float('nan')):8.2f} "
+                     f"{r['fused_over_best']:10.2f} {r['unfused_over_fused']:13.2f} "
                      f"{r.get('fusion_bound', float('nan')):6.2f} {r['fused_kernels']:8} {diff:9.1e}")
     return "\n".join(lines)
 
@@ -351,6 +383,13 @@ def table(rows: list[dict], threads: str) -> str:
 def geomean(values) -> float:
     values = list(values)
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return __import__(package).__version__
+    except ImportError:
+        return None
 
 
 def main(argv=None) -> int:
@@ -377,6 +416,9 @@ def main(argv=None) -> int:
     summary = {
         "geomean_fused_over_ort_models": geomean(r["fused_over_ort"] for r in models),
         "worst_fused_over_ort_models": max((r["fused_over_ort"] for r in models), default=float("nan")),
+        "geomean_fused_over_ov_models": geomean(r["fused_over_ov"] for r in models if "fused_over_ov" in r),
+        "geomean_fused_over_best_models": geomean(r["fused_over_best"] for r in models),
+        "worst_fused_over_best_models": max((r["fused_over_best"] for r in models), default=float("nan")),
         "worst_fused_over_ort_blocks": max((r["fused_over_ort"] for r in blocks), default=float("nan")),
         "least_unfused_over_fused_light": min((r["unfused_over_fused"] for r in rows
                                                if r["workload"] in LIGHT_MODELS), default=float("nan")),
@@ -384,21 +426,20 @@ def main(argv=None) -> int:
         "light_bound_below_1_1": [r["workload"] for r in rows if r["workload"] in LIGHT_MODELS
                                   and r.get("fusion_bound", math.inf) < 1.1],
     }
-    try:
-        import onnxruntime
-
-        ort_version = onnxruntime.__version__
-    except ImportError:  # pragma: no cover
-        ort_version = None
+    ort_version, ov_version = _version("onnxruntime"), _version("openvino")
     result = {"date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
               "cores": os.cpu_count(), "threads": args.threads, "rounds": args.rounds, "onnxruntime": ort_version,
+              "openvino": ov_version,
               "torch": "torch" in rows[0]["timing"] if rows else False,
               "load_average": os.getloadavg(), "summary": summary, "rows": rows}
     print(table(rows, args.threads))
     print(f"geomean fused/ORT over models {summary['geomean_fused_over_ort_models']:.2f}, worst model "
           f"{summary['worst_fused_over_ort_models']:.2f}, worst block {summary['worst_fused_over_ort_blocks']:.2f}, "
           f"least unfused/fused on a light model {summary['least_unfused_over_fused_light']:.2f}; "
-          f"fusion bound below 1.1 on {', '.join(summary['light_bound_below_1_1']) or 'no light model'}"
+          f"fusion bound below 1.1 on {', '.join(summary['light_bound_below_1_1']) or 'no light model'}; "
+          f"geomean fused/OV {summary['geomean_fused_over_ov_models']:.2f}, fused/best "
+          f"{summary['geomean_fused_over_best_models']:.2f}, worst {summary['worst_fused_over_best_models']:.2f}"
+          + ("" if ov_version else "  (OpenVINO: not installed, left out)")
           + ("" if result["torch"] else "  (PyTorch eager: torch/onnx2torch not installed, left out)"))
     RESULTS.mkdir(exist_ok=True)
     suffix = "" if args.threads == "1" else "_threads"

@@ -14,6 +14,7 @@ Where things are decided:
                 on CUDA, what prologue); ``gemm_template`` the CPU kernel,
                 ``cuda_gemm`` / ``cuda_template`` the CUDA one (tiles, tensor cores)
 * ``ccompile``  system C compiler, ctypes; ``nvrtc`` CUDA -> PTX without a GPU
+* ``omp_wait``  OpenMP builds load with idle threads that sleep (libgomp's passive wait)
 * ``kernel_cache``  the on-disk cache of compiled kernels: where, when it is trusted, its
                 size bound
 * ``memory``    which values get buffers, lifetimes, storage sharing

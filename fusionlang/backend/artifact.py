@@ -50,6 +50,7 @@ from fusionlang.backend.c_program import ARENA, CONST, FEED, CProgram, Layout, O
 from fusionlang.backend.ccompile import compiler, flags, native_features
 from fusionlang.backend.kernel_cache import sha256_hex
 from fusionlang.backend.machine import cpu_features
+from fusionlang.backend.omp_wait import passive_wait_while_loading
 from fusionlang.errors import ArtifactError
 from fusionlang.feeds import check_inputs
 from fusionlang.version import VERSION
@@ -216,7 +217,7 @@ def load(path: str | os.PathLike) -> LoadedGraph:
         _check_layout(layout, inputs, constants)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{where / MANIFEST}: corrupt run layout ({type(exc).__name__}: {exc})") from None
-    return LoadedGraph(where, manifest, inputs, CProgram(_load_library(where, library), layout, constants))
+    return LoadedGraph(where, manifest, inputs, CProgram(_load_library(where, library, manifest), layout, constants))
 
 
 def _check_layout(layout: Layout, inputs: dict, constants: list[np.ndarray]) -> None:
@@ -400,7 +401,7 @@ def _dtype(name: str) -> np.dtype:
         return np.dtype(name)
 
 
-def _load_library(where: Path, library: bytes) -> ctypes.CDLL:
+def _load_library(where: Path, library: bytes, manifest: dict) -> ctypes.CDLL:
     """The library from a private copy of the checked bytes (read, not mapped: they are
     code; the copy is removed once loaded: the
     mapping stays), so what runs is what was checked, and a second load of a changed
@@ -409,7 +410,8 @@ def _load_library(where: Path, library: bytes) -> ctypes.CDLL:
     copy = Path(scratch) / LIBRARY
     try:
         copy.write_bytes(library)
-        return ctypes.CDLL(str(copy))
+        with passive_wait_while_loading(bool(manifest.get("options", {}).get("openmp"))):
+            return ctypes.CDLL(str(copy))
     except OSError as exc:
         raise ArtifactError(f"{where / LIBRARY}: cannot be loaded ({exc})") from None
     finally:

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from fusionlang.backend.kernel_cache import cache_dir, cached_build, clear_cache, entry_key, entry_path, verified
+from fusionlang.backend.omp_wait import passive_wait_while_loading
 from fusionlang.errors import CodegenError
 
 BASE_FLAGS = ["-std=gnu11", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd",
@@ -219,9 +220,11 @@ def _single_unit(text: str, flag_list: list[str]) -> Path:
     return cached_build(entry_path(key, "lib", ".so"), build, key)
 
 
-def load_library(path: Path) -> ctypes.CDLL:
+def load_library(path: Path, *, openmp: bool = False) -> ctypes.CDLL:
+    """The library at ``path``; built with ``openmp``, its idle threads sleep (:mod:`.omp_wait`)."""
     try:
-        return ctypes.CDLL(str(path))
+        with passive_wait_while_loading(openmp):
+            return ctypes.CDLL(str(path))
     except OSError as exc:
         raise CodegenError(f"cannot load compiled kernels {path.name}: {exc}") from None
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fusionlang.backend import gemm_template
 from fusionlang.backend.gemm_template import (Epilogue, GemmProblem, Im2Col, Lines, epilogue_args, epilogue_function,
                                               epilogue_params)
 
@@ -72,7 +73,8 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     weights = "const float *restrict W, " if tap.weighted else ""
     out.open(f"int {name}({weights}const float *restrict X, float *restrict Y{extra})")
-    if threads:
+    taps = problem.outer[0] * problem.outer[1] * x.out_h * x.out_w * kh * kw
+    if threads and taps >= gemm_template.PARALLEL_MIN_MACS:  # a small one on the calling thread: see there
         out("#pragma omp parallel for collapse(2) schedule(static)")
     out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
     out.open(f"for (long o1 = 0; o1 < {problem.outer[1]}; o1++)")

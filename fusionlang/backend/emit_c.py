@@ -5,7 +5,7 @@ Parameters are the group's global arrays (inputs ``const``, then outputs), all
 Contracted intermediates are locals declared at their scope (:func:`lower.declaration_sites`).
 Coincident innermost loops get ``#pragma omp simd`` (``reduction(...)`` when they only carry
 a scalar accumulator); with ``openmp=True`` the outermost parallel loop gets
-``#pragma omp parallel for``.
+``#pragma omp parallel for``, unless its arrays are small (:data:`PARALLEL_MIN_ELEMENTS`).
 
 A float max/min accumulated in such a loop is a plain compare-select (one vector max per
 step) plus an "any NaN seen" flag or-reduced beside it and applied after the loop: the
@@ -35,6 +35,7 @@ which frees what is held). Nothing in a kernel exits or aborts.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -72,6 +73,11 @@ PREFETCH_LOCALITY = 3
 #: independent accumulators of a split sum/product loop, and the fewest iterations each
 #: must get (shorter loops are not worth the combining)
 REDUCTION_STREAMS = 4
+#: with OpenMP, a kernel whose largest array has fewer elements runs on the calling thread:
+#: waking the team (a futex wake per thread with passive waiting) and joining it cost more
+#: than sharing the loop saves (1 << 15 floats: about 10 us of a cheap elementwise loop
+#: from L2 on one core)
+PARALLEL_MIN_ELEMENTS = 1 << 15
 MIN_STREAM_ITERATIONS = 32
 _STREAM_IDENTITY = {"sum": -0.0, "prod": 1.0}  # -0: a sum of -0.0s stays -0.0 (cexpr.SIGNED_SUM_C)
 
@@ -685,7 +691,8 @@ class _Printer:
         innermost = not any(isinstance(n, For) for n in walk(f.body))
         if _has_heap_local_inside(self, f):
             return ""  # its allocation may leave by goto, which no OpenMP construct allows
-        if self.openmp and not self.parallel_done and loop.level == "outer" and loop.coincident:
+        if self.openmp and not self.parallel_done and loop.level == "outer" and loop.coincident \
+                and _worth_a_team(self.g):
             if not self._scalars_written_outside(f):
                 self.parallel_done = True
                 return "#pragma omp parallel for schedule(static)"
@@ -734,6 +741,11 @@ def _normal_reciprocal(name: str, dtype: str) -> str:
     if dtype == "float32":
         return f"(fabsf({name}) >= 1.17549435e-38f && fabsf({name}) <= 8.50705917e+37f)"
     return f"(fabs({name}) >= 2.2250738585072014e-308 && fabs({name}) <= 4.4942328371557898e+307)"
+
+
+def _worth_a_team(group: LoweredGroup) -> bool:
+    """Is the kernel large enough for its loop to be shared by threads?"""
+    return max((math.prod(a.shape) for a in group.params), default=0) >= PARALLEL_MIN_ELEMENTS
 
 
 def _has_heap_local_inside(printer: _Printer, f: For) -> bool:

@@ -39,6 +39,7 @@ model or a rule file reaches it.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from typing import Protocol
 from dataclasses import dataclass, field
@@ -326,8 +327,9 @@ def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: E
     """C source of ``int name(const float *A, const float *B, float *C, <epilogue params>)``:
     C = A . B over the problem's outer indices, then the epilogue on every element. Returns
     0, or 1 when its packing buffers cannot be allocated (nothing is written then).
-    ``threads``: OpenMP threads share the NR-wide slivers of each packed panel (each
-    writes its own columns of C); packing stays on one thread. ``helpers``: see
+    ``threads``: one OpenMP team for the product of each outer index (when all of them
+    have :data:`PARALLEL_MIN_MACS` multiply-adds together): its threads pack a share of each panel's slivers each and share the
+    panel's tiles (each writes its own block of C). ``helpers``: see
     :func:`_shared`."""
     if packed_b and isinstance(problem.b, Im2Col):
         raise ValueError("an im2col operand cannot be passed packed")
@@ -508,6 +510,8 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     nothing). With ``vl`` (floats per vector) and the vector and matrix contiguous along K,
     the dot products run in shared routines of explicit vectors (:func:`_gemv_dots`;
     ``helpers``: see :func:`_shared`), compiled once per library, not once per layer."""
+    # a small one stays on the calling thread: see PARALLEL_MIN_MACS
+    threads = threads and problem.m * problem.n * problem.k * math.prod(problem.outer) >= PARALLEL_MIN_MACS
     if gemv_kind(problem) == "narrow":
         return narrow_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=vl or 4)
     if gemv_kind(problem) == "short":
@@ -1141,6 +1145,8 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
     if not (packed_a and packed_b):
         _allocator(out, name)
+    if threads:  # declared here, not by omp.h: a unit's prelude is the same with or without threads
+        out("int omp_get_num_threads(void);\nint omp_get_thread_num(void);")
     out.open(_LINKAGE + _drive_signature(name, epilogue))
     if not packed_a:
         out(f"float *ap = {name}_alloc({num(4 * _a_block(bl))});")
@@ -1188,26 +1194,16 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     # one slot per number, printed once, so the loops below read locals
     out(f"const long m = {num(m)}, n = {num(n)}, k = {num(k)}, ldc = {num(problem.c.rows)};")
     out(f"const long kc_max = {num(bl.kc)}, mc_max = {num(bl.mc)}, nc_max = {num(bl.nc)};")
+    if threads:
+        _open_team(out, num(math.prod(problem.outer)))
     out.open("for (long jc = 0; jc < n; jc += nc_max)")
     out("const long nc = n - jc < nc_max ? n - jc : nc_max;")
     out.open("for (long pc = 0; pc < k; pc += kc_max)")
     out("const long kc = k - pc < kc_max ? k - pc : kc_max;")
     if packed_b:
         out(f"const float *bpan = b_o + pc * {num(npad)} + jc * kc;")
-    elif gather:  # from the planes _pad_call filled
-        b = problem.b
-        hp, wp = _padded_extent(b)
-        (kh, kw), (dh, dw) = b.kernel, b.dilation
-        out(f"fl_gemm_pack_gather_{bl.nr}(gp, gix, pc, kc, jc, nc, bp, {num(kh * kw)}, {num(kw)}, {num(dh)}, "
-            f"{num(dw)}, {num(hp * wp)}, {num(wp)});")
-        out("const float *bpan = bp;")
-    elif isinstance(problem.b, Im2Col):
-        out(f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, jc, nc, bp, {_im2col_args(problem.b, num)});")
-        out("const float *bpan = bp;")
     else:
-        b = problem.b
-        rows, cols = num(b.rows), num(b.cols)
-        out(f"fl_gemm_pack_b_{bl.nr}(b_o + pc * {rows} + jc * {cols}, {rows}, {cols}, kc, nc, bp);")
+        _pack(out, threads, "nc", bl.nr, "bp", _b_packing(problem, bl, gather, num))
         out("const float *bpan = bp;")
     out.open("for (long ic = 0; ic < m; ic += mc_max)")
     out("const long mc = m - ic < mc_max ? m - ic : mc_max;")
@@ -1216,12 +1212,15 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     else:
         a = problem.a
         rows, cols = num(a.rows), num(a.cols)
-        out(f"fl_gemm_pack_a_{bl.mr}(a_o + ic * {rows} + pc * {cols}, {rows}, {cols}, mc, kc, ap);")
+        _pack(out, threads, "mc", bl.mr, "ap", lambda first, count, dst:
+              f"fl_gemm_pack_a_{bl.mr}(a_o + ({first}) * {rows} + pc * {cols}, {rows}, {cols}, {count}, kc, {dst});",
+              start="ic")
         out("const float *apan = ap;")
     if threads:
         # the tiles of the panel, not just its slivers: a 7x7 plane is one 64-wide sliver
-        # (each tile writes its own block of C)
-        out("#pragma omp parallel for collapse(2) schedule(static)")
+        # (each tile writes its own block of C); the loop's closing barrier keeps the
+        # packed panels until every thread is done with them
+        out("#pragma omp for collapse(2) schedule(static)")
     out.open(f"for (long jr = 0; jr < nc; jr += {bl.nr})")
     out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
     out(f"const long nn = nc - jr < {bl.nr} ? nc - jr : {bl.nr};")
@@ -1237,8 +1236,60 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
         out(f"else {_micro_name(bl, 1)}({args});")
     if epilogue is not None:
         out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
-    for _ in range(5):
+    for _ in range(6 if threads else 5):
         out.close()
+
+
+#: a GEMM of fewer multiply-adds (m * n * k, all outer indices together) runs on the
+#: calling thread: waking the team (a futex wake per thread with passive waiting) and its
+#: barriers cost more than the other threads save (1 << 18 is about 10 us of one core's
+#: FMAs at 50 GFLOP/s)
+PARALLEL_MIN_MACS = 1 << 18
+
+
+def _open_team(out: Lines, batches: str) -> None:
+    # one parallel region for the whole product of each outer index: every thread walks the
+    # blocked loops and the work-sharing inside splits the packing and the tiles (a region
+    # per blocked step, as before, paid a fork and a join for each and packed on one
+    # thread). Many small products (attention's heads, Swin's windows) each form a team
+    # still, as they did: one thread would run them all otherwise
+    out(f"#pragma omp parallel if (m * n * k * {batches} >= {PARALLEL_MIN_MACS}L)")
+    out("{")
+    out.depth += 1
+    out("const long team = omp_get_num_threads(), member = omp_get_thread_num();")
+
+
+def _b_packing(problem: GemmProblem, bl: Blocking, gather: bool, num: Numbers):
+    """``call(first, count, dst)``: the C call packing B's columns first.. (count of them) into dst."""
+    b = problem.b
+    if gather and isinstance(b, Im2Col):  # from the planes _pad_call filled
+        hp, wp = _padded_extent(b)
+        (kh, kw), (dh, dw) = b.kernel, b.dilation
+        tail = f"{num(kh * kw)}, {num(kw)}, {num(dh)}, {num(dw)}, {num(hp * wp)}, {num(wp)}"
+        return lambda first, count, dst: f"fl_gemm_pack_gather_{bl.nr}(gp, gix, pc, kc, {first}, {count}, {dst}, {tail});"
+    if isinstance(b, Im2Col):
+        geometry = _im2col_args(b, num)
+        return lambda first, count, dst: f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, {first}, {count}, {dst}, {geometry});"
+    rows, cols = num(b.rows), num(b.cols)
+    return lambda first, count, dst: f"fl_gemm_pack_b_{bl.nr}(b_o + pc * {rows} + {first} * {cols}, {rows}, {cols}, kc, {count}, {dst});"
+
+
+def _pack(out: Lines, threads: bool, extent: str, step: int, buffer: str, call, start: str = "jc") -> None:
+    """Print the packing of ``extent`` rows or columns from ``start`` into ``buffer``: on one
+    thread, or (``threads``) each member of the team packing its own run of whole
+    ``step``-wide slivers (a sliver of kc steps is ``step * kc`` floats of the buffer), then
+    a barrier, so the panel is whole before any tile reads it."""
+    if not threads:
+        out(call(start, extent, buffer))
+        return
+    out("{")
+    out.depth += 1
+    out(f"const long share = (({extent} + {step - 1}) / {step} + team - 1) / team * {step};")
+    out(f"const long lo = member * share < {extent} ? member * share : {extent};")
+    out(f"const long hi = lo + share < {extent} ? lo + share : {extent};")
+    out(f"if (lo < hi) {call(f'({start} + lo)', 'hi - lo', f'{buffer} + lo * kc')}")
+    out.close()
+    out("#pragma omp barrier")
 
 
 def _zero_k(out, name, problem, epilogue, outer_args, extra_args, num) -> None:

@@ -94,7 +94,7 @@ class CRuntime:
                              format_seconds(self.compiler_seconds))
         self.layout, constants = self._layout()
         with timed(COMPILE, "load library"):
-            self.program = CProgram(load_library(self.library_path), self.layout, constants, sanitize=build.sanitize)
+            self.program = CProgram(load_library(self.library_path, openmp=build.openmp), self.layout, constants, sanitize=build.sanitize)
         self.lib = self.program.lib
 
     def _units(self, functions: dict[str, str], vector_code: set[str]) -> list[tuple[str, str]]:

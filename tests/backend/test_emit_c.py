@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fusionlang import reference
-from fusionlang.backend import compile
+from fusionlang.backend import compile, emit_c
 from fusionlang.backend.emit_c import PREFETCH_AHEAD
 from fusionlang.engine.plan import per_node_plan, single_group_plan
 from fusionlang.ops import GraphBuilder
@@ -184,9 +184,10 @@ def test_max_short_and_uneven_reductions_are_not_split():
 @pytest.mark.parametrize("openmp", [False, True])
 @pytest.mark.parametrize("op,dtype", [("reduce_sum", "float32"), ("reduce_sum", "float64"),
                                       ("reduce_prod", "float32"), ("reduce_mean", "float32")])
-def test_split_reductions_match_reference_with_a_value_carried_in(op, dtype, openmp):
+def test_split_reductions_match_reference_with_a_value_carried_in(op, dtype, openmp, monkeypatch):
     # over two axes the simd loop's accumulator arrives holding the previous rows' result;
-    # with OpenMP each thread's rows get their own copies
+    # with OpenMP each thread's rows get their own copies (shared even at this small size)
+    monkeypatch.setattr(emit_c, "PARALLEL_MIN_ELEMENTS", 0)
     graph = _sum_graph(op, (3, 5, 256), [-2, -1], dtype)
     compiled = compile(single_group_plan(graph), "c", openmp=openmp)
     assert ("omp parallel for" in compiled.kernels[0].source) == openmp

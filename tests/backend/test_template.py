@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import fusionlang
 from fusionlang import reference
-from fusionlang.backend import template
+from fusionlang.backend import gemm_template, template
 from fusionlang.backend.gemm_template import gemv_kind
 from fusionlang.ops import GraphBuilder
 from fusionlang.ops.access import i_sym
@@ -444,7 +444,8 @@ def test_openmp_threads_share_the_tiles_and_give_the_same_numbers():
     plan = fusionlang.fuse(graph, "apollo")
     feeds = {"x": rng.standard_normal((1, 16, 20, 20)).astype(np.float32)}
     threaded = fusionlang.compile(plan, "c", openmp=True)
-    assert "#pragma omp parallel for collapse(2)" in threaded.sources  # the tiles, not only the slivers
+    # one team for the conv (16*3*3 x 40 x 400 multiply-adds), sharing the tiles, not only the slivers
+    assert "#pragma omp parallel if" in threaded.sources and "#pragma omp for collapse(2)" in threaded.sources
     np.testing.assert_allclose(threaded.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
 
 
@@ -490,7 +491,7 @@ def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
 
 @pytest.mark.parametrize("layer,kind", [("matmul", "column"), ("conv", "column"), ("heads", "narrow"),
                                         ("scores", "short")])
-def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind):
+def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind, monkeypatch):
     # W[m, k] . x[k, 1] and a 1x1 conv on a pooled [1, c, 1, 1] vector: the weight read in
     # place by the GEMV kernel (not packed into 6 x 64 tiles that are 63/64 padding); and
     # attention's P.V and Q.K^T with 4-wide heads by the narrow and the short kernel
@@ -520,6 +521,7 @@ def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind):
     plan = fusionlang.fuse(graph, "apollo")
     planned = template.plan_template(plan, plan.groups[0], dict(plan.graph.constants))
     assert gemv_kind(planned.problem) == kind and not planned.packed_a and not planned.packed_b
+    monkeypatch.setattr(gemm_template, "PARALLEL_MIN_MACS", 0)  # threads even at this small size
     for openmp in (False, True):  # threads share the rows (outputs) of each kernel
         compiled = fusionlang.compile(plan, "c", openmp=openmp)
         assert f"template ({kind})" in compiled.sources
