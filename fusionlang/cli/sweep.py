@@ -68,8 +68,7 @@ def configure(p) -> None:
 
 def run(args) -> int:
     from fusionlang.executors import ExecutorUnavailable
-    from fusionlang.sweep import SweepSettings, run_sweep
-    from fusionlang.sweep.build import Policy
+    from fusionlang.sweep import Policy, SweepSettings, run_sweep
     from fusionlang.sweep.html import sweep_html
     from fusionlang.sweep.zoo import zoo_models
 

@@ -9,6 +9,7 @@ The builds are independent jobs, one per (model, policy), run by
 with the command line: it reuses `run --check`'s seeded inputs and output comparison.
 """
 
+from fusionlang.sweep.build import Policy
 from fusionlang.sweep.driver import SweepSettings, run_sweep
 
-__all__ = ["SweepSettings", "run_sweep"]
+__all__ = ["Policy", "SweepSettings", "run_sweep"]

@@ -4,9 +4,7 @@ one-line error, the others complete, and the failure is not cached (a rerun trie
 import pytest
 import sweep_fake_builds as fake
 
-from fusionlang.sweep import SweepSettings, run_sweep
-from fusionlang.sweep import driver
-from fusionlang.sweep.build import Policy
+from fusionlang.sweep import Policy, SweepSettings, driver, run_sweep
 
 
 @pytest.fixture(autouse=True)
