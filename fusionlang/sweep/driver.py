@@ -50,6 +50,8 @@ def run_sweep(settings: SweepSettings, progress: Callable[[str, int, int], None]
             results[name] = cached
     todo = {name: job for name, job in jobs.items() if name not in results}
     started_ray = _connect(settings)
+    if progress is not None and todo:
+        progress("build", 0, len(todo))  # the bar shows from the start, not from the first finished build
     try:
         for name, outcome in run_all(build, todo, jobs=settings.jobs, ray=settings.ray,
                                      progress=_stage(progress, "build")).items():

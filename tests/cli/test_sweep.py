@@ -128,3 +128,14 @@ def test_ray_not_installed_says_how_to_install_it(zoo, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if it were not installed
     argv = ["sweep", str(zoo), "--rules", "xla", "--baseline", "apollo", "--ray"]
     assert "--ray needs `pip install 'fusionlang[ray]'`" in one_line_error(capsys, argv)
+
+
+def test_a_terminal_gets_a_progress_bar_with_counts_and_an_eta(tmp_path):
+    from cli_helpers import run_on_terminal
+
+    silu_model(tmp_path / "silu.onnx")
+    status, output = run_on_terminal("sweep", tmp_path, "--rules", "xla", "--baseline", "apollo", "--jobs", "1",
+                                     "--no-cache")
+    assert status == 0, output
+    assert "build" in output and "/2" in output and "ETA" in output
+    assert "silu: kernels 1 vs 1" in output
