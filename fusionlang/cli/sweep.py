@@ -100,9 +100,15 @@ def run(args) -> int:
 
 
 def _policy(Policy, rules: str, args, options):
+    """The policy, checked before any build: a rule set that does not load, or a strategy
+    option it does not take, is bad input (exit 2), not a failed row for every model."""
     from fusionlang.api import load_rules
+    from fusionlang.engine.partition import STRATEGIES, default_strategy
+    from fusionlang.engine.policy import strategy_options
 
-    load_rules(rules)  # a rule set that does not load is bad input (exit 2), before any build
+    ruleset = load_rules(rules)
+    strategy = args.strategy or default_strategy(ruleset)
+    strategy_options(ruleset, strategy, STRATEGIES[strategy][1], dict(options) or None)
     return Policy(rules, args.strategy, options)
 
 

@@ -97,6 +97,8 @@ def test_ray_on_a_local_cluster_gives_the_rows_of_the_pool(serial_rows, zoo, tmp
     (["--json", "/no/such/dir/out.json"], "cannot write '/no/such/dir/out.json'"),
     (["--ray", "127.0.0.1:1", "--jobs", "2"], "--jobs sets the CPUs of a local Ray cluster"),
     (["--option", "max_ops"], "argument --option: expected KEY=VALUE"),
+    (["--option", "max_opz=3"], "unknown option 'max_opz' for strategy 'apollo'; did you mean 'max_ops'"),
+    (["--option", "max_ops=0"], "option 'max_ops' of strategy 'apollo' must be at least 1"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(zoo, capsys, flags, message):
     argv = ["sweep", str(zoo), "--rules", "xla", "--baseline", "apollo", *flags]
