@@ -4,7 +4,8 @@ ZOO is a folder of ``.onnx`` models or a text file listing them (paths relative 
 file). Each model is built with A and with B (fused, compiled for C, run on seeded
 inputs, checked against the reference interpreter and onnxruntime); ``--strategy`` and
 ``--option`` apply to both. One row per model, a summary with geomeans of A/B, ``--json
-OUT`` and ``--report OUT.html`` (a table and bar charts). ``--measure`` also times both
+OUT`` and ``--report OUT.html`` (a table and bar charts; each model's own report under
+both policies goes to ``OUT_models/``, linked from its row). ``--measure`` also times both
 compiled models in interleaved rounds, after the builds, one model at a time.
 
 Builds run on a local process pool (``--jobs N``, default the cores; 1: in this process)
@@ -21,11 +22,12 @@ or a compiled model's outputs differ from the reference or onnxruntime; 2 on bad
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from fusionlang.cli import flags
 from fusionlang.cli.common import strategy_overrides
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, is_quiet, print_json, wants_json
-from fusionlang.cli.paths import check_writable_file, write_text
+from fusionlang.cli.paths import check_output_directory, check_writable_file, write_text
 from fusionlang.errors import InputError
 
 #: the most worker processes --jobs takes
@@ -79,10 +81,13 @@ def run(args) -> int:
     for path in (args.json_file, args.report):
         if path and path != "-":
             check_writable_file(path)  # before the work, not after it
+    if args.report:
+        check_output_directory(_reports_dir(args.report))
     options = tuple(sorted((strategy_overrides(args) or {}).items()))
     settings = SweepSettings(models=tuple(zoo_models(args.zoo)), a=_policy(Policy, args.rules, args, options),
                              b=_policy(Policy, args.baseline, args, options), jobs=args.jobs, ray=args.ray,
-                             measure=args.measure, rounds=args.rounds, cache=not args.no_cache)
+                             measure=args.measure, rounds=args.rounds, cache=not args.no_cache,
+                             reports_dir=_reports_dir(args.report))
     try:
         with _progress_bar(args) as progress:
             doc = run_sweep(settings, progress)
@@ -97,6 +102,14 @@ def run(args) -> int:
     elif not is_quiet(args):
         _print_text(console(args), doc, args)
     return _exit_status(doc)
+
+
+def _reports_dir(page: str | None) -> str | None:
+    """OUT.html's per-model report pages go to OUT_models/ beside it."""
+    if not page:
+        return None
+    path = Path(page)
+    return str(path.with_name(f"{path.stem}_models"))
 
 
 def _policy(Policy, rules: str, args, options):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import cast
 
 from fusionlang.executors import Done, run_all
 from fusionlang.sweep.build import BuildJob, Policy, build
+from fusionlang.sweep.reports import write_model_reports
 from fusionlang.sweep.cache import ResultCache, build_key, file_digest, rules_digest
 from fusionlang.sweep.rows import make_row
 from fusionlang.sweep.summary import summarize
@@ -33,6 +35,8 @@ class SweepSettings:
     measure: bool = False
     rounds: int = 5
     cache: bool = True
+    #: where to write each model's report page under both policies (None: none)
+    reports_dir: str | None = None
 
 
 def run_sweep(settings: SweepSettings, progress: Callable[[str, int, int], None] | None = None) -> dict:
@@ -63,6 +67,9 @@ def run_sweep(settings: SweepSettings, progress: Callable[[str, int, int], None]
         rows = [make_row(model, results[f"A:{model}"], results[f"B:{model}"]) for model in settings.models]
         if settings.measure:
             _measure(rows, settings, progress)
+        if settings.reports_dir:
+            write_model_reports(rows, dict(zip(SIDES, (settings.a, settings.b))), Path(settings.reports_dir),
+                                jobs=settings.jobs, ray=settings.ray, progress=_stage(progress, "reports"))
     finally:
         if started_ray:
             import ray

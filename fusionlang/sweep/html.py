@@ -59,7 +59,8 @@ def _table(rows: list[dict]) -> str:
     lines = ["<table><tr>" + "".join(f"<th class='l'>{h}</th>" if i in (0, 14) else f"<th>{h}</th>"
                                      for i, h in enumerate(head)) + "</tr>"]
     for row in rows:
-        name = f"<td class='l' title='{escape(row['model'])}'>{escape(row['name'])}</td>"
+        links = "".join(f" <a href='{escape(path)}'>{escape(side)}</a>" for side, path in row.get("reports", {}).items())
+        name = f"<td class='l' title='{escape(row['model'])}'>{escape(row['name'])}{links}</td>"
         if row["status"] != "ok":
             lines.append(f"<tr class='failed'>{name}<td class='l bad' colspan='{len(head) - 1}'>"
                          f"failed: {escape(row['error'])}</td></tr>")

@@ -31,8 +31,9 @@ TIMING_KEYS = ("fuse_seconds", "compile_seconds")
 
 
 def without_timings(row: dict) -> dict:
-    """``row`` less everything measured in seconds: what two executors must agree on."""
-    out = {k: v for k, v in row.items() if k != "measure"}
+    """``row`` less everything measured in seconds and the links to report pages (a
+    sweep without --report has none): what two executors must agree on."""
+    out = {k: v for k, v in row.items() if k not in ("measure", "reports")}
     for side in ("a", "b"):
         if side in out:
             out[side] = {k: v for k, v in out[side].items() if k not in TIMING_KEYS}

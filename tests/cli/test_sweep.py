@@ -49,11 +49,12 @@ def serial_rows(zoo, tmp_path_factory):
         assert main(["sweep", str(zoo), "--rules", "xla", "--baseline", "apollo", "--jobs", "1",
                      "--json", str(folder / "again.json")]) == 1
     again = json.loads((folder / "again.json").read_text())
-    return status, doc, (folder / "s.html").read_text(), again
+    pages = {path.name: path.read_text() for path in (folder / "s_models").iterdir()}
+    return status, doc, (folder / "s.html").read_text(), again, pages
 
 
 def test_one_row_per_model_and_the_broken_file_is_a_failed_row(serial_rows, capsys):
-    status, doc, html, _ = serial_rows
+    status, doc, html, _, pages = serial_rows
     assert status == 1  # a row failed: the sweep completed and says so
     rows = {row["name"]: row for row in doc["rows"]}
     assert list(rows) == ["broken", "mlp", "silu"]
@@ -67,12 +68,22 @@ def test_one_row_per_model_and_the_broken_file_is_a_failed_row(serial_rows, caps
     assert doc["summary"]["geomean_a_over_b"]["kernels"]["models"] == 2
     assert doc["builds"] == {"run": 6, "cached": 0}
     assert html.count("<tr") == 4 and "<svg" in html and "not a valid ONNX file" in html and "<script" not in html
+    # each ok row links to its model's report under both policies, written beside the page
+    assert rows["mlp"]["reports"] == {"A": "s_models/002-mlp-A.html", "B": "s_models/002-mlp-B.html"}
+    assert "href='s_models/002-mlp-A.html'" in html and "reports" not in rows["broken"]
+
+
+def test_the_model_reports_are_each_policys_plan(serial_rows):
+    pages = serial_rows[4]
+    assert sorted(pages) == ["002-mlp-A.html", "002-mlp-B.html", "003-silu-A.html", "003-silu-B.html"]
+    assert "mlp under xla" in pages["002-mlp-A.html"] and "mlp under apollo" in pages["002-mlp-B.html"]
 
 
 def test_a_rerun_hits_the_cache(serial_rows):
-    _, doc, _, again = serial_rows
+    _, doc, _, again, _ = serial_rows
     assert again["builds"] == {"run": 0, "cached": 6}
-    assert again["rows"] == doc["rows"]  # timings too: they are the cached builds'
+    # timings too: they are the cached builds' (the rerun wrote no report pages to link)
+    assert again["rows"] == [{k: v for k, v in row.items() if k != "reports"} for row in doc["rows"]]
 
 
 def test_jobs_2_gives_the_rows_of_jobs_1_and_measures(serial_rows, zoo, tmp_path):

@@ -94,3 +94,4 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch):
     assert [row["name"] for row in sweep["rows"]] == ["light_resnet50", "light_squeezenet"]
     assert all(row["a"]["rewrites"].get("relu_after_max_pool") == 1 for row in sweep["rows"])
     assert "<svg" in (tmp_path / "sweep.html").read_text()
+    assert "relu_after_max_pool (pool_relu.fuse:4)" in (tmp_path / "sweep_models" / "001-light_resnet50-A.html").read_text()
