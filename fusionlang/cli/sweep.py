@@ -21,6 +21,7 @@ or a compiled model's outputs differ from the reference or onnxruntime; 2 on bad
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -29,6 +30,10 @@ from fusionlang.cli.common import strategy_overrides
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, is_quiet, print_json, wants_json
 from fusionlang.cli.paths import check_output_directory, check_writable_file, write_text
 from fusionlang.errors import InputError
+from fusionlang.executors import ExecutorUnavailable
+from fusionlang.sweep import Policy, SweepSettings, run_sweep
+from fusionlang.sweep.html import shown_bytes, sweep_html
+from fusionlang.sweep.zoo import zoo_models
 
 #: the most worker processes --jobs takes
 MAX_JOBS = 4096
@@ -42,6 +47,7 @@ def jobs(text: str) -> int:
 
 
 def timing_rounds(text: str) -> int:
+    """A count of --measure rounds: an integer from 1 to MAX_ROUNDS."""
     return flags._count(text, "the round count", MAX_ROUNDS)
 
 
@@ -69,11 +75,6 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    from fusionlang.executors import ExecutorUnavailable
-    from fusionlang.sweep import Policy, SweepSettings, run_sweep
-    from fusionlang.sweep.html import sweep_html
-    from fusionlang.sweep.zoo import zoo_models
-
     if args.json_file == "-":
         args.json = True
     if args.ray not in (None, True) and args.jobs is not None:
@@ -84,12 +85,12 @@ def run(args) -> int:
     if args.report:
         check_output_directory(_reports_dir(args.report))
     options = tuple(sorted((strategy_overrides(args) or {}).items()))
-    settings = SweepSettings(models=tuple(zoo_models(args.zoo)), a=_policy(Policy, args.rules, args, options),
-                             b=_policy(Policy, args.baseline, args, options), jobs=args.jobs, ray=args.ray,
+    settings = SweepSettings(models=tuple(zoo_models(args.zoo)), a=_policy(args.rules, args, options),
+                             b=_policy(args.baseline, args, options), jobs=args.jobs, ray=args.ray,
                              measure=args.measure, rounds=args.rounds, cache=not args.no_cache,
                              reports_dir=_reports_dir(args.report))
     try:
-        with _progress_bar(args) as progress:
+        with ProgressBar(args) as progress:
             doc = run_sweep(settings, progress)
     except ExecutorUnavailable as exc:
         raise InputError(str(exc)) from None
@@ -112,7 +113,7 @@ def _reports_dir(page: str | None) -> str | None:
     return str(path.with_name(f"{path.stem}_models"))
 
 
-def _policy(Policy, rules: str, args, options):
+def _policy(rules: str, args, options) -> Policy:
     """The policy, checked before any build: a rule set that does not load, or a strategy
     option it does not take, is bad input (exit 2), not a failed row for every model."""
     from fusionlang.api import load_rules
@@ -126,8 +127,6 @@ def _policy(Policy, rules: str, args, options):
 
 
 def _dumps(doc: dict) -> str:
-    import json
-
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -142,8 +141,6 @@ def _exit_status(doc: dict) -> int:
 
 
 def _print_text(out, doc: dict, args) -> None:
-    from fusionlang.sweep.html import shown_bytes
-
     for row in doc["rows"]:
         if row["status"] != "ok":
             out.print(f"{row['name']}: failed: {row['error']}")
@@ -166,7 +163,7 @@ def _print_text(out, doc: dict, args) -> None:
             out.print(f"wrote {path}")
 
 
-class _progress_bar:
+class ProgressBar:
     """A rich progress bar (counts, ETA) on stderr when it is a terminal and neither
     --quiet nor --json is given; yields the progress(stage, done, total) callback or None."""
 

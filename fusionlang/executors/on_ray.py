@@ -9,6 +9,7 @@ the errors on one line.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Callable, Mapping
 
@@ -62,11 +63,32 @@ def connect(ray, cpus: int | None, address: str | bool, resources: dict[str, flo
     if address is True:
         start_local_cluster(cpus, resources)
         return True
+    problem = unreachable(str(address))
+    if problem:
+        raise ExecutorUnavailable(f"--ray: cannot reach a Ray cluster at {address}: {problem}")
     try:
         ray.init(address=str(address), log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise ExecutorUnavailable(f"--ray: cannot reach a Ray cluster at {address}: {one_line(exc)}") from None
     return True
+
+
+#: seconds to wait for a cluster's port to answer
+PROBE_SECONDS = 5
+
+
+def unreachable(address: str) -> str | None:
+    """Why nothing listens at a HOST:PORT address (``ray://`` or not), or None (also for
+    addresses of another form, such as "auto", which Ray resolves itself). Checked
+    first because Ray itself retries a dead address for minutes."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS).close()
+    except (OSError, ValueError, OverflowError) as exc:
+        return one_line(exc)
+    return None
 
 
 def start_local_cluster(cpus: int | None, resources: dict[str, float] | None = None) -> None:

@@ -137,6 +137,16 @@ def test_a_listed_zoo_resolves_paths_against_its_file(zoo, tmp_path, capsys):
     assert [row["name"] for row in doc["rows"]] == ["silu"] and doc["rows"][0]["status"] == "ok"
 
 
+def test_a_ray_address_where_nothing_listens_is_one_line_and_exit_2_not_a_hang(zoo, capsys):
+    import socket
+
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    argv = ["sweep", str(zoo), "--rules", "xla", "--baseline", "apollo", "--ray", f"127.0.0.1:{port}"]
+    assert f"--ray: cannot reach a Ray cluster at 127.0.0.1:{port}: ConnectionRefusedError" in one_line_error(capsys, argv)
+
+
 def test_ray_not_installed_says_how_to_install_it(zoo, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if it were not installed
     argv = ["sweep", str(zoo), "--rules", "xla", "--baseline", "apollo", "--ray"]
