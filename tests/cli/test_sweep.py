@@ -97,9 +97,12 @@ def test_jobs_2_gives_the_rows_of_jobs_1_and_measures(serial_rows, zoo, tmp_path
 
 @pytest.mark.ray
 def test_ray_on_a_local_cluster_gives_the_rows_of_the_pool(serial_rows, zoo, tmp_path):
-    status, doc = sweep(tmp_path, zoo, "--ray", "--jobs", "2", "--no-cache")
+    status, doc = sweep(tmp_path, zoo, "--ray", "--jobs", "2", "--no-cache", "--measure", "--rounds", "1")
     assert status == 1 and doc["settings"]["executor"] == "ray" and doc["builds"]["run"] == 6
     assert [without_timings(r) for r in doc["rows"]] == [without_timings(r) for r in serial_rows[1]["rows"]]
+    # measured in the timer actor the local cluster's fusionlang_timer resource admits
+    measured = [row["measure"] for row in doc["rows"] if row["status"] == "ok"]
+    assert len(measured) == 2 and all(m["rounds"] == 1 and m["cpu_ratio"] > 0 for m in measured)
 
 
 @pytest.mark.parametrize("flags, message", [
