@@ -29,6 +29,10 @@ def import_ray():
     return ray
 
 
+#: how long one wait for finished tasks lasts before the next (a progress tick at most)
+WAIT_SECONDS = 0.2
+
+
 def _call(fn, item):
     return fn(item)
 
@@ -39,14 +43,17 @@ def run_on_ray(fn, items: Mapping[str, object], *, cpus: int | None, address: st
     started = connect(ray, cpus, address)
     try:
         task = ray.remote(max_retries=retries)(_call)
-        pending = {task.remote(fn, item): key for key, item in items.items()}
+        key_of = {task.remote(fn, item): key for key, item in items.items()}
+        waiting = list(key_of)
         results: dict[str, Done | Failed] = {}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            key = pending.pop(ready[0])
-            results[key] = _outcome(ray, key, ready[0])
-            if progress is not None:
-                progress(len(results), len(items))
+        while waiting:
+            # every task that finished, not one: one at a time would make a batch of
+            # n tasks cost n waits over up to n references
+            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=WAIT_SECONDS)
+            for ref in ready:
+                results[key_of[ref]] = _outcome(ray, key_of[ref], ref)
+                if progress is not None:
+                    progress(len(results), len(items))
         return {key: results[key] for key in items}
     finally:
         if started:
