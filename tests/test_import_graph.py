@@ -26,12 +26,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fusionlang"
 KNOWN_CYCLES: list[frozenset[str]] = []
 # ---------------------------------------------------------------------------------------
 
-#: the layers on top: they may import every package, and no package imports them
-TOP_LAYERS = ("fusionlang.testing", "fusionlang.cli")
+#: the layers on top: they may import every package, and no package imports them (the
+#: sweep is an application of the library, as the command line is: it reuses `run
+#: --check`'s seeded inputs and comparison)
+TOP_LAYERS = ("fusionlang.testing", "fusionlang.cli", "fusionlang.sweep")
 #: modules above the library that may reach the top layers: the command-line entry point,
 #: and the package facade, whose `fusionlang.check_rules` loads fusionlang.testing on first
 #: use (a PEP 562 __getattr__; hypothesis is an optional extra)
 ENTRY_POINTS = {"fusionlang", "fusionlang.__main__"}
+#: the bottom layer: packages that import nothing else of fusionlang, so any package may
+#: use them (the executors run any batch of jobs, the campaign's as well as the sweep's)
+BOTTOM_LAYERS = ("fusionlang.executors",)
 
 
 def module_files() -> dict[str, Path]:
@@ -111,6 +116,14 @@ def test_no_library_module_imports_testing_or_cli():
     offenders = [f"{a} -> {b} (line {graph.edges[a, b]['line']})" for a, b in graph.edges
                  if _in_top_layer(b) and not _in_top_layer(a) and a not in ENTRY_POINTS]
     assert offenders == []
+
+
+def test_the_bottom_layer_imports_nothing_else_of_fusionlang():
+    graph = import_graph()
+    offenders = [f"{a} -> {b} (line {graph.edges[a, b]['line']})" for a, b in graph.edges
+                 if _package(a) in BOTTOM_LAYERS and _package(b) not in BOTTOM_LAYERS]
+    assert offenders == []
+    assert any(_package(m) == "fusionlang.executors" for m in graph)  # the layer exists: the test is not vacuous
 
 
 def _package(module: str) -> str:

@@ -43,6 +43,7 @@ COMMANDS = {
     "lint": "parse and check .fuse rule files and run their test blocks",
     "check": "property-check every rule of .fuse rule files",
     "cache": "show (info) or empty (clear) the compiled-kernel cache",
+    "sweep": "measure a rule change across a model zoo: policy A against baseline B, one row per model",
 }
 
 #: flags before the command: what may stand before its name (those taking a value, with it)
