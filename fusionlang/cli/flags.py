@@ -85,6 +85,29 @@ def threads(text: str) -> int:
     return _count(text, "the thread count", MAX_THREADS)
 
 
+#: the most worker processes a pool may start
+MAX_JOBS = 1024
+
+
+def jobs(text: str) -> int:
+    """A worker count: an integer from 1 to MAX_JOBS."""
+    return _count(text, "the job count", MAX_JOBS)
+
+
+#: the most random graphs one campaign may ask for, and per shard
+MAX_GRAPHS, MAX_SHARD_GRAPHS = 10**9, 100_000
+
+
+def graph_count(text: str) -> int:
+    """How many random graphs: an integer from 1 to MAX_GRAPHS."""
+    return _count(text, "the graph count", MAX_GRAPHS)
+
+
+def shard_graphs(text: str) -> int:
+    """Graphs per shard: an integer from 1 to MAX_SHARD_GRAPHS."""
+    return _count(text, "the shard size", MAX_SHARD_GRAPHS)
+
+
 _OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPTION_INT = re.compile(r"[+-]?[0-9]{1,30}")
 _OPTION_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")

@@ -1,0 +1,152 @@
+"""`fusionlang check --jobs N | --ray`: one job per rule on worker processes or a Ray
+cluster, with the verdicts, counterexamples and output of a serial run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import textwrap
+
+import pytest
+
+from fusionlang.cli import main
+from fusionlang.executors import Failed
+
+RULES = textwrap.dedent("""\
+    import "std/algebra.fuse"
+
+    rewrite drop_double_neg:
+        neg(neg(x)) => x
+
+    rewrite exp_of_sum:
+        exp(add(x, y)) => add(exp(x), exp(y))
+
+    rewrite drop_identity: identity(x) => x
+
+    test drops_identity {
+        input x: f32[3]
+        y = exp(identity(x))
+        output y
+        expect fired(drop_identity) == 1
+    }
+
+    test counts_wrong {
+        input x: f32[3]
+        y = identity(x)
+        output y
+        expect fired(drop_identity) == 2
+    }
+    """)
+
+#: a passing and a failing rewrite, a passing and a failing test block
+ARGS = ["--examples", "8", "--budget", "2", "--kinds", "rewrite,test", "--seed", "5"]
+
+
+@pytest.fixture(scope="module")
+def rules(tmp_path_factory):
+    path = tmp_path_factory.mktemp("jobs") / "mixed.fuse"
+    path.write_text(RULES)
+    return str(path)
+
+
+def _run(capsys, *argv) -> tuple[int, str]:
+    status = main(list(argv))
+    return status, capsys.readouterr().out
+
+
+def _without_times(document: dict) -> dict:
+    """The JSON report less its seconds, which are timings and differ between any two runs."""
+    if isinstance(document, dict):
+        return {k: _without_times(v) for k, v in document.items() if k != "seconds"}
+    if isinstance(document, list):
+        return [_without_times(v) for v in document]
+    return document
+
+
+def _both_outputs(rules, *executor):
+    """(status, text, status, JSON less timings) of a check of ``rules``."""
+    outputs = []
+    for argv in (["check", rules, *ARGS, *executor], ["--json", "check", rules, *ARGS, *executor]):
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            outputs.append(main(argv))
+        outputs.append(out.getvalue())
+    outputs[3] = _without_times(json.loads(outputs[3]))
+    return tuple(outputs)
+
+
+@pytest.fixture(scope="module")
+def serial(rules):
+    return _both_outputs(rules)
+
+
+def test_the_serial_run_has_passing_and_failing_rules(serial):
+    text_status, text, json_status, _ = serial
+    assert text_status == json_status == 1
+    assert "exp_of_sum: failed" in text and "drop_double_neg: proved" in text
+    assert "test counts_wrong: failed" in text and "test drops_identity: checked" in text
+
+
+def test_jobs_2_gives_the_serial_verdicts_and_output(rules, serial):
+    assert _both_outputs(rules, "--jobs", "2") == serial
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of 2 CPUs (the executor uses a connection already open); its
+    workers import this checkout."""
+    ray = pytest.importorskip("ray")
+    from fusionlang.executors.on_ray import start_local_cluster
+
+    start_local_cluster(2)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.ray
+def test_ray_gives_the_serial_verdicts(rules, serial, ray_cluster):
+    # the JSON only: the text is printed from the same merged verdicts (the pool test checks it)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["--json", "check", rules, *ARGS, "--ray"]) == serial[2]
+    assert _without_times(json.loads(out.getvalue())) == serial[3]
+
+
+def test_a_rule_whose_job_never_answers_fails(capsys, rules, monkeypatch):
+    from fusionlang.cli import check
+
+    def lose_the_failing_rule(fn, items, args):
+        return {key: Failed(key, "worker died (signal 9)") if "exp_of_sum" in key else _done(key, fn(item))
+                for key, item in items.items()}
+
+    monkeypatch.setattr(check, "run_jobs", lose_the_failing_rule)
+    status, out = _run(capsys, "check", rules, *ARGS, "--kinds", "rewrite", "--jobs", "2")
+    assert status == 1
+    assert "rewrite exp_of_sum: failed\n    the check did not finish: worker died (signal 9)" in out
+    assert "drop_double_neg: proved" in out
+
+
+def _done(key, value):
+    from fusionlang.executors import Done
+
+    return Done(key, value)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--jobs", "0"], "argument --jobs: the job count must be from 1 to 1024, got '0'"),
+    (["--jobs", "two"], "argument --jobs: the job count must be an integer, got 'two'"),
+    (["--jobs", "2", "--ray"], "argument --ray: not allowed with argument --jobs"),
+])
+def test_bad_executor_flags_are_one_line_exit_2(capsys, rules, argv, message):
+    assert main(["check", rules, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fusionlang: error: {message}") and err.count("\n") == 1
+
+
+def test_ray_without_ray_installed_is_one_line_exit_2(capsys, rules, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed
+    assert main(["check", rules, *ARGS, "--ray"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("fusionlang: error: --ray: Ray is not installed (pip install 'fusionlang[ray]', "
+                            "or use --jobs N)\n")
