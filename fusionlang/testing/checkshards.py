@@ -13,10 +13,13 @@ does); :class:`Merge` puts the verdicts back in the serial order.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from fusionlang.errors import FuseError
 from fusionlang.lang import load_rules
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.testing.checker import CheckReport, RuleCheck, check_rules
@@ -43,6 +46,8 @@ class CheckShard:
 
     source: str
     file_index: int
+    #: the caller's working directory: rule files inside it are named relative to it
+    directory: str = "."
     keys: tuple[Key, ...] = ()
     tests: bool = False
     names: frozenset[str] | None = None
@@ -92,6 +97,7 @@ def plan_shards(sources: list[str], rulesets: list[RuleSet], kinds: Iterable[str
     """The shards of a check of ``rulesets`` (loaded from ``sources``), in the serial
     order; each rule once, for the first file that has it."""
     kinds = tuple(kinds)
+    directory = os.getcwd()
     seen: set[Key] = set()
     shards: list[CheckShard] = []
     for index, (source, ruleset) in enumerate(zip(sources, rulesets)):
@@ -100,19 +106,36 @@ def plan_shards(sources: list[str], rulesets: list[RuleSet], kinds: Iterable[str
             if key in seen or (names is not None and key[1] not in names):
                 continue
             seen.add(key)
-            shards.append(CheckShard(portable, index, (key,), options=options))
+            shards.append(CheckShard(portable, index, directory, (key,), options=options))
         if "test" in kinds and ruleset.tests:
-            shards.append(CheckShard(portable, index, tests=True, names=frozenset(names) if names else None,
-                                     options=options))
+            shards.append(CheckShard(portable, index, directory, tests=True,
+                                     names=frozenset(names) if names else None, options=options))
     return shards
 
 
 def check_shard(shard: CheckShard) -> list[RuleCheck]:
-    """The verdicts of one shard, computed from the rule file (parsed here)."""
-    ruleset = load_rules(shard.source)
-    options = shard.options
-    report = check_rules(ruleset, max_examples=options.max_examples, seed=options.seed, budget=options.budget,
-                         float_exact=options.float_exact, kinds=shard.kinds, select=shard.accepts)
+    """The verdicts of one shard, computed from the rule file (parsed here). The file is
+    loaded from the caller's directory where this machine has it, so its rules are named
+    (``file:line``) as the caller names them."""
+    directory = shard.directory if os.path.isdir(shard.directory) else os.getcwd()
+    found: set[Key] = set()
+
+    def select(*key) -> bool:
+        if shard.accepts(*key):
+            found.add(key)
+            return True
+        return False
+
+    with contextlib.chdir(directory):
+        ruleset = load_rules(shard.source)
+        options = shard.options
+        report = check_rules(ruleset, max_examples=options.max_examples, seed=options.seed, budget=options.budget,
+                             float_exact=options.float_exact, kinds=shard.kinds, select=select)
+    missing = [key for key in shard.keys if key not in found]
+    if missing:
+        # never pass a rule by not checking it: the file is not here what it is for the caller
+        raise FuseError(f"{shard.source}: the worker found no {' '.join(missing[0][:2])} at {missing[0][2]} "
+                        "(is the rule file the same on every machine?)")
     return report.checks
 
 

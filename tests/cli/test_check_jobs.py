@@ -150,3 +150,40 @@ def test_ray_without_ray_installed_is_one_line_exit_2(capsys, rules, monkeypatch
     assert captured.out == ""
     assert captured.err == ("fusionlang: error: --ray: Ray is not installed (pip install 'fusionlang[ray]', "
                             "or use --jobs N)\n")
+
+
+def test_a_worker_elsewhere_names_rules_as_the_caller_does(tmp_path, monkeypatch):
+    # a Ray worker runs in a directory of its own: a file the caller names relatively
+    # must keep its name, or its rules' keys would match nothing and go unchecked
+    from fusionlang.lang import clear_caches, load_rules
+    from fusionlang.testing.checkshards import CheckOptions, check_shard, plan_shards
+
+    (tmp_path / "caller").mkdir()
+    (tmp_path / "caller" / "r.fuse").write_text("rewrite drop: identity(x) => x\n")
+    monkeypatch.chdir(tmp_path / "caller")
+    (shard,) = plan_shards(["r.fuse"], [load_rules("r.fuse")], ["rewrite"], None, CheckOptions(max_examples=5))
+    monkeypatch.chdir(tmp_path)
+    clear_caches()  # a fresh worker has parsed nothing
+    (check,) = check_shard(shard)
+    assert check.where == "r.fuse:1" and check.status == "proved"
+
+
+def test_a_rule_the_worker_cannot_find_fails_its_shard(tmp_path):
+    from fusionlang.errors import FuseError
+    from fusionlang.lang import load_rules
+    from fusionlang.testing.checkshards import CheckOptions, check_shard, plan_shards
+
+    path = tmp_path / "r.fuse"
+    path.write_text("rewrite drop: identity(x) => x\n")
+    (shard,) = plan_shards([str(path)], [load_rules(str(path))], ["rewrite"], None, CheckOptions(max_examples=5))
+    path.write_text("\nrewrite drop: identity(x) => x\n")  # the worker's copy differs
+    with pytest.raises(FuseError, match=r"found no rewrite drop at .*r\.fuse:1 \(is the rule file the same"):
+        check_shard(shard)
+
+
+def test_a_test_block_shared_by_two_files_runs_once(tmp_path, capsys):
+    (tmp_path / "base.fuse").write_text(RULES)
+    user = tmp_path / "user.fuse"
+    user.write_text('import "base.fuse"\nrewrite r: identity(x) => x\n')
+    status, out = _run(capsys, "check", str(tmp_path / "base.fuse"), str(user), "--kinds", "test")
+    assert status == 1 and out.count("test drops_identity: checked") == 1 and out.count("counts_wrong") == 1
