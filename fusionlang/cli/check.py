@@ -46,6 +46,9 @@ def configure(p) -> None:
                    help="a rewrite or decomposition that changes float32 results (not float-exact) fails")
     p.add_argument("--seed", type=flags.seed, default=0,
                    help="hypothesis seed, 0 to 2**32-1: the same seed draws the same instances")
+    p.add_argument("--seeds", type=flags.seed_count, default=1, metavar="N",
+                   help="check every rule under N seeds, --seed to --seed + N - 1 (a verdict per rule and "
+                        "seed; default 1); with --jobs or --ray each rule and seed is a job of its own")
     p.add_argument("--kinds", default=None, metavar="K,K",
                    help="check only these kinds: rewrite, decompose, def, fuse, strategy, test")
     p.add_argument("--rule", action="append", default=None, metavar="NAME",
@@ -71,7 +74,9 @@ def run(args) -> int:
         _require_known_rules(checker, args.rule, rulesets, kinds)
     options = checkshards.CheckOptions(max_examples=args.examples, seed=args.seed, budget=args.budget,
                                        float_exact=args.float_exact)
-    shards = checkshards.plan_shards(list(args.files), rulesets, kinds, names, options)
+    if args.seed + args.seeds - 1 > flags.MAX_SEED:
+        raise InputError(f"--seeds: the last seed, {args.seed + args.seeds - 1}, is past {flags.MAX_SEED}")
+    shards = checkshards.plan_shards(list(args.files), rulesets, kinds, names, options, args.seeds)
     quiet, as_json = is_quiet(args), wants_json(args)
 
     def show(check) -> None:
@@ -84,8 +89,9 @@ def run(args) -> int:
         print_json({"ok": failed == 0, "reports": [r.to_dict() for r in reports]})
     elif not quiet:
         total = {s: sum(r.counts()[s] for r in reports) for s in STATUSES}
-        print(f"{len(args.files)} file(s), {sum(len(r.checks) for r in reports)} rule(s): "
-              + ", ".join(f"{total[s]} {s}" for s in STATUSES))
+        checked = f"{sum(len(r.checks) for r in reports)} " + ("rule(s)" if args.seeds == 1 else
+                                                                 f"verdict(s) under {args.seeds} seeds")
+        print(f"{len(args.files)} file(s), {checked}: " + ", ".join(f"{total[s]} {s}" for s in STATUSES))
     return EXIT_MISMATCH if failed else EXIT_OK
 
 

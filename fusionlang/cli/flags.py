@@ -43,6 +43,15 @@ def seed(text: str) -> int:
     return value
 
 
+#: the most seeds one ``check --seeds`` may run each rule under
+MAX_SEEDS = 100_000
+
+
+def seed_count(text: str) -> int:
+    """How many seeds: an integer from 1 to MAX_SEEDS."""
+    return _count(text, "the seed count", MAX_SEEDS)
+
+
 def tolerance(text: str) -> float:
     """A comparison tolerance: a finite number >= 0."""
     try:

@@ -2,7 +2,8 @@
 rule file for its in-file test blocks), merged back into the reports a serial run makes.
 
 A shard is data: the rule file's path, the keys ``(kind, name, where)`` of the rules it
-checks, and the options (seed included). The worker parses the file itself (rule files
+checks, and the options (seed included; a campaign over several seeds has a shard per
+rule and seed). The worker parses the file itself (rule files
 are data; parsed rule sets are never pickled across processes) and calls
 :func:`check_rules` with a ``select`` that accepts only its keys, so a rule is checked by
 the very code, with the very seed, that a serial run uses: verdicts and counterexamples
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -67,7 +68,7 @@ class CheckShard:
     def label(self) -> str:
         """A key unique in its plan (the executors key results by it)."""
         what = "tests" if self.tests else " ".join(self.keys[0])
-        return f"{self.file_index}:{what}"
+        return f"{self.file_index}:{self.options.seed}:{what}"
 
 
 def _portable(source: str) -> str:
@@ -93,9 +94,11 @@ def rule_keys(ruleset: RuleSet, kinds: Iterable[str]) -> list[Key]:
 
 
 def plan_shards(sources: list[str], rulesets: list[RuleSet], kinds: Iterable[str],
-                names: set[str] | None, options: CheckOptions) -> list[CheckShard]:
+                names: set[str] | None, options: CheckOptions, seeds: int = 1) -> list[CheckShard]:
     """The shards of a check of ``rulesets`` (loaded from ``sources``), in the serial
-    order; each rule once, for the first file that has it."""
+    order; each rule once, for the first file that has it, under ``seeds`` seeds from
+    ``options.seed`` on (one shard per rule and seed; test blocks draw nothing, so they
+    run once)."""
     kinds = tuple(kinds)
     directory = os.getcwd()
     seen: set[Key] = set()
@@ -106,7 +109,8 @@ def plan_shards(sources: list[str], rulesets: list[RuleSet], kinds: Iterable[str
             if key in seen or (names is not None and key[1] not in names):
                 continue
             seen.add(key)
-            shards.append(CheckShard(portable, index, directory, (key,), options=options))
+            shards.extend(CheckShard(portable, index, directory, (key,), options=replace(options, seed=seed))
+                          for seed in range(options.seed, options.seed + seeds))
         if "test" in kinds and ruleset.tests:
             shards.append(CheckShard(portable, index, directory, tests=True,
                                      names=frozenset(names) if names else None, options=options))

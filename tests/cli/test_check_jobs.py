@@ -15,8 +15,6 @@ from fusionlang.cli import main
 from fusionlang.executors import Failed
 
 RULES = textwrap.dedent("""\
-    import "std/algebra.fuse"
-
     rewrite drop_double_neg:
         neg(neg(x)) => x
 
@@ -40,8 +38,9 @@ RULES = textwrap.dedent("""\
     }
     """)
 
-#: a passing and a failing rewrite, a passing and a failing test block
-ARGS = ["--examples", "8", "--budget", "2", "--kinds", "rewrite,test", "--seed", "5"]
+#: a passing and a failing rewrite, a passing and a failing test block; each rewrite
+#: under seeds 5 and 6 (a job per rule and seed)
+ARGS = ["--examples", "8", "--budget", "2", "--kinds", "rewrite,test", "--seed", "5", "--seeds", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +85,21 @@ def test_the_serial_run_has_passing_and_failing_rules(serial):
     assert text_status == json_status == 1
     assert "exp_of_sum: failed" in text and "drop_double_neg: proved" in text
     assert "test counts_wrong: failed" in text and "test drops_identity: checked" in text
+    assert text.rstrip().endswith("1 file(s), 8 verdict(s) under 2 seeds: 4 proved, 1 checked, 0 under-covered, "
+                                  "3 failed, 0 skipped")
+
+
+def test_each_seed_of_several_gives_the_verdicts_of_that_seed_alone(rules, serial):
+    by_seed = {}
+    for check in serial[3]["reports"][0]["checks"]:
+        if check["kind"] == "rewrite":
+            by_seed.setdefault(check["coverage"]["seed"], []).append(check)
+    assert sorted(by_seed) == [5, 6]
+    for seed, checks in by_seed.items():
+        alone = ["--examples", "8", "--budget", "2", "--kinds", "rewrite", "--seed", str(seed)]
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            main(["--json", "check", rules, *alone])
+        assert _without_times(json.loads(out.getvalue()))["reports"][0]["checks"] == checks
 
 
 def test_jobs_2_gives_the_serial_verdicts_and_output(rules, serial):
@@ -136,6 +150,8 @@ def _done(key, value):
     (["--jobs", "0"], "argument --jobs: the job count must be from 1 to 1024, got '0'"),
     (["--jobs", "two"], "argument --jobs: the job count must be an integer, got 'two'"),
     (["--jobs", "2", "--ray"], "argument --ray: not allowed with argument --jobs"),
+    (["--seeds", "0"], "argument --seeds: the seed count must be from 1 to 100000, got '0'"),
+    (["--seed", "4294967295", "--seeds", "2"], "--seeds: the last seed, 4294967296, is past 4294967295"),
 ])
 def test_bad_executor_flags_are_one_line_exit_2(capsys, rules, argv, message):
     assert main(["check", rules, *argv]) == 2
