@@ -32,3 +32,23 @@ def silu_model(path) -> str:
     nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sigmoid"),
              helper.make_node("Mul", ["x", "s"], ["y"], name="mul")]
     return _save(nodes, [_float("x", [2, 8])], [_float("y", [2, 8])], 17, path)
+
+
+def mlp_model(path) -> str:
+    """y = softmax(relu(x @ W + b)): a matmul, a bias, an activation and a reduction, so
+    policies that fuse differently give different groups."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "W"),
+               numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="matmul"),
+             helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+             helper.make_node("Relu", ["hb"], ["r"], name="relu"),
+             helper.make_node("Softmax", ["r"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "mlp", [_float("x", [4, 8])], [_float("y", [4, 6])], initializer=weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return str(path)

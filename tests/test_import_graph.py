@@ -26,8 +26,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fusionlang"
 KNOWN_CYCLES: list[frozenset[str]] = []
 # ---------------------------------------------------------------------------------------
 
-#: the layers on top: they may import every package, and no package imports them
-TOP_LAYERS = ("fusionlang.testing", "fusionlang.cli")
+#: the layers on top: they may import every package, and no package imports them (the
+#: sweep is an application of the library, as the command line is: it reuses `run
+#: --check`'s seeded inputs and comparison)
+TOP_LAYERS = ("fusionlang.testing", "fusionlang.cli", "fusionlang.sweep")
 #: modules above the library that may reach the top layers: the command-line entry point,
 #: and the package facade, whose `fusionlang.check_rules` loads fusionlang.testing on first
 #: use (a PEP 562 __getattr__; hypothesis is an optional extra)

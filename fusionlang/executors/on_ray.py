@@ -52,14 +52,15 @@ def run_on_ray(fn, items: Mapping[str, object], *, cpus: int | None, address: st
             ray.shutdown()
 
 
-def connect(ray, cpus: int | None, address: str | bool) -> bool:
-    """Start a local cluster (``address`` True) or join the one at ``address``; True when
-    this call started the connection (and so must end it). A connection already open
-    (a test's shared cluster, a caller's) is used as it is."""
+def connect(ray, cpus: int | None, address: str | bool, resources: dict[str, float] | None = None) -> bool:
+    """Start a local cluster (``address`` True) offering ``resources`` besides its CPUs,
+    or join the one at ``address``; True when this call started the connection (and so
+    must end it). A connection already open (a test's shared cluster, a caller's) is used
+    as it is."""
     if ray.is_initialized():
         return False
     if address is True:
-        start_local_cluster(cpus)
+        start_local_cluster(cpus, resources)
         return True
     try:
         ray.init(address=str(address), log_to_driver=False)
@@ -68,8 +69,9 @@ def connect(ray, cpus: int | None, address: str | bool) -> bool:
     return True
 
 
-def start_local_cluster(cpus: int | None) -> None:
-    """A Ray cluster on this machine of ``cpus`` CPUs (default: the cores). Its workers
+def start_local_cluster(cpus: int | None, resources: dict[str, float] | None = None) -> None:
+    """A Ray cluster on this machine of ``cpus`` CPUs (default: the cores) and custom
+    ``resources`` (name -> amount). Its workers
     get this process's sys.path, so they import what the caller can (a checkout, a
     test's folder), not only what is installed."""
     ray = import_ray()
@@ -78,7 +80,8 @@ def start_local_cluster(cpus: int | None) -> None:
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(entry for entry in sys.path if entry)
     try:
-        ray.init(num_cpus=cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                 resources=resources)
     finally:
         if saved is None:
             del os.environ["PYTHONPATH"]

@@ -7,12 +7,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Done:
+    """A job that returned: its key and the value ``fn`` returned."""
+
     key: str
     value: object
 
 
 @dataclass(frozen=True)
 class Failed:
+    """A job with no value: it raised, or its worker (or node) died too often."""
+
     key: str
     #: one line: "ExcType: message", "worker died (signal 9)" or "node lost"
     error: str

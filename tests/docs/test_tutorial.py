@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import shlex
 import subprocess
@@ -68,6 +69,7 @@ def test_tutorial_parts_are_found():
     assert any(c.startswith("fusionlang check ") for c in commands)
     assert any(c.startswith("fusionlang fuse ") and "--report" in c for c in commands)
     assert any(c.startswith("fusionlang explain ") for c in commands)
+    assert any(c.startswith("fusionlang sweep ") and "--report" in c for c in commands)
 
 
 def test_matching():
@@ -88,3 +90,7 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch):
     page = (tmp_path / "resnet50.html").read_text()
     assert "relu_after_max_pool (pool_relu.fuse:4)" in page
     assert "fuse reduce -&gt; broadcast|elemwise : reduce [stitch]" in page
+    sweep = json.loads((tmp_path / "sweep.json").read_text())
+    assert [row["name"] for row in sweep["rows"]] == ["light_resnet50", "light_squeezenet"]
+    assert all(row["a"]["rewrites"].get("relu_after_max_pool") == 1 for row in sweep["rows"])
+    assert "<svg" in (tmp_path / "sweep.html").read_text()
