@@ -95,7 +95,7 @@ def threads(text: str) -> int:
 
 
 #: the most worker processes a pool may start
-MAX_JOBS = 1024
+MAX_JOBS = 4096
 
 
 def jobs(text: str) -> int:

@@ -11,26 +11,30 @@ from fusionlang.errors import InputError
 
 
 def add_executor_flags(p) -> None:
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--jobs", type=flags.jobs, default=1, metavar="N",
-                       help="run the jobs on a pool of N local worker processes (default 1: in this process); "
-                            "a worker that dies has its job re-run")
-    where.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
-                       help="run the jobs as Ray tasks: on a local cluster this command starts, or on the "
-                            "cluster at ADDRESS (needs the 'ray' extra)")
+    p.add_argument("--jobs", type=flags.jobs, default=None, metavar="N",
+                   help="run the jobs on a pool of N local worker processes (default: one after the other in "
+                        "this process); a worker that dies has its job re-run. With a bare --ray: the CPUs "
+                        "of the local cluster")
+    p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                   help="run the jobs as Ray tasks: on a local cluster this command starts, or on the "
+                        "cluster at ADDRESS (needs pip install 'fusionlang[ray]')")
 
 
 def is_serial(args) -> bool:
     """Run in this process, one job after the other (printing each result as it comes)."""
-    return args.ray is None and args.jobs == 1
+    return args.ray is None and args.jobs in (None, 1)
 
 
 def executor_place(args) -> tuple[int | None, str | bool | None]:
     """``(jobs, ray)`` for :func:`fusionlang.executors.run_all`, once Ray is known to be
     there when asked for (a missing extra is a flag's error, before any work)."""
-    if args.ray is not None and importlib.util.find_spec("ray") is None:
+    if args.ray is None:
+        return args.jobs or 1, None
+    if args.ray is not True and args.jobs is not None:
+        raise InputError("--jobs sets the CPUs of a local Ray cluster; the cluster at an ADDRESS has its own")
+    if importlib.util.find_spec("ray") is None:
         raise InputError("--ray: Ray is not installed (pip install 'fusionlang[ray]', or use --jobs N)")
-    return (None, args.ray) if args.ray is not None else (args.jobs, None)
+    return args.jobs, args.ray
 
 
 def run_jobs(fn: Callable, items: Mapping[str, object], args) -> dict:

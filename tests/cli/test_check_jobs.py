@@ -147,9 +147,10 @@ def _done(key, value):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--jobs", "0"], "argument --jobs: the job count must be from 1 to 1024, got '0'"),
+    (["--jobs", "0"], "argument --jobs: the job count must be from 1 to 4096, got '0'"),
     (["--jobs", "two"], "argument --jobs: the job count must be an integer, got 'two'"),
-    (["--jobs", "2", "--ray"], "argument --ray: not allowed with argument --jobs"),
+    (["--jobs", "2", "--ray", "10.0.0.1:6379"],
+     "--jobs sets the CPUs of a local Ray cluster; the cluster at an ADDRESS has its own"),
     (["--seeds", "0"], "argument --seeds: the seed count must be from 1 to 100000, got '0'"),
     (["--seed", "4294967295", "--seeds", "2"], "--seeds: the last seed, 4294967296, is past 4294967295"),
 ])

@@ -99,7 +99,7 @@ def test_the_summary_line_and_exit_0(capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--jobs", "0"], "argument --jobs: the job count must be from 1 to 1024, got '0'"),
+    (["--jobs", "0"], "argument --jobs: the job count must be from 1 to 4096, got '0'"),
     (["--graphs", "0"], "argument --graphs: the graph count must be from 1 to 1000000000, got '0'"),
     (["--strategy", "tvm", "--rules", "apollo"], "--strategy: 'tvm' is not a strategy of apollo (it has: apollo)"),
 ])
