@@ -19,6 +19,7 @@ would change which graphs a seed names.
 
 from __future__ import annotations
 
+import resource
 import time
 from dataclasses import dataclass, field
 from typing import Callable, cast
@@ -111,11 +112,13 @@ class ShardResult:
     skipped: int
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    #: CPU time, the compiler's included: what the shard costs on an idle core
+    cpu_seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return {"index": self.index, "seed": self.seed, "graphs": self.graphs, "equivalent": self.equivalent,
                 "skipped": self.skipped, "findings": [f.to_dict() for f in self.findings],
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3), "cpu_seconds": round(self.cpu_seconds, 3)}
 
 
 def plan(graphs: int, *, seed: int = 0, strategy: str = "apollo", rules: str | None = None,
@@ -134,9 +137,15 @@ def _finding(shard: CampaignShard, index: int | None, verdict: Equivalence) -> F
                    str(verdict).split(": ", 1)[-1], format_graph(verdict.graph))
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the children it waited for (the C compiler runs)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def run_shard(shard: CampaignShard) -> ShardResult:
     """Draw the shard's graphs and check each end to end."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     graphs = shard.draw()
     verdicts = check_equivalence_many(graphs, load_rules(shard.rules), shard.strategy, batch=shard.batch)
     per_graph, batches = verdicts[:len(graphs)], verdicts[len(graphs):]
@@ -145,6 +154,7 @@ def run_shard(shard: CampaignShard) -> ShardResult:
     result.findings = ([_finding(shard, k, v) for k, v in enumerate(per_graph) if not v.ok and v.stage != "reference"]
                        + [_finding(shard, None, v) for v in batches])
     result.seconds = time.perf_counter() - started
+    result.cpu_seconds = _cpu_seconds() - cpu_started
     return result
 
 
@@ -182,13 +192,15 @@ class CampaignReport:
         return (f"campaign of {counts['graphs']} graphs ({len(self.shards) + len(self.lost)} shards, strategy "
                 f"{self.strategy}, rules {self.rules}, seed {self.seed}): {counts['checked']} checked, "
                 f"{counts['equivalent']} equivalent, {counts['mismatches']} mismatches, {counts['crashes']} crashes, "
-                f"{counts['skipped']} skipped, {counts['lost shards']} lost shards ({self.seconds:.1f} s)")
+                f"{counts['skipped']} skipped, {counts['lost shards']} lost shards ({self.seconds:.1f} s, "
+                f"{sum(s.cpu_seconds for s in self.shards):.1f} s CPU)")
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "strategy": self.strategy, "rules": self.rules, "seed": self.seed,
                 **{k.replace(" ", "_"): v for k, v in self.counts().items()},
                 "findings": [f.to_dict() for f in self.findings], "shards": [s.to_dict() for s in self.shards],
-                "lost": {str(k): v for k, v in self.lost.items()}, "seconds": round(self.seconds, 3)}
+                "lost": {str(k): v for k, v in self.lost.items()}, "seconds": round(self.seconds, 3),
+                "cpu_seconds": round(sum(s.cpu_seconds for s in self.shards), 3)}
 
 
 def run_campaign(graphs: int, *, seed: int = 0, strategy: str = "apollo", rules: str | None = None,

@@ -83,6 +83,7 @@ def test_a_mismatch_exits_1_with_a_reproducer_that_draws_the_graph(capsys, wrong
                    "--rules", wrong_rules, "--jobs", "1"])
     report = json.loads(capsys.readouterr().out)
     assert status == 1 and not report["ok"] and report["mismatches"] >= 1
+    assert all(shard["cpu_seconds"] > 0 for shard in report["shards"])
     finding = next(f for f in report["findings"] if f["stage"] == "compare")
     assert "outputs differ" in finding["message"] and "add" in finding["graph"]
     graph = sample_graphs(finding["size"], seed=finding["seed"], min_nodes=3, max_nodes=10,
@@ -95,7 +96,8 @@ def test_the_summary_line_and_exit_0(capsys):
     assert main(["campaign", "--graphs", "2", "--seed", "7", "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert re.fullmatch(r"campaign of 2 graphs \(1 shards, strategy apollo, rules apollo, seed 7\): 2 checked, "
-                        r"2 equivalent, 0 mismatches, 0 crashes, 0 skipped, 0 lost shards \([0-9.]+ s\)\n", out)
+                        r"2 equivalent, 0 mismatches, 0 crashes, 0 skipped, 0 lost shards "
+                        r"\([0-9.]+ s, [0-9.]+ s CPU\)\n", out)
 
 
 @pytest.mark.parametrize("argv,message", [
