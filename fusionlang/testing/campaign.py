@@ -1,4 +1,5 @@
-"""The random-graph equivalence campaign, fanned out by seed: ``fusionlang campaign``.
+"""The random-graph equivalence campaign, fanned out by seed: ``fusionlang campaign``
+(or ``python -m fusionlang.testing.campaign``, the same command).
 
 The graphs are those of tests/testing/test_equivalence.py (``sample_graphs`` with
 compound ops, 3 to 10 growth steps), checked end to end by
@@ -226,3 +227,11 @@ def run_campaign(graphs: int, *, seed: int = 0, strategy: str = "apollo", rules:
 
 __all__ = ["BATCH", "CampaignReport", "CampaignShard", "Finding", "SHARD_GRAPHS", "STRATEGY_RULES", "ShardResult",
            "plan", "run_campaign", "run_shard", "shard_seed"]
+
+
+if __name__ == "__main__":  # python -m fusionlang.testing.campaign ARGS: `fusionlang campaign ARGS`
+    import sys
+
+    from fusionlang.cli import main
+
+    sys.exit(main(["campaign", *sys.argv[1:]]))

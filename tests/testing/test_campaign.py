@@ -8,6 +8,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,3 +111,11 @@ def test_bad_flags_are_one_line_exit_2(capsys, argv, message):
     assert main(["campaign", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"fusionlang: error: {message}") and err.count("\n") == 1
+
+
+def test_the_module_runs_as_the_command():
+    proc = subprocess.run([sys.executable, "-m", "fusionlang.testing.campaign", "--graphs", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == ("fusionlang: error: argument --graphs: the graph count must be from 1 to 1000000000, "
+                           "got '0' (see fusionlang campaign --help)\n")
