@@ -20,6 +20,7 @@ would change which graphs a seed names.
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -126,6 +127,8 @@ def plan(graphs: int, *, seed: int = 0, strategy: str = "apollo", rules: str | N
          shard_graphs: int = SHARD_GRAPHS) -> list[CampaignShard]:
     """The shards of a campaign of ``graphs`` graphs (the last one may be smaller)."""
     rules = rules or STRATEGY_RULES.get(strategy, strategy)
+    if rules.endswith(".fuse") and os.path.isfile(rules):
+        rules = os.path.abspath(rules)  # a worker may run in another directory (a Ray worker does)
     count = -(-graphs // shard_graphs)
     if count > MAX_SHARDS:
         raise ValueError(f"{count} shards is more than {MAX_SHARDS}: use larger shards")

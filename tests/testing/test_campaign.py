@@ -32,6 +32,13 @@ def test_shards_cover_the_graphs_with_seeds_of_their_own():
     assert {(s.strategy, s.rules) for s in plan(10, strategy="dp")} == {("dp", "dnnfusion")}
 
 
+def test_a_rule_file_named_relatively_reaches_workers_elsewhere(tmp_path, monkeypatch):
+    (tmp_path / "mine.fuse").write_text('import "apollo.fuse"\n')
+    monkeypatch.chdir(tmp_path)
+    (shard,) = plan(3, rules="mine.fuse")
+    assert shard.rules == str(tmp_path / "mine.fuse")
+
+
 @dataclass(frozen=True)
 class KillOnce:
     """A test hook around run_shard: the worker running shard ``shard`` kills itself
