@@ -3,8 +3,8 @@ rule file for its in-file test blocks), merged back into the reports a serial ru
 
 A shard is data: the rule file's path, the keys ``(kind, name, where)`` of the rules it
 checks, and the options (seed included; a campaign over several seeds has a shard per
-rule and seed). The worker parses the file itself (rule files
-are data; parsed rule sets are never pickled across processes) and calls
+rule and seed). The worker parses the file itself (rule files are data; parsed rule
+sets are never pickled across processes) and calls
 :func:`check_rules` with a ``select`` that accepts only its keys, so a rule is checked by
 the very code, with the very seed, that a serial run uses: verdicts and counterexamples
 do not depend on how the shards were spread. :func:`plan_shards` decides what runs (a
@@ -72,10 +72,10 @@ class CheckShard:
 
 
 def _portable(source: str) -> str:
-    """An absolute path for a file (a worker may start in another directory); a library
-    name as given."""
+    """An absolute path for a file here (a worker may start in another directory); a
+    library name (``apollo``, ``apollo.fuse``) as given."""
     path = Path(source)
-    return str(path.resolve()) if path.suffix == ".fuse" or path.exists() else source
+    return str(path.resolve()) if path.is_file() else source
 
 
 def rule_keys(ruleset: RuleSet, kinds: Iterable[str]) -> list[Key]:

@@ -204,3 +204,15 @@ def test_a_test_block_shared_by_two_files_runs_once(tmp_path, capsys):
     user.write_text('import "base.fuse"\nrewrite r: identity(x) => x\n')
     status, out = _run(capsys, "check", str(tmp_path / "base.fuse"), str(user), "--kinds", "test")
     assert status == 1 and out.count("test drops_identity: checked") == 1 and out.count("counts_wrong") == 1
+
+
+def test_a_library_name_travels_as_a_name(tmp_path, monkeypatch):
+    # "apollo.fuse" names the shipped file, not one in the caller's directory
+    from fusionlang.lang import load_rules
+    from fusionlang.testing.checkshards import CheckOptions, check_shard, plan_shards
+
+    monkeypatch.chdir(tmp_path)
+    shards = plan_shards(["apollo.fuse"], [load_rules("apollo.fuse")], ["fuse"], None, CheckOptions())
+    assert {shard.source for shard in shards} == {"apollo.fuse"}
+    (check,) = check_shard(shards[0])
+    assert check.kind == "fuse" and check.where.startswith("apollo.fuse:")
