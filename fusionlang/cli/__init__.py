@@ -42,6 +42,7 @@ COMMANDS = {
     "explain": "explain why a node was (not) fused with its neighbours, or why a rewrite did (not) fire",
     "lint": "parse and check .fuse rule files and run their test blocks",
     "check": "property-check every rule of .fuse rule files",
+    "campaign": "check random graphs end to end against the reference, sharded over workers or Ray",
     "cache": "show (info) or empty (clear) the compiled-kernel cache",
     "sweep": "measure a rule change across a model zoo: policy A against baseline B, one row per model",
 }

@@ -10,15 +10,22 @@ once. Exit status: 0 when every rule holds (under-covered rules are reported, no
 failed), 1 when one does not (its shrunk counterexample is printed with its
 ``file:line``) or, with ``--float-exact``, changes float32 results; 2 when a file
 cannot be loaded.
+
+``--jobs N`` or ``--ray [ADDRESS]`` spread the checks over worker processes or a Ray
+cluster, one job per rule (and one per file for its test blocks; see
+:mod:`fusionlang.testing.checkshards`): each worker parses the rule file itself and checks
+with the same seed, so the verdicts, counterexamples and output are those of a serial
+run, in the same order (printed once every job has answered). A rule whose job never
+answers, past the executor's re-runs of a dead worker, is reported failed.
 """
 
 from __future__ import annotations
 
-import sys
-
 from fusionlang.cli import flags
+from fusionlang.cli.common import testing_module
+from fusionlang.cli.scaleout import add_executor_flags, is_serial, run_jobs, value_or
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, is_quiet, print_json, wants_json
-from fusionlang.errors import FuseError, InputError
+from fusionlang.errors import InputError
 from fusionlang.lang import load_rules
 from fusionlang.lang.diagnostics import suggest
 from fusionlang.testing.coverage import ROUND_BUDGET
@@ -39,27 +46,19 @@ def configure(p) -> None:
                    help="a rewrite or decomposition that changes float32 results (not float-exact) fails")
     p.add_argument("--seed", type=flags.seed, default=0,
                    help="hypothesis seed, 0 to 2**32-1: the same seed draws the same instances")
+    p.add_argument("--seeds", type=flags.seed_count, default=1, metavar="N",
+                   help="check every rule under N seeds, --seed to --seed + N - 1 (a verdict per rule and "
+                        "seed; default 1); with --jobs or --ray each rule and seed is a job of its own")
     p.add_argument("--kinds", default=None, metavar="K,K",
                    help="check only these kinds: rewrite, decompose, def, fuse, strategy, test")
     p.add_argument("--rule", action="append", default=None, metavar="NAME",
                    help="check only rules with this name (repeatable)")
-
-
-def _checker():
-    """fusionlang.testing.checker, imported here and not at the top: it needs hypothesis,
-    an optional extra, and every other command runs without it."""
-    try:
-        from fusionlang.testing import checker
-    except ModuleNotFoundError as exc:
-        if exc.name != "hypothesis":
-            raise
-        raise FuseError("fusionlang check draws its instances with hypothesis, which is not installed "
-                        "(pip install hypothesis, or the package's 'test' extra)") from None
-    return checker
+    add_executor_flags(p)
 
 
 def run(args) -> int:
-    checker = _checker()
+    checker = testing_module("checker", "check", "instances")
+    checkshards = testing_module("checkshards", "check", "instances")
     KINDS, STATUSES = checker.KINDS, checker.STATUSES
     if args.examples < 1:
         raise InputError("--examples must be at least 1")
@@ -70,39 +69,47 @@ def run(args) -> int:
     # load every file first: a file that cannot be loaded is bad input (exit 2) before any
     # long check runs
     rulesets = [load_rules(path) for path in args.files]
-    seen: set[tuple[str, str, str]] = set()
     names = set(args.rule) if args.rule else None
     if names is not None:
         _require_known_rules(checker, args.rule, rulesets, kinds)
-
-    def select(kind: str, name: str, where: str) -> bool:
-        key = (kind, name, where)
-        if key in seen or (names is not None and name not in names):
-            return False
-        seen.add(key)
-        return True
-
+    options = checkshards.CheckOptions(max_examples=args.examples, seed=args.seed, budget=args.budget,
+                                       float_exact=args.float_exact)
+    if args.seed + args.seeds - 1 > flags.MAX_SEED:
+        raise InputError(f"--seeds: the last seed, {args.seed + args.seeds - 1}, is past {flags.MAX_SEED}")
+    shards = checkshards.plan_shards(list(args.files), rulesets, kinds, names, options, args.seeds)
     quiet, as_json = is_quiet(args), wants_json(args)
 
     def show(check) -> None:
-        if as_json:
-            return
-        if check.status == "failed":
-            print(str(check), flush=True)
-        elif not quiet:
+        if not as_json and (check.status == "failed" or not quiet):
             print(str(check), flush=True)
 
-    reports = []
-    for ruleset in rulesets:
-        reports.append(_check(checker, ruleset, args, kinds, select, show))
+    reports = _check_shards(checkshards, rulesets, shards, args, show)
     failed = sum(len(r.failures) for r in reports)
     if as_json:
         print_json({"ok": failed == 0, "reports": [r.to_dict() for r in reports]})
     elif not quiet:
         total = {s: sum(r.counts()[s] for r in reports) for s in STATUSES}
-        print(f"{len(args.files)} file(s), {sum(len(r.checks) for r in reports)} rule(s): "
-              + ", ".join(f"{total[s]} {s}" for s in STATUSES))
+        checked = f"{sum(len(r.checks) for r in reports)} " + ("rule(s)" if args.seeds == 1 else
+                                                                 f"verdict(s) under {args.seeds} seeds")
+        print(f"{len(args.files)} file(s), {checked}: " + ", ".join(f"{total[s]} {s}" for s in STATUSES))
     return EXIT_MISMATCH if failed else EXIT_OK
+
+
+def _check_shards(checkshards, rulesets, shards, args, show):
+    """The reports, each shard's verdicts shown in the serial order: as each is reached
+    when the shards run here, else once the executor has them all."""
+    merge = checkshards.Merge(rulesets)
+    if is_serial(args):
+        for shard in shards:
+            for check in merge.add(shard, checkshards.check_shard(shard)):
+                show(check)
+        return merge.reports
+    outcomes = run_jobs(checkshards.check_shard, {shard.label: shard for shard in shards}, args)
+    for shard in shards:
+        checks = value_or(outcomes[shard.label], lambda error: checkshards.lost_checks(shard, error))
+        for check in merge.add(shard, checks):
+            show(check)
+    return merge.reports
 
 
 def _require_known_rules(checker, wanted, rulesets, kinds) -> None:
@@ -115,12 +122,3 @@ def _require_known_rules(checker, wanted, rulesets, kinds) -> None:
         if name not in known:
             hint = suggest(name, sorted(known))
             raise InputError(f"--rule: unknown rule {name!r}; nothing was checked" + (f" ({hint})" if hint else ""))
-
-
-def _check(checker, ruleset, args, kinds, select, show):
-    try:
-        return checker.check_rules(ruleset, max_examples=args.examples, seed=args.seed, kinds=kinds, select=select,
-                                   budget=args.budget,
-                                   float_exact=args.float_exact, progress=show)
-    finally:
-        sys.stdout.flush()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import re
 import sys
 import time
@@ -24,7 +25,7 @@ from rich.text import Text
 from fusionlang.cli.flags import strategy_option, threads
 from fusionlang.cli.paths import readable_file
 from fusionlang.cli.modes import is_quiet, use_color, wants_json
-from fusionlang.errors import InputError, RuntimeInputError
+from fusionlang.errors import FuseError, InputError, RuntimeInputError
 
 
 #: the largest dimension --input-shape takes (a signed 64-bit index)
@@ -248,3 +249,15 @@ def output_scale(want: np.ndarray) -> float:
     finite = np.abs(want[np.isfinite(want)]).astype(np.float64)
     largest = float(finite.max()) if finite.size else 0.0
     return largest if largest > 0 else 1.0
+
+
+def testing_module(name: str, command: str, draws: str):
+    """``fusionlang.testing.NAME``, imported when a command runs and not at the top: it
+    needs hypothesis, an optional extra, and every other command runs without it."""
+    try:
+        return importlib.import_module(f"fusionlang.testing.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != "hypothesis":
+            raise
+        raise FuseError(f"fusionlang {command} draws its {draws} with hypothesis, which is not installed "
+                        "(pip install hypothesis, or the package's 'test' extra)") from None

@@ -43,6 +43,15 @@ def seed(text: str) -> int:
     return value
 
 
+#: the most seeds one ``check --seeds`` may run each rule under
+MAX_SEEDS = 100_000
+
+
+def seed_count(text: str) -> int:
+    """How many seeds: an integer from 1 to MAX_SEEDS."""
+    return _count(text, "the seed count", MAX_SEEDS)
+
+
 def tolerance(text: str) -> float:
     """A comparison tolerance: a finite number >= 0."""
     try:
@@ -83,6 +92,29 @@ MAX_THREADS = 1024
 def threads(text: str) -> int:
     """A thread count: an integer from 1 to MAX_THREADS."""
     return _count(text, "the thread count", MAX_THREADS)
+
+
+#: the most worker processes a pool may start
+MAX_JOBS = 4096
+
+
+def jobs(text: str) -> int:
+    """A worker count: an integer from 1 to MAX_JOBS."""
+    return _count(text, "the job count", MAX_JOBS)
+
+
+#: the most random graphs one campaign may ask for, and per shard
+MAX_GRAPHS, MAX_SHARD_GRAPHS = 10**9, 100_000
+
+
+def graph_count(text: str) -> int:
+    """How many random graphs: an integer from 1 to MAX_GRAPHS."""
+    return _count(text, "the graph count", MAX_GRAPHS)
+
+
+def shard_graphs(text: str) -> int:
+    """Graphs per shard: an integer from 1 to MAX_SHARD_GRAPHS."""
+    return _count(text, "the shard size", MAX_SHARD_GRAPHS)
 
 
 _OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -28,6 +28,7 @@ from pathlib import Path
 from fusionlang.cli import flags
 from fusionlang.cli.common import strategy_overrides
 from fusionlang.cli.modes import EXIT_MISMATCH, EXIT_OK, console, is_quiet, print_json, wants_json
+from fusionlang.cli.scaleout import check_ray_flags
 from fusionlang.cli.paths import check_output_directory, check_writable_file, write_text
 from fusionlang.errors import InputError
 from fusionlang.executors import ExecutorUnavailable
@@ -35,15 +36,8 @@ from fusionlang.sweep import Policy, SweepSettings, run_sweep
 from fusionlang.sweep.html import shown_bytes, sweep_html
 from fusionlang.sweep.zoo import zoo_models
 
-#: the most worker processes --jobs takes
-MAX_JOBS = 4096
 #: the most timing rounds --rounds takes
 MAX_ROUNDS = 10_000
-
-
-def jobs(text: str) -> int:
-    """A count of worker processes: an integer from 1 to MAX_JOBS."""
-    return flags._count(text, "the job count", MAX_JOBS)
 
 
 def timing_rounds(text: str) -> int:
@@ -65,7 +59,7 @@ def configure(p) -> None:
     p.add_argument("--json", dest="json_file", metavar="OUT", nargs="?", const="-",
                    help="write the sweep as JSON to OUT (- or no OUT: to stdout)")
     p.add_argument("--report", metavar="OUT.html", help="write an HTML page: the table and bar charts of A against B")
-    p.add_argument("--jobs", type=jobs, default=None, metavar="N",
+    p.add_argument("--jobs", type=flags.jobs, default=None, metavar="N",
                    help="worker processes (default: the cores; 1 builds in this process); with a bare --ray, "
                         "the CPUs of the local cluster")
     p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
@@ -77,8 +71,7 @@ def configure(p) -> None:
 def run(args) -> int:
     if args.json_file == "-":
         args.json = True
-    if args.ray not in (None, True) and args.jobs is not None:
-        raise InputError("--jobs sets the CPUs of a local Ray cluster; a cluster at an ADDRESS has its own")
+    check_ray_flags(args)
     for path in (args.json_file, args.report):
         if path and path != "-":
             check_writable_file(path)  # before the work, not after it

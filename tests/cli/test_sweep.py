@@ -153,7 +153,7 @@ def test_a_ray_address_where_nothing_listens_is_one_line_and_exit_2_not_a_hang(z
 def test_ray_not_installed_says_how_to_install_it(zoo, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if it were not installed
     argv = ["sweep", str(zoo), "--rules", "xla", "--baseline", "apollo", "--ray"]
-    assert "--ray needs `pip install 'fusionlang[ray]'`" in one_line_error(capsys, argv)
+    assert "--ray: Ray is not installed (pip install 'fusionlang[ray]'" in one_line_error(capsys, argv)
 
 
 def test_a_terminal_gets_a_progress_bar_with_counts_and_an_eta(tmp_path):
