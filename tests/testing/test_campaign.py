@@ -126,3 +126,23 @@ def test_the_module_runs_as_the_command():
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("fusionlang: error: argument --graphs: the graph count must be from 1 to 1000000000, "
                            "got '0' (see fusionlang campaign --help)\n")
+
+
+@pytest.mark.ray
+def test_ray_gives_the_serial_findings(capsys, wrong_rules):
+    ray = pytest.importorskip("ray")
+    from fusionlang.executors.on_ray import start_local_cluster
+
+    argv = ["--json", "campaign", "--graphs", "8", "--shard-graphs", "4", "--seed", "1", "--rules", wrong_rules]
+    serial_status = main([*argv, "--jobs", "1"])
+    serial = json.loads(capsys.readouterr().out)
+    start_local_cluster(2)  # the command uses the connection already open
+    try:
+        status = main([*argv, "--ray"])
+    finally:
+        ray.shutdown()
+    on_ray = json.loads(capsys.readouterr().out)
+    assert status == serial_status == 1 and serial["findings"]
+    assert on_ray["findings"] == serial["findings"]
+    counts = ("checked", "equivalent", "mismatches", "crashes", "skipped", "lost_shards")
+    assert [on_ray[c] for c in counts] == [serial[c] for c in counts]
