@@ -60,7 +60,7 @@ from fusionlang.testing.instances import (Counterexample, Reject, check_decompos
                                           decompose_instance, decompose_sides, draw_array, rewrite_instance,
                                           rewrite_sides, wide_side)
 from fusionlang.testing.symbolic import prove_decomposition, prove_rewrite, scalar_formula
-from fusionlang.testing.testblocks import run_test_blocks
+from fusionlang.testing.testblocks import qualified_test_name, run_test_blocks
 from fusionlang.testing.values import REAL, compare
 
 STATUSES = ("proved", "checked", "under-covered", "failed", "skipped")
@@ -104,7 +104,10 @@ class RuleCheck:
 
     @property
     def title(self) -> str:
-        """``KIND NAME``; a deny entry's name already reads as written (``nofuse P -> C``)."""
+        """``KIND NAME``; a deny entry's name already reads as written (``nofuse P -> C``);
+        a test's name is namespaced by its file (``test apollo.fuse::name``)."""
+        if self.kind == "test":
+            return f"test {qualified_test_name(self.where.rsplit(':', 1)[0], self.name)}"
         return self.name if self.name.startswith("nofuse ") else f"{self.kind} {self.name}"
 
     def __str__(self) -> str:
