@@ -8,8 +8,9 @@ deciding a pair), each strategy on random graphs, each in-file test run. Verdict
 on the files, the seed and the flags only, never on the machine's speed. A rule shared by several files (every policy imports simplify.fuse) is checked
 once. Exit status: 0 when every rule holds (under-covered rules are reported, not
 failed), 1 when one does not (its shrunk counterexample is printed with its
-``file:line``) or, with ``--float-exact``, changes float32 results; 2 when a file
-cannot be loaded.
+``file:line``), when no instance of a rewrite or decomposition could be drawn (unless it
+says ``accepts uncovered``, or ``--allow-uncovered``) or, with ``--float-exact``, when
+one changes float32 results; 2 when a file cannot be loaded.
 
 ``--jobs N`` or ``--ray [ADDRESS]`` spread the checks over worker processes or a Ray
 cluster, one job per rule (and one per file for its test blocks; see
@@ -44,6 +45,9 @@ def configure(p) -> None:
                         "the same files, seed and flags give the same verdicts on any machine")
     p.add_argument("--float-exact", action="store_true",
                    help="a rewrite or decomposition that changes float32 results (not float-exact) fails")
+    p.add_argument("--allow-uncovered", action="store_true",
+                   help="a rewrite or decomposition of which no instance could be drawn is reported "
+                        "under-covered instead of failing (as if it said 'accepts uncovered')")
     p.add_argument("--seed", type=flags.seed, default=0,
                    help="hypothesis seed, 0 to 2**32-1: the same seed draws the same instances")
     p.add_argument("--seeds", type=flags.seed_count, default=1, metavar="N",
@@ -73,7 +77,7 @@ def run(args) -> int:
     if names is not None:
         _require_known_rules(checker, args.rule, rulesets, kinds)
     options = checkshards.CheckOptions(max_examples=args.examples, seed=args.seed, budget=args.budget,
-                                       float_exact=args.float_exact)
+                                       float_exact=args.float_exact, allow_uncovered=args.allow_uncovered)
     if args.seed + args.seeds - 1 > flags.MAX_SEED:
         raise InputError(f"--seeds: the last seed, {args.seed + args.seeds - 1}, is past {flags.MAX_SEED}")
     shards = checkshards.plan_shards(list(args.files), rulesets, kinds, names, options, args.seeds)

@@ -35,6 +35,7 @@ def run(args) -> int:
                     tests_run += ran
                     diagnostics.extend(failures)
                 tick()
+    diagnostics = _once(diagnostics)
     errors = [d for d in diagnostics if d.severity == "error"]
     if wants_json(args):
         print_json({"files": args.files, "errors": len(errors), "warnings": len(diagnostics) - len(errors),
@@ -49,6 +50,19 @@ def run(args) -> int:
         if not is_quiet(args):
             print(f"{len(args.files)} file(s): {len(errors)} error(s), {len(diagnostics) - len(errors)} warning(s)")
     return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def _once(diagnostics: list) -> list:
+    """Each diagnostic once: a rule in a file that several linted files import is reported
+    at its own line once, not once per importing file."""
+    seen: set = set()
+    out = []
+    for d in diagnostics:
+        key = (str(d.span), d.severity, d.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
 
 
 def _policy_diagnostics(path: str) -> list:

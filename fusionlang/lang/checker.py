@@ -863,16 +863,19 @@ class _Checker:
 
     # ----- tests ----------------------------------------------------------------------
     def check_tests(self) -> None:
-        seen: dict[str, A.TestDecl] = {}
+        # a test's name is namespaced by its file: only a second test of one name in the
+        # same file is an error, not one that shares the name of an imported policy's test
+        seen: dict[tuple[str, str], A.TestDecl] = {}
         # every declared rewrite counts, even one with errors of its own (no cascades)
         declared = {r.name.text for r in _items(self.modules, A.Rewrite)}
         symbols = {"rules": declared, "ops": set(self.registry.names()),
                    "categories": set(self.lattice)}
         for t in _items(self.modules, A.TestDecl):
-            if t.name.text in seen:
-                self.diags.error(t.name.span, f"test {t.name.text!r} is already defined at {seen[t.name.text].span}")
+            key = (t.name.span.file, t.name.text)
+            if key in seen:
+                self.diags.error(t.name.span, f"test {t.name.text!r} is already defined at {seen[key].span}")
                 continue
-            seen[t.name.text] = t
+            seen[key] = t
             if t.strategy is not None and t.strategy.text not in self.strategies:
                 self.diags.error(t.strategy.span, f"unknown strategy {t.strategy.text!r}",
                                  suggest(t.strategy.text, self.strategies) or

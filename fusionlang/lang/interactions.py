@@ -34,11 +34,16 @@ MAX_TERM_LEVELS = 100
 def check_interactions(rewrites: Sequence[RewriteRule], decompositions: Mapping[str, Sequence[DecomposeRule]],
                        is_op: Callable[[str], bool], is_comm: Callable[[str], bool],
                        constant_vars: Callable[[RewriteRule], frozenset[str]], diags: Diagnostics) -> None:
-    """Warn, at each rewrite, about a decomposition that opens what it builds."""
+    """Warn, at each rewrite, about a decomposition that opens its result (the rewrite is
+    undone), or that opens an op it builds into what it matches (the two loop). An inner op
+    of the result that is opened without looping is no warning: the result the rewrite
+    was for stays. A rewrite that says ``accepts undone`` is not warned about at all."""
     if not decompositions:
         return
     opener = _Opener(decompositions, is_op)
     for rule in rewrites:
+        if "undone" in rule.accepts:
+            continue
         term = term_of(rule.replacement, is_op, constant_vars(rule))
         for built in ops_of(term):
             case = opener.case_for(built)
@@ -46,8 +51,10 @@ def check_interactions(rewrites: Sequence[RewriteRule], decompositions: Mapping[
                 continue
             opener.budget = MAX_TERM_NODES
             opened = opener.open(case, built, MAX_OPEN_DEPTH)
-            _warn(rule, built, case, any(may_match(rule.compiled, t, is_comm) for t in ops_of(opened)), diags)
-            break  # one warning per rewrite: the first op it builds that is opened
+            loops = any(may_match(rule.compiled, t, is_comm) for t in ops_of(opened))
+            if loops or built is term:
+                _warn(rule, built, case, loops, diags)
+                break  # one warning per rewrite
 
 
 def _warn(rule: RewriteRule, built: POp, case: DecomposeRule, loops: bool, diags: Diagnostics) -> None:
@@ -62,7 +69,7 @@ def _warn(rule: RewriteRule, built: POp, case: DecomposeRule, loops: bool, diags
                   f"rewrite {rule.name!r} ({rule.where}) is undone: it builds {built.op!r}, which {what} "
                   "opens again",
                   f"the rewritten graph keeps no {built.op!r}; use a rule set without that decomposition, "
-                  "or rewrite to what it opens into")
+                  "rewrite to what it opens into, or say 'accepts undone' in the rule")
 
 
 class _Opener:

@@ -58,9 +58,9 @@ from fusionlang.testing.graphgen import graphs as graph_strategy
 from fusionlang.testing.guardshapes import ShapeDemands, shape_demands
 from fusionlang.testing.instances import (Counterexample, Reject, check_decompose_instance, check_rewrite_instance,
                                           decompose_instance, decompose_sides, draw_array, rewrite_instance,
-                                          rewrite_sides)
+                                          rewrite_sides, wide_side)
 from fusionlang.testing.symbolic import prove_decomposition, prove_rewrite, scalar_formula
-from fusionlang.testing.testblocks import run_test_blocks
+from fusionlang.testing.testblocks import qualified_test_name, run_test_blocks
 from fusionlang.testing.values import REAL, compare
 
 STATUSES = ("proved", "checked", "under-covered", "failed", "skipped")
@@ -104,7 +104,10 @@ class RuleCheck:
 
     @property
     def title(self) -> str:
-        """``KIND NAME``; a deny entry's name already reads as written (``nofuse P -> C``)."""
+        """``KIND NAME``; a deny entry's name already reads as written (``nofuse P -> C``);
+        a test's name is namespaced by its file (``test apollo.fuse::name``)."""
+        if self.kind == "test":
+            return f"test {qualified_test_name(self.where.rsplit(':', 1)[0], self.name)}"
         return self.name if self.name.startswith("nofuse ") else f"{self.kind} {self.name}"
 
     def __str__(self) -> str:
@@ -254,6 +257,15 @@ def _no_instance(rejected: Counter) -> str:
     return "no drawn instance satisfied the pattern and guard" + (f": {reasons}" if reasons else "")
 
 
+def _uncovered(position, rejected: Counter, accepted: str) -> str:
+    """Why a rule got no instance, where its pattern is, and how an author accepts that
+    (or, once accepted, by what)."""
+    text = f"{position}: {_no_instance(rejected)}"
+    if accepted:
+        return f"{text} (accepted: {accepted})"
+    return text + "; nothing of the rule was checked (say 'accepts uncovered' in the rule, or --allow-uncovered)"
+
+
 @dataclass
 class _Drawing:
     """Rounds of drawing toward a coverage target, and what they found."""
@@ -317,9 +329,11 @@ def _counterexample(name, where, instance, outcome, sides=("pattern", "replaceme
 
 
 def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0, budget: int = ROUND_BUDGET,
-                  float_exact: bool = False) -> RuleCheck:
+                  float_exact: bool = False, allow_uncovered: bool = False) -> RuleCheck:
     """A rewrite on instances drawn for its guard until the coverage target is met (at
-    least ``max_examples`` satisfying it), its sympy proof if scalar, its float32 verdict."""
+    least ``max_examples`` satisfying it), its sympy proof if scalar, its float32 verdict.
+    A rewrite of which no instance could be drawn fails, unless it says ``accepts
+    uncovered`` or ``allow_uncovered``."""
     started = time.perf_counter()
     label = f"rewrite {rule.name}"
     demands = shape_demands(rule.guard)
@@ -331,12 +345,15 @@ def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int =
     drawing = draw_until_covered(lambda draw: rewrite_instance(draw, rule, ruleset), check, demands,
                                  min_instances=max_examples, seed=seed, budget=budget)
     proof = prove_rewrite(rule, ruleset.registry)
-    floats = float_verdict(drawing.kept, lambda i: rewrite_sides(i, rule, ruleset), seed)
-    return _verdict("rewrite", rule.name, rule.where, drawing, proof, floats, float_exact, started, rule.accepts)
+    floats = float_verdict(drawing.kept, lambda i: rewrite_sides(i, rule, ruleset), seed,
+                           lambda i: wide_side(i, ruleset.registry))
+    return _verdict("rewrite", rule.name, rule.where, drawing, proof, floats, float_exact, started,
+                    _Acceptance(rule.accepts, allow_uncovered, rule.pattern.span))
 
 
 def check_decomposition(case, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0,
-                        budget: int = ROUND_BUDGET, float_exact: bool = False) -> RuleCheck:
+                        budget: int = ROUND_BUDGET, float_exact: bool = False,
+                        allow_uncovered: bool = False) -> RuleCheck:
     started = time.perf_counter()
     name = case.op if not case.requires else case.op + "{" + ", ".join(f"{k}={v!r}" for k, v in case.requires) + "}"
     if case.from_def:
@@ -353,26 +370,55 @@ def check_decomposition(case, ruleset: RuleSet, *, max_examples: int = 60, seed:
     drawing = draw_until_covered(lambda draw: decompose_instance(draw, case, ruleset), check, ShapeDemands(),
                                  min_instances=max_examples, seed=seed, budget=budget)
     proof = prove_decomposition(case, ruleset.registry)
+    # no float64 reference here: a decomposition is how its op is computed, and the op's own
+    # reference may compute in float64 inside (lp_norm's x * x does not overflow there), so
+    # digits lost to an intermediate are the op's float32 nature, not a rewrite's mistake
     floats = float_verdict(drawing.kept, lambda i: decompose_sides(i, case, ruleset), seed)
-    return _verdict("decompose", name, case.where, drawing, proof, floats, float_exact, started, case.accepts)
+    return _verdict("decompose", name, case.where, drawing, proof, floats, float_exact, started,
+                    _Acceptance(case.accepts, allow_uncovered, case.span))
+
+
+@dataclass(frozen=True)
+class _Acceptance:
+    """What a rule's author accepts (its ``accepts`` clause, ``--allow-uncovered``), and
+    where the rule's pattern is (an uncovered rule's failure points there)."""
+
+    accepts: frozenset[str] = frozenset()
+    allow_uncovered: bool = False
+    position: object = ""
+
+    @property
+    def uncovered_by(self) -> str:
+        """What accepts a rule without instances ("" when nothing does)."""
+        if "uncovered" in self.accepts:
+            return "the rule says 'accepts uncovered'"
+        return "--allow-uncovered" if self.allow_uncovered else ""
 
 
 def _verdict(kind, name, where, drawing: _Drawing, proof, floats: FloatVerdict, float_exact: bool,
-             started, accepts: frozenset[str] = frozenset()) -> RuleCheck:
+             started, acceptance: _Acceptance = _Acceptance()) -> RuleCheck:
     seconds = time.perf_counter() - started
     coverage = drawing.coverage
+    accepts = acceptance.accepts
     if floats.breaks and "overflow" in accepts:
         floats = replace(floats, accepted=True)
+    if floats.lost and "cancellation" in accepts:
+        floats = replace(floats, accepted_lost=True)
     common = dict(seconds=seconds, coverage=coverage, floats=floats)
     if drawing.counterexample is not None:
         return RuleCheck(kind, name, where, "failed", coverage.satisfied, drawing.counterexample.message,
                          drawing.counterexample, **common)
-    if (floats.breaks and "overflow" not in accepts) or (float_exact and floats.measured and not floats.exact):
+    if (floats.breaks and not floats.accepted) or (floats.lost and not floats.accepted_lost) \
+            or (float_exact and floats.measured and not floats.exact):
         return RuleCheck(kind, name, where, "failed", coverage.satisfied, str(floats), **common)
+    if coverage.satisfied == 0:
+        # a proof over the reals of a rule no instance can be drawn for is not backed by any:
+        # the drawing, or the guard, is what the author must look at
+        detail = _uncovered(acceptance.position, drawing.rejected, acceptance.uncovered_by)
+        return RuleCheck(kind, name, where, "under-covered" if acceptance.uncovered_by else "failed", 0, detail,
+                         **common)
     if proof.proved:
         return RuleCheck(kind, name, where, "proved", coverage.satisfied, proof.note, **common)
-    if coverage.satisfied == 0:
-        return RuleCheck(kind, name, where, "under-covered", 0, _no_instance(drawing.rejected), **common)
     if not coverage.reached:
         return RuleCheck(kind, name, where, "under-covered", coverage.satisfied,
                          f"the coverage target was not met in {drawing.rounds} rounds (--budget)", **common)
@@ -629,7 +675,7 @@ def rule_names(ruleset: RuleSet, kinds: Iterable[str] = KINDS) -> set[str]:
 
 
 def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterable[str] = KINDS,
-                budget: int = ROUND_BUDGET, float_exact: bool = False,
+                budget: int = ROUND_BUDGET, float_exact: bool = False, allow_uncovered: bool = False,
                 select: Callable[[str, str, str], bool] | None = None,
                 progress: Callable[[RuleCheck], None] | None = None) -> CheckReport:
     """Check every rule of ``ruleset`` (a RuleSet, or a name or path for load_rules).
@@ -639,7 +685,9 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
     instances); ``budget``: rounds of drawing a rewrite or decomposition may take toward its
     coverage target (a count, so verdicts do not depend on the machine's speed; a def,
     oracle body or strategy is drawn in one round of its own);
-    ``float_exact``: a rewrite that changes float32 results fails; ``kinds``: which of rewrite, decompose, def, fuse, strategy, test;
+    ``float_exact``: a rewrite that changes float32 results fails; ``allow_uncovered``: a
+    rewrite or decomposition of which no instance could be drawn is under-covered, not
+    failed (as if it said ``accepts uncovered``); ``kinds``: which of rewrite, decompose, def, fuse, strategy, test;
     ``select(kind, name, where)``: check only the rules it accepts (the CLI uses it to
     check a rule shared by several files once); ``progress(check)`` is called as each
     verdict is reached.
@@ -665,12 +713,12 @@ def check_rules(ruleset, *, max_examples: int = 60, seed: int = 0, kinds: Iterab
     for rule in ruleset.rewrites:
         if wanted("rewrite", rule.name, rule.where):
             add(check_rewrite(rule, ruleset, max_examples=max_examples, seed=seed, budget=budget,
-                              float_exact=float_exact))
+                              float_exact=float_exact, allow_uncovered=allow_uncovered))
     for op, cases in ruleset.decompositions.items():
         for case in cases:
             if wanted("decompose", op, case.where):
                 add(check_decomposition(case, ruleset, max_examples=max_examples, seed=seed, budget=budget,
-                                        float_exact=float_exact))
+                                        float_exact=float_exact, allow_uncovered=allow_uncovered))
     for name, rule in ruleset.defs.items():
         where = f"{rule.span.file}:{rule.span.line}"
         if (rule.is_formula or rule.decl.oracles) and wanted("def", name, where):

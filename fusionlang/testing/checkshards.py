@@ -37,6 +37,7 @@ class CheckOptions:
     seed: int = 0
     budget: int = ROUND_BUDGET
     float_exact: bool = False
+    allow_uncovered: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def check_shard(shard: CheckShard) -> list[RuleCheck]:
         ruleset = load_rules(shard.source)
         options = shard.options
         report = check_rules(ruleset, max_examples=options.max_examples, seed=options.seed, budget=options.budget,
-                             float_exact=options.float_exact, kinds=shard.kinds, select=select)
+                             float_exact=options.float_exact, allow_uncovered=options.allow_uncovered,
+                             kinds=shard.kinds, select=select)
     missing = [key for key in shard.keys if key not in found]
     if missing:
         # never pass a rule by not checking it: the file is not here what it is for the caller

@@ -11,7 +11,12 @@ The verdict is "float-exact" when no stressed instance differed, else "not
 float-exact" with the largest difference and the instance it came from. A difference of
 rounding is a note; a rewrite that makes a finite result infinite or NaN where the pattern
 side is finite (hoisting a scale out of a sum, so the sum overflows) is a *break*, and
-fails the rule whatever the flags (:attr:`FloatVerdict.breaks`).
+fails the rule whatever the flags (:attr:`FloatVerdict.breaks`). So does a rewrite that
+*loses every significant digit*: against the pattern side computed in float64 from the
+same float32 inputs, the replacement's float32 result is off by a relative error of 1 or
+more where the pattern's is accurate (``x * y => (x + 1) * y - y`` at x = 1e-30: a
+cancellation the rewrite introduced; :attr:`FloatVerdict.lost`). Reassociating a sum or
+a product only rounds differently, and stays a note.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ VARIANTS = 3
 #: in turn: an overflow a rewrite moves (a scale hoisted out of a sum) shows only there
 EXTREMES = ((1e38, 1e-3), (1e-3, 1e38))
 INSTANCES = 8
+#: a result is accurate within this relative error of the float64 reference, and has no
+#: correct significant digit at 1 or more
+ACCURATE = 1e-3
+LOST = 1.0
 
 
 @dataclass
@@ -51,6 +60,12 @@ class FloatVerdict:
     broken_at: str = ""
     #: the rule says ``accepts overflow``: its breaks are a note, not a failure
     accepted: bool = False
+    #: stressed instances where the replacement loses every significant digit of an
+    #: element the pattern side computes accurately (:func:`loses_all_digits`), the first
+    lost: int = 0
+    lost_at: str = ""
+    #: the rule says ``accepts cancellation``: its lost digits are a note, not a failure
+    accepted_lost: bool = False
 
     @property
     def measured(self) -> bool:
@@ -65,15 +80,22 @@ class FloatVerdict:
             return "float-exactness not measured (no float32 instance satisfied the guard)"
         if self.exact:
             return f"float-exact ({self.instances} stressed float32 instances)"
+        found = []
         if self.breaks:
             accepted = " (accepted: the rule says 'accepts overflow')" if self.accepted else ""
-            return (f"the rewrite makes a finite float32 result infinite or NaN ({self.breaks} of "
-                    f"{self.instances} stressed instances){accepted}, at {self.broken_at}")
-        return f"not float-exact: max error {self.error:.3g} at {self.at}"
+            found.append(f"the rewrite makes a finite float32 result infinite or NaN ({self.breaks} of "
+                         f"{self.instances} stressed instances){accepted}, at {self.broken_at}")
+        if self.lost:
+            accepted = " (accepted: the rule says 'accepts cancellation')" if self.accepted_lost else ""
+            found.append(f"the rewrite loses every significant digit of a float32 result the pattern computes "
+                         f"accurately (relative error >= {LOST:g} against float64; {self.lost} of {self.instances} "
+                         f"stressed instances){accepted}, at {self.lost_at}")
+        return "; ".join(found) or f"not float-exact: max error {self.error:.3g} at {self.at}"
 
     def to_dict(self) -> dict:
         return {"instances": self.instances, "exact": self.exact, "error": self.error, "at": self.at,
-                "breaks": self.breaks, "broken_at": self.broken_at, "accepted": self.accepted}
+                "breaks": self.breaks, "broken_at": self.broken_at, "accepted": self.accepted,
+                "lost": self.lost, "lost_at": self.lost_at, "accepted_lost": self.accepted_lost}
 
 
 def exact_difference(expected: np.ndarray, actual: np.ndarray) -> float:
@@ -95,6 +117,24 @@ def breaks_finite(expected: np.ndarray, actual: np.ndarray) -> bool:
     if e.shape != a.shape or e.dtype.kind != "f" or a.dtype.kind != "f":
         return False
     return bool(np.any(np.isfinite(e) & ~np.isfinite(a)))
+
+
+def loses_all_digits(expected: np.ndarray, actual: np.ndarray, reference: np.ndarray | None) -> bool:
+    """Is ``actual`` (the replacement, float32) off by a relative error of at least LOST from
+    ``reference`` (float64) at an element where ``expected`` (the pattern, float32) is within
+    ACCURATE of it? Only elements whose reference is finite and a normal float32 count."""
+    if reference is None:
+        return False
+    e, a, r = (np.asarray(v) for v in (expected, actual, reference))
+    if not (e.shape == a.shape == r.shape) or e.dtype.kind != "f" or a.dtype.kind != "f":
+        return False
+    e, a, r = (v.astype(np.float64) for v in (e, a, r))
+    with np.errstate(all="ignore"):
+        size = np.abs(r)
+        judged = np.isfinite(r) & (size >= np.finfo(np.float32).tiny) & np.isfinite(e) & np.isfinite(a)
+        accurate = np.abs(e - r) <= ACCURATE * size
+        lost = np.abs(a - r) >= LOST * size
+    return bool(np.any(judged & accurate & lost))
 
 
 def _is_float32(instance: Instance) -> bool:
@@ -139,20 +179,36 @@ def stress(instance: Instance, rng: np.random.Generator, extremes: tuple[float, 
     return Instance(graph, instance.root, instance.leaves, feeds, instance.variables)
 
 
+#: a stressed leaf with more elements than this is shown by its range, not its elements
+SHOWN_ELEMENTS = 4
+
+
+def _abbreviated(array: np.ndarray) -> str:
+    """A few elements in full (``[1, 1e+08]``); more as how many and their range (``12
+    values in [-1.2e+38, 3]``): a float32 line of a report stays one short line."""
+    if array.size <= SHOWN_ELEMENTS:
+        flat = np.array2string(array if array.ndim == 0 else array.reshape(-1), precision=4, separator=", ",
+                               max_line_width=10**6)
+        return " ".join(flat.split())
+    finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array.reshape(-1)
+    odd = array.size - finite.size
+    span = f" in [{finite.min():.5g}, {finite.max():.5g}]" if finite.size else ""
+    return f"{array.size} values{span}" + (f", {odd} not finite" if odd else "")
+
+
 def describe(instance: Instance) -> str:
-    """The instance's leaves on one line: ``x = float32[2] [1, 1e+08], ...``."""
-    parts = []
-    for leaf, array in instance.leaf_arrays():
-        shown = np.array2string(np.asarray(array), precision=4, threshold=6, edgeitems=1, separator=", ",
-                                max_line_width=10**6)
-        parts.append(f"{leaf.var or 'literal'} = {leaf.ttype} {' '.join(shown.split())}")
-    return ", ".join(parts)
+    """The instance's leaves on one line: ``x = f32[2] [1, 1e+08], y = f32[4,3] 12 values
+    in [-1.2e+38, 3]``."""
+    return ", ".join(f"{leaf.var or 'literal'} = {leaf.ttype} {_abbreviated(np.asarray(array))}"
+                     for leaf, array in instance.leaf_arrays())
 
 
-def float_verdict(instances: list[Instance], outcome: Callable[[Instance], tuple], seed: int) -> FloatVerdict:
+def float_verdict(instances: list[Instance], outcome: Callable[[Instance], tuple], seed: int,
+                  reference: Callable[[Instance], np.ndarray | None] | None = None) -> FloatVerdict:
     """Stress up to INSTANCES float32 instances VARIANTS times each; ``outcome(instance)``
     gives (left side, right side) on an instance, or raises Reject where the rule does
-    not apply to the stressed values."""
+    not apply to the stressed values; ``reference(instance)`` the left side in float64
+    (or None), against which lost digits are judged."""
     rng = np.random.default_rng(seed)
     verdict = FloatVerdict(0)
     for instance in [i for i in instances if _is_float32(i)][:INSTANCES]:
@@ -167,10 +223,14 @@ def float_verdict(instances: list[Instance], outcome: Callable[[Instance], tuple
             if breaks_finite(expected, actual):
                 verdict.breaks += 1
                 verdict.broken_at = verdict.broken_at or describe(stressed)
+            elif reference is not None and loses_all_digits(expected, actual, reference(stressed)):
+                verdict.lost += 1
+                verdict.lost_at = verdict.lost_at or describe(stressed)
             error = exact_difference(expected, actual)
             if error > verdict.error:
                 verdict.error, verdict.at = error, describe(stressed)
     return verdict
 
 
-__all__ = ["FloatVerdict", "MAGNITUDES", "breaks_finite", "describe", "exact_difference", "float_verdict", "stress"]
+__all__ = ["ACCURATE", "FloatVerdict", "LOST", "MAGNITUDES", "breaks_finite", "describe", "exact_difference",
+           "float_verdict", "loses_all_digits", "stress"]

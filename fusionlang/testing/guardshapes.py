@@ -54,11 +54,11 @@ class ShapeDemands:
                 or any(var in (a[0], b[0]) for a, b in self.links) or any(var in group for group in self.same))
 
 
-def _conjuncts(guard) -> list:
+def conjuncts(guard) -> list:
     if guard is None:
         return []
     if isinstance(guard, A.BoolOp) and guard.op == "and":
-        return [part for item in guard.items for part in _conjuncts(item)]
+        return [part for item in guard.items for part in conjuncts(item)]
     return [guard]
 
 
@@ -110,7 +110,7 @@ def shape_demands(guard) -> ShapeDemands:
         term = _dim_term(e)
         if term is not None and term not in demands.mentioned:
             demands.mentioned.append(term)
-    for part in _conjuncts(guard):
+    for part in conjuncts(guard):
         if isinstance(part, A.Compare) and part.op == "==":
             _read_equation(part.left, part.right, demands)
         elif _call_of(part, "same_shape") is not None:
@@ -158,4 +158,4 @@ def shape_for(draw, var: str, proposed: TensorType, demands: ShapeDemands,
     return TensorType(tuple(shape), proposed.dtype)
 
 
-__all__ = ["DimTerm", "MAX_RANK", "MAX_SIDE", "ShapeDemands", "shape_demands", "shape_for"]
+__all__ = ["DimTerm", "MAX_RANK", "MAX_SIDE", "ShapeDemands", "conjuncts", "shape_demands", "shape_for"]

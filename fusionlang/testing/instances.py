@@ -41,6 +41,7 @@ from fusionlang.ops.builder import GraphBuilder
 from fusionlang.ops.checking import verify_graph
 from fusionlang.ops.interpreter import run
 from fusionlang.testing.coverage import broadcast_class
+from fusionlang.testing.guardattrs import PROPOSALS_PER_NODE, attr_demands, solve
 from fusionlang.testing.guardshapes import ShapeDemands, shape_demands, shape_for
 from fusionlang.testing.opgen import Draw, NoProposal, propose
 from fusionlang.testing.values import REAL, Domain, Mismatch, compare, input_domains, magnitude
@@ -184,7 +185,8 @@ def _guard_facts(guard) -> tuple[set[str], list[float]]:
 
 
 class _PatternBuilder:
-    def __init__(self, draw: Draw, ruleset, constant_vars: set[str], demands: ShapeDemands | None = None):
+    def __init__(self, draw: Draw, ruleset, constant_vars: set[str], demands: ShapeDemands | None = None,
+                 guard=None):
         self.draw = draw
         self.demands = demands or ShapeDemands()
         #: `name @ pattern` variable -> the value it names
@@ -197,10 +199,19 @@ class _PatternBuilder:
         self.statics: dict[str, object] = {}
         self.leaves: list[Leaf] = []
         self.domains: dict[str, Domain] = {}
+        self.attr_demands = attr_demands(guard)
+
+    def known_value(self, p) -> str | None:
+        """The value a variable already names: a leaf drawn before, or a sub-pattern bound
+        with ``name @`` (a pattern that reuses a bound value reads the one node built)."""
+        if not isinstance(p, PVar) or p.anonymous:
+            return None
+        return self.vars.get(p.name, self.bound.get(p.name))
 
     def leaf(self, p, ttype: TensorType) -> str:
-        if isinstance(p, PVar) and not p.anonymous and p.name in self.vars:
-            return self.vars[p.name]
+        known = self.known_value(p)
+        if known is not None:
+            return known
         name = f"{p.name}" if isinstance(p, PVar) and not p.anonymous else "lit" if isinstance(p, PLit) else "any"
         if isinstance(p, PLit):
             kind = "const"
@@ -224,11 +235,11 @@ class _PatternBuilder:
         n = len(p.operands)
         values: list[str | None] = [None] * n
         for k, q in enumerate(p.operands):
-            if isinstance(q, POp):
+            if isinstance(q, POp):  # in written order: a value is bound before it is reused
                 values[k] = self.build(q)
         for k, q in enumerate(p.operands):
-            if isinstance(q, PVar) and not q.anonymous and q.name in self.vars:
-                values[k] = self.vars[q.name]
+            if values[k] is None:
+                values[k] = self.known_value(q)
         fixed = {}
         for attr in p.attrs:
             if attr.kind == "lit":
@@ -236,10 +247,7 @@ class _PatternBuilder:
             elif attr.value in self.statics:
                 fixed[attr.name] = self.statics[attr.value]
         known = [self.graph.types[v] if v else None for v in values]
-        try:
-            proposal = propose(self.draw, self.ruleset.registry, p.op, n, known, fixed)
-        except NoProposal as exc:
-            raise Reject(f"{p.op}: {exc}") from None
+        proposal, fixed = self._propose(p, known, fixed)
         for k, q in enumerate(p.operands):
             if values[k] is None:
                 values[k] = self.leaf(q, self._demanded_type(q, proposal.types[k]))
@@ -263,9 +271,30 @@ class _PatternBuilder:
             self.bound[p.bind] = out
         return out
 
+    def _propose(self, p, known: list, fixed: dict):
+        """A proposal for node ``p`` whose attributes meet the guard's conjuncts local to
+        it (:mod:`fusionlang.testing.guardattrs`), and the attributes it pins."""
+        attr_vars = {a.name: a.value for a in p.attrs if a.kind == "var" and a.value not in self.statics}
+        decided = set(self.statics) | set(self.vars) | set(self.bound)
+        local = self.attr_demands.local(attr_vars, decided)
+        tensors = {**self.vars, **self.bound}
+        for _ in range(PROPOSALS_PER_NODE if local else 1):
+            try:
+                proposal = propose(self.draw, self.ruleset.registry, p.op, len(p.operands), known, fixed)
+            except NoProposal as exc:
+                raise Reject(f"{p.op}: {exc}") from None
+            attrs = {**proposal.attrs, **fixed}
+            if solve(local, attrs, attr_vars, self.graph, tensors, self.statics):
+                return proposal, {**fixed, **{name: attrs[name] for name in attr_vars if name in attrs}}
+        raise Reject(f"{p.op}: no attributes drawn met the guard's conjuncts on them")
+
     def _demanded_type(self, p, proposed: TensorType) -> TensorType:
         """The proposed type of a fresh leaf, reshaped to meet the guard's shape demands
         (drawing for the guard rather than rejecting what misses it)."""
+        if isinstance(p, PLit) and self.draw(st.integers(0, 3)) > 0:
+            # a literal (`pow(x, 2)`) is most often written as a scalar constant: drawing it
+            # in every shape that broadcasts made classes a rule's coverage never exhausted
+            return TensorType((), proposed.dtype)
         if not isinstance(p, PVar) or p.anonymous or not self.demands.about(p.name):
             return proposed
         known = {var: self.graph.types[value] for var, value in {**self.vars, **self.bound}.items()}
@@ -333,7 +362,7 @@ def _fill_values(draw: Draw, graph: Graph, leaves: list[Leaf], domains: dict[str
 def rewrite_instance(draw: Draw, rule, ruleset) -> Instance:
     """A graph on which ``rule`` matches at its root node, with feeds (or Reject)."""
     constant_vars, numbers = _guard_facts(rule.guard)
-    pb = _PatternBuilder(draw, ruleset, constant_vars, shape_demands(rule.guard))
+    pb = _PatternBuilder(draw, ruleset, constant_vars, shape_demands(rule.guard), rule.guard)
     root_value = pb.build(rule.compiled)
     graph = pb.graph
     root = graph.nodes[-1]
@@ -408,19 +437,26 @@ def _structurally_infinite(instance: Instance, registry, name: str, array: np.nd
     running out of range, and the rule must reproduce them: the instance is kept. An
     overflow (finite in float64) is rejected: rules are claimed over the reals, and the
     float32 verdict judges overflow separately."""
-    try:
-        wide = _widened(instance.graph)
-        feeds = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in instance.feeds.items()}
-        with np.errstate(all="ignore"):
-            again = np.asarray(run(wide, feeds, registry)[name])
-    except Exception:  # an op that insists on float32: judge as before
-        return False
-    if again.shape != array.shape:
+    again = wide_side(instance, registry, name)
+    if again is None or again.shape != array.shape:
         return False
     odd = ~np.isfinite(array)
     same_inf = np.isinf(array) & (np.asarray(array, np.float64) == again)
     same_nan = np.isnan(array) & np.isnan(again)
     return bool(np.all((same_inf | same_nan)[odd]))
+
+
+def wide_side(instance: Instance, registry, name: str | None = None) -> np.ndarray | None:
+    """The pattern side's output ``name`` (default: the first) computed in float64 from the
+    same float32 values: the reference float32 results are judged against. None where an
+    op insists on float32."""
+    try:
+        wide = _widened(instance.graph)
+        feeds = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in instance.feeds.items()}
+        with np.errstate(all="ignore"):
+            return np.asarray(run(wide, feeds, registry)[name or instance.graph.outputs[0]])
+    except Exception:
+        return None
 
 
 def _widened(graph: Graph) -> Graph:
@@ -533,4 +569,4 @@ def decompose_sides(instance: Instance, case, ruleset) -> tuple[np.ndarray, np.n
 
 __all__ = ["Counterexample", "Instance", "Leaf", "Outcome", "Reject", "check_decompose_instance",
            "check_rewrite_instance", "decompose_instance", "decompose_sides", "draw_array", "rewrite_instance",
-           "rewrite_sides"]
+           "rewrite_sides", "wide_side"]

@@ -79,6 +79,12 @@ def related_shape(draw: Draw, base: tuple[int, ...]) -> tuple[int, ...]:
         tail = base[len(base) - keep:]
         return tuple(1 if draw(st.booleans()) else d for d in tail)
     grown = tuple(draw(st.integers(2, 3)) if d == 1 and draw(st.booleans()) else d for d in base)
+    if grown == base and 1 in base:
+        # grow one unit axis rather than none: a rule that holds only while its fresh
+        # operand broadcasts into the known one (a bias into a matmul) must meet the
+        # operand that widens the result too
+        unit = base.index(1)
+        grown = base[:unit] + (draw(st.integers(2, 3)),) + base[unit + 1:]
     room = max(0, 4 - len(base))
     extra = draw(st.integers(0, min(room, 2))) if room else 0
     return tuple(draw(st.integers(1, 3)) for _ in range(extra)) + grown
@@ -338,9 +344,20 @@ def _slice(draw, op, n, known, fixed, registry):
     x = known[0] or TensorType(shape(draw, 1, 3, 1, 5), draw(st.sampled_from(FLOATS)))
     if x.rank == 0:
         raise NoProposal("slice of a scalar")
-    axes = draw(st.lists(st.integers(0, x.rank - 1), unique=True, min_size=1, max_size=x.rank))
-    starts = tuple(draw(st.integers(-4, 4)) for _ in axes)
-    ends = tuple(draw(st.sampled_from([-1, 1, 2, 3, 5, 2**63 - 1])) for _ in axes)
+    # as many axes as a pinned starts, ends, axes or steps has (a pattern's
+    # `{starts=s, axes=[-1]}`): lists of different lengths are no slice
+    lengths = {len(fixed[k]) for k in ("starts", "ends", "axes", "steps") if isinstance(fixed.get(k), (list, tuple))}
+    count = min(lengths) if lengths else None
+    if count is not None and not 1 <= count <= x.rank:
+        raise NoProposal(f"a slice of {count} axes of a rank-{x.rank} tensor")
+    axes = draw(st.lists(st.integers(0, x.rank - 1), unique=True, min_size=count or 1, max_size=count or x.rank))
+    if isinstance(fixed.get("axes"), (list, tuple)):
+        axes = [a % x.rank for a in fixed["axes"]]
+    # starts and ends mostly inside the axis (a slice that selects something), sometimes
+    # past it or counted from the end
+    starts = tuple(draw(st.integers(0, max(0, x.shape[a] - 1)) | st.integers(-4, 4)) for a in axes)
+    ends = tuple(draw(st.integers(1, max(1, x.shape[a])) | st.sampled_from([-1, 1, 2, 3, 5, 2**63 - 1]))
+                 for a in axes)
     steps = tuple(draw(st.sampled_from([1, 1, 2, -1])) for _ in axes)
     return Proposal([x], {"starts": starts, "ends": ends, "axes": tuple(axes), "steps": steps})
 

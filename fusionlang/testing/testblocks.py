@@ -11,6 +11,7 @@ the partitioner; it needs no hypothesis (``fusionlang lint`` runs it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import cast
 
 import numpy as np
@@ -45,8 +46,18 @@ class TestResult:
     message: str
     span: Span
 
+    @property
+    def qualified(self) -> str:
+        """``file.fuse::name``: a test of a policy and one of a file importing it may share a name."""
+        return qualified_test_name(self.span.file, self.name)
+
     def __str__(self) -> str:
-        return f"{self.span}: test {self.name}: " + ("ok" if self.passed else f"FAILED: {self.message}")
+        return f"{self.span}: test {self.qualified}: " + ("ok" if self.passed else f"FAILED: {self.message}")
+
+
+def qualified_test_name(file: str, name: str) -> str:
+    """A test's name namespaced by the file that declares it (``apollo.fuse::name``)."""
+    return f"{PurePath(file).name}::{name}"
 
 
 def run_test_blocks(ruleset, *, names=None) -> list[TestResult]:
@@ -64,7 +75,7 @@ def failed_test_diagnostics(ruleset) -> tuple[int, list[Diagnostic]]:
     break them); returns how many ran, and an error at the failing expectation's
     file:line:col for each block that failed (what `fusionlang lint` reports)."""
     results = run_test_blocks(ruleset)
-    return len(results), [Diagnostic(r.span, "error", f"test {r.name} failed: {r.message}")
+    return len(results), [Diagnostic(r.span, "error", f"test {r.qualified} failed: {r.message}")
                           for r in results if not r.passed]
 
 

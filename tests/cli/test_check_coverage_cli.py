@@ -86,3 +86,25 @@ def test_a_wrong_def_fails_at_the_def(tmp_path, capsys):
     assert main(["check", str(path), "--kinds", "def"]) == 1
     out = capsys.readouterr().out
     assert out.startswith(f"{path}:1:1: def rms: failed\n    the def differs from the test vector at {path}:4:1: ")
+
+
+NEVER = """\
+import "std/algebra.fuse"
+
+rewrite never: relu(x) where rank(x) > 9 => x
+"""
+
+
+def test_a_rule_with_no_instance_fails_at_its_pattern_unless_allowed(tmp_path, capsys):
+    path = tmp_path / "never.fuse"
+    path.write_text(NEVER)
+    assert main(["check", str(path), "--rule", "never"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path}:3: rewrite never: failed"
+    assert out[1].startswith(f"    {path}:3:16: no drawn instance satisfied the pattern and guard: no match: guard "
+                             "rank(x) > 9 failed")
+    assert out[1].endswith("nothing of the rule was checked (say 'accepts uncovered' in the rule, or --allow-uncovered)")
+    assert main(["check", str(path), "--rule", "never", "--allow-uncovered"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{path}:3: rewrite never: under-covered (0 instances) - {path}:3:16: ")
+    assert out[0].endswith("(accepted: --allow-uncovered)")

@@ -84,7 +84,7 @@ def test_the_serial_run_has_passing_and_failing_rules(serial):
     text_status, text, json_status, _ = serial
     assert text_status == json_status == 1
     assert "exp_of_sum: failed" in text and "drop_double_neg: proved" in text
-    assert "test counts_wrong: failed" in text and "test drops_identity: checked" in text
+    assert "test mixed.fuse::counts_wrong: failed" in text and "test mixed.fuse::drops_identity: checked" in text
     assert text.rstrip().endswith("1 file(s), 8 verdict(s) under 2 seeds: 4 proved, 1 checked, 0 under-covered, "
                                   "3 failed, 0 skipped")
 
@@ -203,7 +203,7 @@ def test_a_test_block_shared_by_two_files_runs_once(tmp_path, capsys):
     user = tmp_path / "user.fuse"
     user.write_text('import "base.fuse"\nrewrite r: identity(x) => x\n')
     status, out = _run(capsys, "check", str(tmp_path / "base.fuse"), str(user), "--kinds", "test")
-    assert status == 1 and out.count("test drops_identity: checked") == 1 and out.count("counts_wrong") == 1
+    assert status == 1 and out.count("test base.fuse::drops_identity: checked") == 1 and out.count("counts_wrong") == 1
 
 
 def test_a_library_name_travels_as_a_name(tmp_path, monkeypatch):

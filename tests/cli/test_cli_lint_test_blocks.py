@@ -27,7 +27,7 @@ def test_a_failing_test_block_is_an_error_at_its_expectation(tmp_path, capsys):
     path = write(tmp_path, "t.fuse", RULE + block("fired(drop) == 2"))
     assert main(["lint", path]) == 2
     out, err = capsys.readouterr()
-    assert f"{path}:6:5: error: test t failed: expect fired(drop) == 2 failed: fired(drop) is 1" in err
+    assert f"{path}:6:5: error: test t.fuse::t failed: expect fired(drop) == 2 failed: fired(drop) is 1" in err
     assert "^~~" in err and "Traceback" not in err
     assert out.strip() == "1 file(s): 1 error(s), 0 warning(s)"
 
@@ -46,7 +46,7 @@ def test_the_blocks_of_imported_files_run_in_the_importing_rule_set(tmp_path, ca
     write(tmp_path, "top.fuse", 'import "base.fuse"\nrewrite mine priority 10: identity(x) => x\n')
     assert main(["lint", base]) == 0
     assert main(["lint", str(tmp_path / "top.fuse")]) == 2
-    assert f"{base}:6:5: error: test t failed: expect fired(drop) == 1 failed" in capsys.readouterr().err
+    assert f"{base}:6:5: error: test base.fuse::t failed: expect fired(drop) == 1 failed" in capsys.readouterr().err
 
 
 def test_a_file_with_lint_errors_reports_them_without_running_its_tests(tmp_path, capsys):
@@ -65,4 +65,13 @@ def test_lint_runs_test_blocks_without_hypothesis(tmp_path):
             f"sys.exit(main(['lint', {path!r}]))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
-    assert "test t failed: expect fired(drop) == 2" in result.stderr and "Traceback" not in result.stderr
+    assert "test t.fuse::t failed: expect fired(drop) == 2" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_failing_block_is_named_by_its_file_beside_an_imported_block_of_its_name(tmp_path, capsys):
+    write(tmp_path, "base.fuse", RULE + block("fired(drop) == 1"))
+    top = write(tmp_path, "top.fuse", 'import "base.fuse"\n' + block("fired(drop) == 3"))
+    assert main(["lint", top]) == 2
+    err = capsys.readouterr().err
+    assert f"{top}:6:5: error: test top.fuse::t failed: expect fired(drop) == 3 failed" in err
+    assert "base.fuse::t failed" not in err

@@ -49,5 +49,5 @@ test opens {
     status = main(["lint", str(path)])
     first = capsys.readouterr().err.splitlines()[0]
     assert status == 2
-    assert first == (f"{path}:6:1: error: test opens failed: {path}:1: decomposition of 'nll_loss': gives 'a_b_0_w_3' "
+    assert first == (f"{path}:6:1: error: test twice.fuse::opens failed: {path}:1: decomposition of 'nll_loss': gives 'a_b_0_w_3' "
                      "for two outputs of node 'a_b_0' (nll_loss); return identity(...) of it for the second")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from fusionlang.errors import FuseError, RuleError
-from fusionlang.lang import parse_text, render
+from fusionlang.lang import load_rules, parse_text, render
 
 CAT = "categories a < b < c\n"
 
@@ -233,3 +233,19 @@ def test_rendering_shows_line_and_caret(name, source, expected):
         assert caret_line.index("^") - gutter == diag.span.col - 1
     if diag.hint:
         assert text.endswith(f"= hint: {diag.hint}")
+
+
+def test_a_test_may_share_the_name_of_an_imported_files_test(tmp_path):
+    # test names are namespaced by file: base.fuse::t and top.fuse::t are two tests
+    block = "test t {\n    input x: f32[3]\n    y = relu(x)\n    output y\n    expect nodes == 1\n}\n"
+    (tmp_path / "base.fuse").write_text(block)
+    (tmp_path / "top.fuse").write_text('import "base.fuse"\n' + block)
+    rules = load_rules(str(tmp_path / "top.fuse"))
+    assert [t.name for t in rules.tests] == ["t", "t"]
+
+
+def test_a_second_test_of_one_name_in_one_file_is_still_an_error():
+    block = "test t {\n    input x: f32[3]\n    y = relu(x)\n    output y\n    expect nodes == 1\n}\n"
+    with pytest.raises(RuleError) as info:
+        parse_text(block + block, "bad.fuse")
+    assert str(info.value.diagnostics[0]) == "bad.fuse:7:6: error: test 't' is already defined at bad.fuse:1:1"

@@ -115,3 +115,23 @@ def test_the_cli_prints_the_warning_and_exits_0(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert f"{path}:3:9: warning: rewrite 'to_silu' ({path}:3) is undone" in out + err
     assert "1 file(s): 0 error(s), 1 warning(s)" in out + err
+
+
+def test_a_result_that_stays_is_not_undone_when_only_an_inner_op_is_opened(tmp_path):
+    # the result is a mul, which nothing opens; the silu inside it is opened, and that is
+    # the decomposition's business, not an undone rewrite
+    path = write(tmp_path, "inner.fuse", 'import "apollo.fuse"\nrewrite scaled_silu: mul(mul(x, sigmoid(x)), c) '
+                                          'where const(c) => silu(x) * c\n')
+    assert lint([path]) == []
+
+
+def test_an_undone_rewrite_the_author_accepts_is_no_warning(tmp_path):
+    path = write(tmp_path, "silu.fuse", 'import "apollo.fuse"\nrewrite to_silu accepts undone:\n'
+                                        '    mul(x, sigmoid(x)) => silu(x)\n')
+    assert lint([path]) == []
+
+
+def test_an_undone_warning_names_the_way_to_accept_it(tmp_path):
+    path = write(tmp_path, "silu.fuse", 'import "apollo.fuse"\n' + TO_SILU)
+    (diag,) = lint([path])
+    assert diag.hint.endswith("or say 'accepts undone' in the rule")

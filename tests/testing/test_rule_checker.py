@@ -150,12 +150,26 @@ def test_correct_rules_hold_and_scalar_ones_are_proved(tmp_path):
     assert all(c.instances > 0 for c in report.checks)
 
 
-def test_a_guard_nothing_satisfies_is_under_covered_with_the_reason(tmp_path):
+def test_a_guard_nothing_satisfies_fails_with_the_reason_at_the_pattern(tmp_path):
     path = tmp_path / "never.fuse"
     path.write_text("rewrite never: relu(x) where rank(x) > 9 => x\n")
     check = check_rules(load_rules(str(path)), max_examples=10, kinds=("rewrite",)).find("never")
-    assert check.status == "under-covered" and check.instances == 0
-    assert "no drawn instance satisfied the pattern and guard" in check.detail and "rank(x) > 9" in check.detail
+    assert check.status == "failed" and check.instances == 0
+    assert check.detail.startswith(f"{path}:1:16: no drawn instance satisfied the pattern and guard")
+    assert "rank(x) > 9" in check.detail and "'accepts uncovered'" in check.detail
+
+
+def test_a_rule_without_instances_is_under_covered_when_its_author_accepts_that(tmp_path):
+    path = tmp_path / "never.fuse"
+    path.write_text("rewrite never accepts uncovered: relu(x) where rank(x) > 9 => x\n"
+                    "rewrite never_too: relu(x) where rank(x) > 10 => x\n")
+    report = check_rules(load_rules(str(path)), max_examples=10, kinds=("rewrite",))
+    assert report.find("never").status == "under-covered"
+    assert report.find("never").detail.endswith("(accepted: the rule says 'accepts uncovered')")
+    assert report.find("never_too").status == "failed"
+    allowed = check_rules(load_rules(str(path)), max_examples=10, kinds=("rewrite",), allow_uncovered=True)
+    assert allowed.find("never_too").status == "under-covered" and allowed.ok
+    assert allowed.find("never_too").detail.endswith("(accepted: --allow-uncovered)")
 
 
 def test_a_pattern_constant_is_not_a_wildcard(tmp_path):

@@ -43,4 +43,4 @@ def test_a_failing_block_reports_the_expectation(tmp_path):
                     "    expect fired(drop) == 2\n}\n")
     (result,) = run_test_blocks(str(path))
     assert not result.passed
-    assert str(result) == (f"{path}:6:5: test t: FAILED: expect fired(drop) == 2 failed: fired(drop) is 1")
+    assert str(result) == (f"{path}:6:5: test t.fuse::t: FAILED: expect fired(drop) == 2 failed: fired(drop) is 1")
