@@ -31,6 +31,19 @@ def _with_constant_parameters(instance):
     return graph, instance.feeds
 
 
+def _nearly_constant_rows(graph, feeds) -> bool:
+    """Whether some normalized row of the (only) mean_variance_norm node varies by less
+    than float32 rounding of its magnitude: its output is then ill-conditioned, since the
+    mean's last-bit rounding (which differs between a scaled and a divided sum) is all that
+    is left to normalize."""
+    node = graph.nodes[0]
+    x = np.asarray(feeds[node.inputs[0]], dtype=np.float64)
+    axes = tuple(a % x.ndim for a in node.attrs["axes"])
+    spread = np.std(x, axis=axes) if x.size else np.zeros(0)
+    scale = np.max(np.abs(x), axis=axes) if x.size else np.zeros(0)
+    return bool(np.any(spread <= 1e-5 * scale))
+
+
 def test_every_case_of_decompose_fuse_is_covered():
     assert {op for op, _ in CASES} == set(OPENED.decompositions)
     assert len(CASES) == sum(len(c) for c in OPENED.decompositions.values())
@@ -61,6 +74,8 @@ def test_decomposed_op_fuses_back_into_one_kernel(op, case, data):
     except Reject:
         reject()  # not an instance of this case: hypothesis draws another
     graph, feeds = _with_constant_parameters(instance)
+    if op == "mean_variance_norm" and _nearly_constant_rows(graph, feeds):
+        reject()  # (x - mean) / (std + 1e-9) of equal values is rounding noise over itself: +-1 or 0
     verdict = check_equivalence(graph, POLICY, "apollo", feeds=feeds)
     assert verdict.ok, verdict.report()
     assert verdict.kernels <= KERNELS.get(op, 1), verdict.report()
