@@ -119,22 +119,49 @@ def fusionlang_backend(gm, example_inputs, options: Mapping[str, Any] | None = N
     settings = settings_from(options)
     compiler = functools.partial(compile_aten, settings=settings, report=report if report is not None
                                  else CompileReport())
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                        decompositions=_decompositions(gm, example_inputs))(gm, example_inputs)
-
-
-def _decompositions(gm, example_inputs) -> dict:
-    """torch's core-ATen decompositions, less those that are wrong under autograd when the
-    graph trains: torch 2.13's decomposition of CPU flash attention makes a forward whose
-    saved values the fused backward kernel reads differently (q, k and v gradients off by
-    1e-1), so a graph that trains keeps that op whole, in eager; inference fuses its parts."""
-    import torch
     from torch._decomp import core_aten_decompositions
 
-    table = core_aten_decompositions()
     if _trains(gm, example_inputs):
-        table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
-    return table
+        _attention_as_math(gm)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        decompositions=core_aten_decompositions())(gm, example_inputs)
+
+
+def _attention_as_math(gm) -> None:
+    """Each scaled_dot_product_attention call of a graph that trains replaced by its math
+    (matmuls, mask, softmax), so autograd differentiates those and the backward graph is
+    ops fusionlang converts. (torch 2.13 would run CPU flash attention's backward kernel,
+    which reads its decomposed forward's saved values wrongly: q, k and v gradients off by
+    1e-1.) A call with dropout or grouped query heads is left as it is."""
+    import torch.nn.functional as F
+
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is F.scaled_dot_product_attention and _plain_attention(node):
+            node.target = attention_math
+    gm.recompile()
+
+
+def _plain_attention(node) -> bool:
+    dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+    return dropout == 0.0 and not node.kwargs.get("enable_gqa", False)
+
+
+def attention_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention without dropout, as torch's math reference computes it."""
+    import math
+
+    import torch
+
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q * scale) @ k.transpose(-2, -1)
+    if is_causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    return torch.softmax(scores, -1) @ v
 
 
 def _trains(gm, example_inputs) -> bool:

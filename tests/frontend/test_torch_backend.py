@@ -137,9 +137,9 @@ def test_bad_options_are_one_clear_error(options, message):
 @pytest.mark.parametrize("model, shape", [(ConvNet, (2, 3, 8, 8)), (TransformerBlock, (2, 5, 16))],
                          ids=["convnet", "transformer"])
 def test_a_training_step_gives_eagers_loss_and_gradients(model, shape):
-    # batch norm in training mode is converted (batch statistics, running statistics updated);
-    # what has no converter in the forward and backward graphs (convolution_backward, max
-    # pooling's indices, CPU flash attention kept whole) runs in eager between the pieces
+    # batch norm in training mode is converted (batch statistics, running statistics updated),
+    # convolution_backward too, and attention is differentiated as its math; what has no
+    # converter (max pooling's indices and its backward) runs in eager between the pieces
     model = seeded(model()).train()
     model.apply(lambda m: setattr(m, "p", 0.0) if isinstance(m, torch.nn.Dropout) else None)
     reference_model = copy.deepcopy(model)
