@@ -247,16 +247,19 @@ class FusedPiece:
         self.returns_tuple = isinstance(output.args[0], (list, tuple))
         self.specializations = 0
         self.eager_runs = 0
+        import torch
+
+        self._tensor = torch.Tensor
 
     def __call__(self, *args):
-        key = tuple((tuple(a.shape), a.dtype) if _is_tensor(a) else a for a in args)
-        if key in self._cache:
-            self._cache.move_to_end(key)
-        else:
-            self._cache[key] = self._specialize(args)
+        key = tuple((a.shape, a.dtype) if isinstance(a, self._tensor) else a for a in args)
+        compiled = self._cache.get(key, _MISSING)
+        if compiled is _MISSING:
+            compiled = self._cache[key] = self._specialize(args)
             while len(self._cache) > CACHE_CAPACITY:
                 self._cache.popitem(last=False)
-        compiled = self._cache[key]
+        else:
+            self._cache.move_to_end(key)
         return self.module(*args) if compiled is None else self._run(compiled, args)
 
     def _specialize(self, args):
@@ -271,20 +274,28 @@ class FusedPiece:
                                    [s.shape if isinstance(s, InputSpec) else s for s in specs], exc)
             return None
         self.specializations += 1
-        return compiled
+        return Specialization(compiled)
 
-    def _run(self, compiled, args):
+    def _run(self, specialization: "Specialization", args):
         import torch
 
-        tensors = [a for a in args if _is_tensor(a)]
-        feeds = {name: as_numpy(t) for name, t in zip(compiled.graph.inputs, tensors)}
-        results = compiled.run(feeds)
-        outputs = tuple(torch.from_numpy(np.asarray(results[name])) for name in compiled.graph.outputs)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        # the cache key matched shapes and dtypes: the feeds need no check, only contiguity
+        results = specialization.compiled.run_checked(dict(zip(specialization.inputs, map(as_numpy, tensors))))
+        outputs = tuple(torch.from_numpy(results[name]) for name in specialization.outputs)
         return outputs if self.returns_tuple else outputs[0]
 
 
-def _is_tensor(value) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "numpy")
+_MISSING = object()
+
+
+class Specialization:
+    """One compiled shape of a FusedPiece, with its input and output names read once."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+        self.inputs = tuple(compiled.graph.inputs)
+        self.outputs = tuple(compiled.graph.outputs)
 
 
 __all__ = ["CompileReport", "Fallback", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]
