@@ -52,6 +52,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _checkout  # noqa: E402,F401  (first of ours: this checkout's fusionlang)
 import torch_models  # noqa: E402
+from fusionlang.torch_backend import CompileReport, fusionlang_backend  # noqa: E402
 from model_runtime import geomean, interleaved  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -60,17 +61,17 @@ STEPS = ("inference", "training")
 RTOL = 1e-3
 
 
-def compiled(model, competitor: str, threads: int):
-    """``model`` as ``competitor`` runs it (the compile itself happens on the first call)."""
-    from fusionlang.torch_backend import fusionlang_backend
-
+def compiled(model, competitor: str, threads: int, report=None):
+    """``model`` as ``competitor`` runs it (the compile itself happens on the first call);
+    ``report`` collects what fusionlang fused and left to eager."""
     if competitor == "eager":
         return model
     if competitor == "inductor":
         return torch.compile(model)
     if competitor == "autotune":
         return torch.compile(model, mode="max-autotune")
-    return torch.compile(model, backend=functools.partial(fusionlang_backend, options={"threads": threads}))
+    return torch.compile(model, backend=functools.partial(fusionlang_backend, options={"threads": threads},
+                                                          report=report))
 
 
 def step_fn(model, runner, example, step: str):
@@ -111,9 +112,10 @@ def prepare(name: str, size: str, step: str, competitors: list[str], threads: in
     getattr(model, "eval" if step == "inference" else "train")()
     fns, notes = {}, {}
     want = None
+    report = CompileReport()
     for competitor in competitors:
         copy_ = copy.deepcopy(model)
-        fn = step_fn(copy_, compiled(copy_, competitor, threads), example, step)
+        fn = step_fn(copy_, compiled(copy_, competitor, threads, report), example, step)
         start = time.perf_counter()
         try:
             got = fn()
@@ -127,6 +129,9 @@ def prepare(name: str, size: str, step: str, competitors: list[str], threads: in
             notes[competitor] = f"failed the gate: {failure}"
             continue
         fns[competitor] = fn
+    if "fusionlang" in competitors:
+        notes["fusionlang_pieces"] = len(report.pieces)
+        notes["fusionlang_fallbacks"] = sorted(f.op for f in report.fallbacks)
     return fns, notes
 
 

@@ -20,6 +20,7 @@ def test_a_run_gates_times_and_writes_the_json_the_table_reads(tmp_path, capsys)
     assert [(r["model"], r["step"]) for r in run["rows"]] == [("llama", "inference"), ("llama", "training")]
     for row in run["rows"]:
         assert set(row["timing"]) == {"eager", "fusionlang"}  # both passed the gate
+        assert row["notes"]["fusionlang_fallbacks"] == [] and row["notes"]["fusionlang_pieces"] >= 1
         assert row["fl_over_eager"] == row["timing"]["fusionlang"]["cpu_ms"] / row["timing"]["eager"]["cpu_ms"]
     capsys.readouterr()
     assert torch_runtime.main(["--markdown", "--output", str(output)]) == 0
