@@ -150,14 +150,21 @@ def _stepped_slice_scatter(node) -> str | None:
 @converts("aten.index_put.default")
 def _index_put(ctx: FxContext) -> str:
     """self with values added (accumulate) at the rows one index tensor picks along the
-    first axis (what embedding's backward is): a scatter_elements with add over the
-    flattened indices, each index broadcast along its row (values hold one row per index)."""
+    first axis (what embedding's backward is; values hold one row per index)."""
     data, (index,), values = ctx.arg(0, "self"), ctx.arg(1, "indices"), ctx.arg(2, "values")
     rows = int(np.prod(ctx.shape(index)))
     row_shape = ctx.shape(data)[1:]
-    flat = ctx.emit("reshape", ctx.cast(index, "int64"), shape=(rows,) + (1,) * len(row_shape))
-    spread = ctx.emit("expand", flat, shape=(rows, *row_shape))
+    flat = ctx.emit("reshape", ctx.cast(index, "int64"), shape=(rows,))
     updates = ctx.emit("reshape", ctx.cast(values, ctx.dtype(data)), shape=(rows, *row_shape))
+    if len(row_shape) == 1 and np.dtype(ctx.dtype(data)).kind == "f":
+        # a table's rows: one_hot(indices) (table rows x indices) times the updates is a
+        # GEMM template; scatter_elements' loop scans every index for every element of the
+        # table (bert's 8000 x 256 embedding, 256 tokens: 269 ms against 1 ms in eager)
+        on_off = ctx.constant(np.asarray([0, 1], ctx.dtype(data)))
+        picks = ctx.emit("one_hot", flat, on_off, depth=ctx.shape(data)[0], axis=0)
+        return ctx.emit("add", data, ctx.emit("matmul", picks, updates))
+    spread = ctx.emit("expand", ctx.emit("reshape", flat, shape=(rows,) + (1,) * len(row_shape)),
+                      shape=(rows, *row_shape))
     return ctx.emit("scatter_elements", data, spread, updates, axis=0, reduction="add")
 
 

@@ -81,3 +81,19 @@ def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert_gradients_match(model, reference, rtol=1e-4)
     assert report.fallbacks == [] and report.eager_runs == 0
+
+
+def test_embeddings_backward_is_a_matmul_of_one_hot_rows_not_a_scatter():
+    # scatter_elements' loop scans every index for every element of the table: an
+    # 8000 x 256 table's gradient took 269 ms, as one_hot x updates a GEMM 12 ms
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(20, 6), torch.nn.Tanh())
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    ids = torch.tensor([[1, 4, 4], [19, 0, 4]])  # a repeated row accumulates
+    compiled(ids).square().sum().backward()
+    reference(ids).square().sum().backward()
+    assert_gradients_match(model, reference, rtol=1e-5)
+    ops = {node.op for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes}
+    assert report.fallbacks == [] and "one_hot" in ops and "scatter_elements" not in ops
