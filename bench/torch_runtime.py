@@ -1,7 +1,7 @@
 """PyTorch models through ``torch.compile(backend="fusionlang")`` against eager and Inductor:
 inference and a training step, one process, interleaved rounds.
 
-Models (bench/torch_models.py, random weights, nothing downloaded): a ResNet-18 and a
+Models (bench/torch_bench_models.py, random weights, nothing downloaded): a ResNet-18 and a
 MobileNetV2 on 4 x 3 x 64 x 64 images, a BERT-like encoder (4 layers, hidden 256) and a
 Llama-like decoder (2 layers, hidden 256, RMSNorm, rotary embeddings, SiLU-gated MLP,
 causal SDPA) on 4 x 64 tokens.
@@ -51,7 +51,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _checkout  # noqa: E402,F401  (first of ours: this checkout's fusionlang)
-import torch_models  # noqa: E402
+import torch_bench_models  # noqa: E402
 from fusionlang.torch_backend import CompileReport, fusionlang_backend  # noqa: E402
 from model_runtime import geomean, interleaved  # noqa: E402
 
@@ -86,7 +86,7 @@ def step_fn(model, runner, example, step: str):
     def train():
         for parameter in model.parameters():
             parameter.grad = None
-        loss = torch_models.loss_of(runner(example))
+        loss = torch_bench_models.loss_of(runner(example))
         loss.backward()
         return [loss.detach()] + [p.grad for p in model.parameters()]
 
@@ -108,7 +108,7 @@ def gate(got: list, want: list) -> str | None:
 
 def prepare(name: str, size: str, step: str, competitors: list[str], threads: int) -> tuple[dict, dict]:
     """Per competitor, its step callable (gated) or why it is left out; the first call's time."""
-    model, example = torch_models.build(name, size)
+    model, example = torch_bench_models.build(name, size)
     getattr(model, "eval" if step == "inference" else "train")()
     fns, notes = {}, {}
     want = None
@@ -196,15 +196,17 @@ def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", choices=["1", "all"], default="1")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", default="", help="comma-separated models: " + ", ".join(torch_models.MODELS))
+    parser.add_argument("--only", default="",
+                        help="comma-separated models: " + ", ".join(torch_bench_models.MODELS))
     parser.add_argument("--steps", default=",".join(STEPS))
     parser.add_argument("--competitors", default=",".join(COMPETITORS))
-    parser.add_argument("--size", choices=sorted(torch_models.CONFIGS), default="bench",
+    parser.add_argument("--size", choices=sorted(torch_bench_models.CONFIGS), default="bench",
                         help="the models' size (test: the small ones the tests train)")
     parser.add_argument("--markdown", action="store_true", help="print the README table from the JSON and exit")
     parser.add_argument("--output", type=Path, default=RESULTS / "torch_runtime.json")
     args = parser.parse_args(argv)
-    for flag, chosen, known in (("--only", args.only, torch_models.MODELS), ("--steps", args.steps, STEPS),
+    for flag, chosen, known in (("--only", args.only, torch_bench_models.MODELS),
+                                ("--steps", args.steps, STEPS),
                                 ("--competitors", args.competitors, COMPETITORS)):
         unknown = [w for w in chosen.split(",") if w and w not in known]
         if unknown:
@@ -222,7 +224,7 @@ def main(argv=None) -> int:
     threads = 1 if args.threads == "1" else os.cpu_count()
     torch.set_num_threads(threads)
     clock = "cpu_ms" if threads == 1 else "wall_ms"
-    models = [m for m in args.only.split(",") if m] or list(torch_models.MODELS)
+    models = [m for m in args.only.split(",") if m] or list(torch_bench_models.MODELS)
     rows = []
     for name in models:
         for step in args.steps.split(","):

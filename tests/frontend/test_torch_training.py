@@ -1,6 +1,6 @@
 """One training step through torch.compile(backend="fusionlang") on the four bench models
-(bench/torch_models.py, at their test sizes): eager's loss and gradients, with the forward
-and backward graphs converted (the fallbacks counted)."""
+(bench/torch_bench_models.py, at their test sizes): eager's loss and gradients, with the
+forward and backward graphs converted (the fallbacks counted)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from fusionlang.torch_backend import CompileReport, fusionlang_backend  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import torch_models  # noqa: E402
+import torch_bench_models  # noqa: E402
 
 #: what each model leaves in eager: only ResNet's max pooling, whose backward reads the
 #: indices of the maxima (max_pool2d_with_indices and its backward have no converter)
@@ -45,14 +45,15 @@ def assert_gradients_match(model, reference, rtol=1e-3):
         np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=rtol, atol=floor, err_msg=name)
 
 
-@pytest.mark.parametrize("name", torch_models.MODELS)
+@pytest.mark.parametrize("name", torch_bench_models.MODELS)
 def test_a_training_step_gives_eagers_loss_and_gradients(name):
-    model, example = torch_models.build(name, "test")
+    model, example = torch_bench_models.build(name, "test")
     model.train()
     reference = copy.deepcopy(model)
     report = CompileReport()
     compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    loss, want = torch_models.loss_of(compiled(example)), torch_models.loss_of(reference(example))
+    loss = torch_bench_models.loss_of(compiled(example))
+    want = torch_bench_models.loss_of(reference(example))
     loss.backward()
     want.backward()
     np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-4)
