@@ -119,22 +119,49 @@ def fusionlang_backend(gm, example_inputs, options: Mapping[str, Any] | None = N
     settings = settings_from(options)
     compiler = functools.partial(compile_aten, settings=settings, report=report if report is not None
                                  else CompileReport())
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                        decompositions=_decompositions(gm, example_inputs))(gm, example_inputs)
-
-
-def _decompositions(gm, example_inputs) -> dict:
-    """torch's core-ATen decompositions, less those that are wrong under autograd when the
-    graph trains: torch 2.13's decomposition of CPU flash attention makes a forward whose
-    saved values the fused backward kernel reads differently (q, k and v gradients off by
-    1e-1), so a graph that trains keeps that op whole, in eager; inference fuses its parts."""
-    import torch
     from torch._decomp import core_aten_decompositions
 
-    table = core_aten_decompositions()
     if _trains(gm, example_inputs):
-        table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
-    return table
+        _attention_as_math(gm)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        decompositions=core_aten_decompositions())(gm, example_inputs)
+
+
+def _attention_as_math(gm) -> None:
+    """Each scaled_dot_product_attention call of a graph that trains replaced by its math
+    (matmuls, mask, softmax), so autograd differentiates those and the backward graph is
+    ops fusionlang converts. (torch 2.13 would run CPU flash attention's backward kernel,
+    which reads its decomposed forward's saved values wrongly: q, k and v gradients off by
+    1e-1.) A call with dropout or grouped query heads is left as it is."""
+    import torch.nn.functional as F
+
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is F.scaled_dot_product_attention and _plain_attention(node):
+            node.target = attention_math
+    gm.recompile()
+
+
+def _plain_attention(node) -> bool:
+    dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+    return dropout == 0.0 and not node.kwargs.get("enable_gqa", False)
+
+
+def attention_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention without dropout, as torch's math reference computes it."""
+    import math
+
+    import torch
+
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q * scale) @ k.transpose(-2, -1)
+    if is_causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    return torch.softmax(scores, -1) @ v
 
 
 def _trains(gm, example_inputs) -> bool:
@@ -220,16 +247,19 @@ class FusedPiece:
         self.returns_tuple = isinstance(output.args[0], (list, tuple))
         self.specializations = 0
         self.eager_runs = 0
+        import torch
+
+        self._tensor = torch.Tensor
 
     def __call__(self, *args):
-        key = tuple((tuple(a.shape), a.dtype) if _is_tensor(a) else a for a in args)
-        if key in self._cache:
-            self._cache.move_to_end(key)
-        else:
-            self._cache[key] = self._specialize(args)
+        key = tuple((a.shape, a.dtype) if isinstance(a, self._tensor) else a for a in args)
+        compiled = self._cache.get(key, _MISSING)
+        if compiled is _MISSING:
+            compiled = self._cache[key] = self._specialize(args)
             while len(self._cache) > CACHE_CAPACITY:
                 self._cache.popitem(last=False)
-        compiled = self._cache[key]
+        else:
+            self._cache.move_to_end(key)
         return self.module(*args) if compiled is None else self._run(compiled, args)
 
     def _specialize(self, args):
@@ -244,20 +274,28 @@ class FusedPiece:
                                    [s.shape if isinstance(s, InputSpec) else s for s in specs], exc)
             return None
         self.specializations += 1
-        return compiled
+        return Specialization(compiled)
 
-    def _run(self, compiled, args):
+    def _run(self, specialization: "Specialization", args):
         import torch
 
-        tensors = [a for a in args if _is_tensor(a)]
-        feeds = {name: as_numpy(t) for name, t in zip(compiled.graph.inputs, tensors)}
-        results = compiled.run(feeds)
-        outputs = tuple(torch.from_numpy(np.asarray(results[name])) for name in compiled.graph.outputs)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        # the cache key matched shapes and dtypes: the feeds need no check, only contiguity
+        results = specialization.compiled.run_checked(dict(zip(specialization.inputs, map(as_numpy, tensors))))
+        outputs = tuple(torch.from_numpy(results[name]) for name in specialization.outputs)
         return outputs if self.returns_tuple else outputs[0]
 
 
-def _is_tensor(value) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "numpy")
+_MISSING = object()
+
+
+class Specialization:
+    """One compiled shape of a FusedPiece, with its input and output names read once."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+        self.inputs = tuple(compiled.graph.inputs)
+        self.outputs = tuple(compiled.graph.outputs)
 
 
 __all__ = ["CompileReport", "Fallback", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]

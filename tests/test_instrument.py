@@ -116,3 +116,19 @@ def test_environment_setting(monkeypatch):
     assert stream.getvalue() == "fusionlang.run: hello\n"
     with pytest.raises(ValueError, match=r"FUSIONLANG_LOG='loud': expected one of debug, info"):
         configure_from_environment({"FUSIONLANG_LOG": "loud"})
+
+
+def test_cpu_time_is_read_only_inside_a_collection(monkeypatch):
+    # process_time is a system call (0.2 ms in a sandboxed kernel): a compiled model's
+    # every run passes through timed, and nobody reads the CPU time outside a collection
+    import fusionlang.instrument as instrument
+
+    calls = []
+    monkeypatch.setattr(instrument.time, "process_time", lambda: calls.append(1) or 0.0)
+    with timed("run", "outside"):
+        pass
+    assert calls == []
+    with collect_timings() as timings:
+        with timed("run", "inside"):
+            pass
+    assert len(calls) == 2 and len(timings.rows()) == 1

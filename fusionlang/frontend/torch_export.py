@@ -51,4 +51,6 @@ def input_spec(value) -> InputSpec | int:
 
 def as_numpy(tensor) -> np.ndarray:
     """The tensor's data as numpy: the same memory when contiguous, else a contiguous copy."""
-    return tensor.detach().contiguous().numpy()
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    return (tensor if tensor.is_contiguous() else tensor.contiguous()).numpy()

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from fusionlang.errors import FuseError, ModelError, UnsupportedOpError
+from fusionlang.frontend import torch_grad_ops  # noqa: F401 (registers the backward graphs' converters)
 from fusionlang.frontend.torch_ops import CONVERTERS, REFUSALS, SYMBOLIC, FxContext, meta_dtype, target_name
 from fusionlang.ir.graph import Graph
 from fusionlang.ir.types import canonical_dtype

@@ -242,7 +242,7 @@ def _t(ctx: FxContext) -> str:
 def _convolution(ctx: FxContext) -> str:
     x, weight, bias = ctx.arg(0, "input"), ctx.arg(1, "weight"), ctx.arg(2, "bias")
     spatial = ctx.rank(x) - 2
-    stride, padding, dilation = (_per_axis(ctx.arg(k, name), spatial) for k, name in
+    stride, padding, dilation = (per_axis(ctx.arg(k, name), spatial) for k, name in
                                  ((3, "stride"), (4, "padding"), (5, "dilation")))
     return ctx.emit("conv", x, weight, bias, kernel_shape=ctx.shape(weight)[2:], strides=stride,
                     pads=padding + padding, dilations=dilation, group=int(ctx.arg(8, "groups", 1)))
@@ -253,7 +253,7 @@ def _transposed_convolution(node) -> str | None:
     return "transposed convolution has no converter" if node.args[6] else None
 
 
-def _per_axis(value, spatial: int) -> tuple[int, ...]:
+def per_axis(value, spatial: int) -> tuple[int, ...]:
     values = tuple(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
     return values * spatial if len(values) == 1 else values
 
@@ -347,11 +347,11 @@ def _softmax(ctx: FxContext) -> str:
 # ----- pooling ------------------------------------------------------------------------
 @converts("aten.max_pool2d_with_indices.default")
 def _max_pool(ctx: FxContext) -> tuple:
-    kernel = _per_axis(ctx.arg(1, "kernel_size"), 2)
-    stride = _per_axis(ctx.arg(2, "stride", []) or kernel, 2)
-    padding = _per_axis(ctx.arg(3, "padding", 0), 2)
+    kernel = per_axis(ctx.arg(1, "kernel_size"), 2)
+    stride = per_axis(ctx.arg(2, "stride", []) or kernel, 2)
+    padding = per_axis(ctx.arg(3, "padding", 0), 2)
     out = ctx.emit("max_pool", ctx.arg(0, "self"), kernel_shape=kernel, strides=stride, pads=padding + padding,
-                   dilations=_per_axis(ctx.arg(4, "dilation", 1), 2), ceil_mode=int(ctx.arg(5, "ceil_mode", False)))
+                   dilations=per_axis(ctx.arg(4, "dilation", 1), 2), ceil_mode=int(ctx.arg(5, "ceil_mode", False)))
     return (out, None)
 
 
@@ -362,9 +362,9 @@ def _pool_indices(node) -> str | None:
 
 @converts("aten.avg_pool2d.default")
 def _avg_pool(ctx: FxContext) -> str:
-    kernel = _per_axis(ctx.arg(1, "kernel_size"), 2)
-    stride = _per_axis(ctx.arg(2, "stride", []) or kernel, 2)
-    padding = _per_axis(ctx.arg(3, "padding", 0), 2)
+    kernel = per_axis(ctx.arg(1, "kernel_size"), 2)
+    stride = per_axis(ctx.arg(2, "stride", []) or kernel, 2)
+    padding = per_axis(ctx.arg(3, "padding", 0), 2)
     return ctx.emit("average_pool", ctx.arg(0, "self"), kernel_shape=kernel, strides=stride, pads=padding + padding,
                     ceil_mode=int(ctx.arg(4, "ceil_mode", False)),
                     count_include_pad=int(ctx.arg(5, "count_include_pad", True)))
@@ -378,7 +378,7 @@ def _divisor_override(node) -> str | None:
 
 @converts("aten._adaptive_avg_pool2d.default")
 def _adaptive_avg_pool(ctx: FxContext) -> str:
-    x, size = ctx.arg(0, "self"), _per_axis(ctx.arg(1, "output_size"), 2)
+    x, size = ctx.arg(0, "self"), per_axis(ctx.arg(1, "output_size"), 2)
     height, width = ctx.shape(x)[-2:]
     if tuple(size) == (1, 1):
         return ctx.emit("global_average_pool", x)

@@ -137,9 +137,9 @@ def test_bad_options_are_one_clear_error(options, message):
 @pytest.mark.parametrize("model, shape", [(ConvNet, (2, 3, 8, 8)), (TransformerBlock, (2, 5, 16))],
                          ids=["convnet", "transformer"])
 def test_a_training_step_gives_eagers_loss_and_gradients(model, shape):
-    # batch norm in training mode is converted (batch statistics, running statistics updated);
-    # what has no converter in the forward and backward graphs (convolution_backward, max
-    # pooling's indices, CPU flash attention kept whole) runs in eager between the pieces
+    # batch norm in training mode is converted (batch statistics, running statistics updated),
+    # convolution_backward too, and attention is differentiated as its math; what has no
+    # converter (max pooling's indices and its backward) runs in eager between the pieces
     model = seeded(model()).train()
     model.apply(lambda m: setattr(m, "p", 0.0) if isinstance(m, torch.nn.Dropout) else None)
     reference_model = copy.deepcopy(model)
@@ -156,3 +156,25 @@ def test_a_training_step_gives_eagers_loss_and_gradients(model, shape):
     assert report.graphs == 2 and report.eager_runs == 0
     assert sum(p.specializations for p in report.pieces) >= 2
     assert not any("batch_norm" in f.op for f in report.fallbacks)
+
+
+def test_a_repeated_shape_runs_without_checking_the_feeds_again(monkeypatch):
+    # the per-call path: the cache key already matched shapes and dtypes
+    import fusionlang.backend.runtime as runtime
+
+    model = seeded(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()))
+    compiled, report = compiled_with_report(model)
+    assert_matches_eager(compiled, model, torch.randn(2, 8))
+    checks = []
+    monkeypatch.setattr(runtime, "check_feeds", lambda graph, feeds: checks.append(1) or feeds)
+    assert_matches_eager(compiled, model, torch.randn(2, 8))
+    assert checks == [] and report.pieces[0].specializations == 1
+
+
+def test_a_contiguous_tensor_crosses_to_numpy_without_a_copy():
+    from fusionlang.frontend.torch_export import as_numpy
+
+    tensor = torch.randn(3, 4, requires_grad=True)
+    assert as_numpy(tensor).ctypes.data == tensor.data_ptr()
+    transposed = as_numpy(tensor.detach().t())  # not contiguous: a contiguous copy
+    assert transposed.flags.c_contiguous and np.array_equal(transposed, tensor.detach().numpy().T)

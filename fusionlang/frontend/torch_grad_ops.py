@@ -1,0 +1,181 @@
+"""Converters for the ATen ops AOTAutograd's backward graphs hold (and a few forward ops
+the training models bring): convolution_backward, the index_put that embedding's
+backward accumulates with, slice_scatter, hardtanh, and bitwise ops on bool masks.
+
+Each backward op is written with registry ops the forward converters already emit (conv,
+conv_transpose, reduce_sum, scatter_elements, pad), so the rules and the partitioner see a
+backward graph as they see a forward one. Registered into ``torch_ops``' tables on import
+(``torch_fx`` imports this module).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusionlang.frontend.torch_ops import FxContext, per_axis, converts, refuses
+
+
+# ----- forward ops of the training models -------------------------------------------------
+@converts("aten.hardtanh.default")
+def _hardtanh(ctx: FxContext) -> str:
+    return ctx.emit("clip", ctx.arg(0, "self"), min=float(ctx.arg(1, "min_val", -1.0)),
+                    max=float(ctx.arg(2, "max_val", 1.0)))
+
+
+BITWISE = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}
+
+
+def _bitwise(op: str):
+    def convert(ctx: FxContext) -> str:
+        a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
+        if not isinstance(b, str):
+            b = ctx.constant(np.asarray(bool(b)))
+        return ctx.emit(op, a, b)
+
+    return convert
+
+
+for _name, _op in BITWISE.items():
+    converts(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_bitwise(_op))
+
+
+@converts("aten.bitwise_not.default")
+def _bitwise_not(ctx: FxContext) -> str:
+    return ctx.emit("not", ctx.arg(0, "self"))
+
+
+@refuses(*(f"aten.{name}.{overload}" for name in BITWISE for overload in ("Tensor", "Scalar")),
+         "aten.bitwise_not.default")
+def _integer_bitwise(node) -> str | None:
+    # on bools these are logical ops; on integers they act on bits, which no converter spells
+    tensors = [arg for arg in node.args if hasattr(arg, "meta")]
+    dtypes = {str(getattr(arg.meta.get("val"), "dtype", "")) for arg in tensors}
+    return None if dtypes == {"torch.bool"} else f"bitwise ops on {sorted(dtypes)} (not bool) have no converter"
+
+
+# ----- convolution ----------------------------------------------------------------------------
+@converts("aten.convolution_backward.default")
+def _convolution_backward(ctx: FxContext) -> tuple:
+    """(grad_input, grad_weight, grad_bias), each computed where the mask asks for it:
+    grad_input is the transposed convolution of the output's gradient, grad_weight a
+    convolution of the input by the output's gradient (batch and channels swapped), and
+    grad_bias the gradient summed over batch and space."""
+    grad, x, weight = ctx.arg(0, "grad_output"), ctx.arg(1, "input"), ctx.arg(2, "weight")
+    spatial = ctx.rank(x) - 2
+    stride, padding, dilation = (per_axis(ctx.arg(k, name), spatial) for k, name in
+                                 ((4, "stride"), (5, "padding"), (6, "dilation")))
+    groups = int(ctx.arg(9, "groups"))
+    mask = list(ctx.arg(10, "output_mask"))
+    window = (stride, padding, dilation)
+    grad_input = _grad_input(ctx, grad, x, weight, window, groups) if mask[0] else None
+    grad_weight = _grad_weight(ctx, grad, x, weight, window, groups) if mask[1] else None
+    axes = (0,) + tuple(range(2, ctx.rank(grad)))
+    grad_bias = ctx.emit("reduce_sum", grad, axes=axes, keepdims=0) if mask[2] else None
+    return (grad_input, grad_weight, grad_bias)
+
+
+@refuses("aten.convolution_backward.default")
+def _transposed_backward(node) -> str | None:
+    return "the backward of a transposed convolution has no converter" if node.args[7] else None
+
+
+def _grad_input(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
+    stride, padding, dilation = window
+    kernel = ctx.shape(weight)[2:]
+    # the rows of the input no output window reached (stride leftovers) get output_padding
+    reached = [(o - 1) * s - 2 * p + d * (k - 1) + 1 for o, s, p, d, k in
+               zip(ctx.shape(grad)[2:], stride, padding, dilation, kernel)]
+    extra = tuple(n - r for n, r in zip(ctx.shape(x)[2:], reached))
+    return ctx.emit("conv_transpose", grad, weight, kernel_shape=kernel, strides=stride, pads=padding + padding,
+                    dilations=dilation, group=groups, output_padding=extra)
+
+
+def _grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
+    """grad_w[g*Co+o, c, k] = sum over n and output positions of x[n, g*Ci+c, ...] * grad[n, g*Co+o, ...]:
+    a grouped convolution whose batch is the input's channels and whose channels are the
+    batch (per group), with the forward's dilation as stride and its stride as dilation."""
+    stride, padding, dilation = window
+    batch, channels, *space = ctx.shape(x)
+    outputs, out_space = ctx.shape(grad)[1], ctx.shape(grad)[2:]
+    per_group_in, per_group_out = channels // groups, outputs // groups
+    # x: (N, G*Ci, *S) -> (Ci, G*N, *S); grad: (N, G*Co, *So) -> (G*Co, N, *So)
+    x_t = ctx.emit("reshape", x, shape=(batch, groups, per_group_in, *space))
+    x_t = ctx.emit("transpose", x_t, perm=(2, 1, 0) + tuple(range(3, 3 + len(space))))
+    x_t = ctx.emit("reshape", x_t, shape=(per_group_in, groups * batch, *space))
+    g_t = ctx.emit("reshape", grad, shape=(batch, groups, per_group_out, *out_space))
+    g_t = ctx.emit("transpose", g_t, perm=(1, 2, 0) + tuple(range(3, 3 + len(out_space))))
+    g_t = ctx.emit("reshape", g_t, shape=(groups * per_group_out, batch, *out_space))
+    taps = ctx.emit("conv", x_t, g_t, kernel_shape=tuple(out_space), strides=dilation, pads=padding + padding,
+                    dilations=stride, group=groups)
+    kernel = ctx.shape(weight)[2:]
+    if tuple(ctx.shape(taps)[2:]) != tuple(kernel):  # windows past the kernel (stride leftovers)
+        taps = ctx.emit("slice", taps, starts=(0,) * len(kernel), ends=tuple(kernel),
+                        axes=tuple(range(2, 2 + len(kernel))))
+    return ctx.emit("transpose", taps, perm=(1, 0) + tuple(range(2, 2 + len(kernel))))
+
+
+# ----- scatters -------------------------------------------------------------------------------
+@converts("aten.slice_scatter.default")
+def _slice_scatter(ctx: FxContext) -> str:
+    """base with src written over base[start:end] along dim: src padded with zeros to
+    base's extent, picked where the slice lies."""
+    base, src = ctx.arg(0, "self"), ctx.arg(1, "src")
+    rank = ctx.rank(base)
+    dim = ctx.axis(ctx.arg(2, "dim", 0), rank)
+    length = ctx.shape(base)[dim]
+    start = _clamped(ctx.arg(3, "start"), 0, length)
+    end = _clamped(ctx.arg(4, "end"), length, length)
+    pads = [0] * (2 * rank)
+    pads[dim], pads[rank + dim] = start, length - end
+    placed = ctx.emit("pad", ctx.cast(src, ctx.dtype(base)), pads=tuple(pads))
+    inside = np.zeros([length if axis == dim else 1 for axis in range(rank)], bool)
+    inside.reshape(-1)[start:end] = True
+    return ctx.emit("where", ctx.constant(inside), placed, base)
+
+
+def _clamped(value, default: int, length: int) -> int:
+    if value is None:
+        return default
+    value = int(value)
+    value = value + length if value < 0 else value
+    return min(max(value, 0), length)
+
+
+@refuses("aten.slice_scatter.default")
+def _stepped_slice_scatter(node) -> str | None:
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    return "slice_scatter with a step other than 1 has no converter" if step != 1 else None
+
+
+@converts("aten.index_put.default")
+def _index_put(ctx: FxContext) -> str:
+    """self with values added (accumulate) at the rows one index tensor picks along the
+    first axis (what embedding's backward is; values hold one row per index)."""
+    data, (index,), values = ctx.arg(0, "self"), ctx.arg(1, "indices"), ctx.arg(2, "values")
+    rows = int(np.prod(ctx.shape(index)))
+    row_shape = ctx.shape(data)[1:]
+    flat = ctx.emit("reshape", ctx.cast(index, "int64"), shape=(rows,))
+    updates = ctx.emit("reshape", ctx.cast(values, ctx.dtype(data)), shape=(rows, *row_shape))
+    if len(row_shape) == 1 and np.dtype(ctx.dtype(data)).kind == "f":
+        # a table's rows: one_hot(indices) (table rows x indices) times the updates is a
+        # GEMM template; scatter_elements' loop scans every index for every element of the
+        # table (bert's 8000 x 256 embedding, 256 tokens: 269 ms against 1 ms in eager)
+        on_off = ctx.constant(np.asarray([0, 1], ctx.dtype(data)))
+        picks = ctx.emit("one_hot", flat, on_off, depth=ctx.shape(data)[0], axis=0)
+        return ctx.emit("add", data, ctx.emit("matmul", picks, updates))
+    spread = ctx.emit("expand", ctx.emit("reshape", flat, shape=(rows,) + (1,) * len(row_shape)),
+                      shape=(rows, *row_shape))
+    return ctx.emit("scatter_elements", data, spread, updates, axis=0, reduction="add")
+
+
+@refuses("aten.index_put.default")
+def _index_put_form(node) -> str | None:
+    indices = node.args[1]
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    if not accumulate:
+        return "index_put without accumulate (an overwrite) has no converter"
+    if len(indices) != 1 or indices[0] is None:
+        return "index_put with other than one index tensor, on the first axis, has no converter"
+    index_type = str(getattr(indices[0].meta.get("val"), "dtype", ""))
+    return None if index_type in ("torch.int64", "torch.int32") else f"index_put by {index_type} has no converter"
+
