@@ -152,7 +152,7 @@ class CProgram:
             call = self.layout.calls[int(self.errors[3])]
             raise failure(self.errors, list(call.sites), call.function)
 
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run, with each output the kernels can write straight into an array the caller
         receives (copying a 16 MiB output out of the arena cost 1.7 to 2 ms)."""
         direct = {name: self._output_array(name) for name in self.direct_outputs}

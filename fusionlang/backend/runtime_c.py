@@ -237,7 +237,7 @@ class CRuntime:
     def execute(self, feeds: Mapping[str, np.ndarray]) -> None:
         self.program.execute(feeds)
 
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.program.run(feeds)
 
     def reset_profile(self) -> None:

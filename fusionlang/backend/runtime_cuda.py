@@ -251,7 +251,7 @@ class CudaRuntime:
         (what GPU benchmarks time, between CUDA events on ``stream``)."""
         self.launcher.run()
 
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.execute(feeds)
 
         def read(name, b, t):
