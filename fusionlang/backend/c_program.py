@@ -165,7 +165,7 @@ class CProgram:
                 self.table[self.arena_slots[name]] = self._address(name)
         return {source.name: self._read(source, feeds, direct) for source in self.layout.outputs}
 
-    def _read(self, source: OutputSource, feeds: dict[str, np.ndarray], direct: dict[str, np.ndarray]) -> np.ndarray:
+    def _read(self, source: OutputSource, feeds: Mapping[str, np.ndarray], direct: dict[str, np.ndarray]) -> np.ndarray:
         """A fresh array of one output (as :func:`.outputs.gather_outputs` reads them)."""
         if source.kind == "input":
             return feeds[source.root].reshape(source.shape).copy()
