@@ -43,8 +43,8 @@ COMMANDS = {
     "lint": "parse and check .fuse rule files and run their test blocks",
     "check": "property-check every rule of .fuse rule files",
     "campaign": "check random graphs end to end against the reference, sharded over workers or Ray",
-    "cache": "show (info) or empty (clear) the compiled-kernel cache",
     "sweep": "measure a rule change across a model zoo: policy A against baseline B, one row per model",
+    "cache": "show (info) or empty (clear) the compiled-kernel cache",
 }
 
 #: flags before the command: what may stand before its name (those taking a value, with it)

@@ -105,7 +105,7 @@ def test_the_edges_of_the_ranges_are_accepted(capsys, model):
     (["run", "m.onnx", "--target", "gpu"],
      "argument --target: invalid choice: 'gpu' (choose from 'c', 'cuda', 'reference') (see fusionlang run --help)"),
     (["nosuch"], "argument COMMAND: invalid choice: 'nosuch' (choose from 'demo', 'fuse', 'run', 'compile', 'explain', "
-                 "'lint', 'check', 'cache') (see fusionlang --help)"),
+                 "'lint', 'check', 'campaign', 'sweep', 'cache') (see fusionlang --help)"),
     (["run", "m.onnx", "\x1b[31mred\r"], "unrecognized arguments: \\x1b[31mred\\r (see fusionlang --help)"),
     (["run", "m.onnx", "--two\nlines"], "unrecognized arguments: --two\\nlines (see fusionlang --help)"),
 ])
