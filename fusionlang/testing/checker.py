@@ -59,6 +59,7 @@ from fusionlang.testing.guardshapes import ShapeDemands, shape_demands
 from fusionlang.testing.instances import (Counterexample, Reject, check_decompose_instance, check_rewrite_instance,
                                           decompose_instance, decompose_sides, draw_array, rewrite_instance,
                                           rewrite_sides, wide_side)
+from fusionlang.testing.shape_proof import ShapeProof, prove_decomposition_all_shapes, prove_rewrite_all_shapes
 from fusionlang.testing.symbolic import prove_decomposition, prove_rewrite, scalar_formula
 from fusionlang.testing.testblocks import qualified_test_name, run_test_blocks
 from fusionlang.testing.values import REAL, compare
@@ -84,6 +85,8 @@ class RuleCheck:
     seconds: float = 0.0
     coverage: Coverage | None = None
     floats: FloatVerdict | None = None
+    #: the proof for every rank and size (rewrites and decompositions the instances did not fail)
+    all_shapes: ShapeProof | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -117,6 +120,8 @@ class RuleCheck:
             notes.append("coverage: " + self.coverage.summary())
         if self.floats is not None:
             notes.append("float32: " + str(self.floats))
+        if self.all_shapes is not None:
+            notes.append("all shapes: " + str(self.all_shapes))
         if self.status == "failed":
             body = self.counterexample.details() if self.counterexample is not None else self.detail
             notes = body.splitlines() + [n for n in notes if not n.endswith(body)]
@@ -129,7 +134,8 @@ class RuleCheck:
                 "instances": self.instances, "detail": self.detail, "seconds": round(self.seconds, 3),
                 "counterexample": self.counterexample.to_dict() if self.counterexample is not None else None,
                 "coverage": self.coverage.to_dict() if self.coverage is not None else None,
-                "float32": self.floats.to_dict() if self.floats is not None else None}
+                "float32": self.floats.to_dict() if self.floats is not None else None,
+                "all_shapes": self.all_shapes.to_dict() if self.all_shapes is not None else None}
 
 
 @dataclass
@@ -347,8 +353,9 @@ def check_rewrite(rule, ruleset: RuleSet, *, max_examples: int = 60, seed: int =
     proof = prove_rewrite(rule, ruleset.registry)
     floats = float_verdict(drawing.kept, lambda i: rewrite_sides(i, rule, ruleset), seed,
                            lambda i: wide_side(i, ruleset.registry))
-    return _verdict("rewrite", rule.name, rule.where, drawing, proof, floats, float_exact, started,
-                    _Acceptance(rule.accepts, allow_uncovered, rule.pattern.span))
+    result = _verdict("rewrite", rule.name, rule.where, drawing, proof, floats, float_exact, started,
+                      _Acceptance(rule.accepts, allow_uncovered, rule.pattern.span))
+    return _with_all_shapes(result, lambda: prove_rewrite_all_shapes(rule, ruleset.registry))
 
 
 def check_decomposition(case, ruleset: RuleSet, *, max_examples: int = 60, seed: int = 0,
@@ -374,8 +381,17 @@ def check_decomposition(case, ruleset: RuleSet, *, max_examples: int = 60, seed:
     # reference may compute in float64 inside (lp_norm's x * x does not overflow there), so
     # digits lost to an intermediate are the op's float32 nature, not a rewrite's mistake
     floats = float_verdict(drawing.kept, lambda i: decompose_sides(i, case, ruleset), seed)
-    return _verdict("decompose", name, case.where, drawing, proof, floats, float_exact, started,
-                    _Acceptance(case.accepts, allow_uncovered, case.span))
+    result = _verdict("decompose", name, case.where, drawing, proof, floats, float_exact, started,
+                      _Acceptance(case.accepts, allow_uncovered, case.span))
+    return _with_all_shapes(result, lambda: prove_decomposition_all_shapes(case, ruleset.registry))
+
+
+def _with_all_shapes(check: RuleCheck, prove: Callable[[], ShapeProof]) -> RuleCheck:
+    """``check`` with its proof for every rank and size: a rule its instances failed is
+    wrong whatever a proof over the reals says, so it gets none."""
+    if check.status == "failed":
+        return check
+    return replace(check, all_shapes=prove())
 
 
 @dataclass(frozen=True)

@@ -156,28 +156,14 @@ class _Builder:
                 if isinstance(value, (sp.Basic, int, float)):
                     return as_expr(value)
             raise NotScalar(f"{e.name!r} is not a scalar here")
-        if isinstance(e, A.Neg):
-            return self.op("neg", [self.expr(e.operand, env)], {})
-        if isinstance(e, A.BinOp) and e.op in _BINARY:
-            return self.op(_BINARY[e.op], [self.expr(e.left, env), self.expr(e.right, env)], {})
-        if isinstance(e, A.Compare) and e.op in _COMPARE:
-            return self.op(_COMPARE[e.op], [self.expr(e.left, env), self.expr(e.right, env)], {})
+        operator = infix_op(e)
+        if operator is not None:
+            return self.op(operator[0], [self.expr(o, env) for o in operator[1]], {})
         if isinstance(e, A.Call) and e.func.text in self.registry:
-            pinned: dict = {}
-            for item in e.attrs or ():
-                if isinstance(item, A.AttrRest):
-                    pinned.update(self.rests.get(item.name.text, {}))
-                else:
-                    pinned[item.name.text] = self.static(item.value, env)
-            opdef = self.registry.get(e.func.text)
-            attrs = {}
-            for name, spec in opdef.attrs.items():
-                if name in pinned:
-                    attrs[name] = pinned[name]
-                elif not spec.required:
-                    attrs[name] = spec.default
-                else:
-                    raise NotScalar(f"{e.func.text} needs attribute {name!r}")
+            try:
+                attrs = call_attrs(self.registry.get(e.func.text), e, self.rests, lambda v: self.static(v, env))
+            except LookupError as exc:
+                raise NotScalar(f"{e.func.text} needs attribute {exc.args[0]!r}") from None
             return self.op(e.func.text, [self.expr(a, env) for a in e.args], attrs)
         raise NotScalar("not an elementwise expression")
 
@@ -191,15 +177,53 @@ class _Builder:
         raise NotScalar("attribute value is not a literal or a bound attribute")
 
     def body(self, stmts, env: dict) -> list[sp.Basic]:
-        env = dict(env)
-        for stmt in stmts:
-            if isinstance(stmt, A.Let):
-                if len(stmt.names) != 1:
-                    raise NotScalar("multi-output statement")
-                env[stmt.names[0].text] = self.expr(stmt.value, env)
-            elif isinstance(stmt, A.Return):
-                return [self.expr(v, env) for v in stmt.values]
-        raise NotScalar("body without return")
+        return run_body(stmts, env, self.expr, NotScalar)
+
+
+def infix_op(e) -> tuple[str, tuple] | None:
+    """(the op, its operands) of an operator expression (``-x``, ``a * b``, ``a < b``)."""
+    if isinstance(e, A.Neg):
+        return "neg", (e.operand,)
+    if isinstance(e, A.BinOp) and e.op in _BINARY:
+        return _BINARY[e.op], (e.left, e.right)
+    if isinstance(e, A.Compare) and e.op in _COMPARE:
+        return _COMPARE[e.op], (e.left, e.right)
+    return None
+
+
+def run_body(stmts, env: dict, evaluate, error: type[Exception]) -> list:
+    """The returned values of a decomposition body: each ``let`` is ``evaluate(expr,
+    env)`` in the names before it; ``error(reason)`` is raised for what is not modelled."""
+    env = dict(env)
+    for stmt in stmts:
+        if isinstance(stmt, A.Let):
+            if len(stmt.names) != 1:
+                raise error("multi-output statement")
+            env[stmt.names[0].text] = evaluate(stmt.value, env)
+        elif isinstance(stmt, A.Return):
+            return [evaluate(v, env) for v in stmt.values]
+    raise error("body without return")
+
+
+def call_attrs(opdef, call: A.Call, rests: dict, static) -> dict:
+    """Every attribute of the op ``call`` (in a replacement) builds: those it sets
+    (``static(expr)`` gives each value, ``..rest`` spreads ``rests[rest]``), the defaults
+    of the others. Raises LookupError(name) for a required one it leaves out."""
+    pinned: dict = {}
+    for item in call.attrs or ():
+        if isinstance(item, A.AttrRest):
+            pinned.update(rests.get(item.name.text, {}))
+        else:
+            pinned[item.name.text] = static(item.value)
+    attrs = {}
+    for name, spec in opdef.attrs.items():
+        if name in pinned:
+            attrs[name] = pinned[name]
+        elif not spec.required:
+            attrs[name] = spec.default
+        else:
+            raise LookupError(name)
+    return attrs
 
 
 def _number(value) -> sp.Basic:
@@ -243,6 +267,12 @@ def _vanishes(diff: sp.Basic) -> tuple[bool, bool]:
 @lru_cache(maxsize=512)
 def _decide(lhs: sp.Basic, rhs: sp.Basic) -> tuple[bool, bool]:
     return _vanishes(lhs - rhs)
+
+
+def same_function(lhs: sp.Basic, rhs: sp.Basic) -> tuple[bool, bool]:
+    """(are ``lhs`` and ``rhs`` the same function over the reals, were decimal constants
+    read as the closed forms they round to show it)."""
+    return _decide(lhs, rhs)
 
 
 def _verdict(lhs, rhs) -> Proof:
@@ -289,4 +319,4 @@ def prove_decomposition(case, registry: OpRegistry) -> Proof:
     return _verdict(lhs, values[0])
 
 
-__all__ = ["NOT_REAL", "Proof", "prove_decomposition", "prove_rewrite", "scalar_formula"]
+__all__ = ["NOT_REAL", "Proof", "prove_decomposition", "prove_rewrite", "call_attrs", "infix_op", "run_body", "same_function", "scalar_formula"]
