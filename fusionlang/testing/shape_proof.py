@@ -91,6 +91,13 @@ class Sym:
 
 
 @dataclass(frozen=True)
+class PermWord:
+    """Bound perms applied one after the other (each known only by its name)."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Tensor:
     #: the value at the current (symbolic) index
     value: sp.Expr
@@ -124,6 +131,8 @@ class _Guard:
     uniform: frozenset = frozenset()
     signs: tuple = ()
     same: tuple = ()
+    #: (p, v) for ``perm(p, rank(v)) == range(0, rank(v))``
+    identity_perms: tuple = ()
 
 
 def read_guard(guard) -> _Guard:
@@ -131,14 +140,41 @@ def read_guard(guard) -> _Guard:
     uniform: set[str] = set()
     signs: list[tuple[str, str]] = []
     same: list[tuple[str, ...]] = []
+    identities = []
     for part in conjuncts(guard):
-        if isinstance(part, A.Call) and part.func.text == "same_shape":
+        identity = _identity_perm(part)
+        if identity is not None:
+            identities.append(identity)
+        elif isinstance(part, A.Call) and part.func.text == "same_shape":
             same.append(tuple(a.name for a in part.args if isinstance(a, A.Var)))
         elif isinstance(part, A.Call) and part.func.text == "is_scalar" and (name := _var_of(part)) is not None:
             uniform.add(name)
         elif isinstance(part, A.Compare):
             _read_compare(part, rank0, uniform, signs)
-    return _Guard(frozenset(rank0), frozenset(uniform), tuple(signs), tuple(same))
+    return _Guard(frozenset(rank0), frozenset(uniform), tuple(signs), tuple(same), tuple(identities))
+
+
+def _perm_of_rank(e) -> tuple[str, str] | None:
+    """(p, v) for ``perm(p, rank(v))``, the perm a transpose by ``p`` of ``v`` applies."""
+    if isinstance(e, A.Call) and e.func.text == "perm" and len(e.args) == 2 and isinstance(e.args[0], A.Var):
+        rank = e.args[1]
+        if isinstance(rank, A.Call) and rank.func.text == "rank" and (name := _var_of(rank)) is not None:
+            return e.args[0].name, name
+    return None
+
+
+def _identity_perm(part) -> tuple[str, str] | None:
+    """(p, v) for the conjunct ``perm(p, rank(v)) == range(0, rank(v))``."""
+    if not (isinstance(part, A.Compare) and part.op == "=="):
+        return None
+    perm, whole = _perm_of_rank(part.left), part.right
+    if perm is None or not (isinstance(whole, A.Call) and whole.func.text == "range" and len(whole.args) == 2):
+        return None
+    start, stop = whole.args
+    if isinstance(start, A.Num) and start.value == 0 and isinstance(stop, A.Call) and stop.func.text == "rank" \
+            and _var_of(stop) == perm[1]:
+        return perm
+    return None
 
 
 def _var_of(call: A.Call) -> str | None:
@@ -175,6 +211,8 @@ class _Builder:
         self.premises: dict[str, frozenset] = {}
         #: transpose function name -> (perm, atoms of the input's shape)
         self.transposes: dict[str, tuple[object, frozenset]] = {}
+        #: bound perm -> the pattern variable whose rank the transpose by it has
+        self.perm_ranks: dict[str, str] = {}
         self.fresh = 0
 
     # ----- leaves ------------------------------------------------------------------------
@@ -338,11 +376,14 @@ class _Builder:
 
     # ----- transposes -------------------------------------------------------------------------
     def transpose(self, x: Tensor, perm) -> Tensor:
-        if not isinstance(perm, tuple):
-            raise NotProved("a transpose by a permutation bound but not pinned")
-        if perm and sorted(perm) != list(range(len(perm))):
+        if isinstance(perm, Sym):
+            perm = self.bound_perm(perm.name)
+        elif not isinstance(perm, (tuple, PermWord)):
+            raise NotProved("a transpose perm that is not a list")
+        elif isinstance(perm, tuple) and sorted(perm) != list(range(len(perm))):
             raise NotProved(f"transpose perm {list(perm)} is not a permutation")
-        perm = perm or "reverse"  # ONNX's default reverses the axes, whatever the rank
+        if perm == ():
+            perm = "reverse"  # ONNX's default reverses the axes, whatever the rank
         inner = self.transposes.get(x.value.func.__name__) if isinstance(x.value, AppliedUndef) else None
         if inner is not None and self.canon(x.shape) == frozenset({_transpose_atom(inner[0], inner[1], self.key)}):
             composed = _compose(inner[0], perm)
@@ -351,8 +392,15 @@ class _Builder:
             return self.make_transpose(x.value.args[0], inner[1], composed)
         return self.make_transpose(x.value, self.canon(x.shape), perm)
 
+    def bound_perm(self, name: str):
+        """The perm a pattern bound (``{perm=p}``): the identity where the guard says so
+        of the very tensor it transposes, else a permutation known only by its name."""
+        if (name, self.perm_ranks.get(name)) in self.guard.identity_perms:
+            return "identity"
+        return PermWord((name,))
+
     def make_transpose(self, body: sp.Expr, source: frozenset, perm) -> Tensor:
-        if perm == "identity" or perm == tuple(range(len(perm))):
+        if perm == "identity" or perm == PermWord(()) or (isinstance(perm, tuple) and perm == tuple(range(len(perm)))):
             return Tensor(body, source)
         name = f"transpose[{_show(perm)};{self.key(source)}]"
         self.transposes[name] = (perm, source)
@@ -372,6 +420,8 @@ class _Builder:
                 pinned[attr.name] = attr.value
             else:
                 pinned[attr.name] = self.statics.setdefault(attr.value, Sym(attr.value))
+                if p.op == "transpose" and (witness := _rank_witness(p.operands[0])) is not None:
+                    self.perm_ranks[attr.value] = witness
         attrs = self.open_attrs(p.op, pinned, p.rest)
         value = self.op(p.op, [self.pattern(o) for o in p.operands], attrs)
         if p.bind is not None:
@@ -432,10 +482,30 @@ class _Builder:
         if opdef is None:
             raise _outside(op)
         try:
-            attrs = call_attrs(opdef, e, self.rests, lambda v: _static(v, env))
+            attrs = call_attrs(opdef, e, self.rests, lambda v: self.static(v, env))
         except LookupError as exc:
             raise NotProved(f"{op} needs attribute {exc.args[0]!r}") from None
         return self.op(op, [self.expr(a, env) for a in e.args], attrs)
+
+    def static(self, e, env: dict):
+        """An attribute value of the replacement: a literal, a bound attribute, or the
+        perm functions over bound perms (``compose(perm(p, rank(x)), perm(q, rank(x)))``)."""
+        if isinstance(e, (A.Num, A.Str)):
+            return e.value
+        if isinstance(e, A.Neg) and isinstance(e.operand, A.Num):
+            return -e.operand.value
+        if isinstance(e, A.ListE):
+            return tuple(self.static(item, env) for item in e.items)
+        if isinstance(e, A.Var) and isinstance(env.get(e.name), Sym):
+            return env[e.name]
+        perm = _perm_of_rank(e)
+        if perm is not None and isinstance(env.get(perm[0]), Sym) and self.perm_ranks.get(perm[0]) == perm[1]:
+            return self.bound_perm(perm[0])
+        if isinstance(e, A.Call) and e.func.text == "compose" and len(e.args) == 2:
+            composed = _compose(self.static(e.args[0], env), self.static(e.args[1], env))
+            if composed is not None:
+                return composed
+        raise NotProved("an attribute value computed from shapes or bound values")
 
     def body(self, stmts, env: dict) -> Tensor:
         values = run_body(stmts, env, self.expr, NotProved)
@@ -493,6 +563,8 @@ def _show(value) -> str:
         return "$" + value.name
     if isinstance(value, tuple):
         return "[" + ",".join(str(v) for v in value) + "]"
+    if isinstance(value, PermWord):
+        return "$" + ".".join(value.names)
     return str(value)
 
 
@@ -503,16 +575,13 @@ def _scalar_attr(value):
     return value
 
 
-def _static(e, env: dict):
-    if isinstance(e, (A.Num, A.Str)):
-        return e.value
-    if isinstance(e, A.Neg) and isinstance(e.operand, A.Num):
-        return -e.operand.value
-    if isinstance(e, A.ListE):
-        return tuple(_static(item, env) for item in e.items)
-    if isinstance(e, A.Var) and isinstance(env.get(e.name), Sym):
-        return env[e.name]
-    raise NotProved("an attribute value computed from shapes or bound values")
+def _rank_witness(p) -> str | None:
+    """A pattern variable with the rank of pattern node ``p`` (transposes keep it)."""
+    if isinstance(p, PVar) and not p.anonymous:
+        return p.name
+    if isinstance(p, POp) and p.op == "transpose" and p.operands:
+        return _rank_witness(p.operands[0])
+    return None
 
 
 def _literal_axes(axes: tuple) -> tuple:
@@ -569,6 +638,12 @@ def _transpose_atom(perm, source: frozenset, key) -> str:
 def _compose(first, second):
     """``transpose(transpose(x){perm=first}){perm=second}`` as one perm ("reverse" is
     ONNX's default, "identity" what two of them make at any rank), or None."""
+    if first == "identity" or second == "identity":
+        return second if first == "identity" else first
+    if isinstance(first, PermWord) and isinstance(second, PermWord):
+        return PermWord(first.names + second.names)
+    if isinstance(first, PermWord) or isinstance(second, PermWord):
+        return None  # a bound perm and a literal one: their product is not known
     if first == "reverse" and second == "reverse":
         return "identity"
     rank = len(second if first == "reverse" else first)

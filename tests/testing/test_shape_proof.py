@@ -173,7 +173,8 @@ def test_shipped_rules_proved_for_all_shapes():
     """The shipped rules this fragment proves (a count that moves only on purpose)."""
     rules = load_rules("apollo")
     proved = sorted(r.name for r in rules.rewrites if prove_rewrite_all_shapes(r, rules.registry).proved)
-    assert proved == ["add_zero", "div_one", "drop_dropout", "drop_identity", "mul_one", "sub_zero"]
+    assert proved == ["add_zero", "div_one", "drop_dropout", "drop_identity", "mul_one", "sub_zero",
+                      "transpose_identity", "transpose_pair"]
 
 
 def test_a_mean_of_sums_is_not_a_sum_over_both_axis_sets():
@@ -197,3 +198,30 @@ import "std/ops.fuse"
 rewrite through_a_broadcast: transpose(mul(transpose(x) {perm=[1, 0]}, 1)) {perm=[1, 0]} => relu(x) - relu(-x)
 """)
     assert "shapes may differ" in _proof(rules, "through_a_broadcast").reason
+
+
+BOUND_PERMS = """\
+import "std/ops.fuse"
+rewrite pair: transpose(transpose(x) {perm=p}) {perm=q} => transpose(x) {perm=compose(perm(p, rank(x)), perm(q, rank(x)))}
+rewrite pair_in_the_wrong_order:
+    transpose(transpose(x) {perm=p}) {perm=q} => transpose(x) {perm=compose(perm(q, rank(x)), perm(p, rank(x)))}
+rewrite identity: transpose(x) {perm=p} where perm(p, rank(x)) == range(0, rank(x)) => relu(x) - relu(-x)
+rewrite identity_of_another_rank:
+    r @ mul(transpose(x) {perm=p}, y) where perm(p, rank(y)) == range(0, rank(y)) and same_shape(r, x) => mul(x, y)
+rewrite bound_and_literal: transpose(transpose(x) {perm=p}) {perm=[1, 0]} => transpose(x) {perm=p}
+"""
+
+
+def test_bound_perms_compose_and_the_guard_can_make_one_the_identity():
+    rules = _rules(BOUND_PERMS)
+    assert _proof(rules, "pair").proved and _proof(rules, "identity").proved
+    assert not _proof(rules, "pair_in_the_wrong_order").proved
+    # the identity on y's rank says nothing of x's transpose (p = [] reverses x, rank 2 or more)
+    assert not _proof(rules, "identity_of_another_rank").proved
+    assert not _proof(rules, "bound_and_literal").proved
+
+
+def test_the_shipped_transpose_rules_are_proved():
+    rules = load_rules("simplify")
+    for name in ("transpose_pair", "transpose_identity"):
+        assert _proof(rules, name).proved, name
