@@ -281,10 +281,31 @@ class _Builder:
         formula = scalar_formula(self.registry, op, len(operands), attrs)
         if formula is None or not broadcasts_elementwise(self.registry, op, len(operands)):
             raise _outside(op)
+        common = self.common_transpose(operands)
+        if common is not None:
+            # f(T(a), T(b)) is T(f(a, b)): the same perm of the same shape on every operand
+            perm, source = common
+            inner = [t.value.args[0] if t.shape else t.value for t in operands]
+            binding = {v_sym(k): value for k, value in enumerate(inner)}
+            _require_domain(op, formula, binding)
+            return self.make_transpose(formula.xreplace(binding), source, perm)
         binding = {v_sym(k): t.value for k, t in enumerate(operands)}
         _require_domain(op, formula, binding)
         shape = frozenset().union(*(t.shape for t in operands))
         return Tensor(formula.xreplace(binding), self.canon(shape))
+
+    def common_transpose(self, operands: list[Tensor]):
+        """(perm, input shape) when every operand but rank-0 ones is a transpose by one
+        perm of one shape, else None."""
+        found = set()
+        for t in operands:
+            if not t.shape:
+                continue  # rank 0: the same value at every index, transposed or not
+            spec = self.transposes.get(t.value.func.__name__) if isinstance(t.value, AppliedUndef) else None
+            if spec is None or self.canon(t.shape) != frozenset({_transpose_atom(spec[0], spec[1], self.key)}):
+                return None
+            found.add((_show(spec[0]), spec))
+        return next(iter(found))[1] if len(found) == 1 else None
 
     # ----- reductions -----------------------------------------------------------------------
     def reduce(self, op: str, x: Tensor, attrs: dict) -> Tensor:
@@ -700,6 +721,8 @@ def prove_rewrite_all_shapes(rule, registry: OpRegistry) -> ShapeProof:
         return _compare(builder, lhs, rhs)
     except NotProved as exc:
         return ShapeProof(False, str(exc))
+    except Exception as exc:  # sympy or an op's formula on symbols: the proof is an extra, never a crash of check
+        return _unmodelled(exc)
 
 
 def prove_decomposition_all_shapes(case, registry: OpRegistry) -> ShapeProof:
@@ -715,6 +738,12 @@ def prove_decomposition_all_shapes(case, registry: OpRegistry) -> ShapeProof:
         return _compare(builder, lhs, builder.body(case.body, env))
     except NotProved as exc:
         return ShapeProof(False, str(exc))
+    except Exception as exc:  # as in prove_rewrite_all_shapes
+        return _unmodelled(exc)
+
+
+def _unmodelled(exc: Exception) -> ShapeProof:
+    return ShapeProof(False, f"the prover could not model the rule ({type(exc).__name__}: {exc})")
 
 
 def _with_facts(registry: OpRegistry, guard: _Guard, build, passes: int = 2) -> _Builder:

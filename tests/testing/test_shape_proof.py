@@ -247,3 +247,35 @@ def test_the_shipped_transpose_rules_are_proved():
     rules = load_rules("simplify")
     for name in ("transpose_pair", "transpose_identity"):
         assert _proof(rules, name).proved, name
+
+
+def test_an_error_inside_the_prover_is_a_reason_not_a_crash(monkeypatch):
+    rules = _rules(TRUE_RULES)
+
+    def broken(*args):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr("fusionlang.testing.shape_proof.same_function", broken)
+    proof = _proof(rules, "exp_product")
+    assert str(proof) == "not proved: the prover could not model the rule (ZeroDivisionError: planted)"
+
+
+THROUGH_TRANSPOSES = """\
+import "std/ops.fuse"
+rewrite relu_through: transpose(relu(x)) {perm=[1, 0]} => relu(transpose(x) {perm=[1, 0]})
+rewrite add_through:
+    transpose(add(x, y)) {perm=p} where same_shape(x, y) => add(transpose(x) {perm=p}, transpose(y) {perm=p})
+rewrite scale_through: transpose(mul(x, c)) {perm=[]} where rank(c) == 0 => mul(transpose(x) {perm=[]}, c)
+rewrite add_through_a_broadcast: transpose(add(x, y)) {perm=p} => add(transpose(x) {perm=p}, transpose(y) {perm=p})
+rewrite two_perms: transpose(add(x, y)) {perm=[1, 0]} where same_shape(x, y) => add(transpose(x) {perm=[1, 0]}, transpose(y) {perm=[]})
+"""
+
+
+def test_elementwise_ops_move_through_one_transpose_of_one_shape():
+    rules = _rules(THROUGH_TRANSPOSES)
+    for name in ("relu_through", "add_through", "scale_through"):
+        assert _proof(rules, name).proved, name
+    # x and y may broadcast to a shape neither has: transposed apart, they need not agree
+    assert not _proof(rules, "add_through_a_broadcast").proved
+    # [] reverses: the same as [1, 0] only at rank 2
+    assert not _proof(rules, "two_perms").proved
