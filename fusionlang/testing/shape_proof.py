@@ -18,8 +18,10 @@ read at its projection of the result's index, so
   that do not depend on the reduced index pulled out, the sum of such a factor is it
   times a positive count), nested reductions of one kind over literal axes merge into
   one over the union of their axes; a mean is a sum over its count;
-* a transpose is an uninterpreted function keyed by its permutation; two compose, and
-  the identity (or the default reversal twice) vanishes.
+* a transpose is an uninterpreted function keyed by its permutation (a literal one, the
+  default reversal, or one the pattern binds, known by its name); two compose, the
+  identity (the reversal twice, a bound perm the guard says is ``range(0, rank(x))``)
+  vanishes, and an elementwise op of operands transposed alike is the transpose of the op.
 
 Shapes are compared as joins: an atom is dropped from a union when it is below the
 rest, by the guard's ``same_shape`` facts or because it is a keepdims reduction of the
@@ -30,13 +32,14 @@ the sampled check's verdicts); every partial function (a divisor, a sqrt's or lo
 argument, a non-integer power's base) must be shown inside its domain from the guard's
 facts (``value(c) > 0``, ``value(c) != 0``) or the expression itself, else the rule is
 "not proved"; sizes are taken positive (a mean is a sum over a positive count).
-Anything this module cannot model makes the rule "not proved", with the reason.
-Nothing is parsed from text: the sympy objects are built node by node.
+Anything this module cannot model makes the rule "not proved", with the reason
+(``outside the fragment (op matmul)``). Nothing is parsed from text: the sympy objects
+are built node by node.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sympy as sp
 from sympy.core.function import AppliedUndef

@@ -319,4 +319,5 @@ def prove_decomposition(case, registry: OpRegistry) -> Proof:
     return _verdict(lhs, values[0])
 
 
-__all__ = ["NOT_REAL", "Proof", "prove_decomposition", "prove_rewrite", "call_attrs", "infix_op", "run_body", "same_function", "scalar_formula"]
+__all__ = ["NOT_REAL", "Proof", "call_attrs", "infix_op", "prove_decomposition", "prove_rewrite", "run_body",
+           "same_function", "scalar_formula"]

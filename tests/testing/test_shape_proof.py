@@ -163,11 +163,12 @@ def test_check_reports_the_proof_beside_the_sampled_verdict():
 def test_the_cli_prints_the_proof_in_text_and_json(tmp_path, capsys):
     path = tmp_path / "rules.fuse"
     path.write_text(OUTSIDE + TRUE_RULES.split("\n", 1)[1])
-    assert main(["check", str(path), "--rule", "exp_product", "--rule", "matmul_scale", "--examples", "10", "--budget", "1"]) == 0
+    quick = ["--examples", "10", "--budget", "1"]
+    assert main(["check", str(path), "--rule", "exp_product", "--rule", "matmul_scale", *quick]) == 0
     out = capsys.readouterr().out
     assert f"all shapes: {PROVED}" in out
     assert "all shapes: not proved: outside the fragment (op matmul)" in out
-    assert main(["check", str(path), "--rule", "exp_product", "--examples", "10", "--budget", "1", "--json"]) == 0
+    assert main(["check", str(path), "--rule", "exp_product", *quick, "--json"]) == 0
     checks = json.loads(capsys.readouterr().out)["reports"][0]["checks"]
     assert [c["all_shapes"] for c in checks] == [{"proved": True, "note": PROVED}]
 
@@ -184,7 +185,8 @@ def _shipped_proofs() -> dict:
         for op, cases in rules.decompositions.items():
             for case in cases:
                 if not case.from_def and case.where not in proofs:
-                    proofs[case.where] = (f"decompose {op}", prove_decomposition_all_shapes(case, rules.registry).proved)
+                    proof = prove_decomposition_all_shapes(case, rules.registry)
+                    proofs[case.where] = (f"decompose {op}", proof.proved)
     return proofs
 
 
