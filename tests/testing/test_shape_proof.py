@@ -154,7 +154,8 @@ def test_decompositions_of_elementwise_ops_are_proved_and_compound_ones_are_outs
 
 def test_check_reports_the_proof_beside_the_sampled_verdict():
     rules = _rules(TRUE_RULES)
-    check = check_rewrite(next(r for r in rules.rewrites if r.name == "sum_linear"), rules, max_examples=10)
+    # (sum_linear, true over the reals, fails on float32 overflow: see the planted hoist above)
+    check = check_rewrite(next(r for r in rules.rewrites if r.name == "exp_product"), rules, max_examples=10)
     assert check.status in ("proved", "checked")
     assert f"    all shapes: {PROVED}" in str(check).splitlines()
     assert check.to_dict()["all_shapes"] == {"proved": True, "note": PROVED}
