@@ -62,7 +62,7 @@ _TOTAL = (sp.exp, sp.sin, sp.cos, sp.tanh, sp.sinh, sp.cosh, sp.atan, sp.erf, sp
 _SIGNS = {">": {"positive": True}, ">=": {"nonnegative": True}, "<": {"negative": True},
           "<=": {"nonpositive": True}, "!=": {"nonzero": True}}
 
-PROVED = "proved for all shapes over the reals"
+PROVED = "proved for all non-empty shapes over the reals"
 
 
 class NotProved(Exception):
