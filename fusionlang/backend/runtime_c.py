@@ -23,6 +23,7 @@ from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.lower import LoweredGroup
+from fusionlang.backend.attention_template import AttentionKernel, attention_function
 from fusionlang.backend.lrn_template import LrnKernel, lrn_function
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import stored_as
@@ -32,10 +33,13 @@ from fusionlang.instrument import logger, timed
 from fusionlang.stages import CODEGEN, COMPILE, format_seconds
 
 
-def _part_function(part: LoweredGroup | LrnKernel, label: str, build: KernelBuild) -> CFunction:
-    """The C function of a loop nest, or of an LRN run as the LRN template."""
+def _part_function(part: LoweredGroup | LrnKernel | AttentionKernel, label: str, build: KernelBuild) -> CFunction:
+    """The C function of a loop nest, of an LRN run as the LRN template, or of an
+    attention block run as the attention template."""
     if isinstance(part, LrnKernel):
         return lrn_function(part, label, openmp=build.openmp)
+    if isinstance(part, AttentionKernel):
+        return attention_function(part, label, openmp=build.openmp)
     return emit_function(part, label, openmp=build.openmp, check_indices=build.check_indices,
                          streamed=build.streamed)
 
