@@ -7,15 +7,18 @@ slower, so without this kernel the backend's feedback refuses the group. Here it
 one kernel that never writes the scores to memory:
 
 * per batch/head index (the threads' unit with OpenMP), K^T is packed into a contiguous
-  ``[D][N]`` panel (and V, when its head dim is narrow, into ``[E][N]``): any transposes
-  the group holds on Q, K or V are folded into the strides the packing and loads use;
-* per query row, the scores row (N floats) is accumulated over the head dim in order, the
-  scale and mask are applied as the group's own nodes say (div or mul by a one-element
-  tensor, an add of a mask broadcast over batch and heads, in the group's order), then
-  the row's max, ``fl_expf`` (the vectorizable exp every C kernel uses), the sum, and the
-  probabilities ``e * (1 / sum)`` (or ``e / sum``, as the group computes them), each
-  rounded to float32 where the reference rounds it;
-* the weighted sum P.V reads the row from L1.
+  ``[D][N]`` panel padded to whole vectors, and V into ``[N][E]`` (or, when its head dim is
+  narrow, ``[E][N]``): any transposes the group holds on Q, K or V are folded into the
+  strides the packing and loads use;
+* per block of query rows (8 with 32 vector registers, else 4), the scores are a
+  register-blocked product (one accumulator vector a row, summed over the head dim in
+  order, as the loop nest sums); per row the scale and mask are applied as the group's
+  own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
+  and heads, in the group's order), then the row's max, ``fl_expf`` (the vectorizable exp
+  every C kernel uses), the sum, and the probabilities ``e * (1 / sum)`` (or ``e / sum``,
+  as the group computes them), each rounded to float32 where the reference rounds it;
+* the weighted sum P.V is the same register-blocked product over the keys (a narrow V:
+  one dot product over the keys per output element) while the block's rows are in L1.
 
 NaN and inf behave as the reference's softmax: a row of all -inf scores (a fully masked
 row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row. Sums run
@@ -25,7 +28,7 @@ they do not depend on the number of threads (a row is always computed by one thr
 Which groups run here: float32, every operand from outside the group (or through
 transposes in it), only the final product leaving the group, the softmax over the last
 axis, and a key length up to :data:`MAX_KEYS` (the workspace per thread holds the packed
-panels and one scores row).
+panels and a block of score rows: no online softmax over key blocks yet).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from dataclasses import dataclass
 
 from fusionlang.backend.emit_c import CFunction
 from fusionlang.backend.failures import ALLOC
+from fusionlang.backend.gemm_template import vector_types
+from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.poly import Array
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ops.shape import row_major_strides
@@ -288,22 +293,82 @@ def _offset(view: View, rows: str = "", cols: str = "") -> str:
     return " + ".join(terms) or "0"
 
 
-def _score_expression(kernel: AttentionKernel, names: dict[str, str]) -> str:
-    """The scores element ``srow[j]`` of row ``i`` through the steps, in the group's order."""
+def _score_expression(kernel: AttentionKernel, names: dict[str, str], row: str) -> str:
+    """The scores element ``srow[j]`` of row ``row`` through the steps, in the group's order."""
     x = "srow[j]"
     for step in kernel.steps:
-        other = f"{names[step.view.value]}[{_offset(step.view, 'i', 'j')}]" if step.op == "add" \
+        other = f"{names[step.view.value]}[{_offset(step.view, row, 'j')}]" if step.op == "add" \
             else f"{names[step.view.value]}[0]"
         sign = {"add": "+", "mul": "*", "div": "/"}[step.op]
         x = f"({other} {sign} {x})" if step.left else f"({x} {sign} {other})"
     return x
 
 
+def _padded(count: int, vl: int) -> int:
+    return -(-count // vl) * vl
+
+
+def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int, ldo: int, width: int, vl: int) -> str:
+    """``static`` C computing ``rows`` rows of ``out = a . b`` over ``width`` columns (a
+    multiple of ``vl``): ``a`` strided (``a_rows``, ``a_cols``), ``b`` a packed panel of
+    ``depth`` rows of ``ldb`` floats, ``out`` rows of ``ldo``. One vector of each row is
+    accumulated in registers over the whole depth, in order (as the loop nest sums), so
+    each panel vector loaded serves every row."""
+    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
+    acc = "\n".join(f"        {vf} acc{r} = zero;" for r in range(rows))
+    update = "\n".join(f"            acc{r} += a[{r * a_rows}L + c * {a_cols}L] * bc;" for r in range(rows))
+    store = "\n".join(f"        *({vfu} *)(out + {r * ldo}L + j) = acc{r};" for r in range(rows))
+    return f"""static inline void {name}(const float *restrict a, const float *restrict b, float *restrict out) {{
+    const {vf} zero = {{0}};
+    for (long j = 0; j < {width}L; j += {vl}) {{
+{acc}
+        for (long c = 0; c < {depth}L; c++) {{
+            const {vf} bc = *(const {vfu} *)(b + c * {ldb}L + j);
+{update}
+        }}
+{store}
+    }}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The workspace of one thread, in floats: K^T packed ``[d][np]``, V packed (``[e][n]``
+    when narrow, ``[n][ep]`` when wide), the scores of a row block ``[rows][np]`` and, for a
+    wide V, the block's output rows ``[rows][ep]``."""
+
+    vl: int
+    rows: int
+    np: int
+    ep: int
+    narrow_v: bool
+    kernel: AttentionKernel
+
+    @property
+    def panel_v(self) -> int:
+        k = self.kernel
+        return k.e * k.n if self.narrow_v else k.n * self.ep
+
+    @property
+    def per_thread(self) -> int:
+        k = self.kernel
+        return k.d * self.np + self.panel_v + self.rows * self.np + (0 if self.narrow_v else self.rows * self.ep)
+
+
+def _layout(kernel: AttentionKernel, machine: Machine) -> _Layout:
+    vl = machine.vector_floats
+    # one accumulator vector a row: 8 rows leave room for the panel vector and the
+    # broadcasts in 32 registers, 4 rows in 16
+    rows = 8 if machine.vector_registers >= 32 else 4
+    narrow = kernel.e < NARROW_HEAD
+    return _Layout(vl, rows, _padded(kernel.n, vl), _padded(kernel.e, vl), narrow, kernel)
+
+
 def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], openmp: bool) -> str:
     k = kernel
-    narrow_v = k.e < NARROW_HEAD
-    panel_v = k.e * k.n if narrow_v else 0
-    per_thread = k.d * k.n + panel_v + k.n
+    lay = _layout(k, host())
+    vl, np_, ep = lay.vl, lay.np, lay.ep
     outer = math.prod(k.batch)
     q, kt, v = (names[x.value] for x in (k.q, k.kt, k.v))
     out = names[k.values[-1]]
@@ -315,74 +380,75 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     me = "omp_get_thread_num()" if openmp else "0"
     parallel = "    #pragma omp parallel for schedule(static)\n" if openmp else ""
     probability = "e[j] * r" if k.reciprocal else "e[j] / total"
-    if narrow_v:
+    micros = "".join(_micro(f"@NAME@_qk{r}", r, k.d, k.q.rows, k.q.cols, np_, np_, np_, vl) for r in {lay.rows, 1})
+    if lay.narrow_v:
         pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
-            for (long c = 0; c < {k.e}L; c++) vt[c * {k.n}L + j] = vb[j * {k.v.rows}L + c * {k.v.cols}L];
+            for (long c = 0; c < {k.e}L; c++) vp[c * {k.n}L + j] = vb[j * {k.v.rows}L + c * {k.v.cols}L];
 """
-        weighted = f"""            for (long c = 0; c < {k.e}L; c++) {{
-                float acc = 0.0f;
-                #pragma omp simd reduction(+:acc)
-                for (long j = 0; j < {k.n}L; j++) acc += e[j] * vt[c * {k.n}L + j];
-                orow[c] = acc;
+        weighted = f"""            for (long r = 0; r < rows; r++) {{
+                const float *restrict e = sb + r * {np_}L;
+                float *restrict orow = ob + (i + r) * {o_view.rows}L;
+                for (long c = 0; c < {k.e}L; c++) {{
+                    float acc = 0.0f;
+                    #pragma omp simd reduction(+:acc)
+                    for (long j = 0; j < {k.n}L; j++) acc += e[j] * vp[c * {k.n}L + j];
+                    orow[c] = acc;
+                }}
             }}
 """
     else:
-        pack_v = ""
-        weighted = f"""            for (long c = 0; c < {k.e}L; c++) orow[c] = 0.0f;
-            for (long j = 0; j < {k.n}L; j++) {{
-                const float pj = e[j];
-                const float *restrict vj = vb + j * {k.v.rows}L;
-                #pragma omp simd
-                for (long c = 0; c < {k.e}L; c++) orow[c] += pj * vj[c * {k.v.cols}L];
-            }}
+        micros += "".join(_micro(f"@NAME@_pv{r}", r, k.n, np_, 1, ep, ep, ep, vl) for r in {lay.rows, 1})
+        pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
+            for (long c = 0; c < {ep}L; c++) vp[j * {ep}L + c] = c < {k.e}L ? vb[j * {k.v.rows}L + c * {k.v.cols}L] : 0.0f;
+"""
+        weighted = f"""            if (rows == {lay.rows}L) @NAME@_pv{lay.rows}(sb, vp, ob_rows);
+            else for (long r = 0; r < rows; r++) @NAME@_pv1(sb + r * {np_}L, vp, ob_rows + r * {ep}L);
+            for (long r = 0; r < rows; r++)
+                for (long c = 0; c < {k.e}L; c++) ob[(i + r) * {o_view.rows}L + c] = ob_rows[r * {ep}L + c];
 """
     declare = "int omp_get_max_threads(void);\nint omp_get_thread_num(void);\n" if openmp else ""
-    nbytes = f"(size_t){per_thread}L * sizeof(float) * (size_t)team"
-    return f"""{declare}void @NAME@({', '.join(decls)}) {{
+    nbytes = f"(size_t){lay.per_thread}L * sizeof(float) * (size_t)team"
+    return f"""{vector_types(vl)}{declare}{micros}void @NAME@({', '.join(decls)}) {{
     const long team = {team};
     float *work = (float *)fl_alloc({nbytes});
     if (!work) {{ fl_err[0] = {ALLOC}; fl_err[2] = (int64_t)({nbytes}); return; }}
 {parallel}    for (long t = 0; t < {outer}L; t++) {{
         {' '.join(unflatten)}
-        float *restrict kp = work + (long)({me}) * {per_thread}L;
-        float *restrict vt = kp + {k.d * k.n}L;
-        float *restrict e = vt + {panel_v}L;
+        float *restrict kp = work + (long)({me}) * {lay.per_thread}L;
+        float *restrict vp = kp + {k.d * np_}L;
+        float *restrict sb = vp + {lay.panel_v}L;
+        float *restrict ob_rows = sb + {lay.rows * np_}L;
         const float *restrict qb = {q} + {_offset(k.q)};
         const float *restrict kb = {kt} + {_offset(k.kt)};
         const float *restrict vb = {v} + {_offset(k.v)};
         float *restrict ob = {out} + {_offset(o_view)};
-        (void)vt;
+        (void)ob_rows;
         for (long c = 0; c < {k.d}L; c++)
-            for (long j = 0; j < {k.n}L; j++) kp[c * {k.n}L + j] = kb[c * {k.kt.rows}L + j * {k.kt.cols}L];
-{pack_v}        for (long i = 0; i < {k.m}L; i++) {{
-            float *restrict srow = e;
-            const float *restrict qi = qb + i * {k.q.rows}L;
-            float *restrict orow = ob + i * {o_view.rows}L;
-            #pragma omp simd
-            for (long j = 0; j < {k.n}L; j++) srow[j] = 0.0f;
-            for (long c = 0; c < {k.d}L; c++) {{
-                const float qc = qi[c * {k.q.cols}L];
-                const float *restrict kc = kp + c * {k.n}L;
+            for (long j = 0; j < {np_}L; j++) kp[c * {np_}L + j] = j < {k.n}L ? kb[c * {k.kt.rows}L + j * {k.kt.cols}L] : 0.0f;
+{pack_v}        for (long i = 0; i < {k.m}L; i += {lay.rows}L) {{
+            const long rows = {k.m}L - i < {lay.rows}L ? {k.m}L - i : {lay.rows}L;
+            if (rows == {lay.rows}L) @NAME@_qk{lay.rows}(qb + i * {k.q.rows}L, kp, sb);
+            else for (long r = 0; r < rows; r++) @NAME@_qk1(qb + (i + r) * {k.q.rows}L, kp, sb + r * {np_}L);
+            for (long r = 0; r < rows; r++) {{
+                float *restrict srow = sb + r * {np_}L, *restrict e = srow;
+                float top = -INFINITY;
+                #pragma omp simd reduction(max:top)
+                for (long j = 0; j < {k.n}L; j++) {{
+                    const float x = {_score_expression(k, names, "(i + r)")};
+                    srow[j] = x;
+                    top = x > top ? x : top;
+                }}
+                float total = 0.0f;
+                #pragma omp simd reduction(+:total)
+                for (long j = 0; j < {k.n}L; j++) {{
+                    e[j] = fl_expf(srow[j] - top);
+                    total += e[j];
+                }}
+                const float r = 1.0f / total;
+                (void)r;
                 #pragma omp simd
-                for (long j = 0; j < {k.n}L; j++) srow[j] += qc * kc[j];
+                for (long j = 0; j < {k.n}L; j++) e[j] = {probability};
             }}
-            float top = -INFINITY;
-            #pragma omp simd reduction(max:top)
-            for (long j = 0; j < {k.n}L; j++) {{
-                const float x = {_score_expression(k, names)};
-                srow[j] = x;
-                top = x > top ? x : top;
-            }}
-            float total = 0.0f;
-            #pragma omp simd reduction(+:total)
-            for (long j = 0; j < {k.n}L; j++) {{
-                e[j] = fl_expf(srow[j] - top);
-                total += e[j];
-            }}
-            const float r = 1.0f / total;
-            (void)r;
-            #pragma omp simd
-            for (long j = 0; j < {k.n}L; j++) e[j] = {probability};
 {weighted}        }}
     }}
     free(work);

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 import fusionlang
 from fusionlang import backend, reference
+from fusionlang.backend import attention_template
 from fusionlang.backend.attention_template import MAX_KEYS, plan_attention
 from fusionlang.backend.feedback import check_group
+from fusionlang.backend.machine import machine_for
 from fusionlang.engine.plan import single_group_plan
 from fusionlang.ops import GraphBuilder
 
@@ -113,6 +115,15 @@ def test_one_and_two_threads_give_equal_bits_and_match_the_loop_nest():
     assert "attention template" not in [k.strategy for k in loop_nest.kernels]
     np.testing.assert_allclose(one, loop_nest.run(feeds)[out], rtol=2e-4, atol=2e-5, equal_nan=True)
     assert np.isnan(one[:, :, 3]).all() and not np.isnan(np.delete(one, 3, axis=2)).any()
+
+
+@pytest.mark.parametrize("isa", ["avx2", "generic"])
+@pytest.mark.parametrize("e", [3, 40])
+def test_narrower_vectors_and_fewer_registers_block_the_rows_their_way(monkeypatch, isa, e):
+    monkeypatch.setattr(attention_template, "host", lambda: machine_for(isa))
+    graph = attention_graph((3,), 13, 21, 11, e, mask=(13, 21))
+    feeds = feeds_for(graph, 4)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
 
 def test_a_causal_mask_and_long_keys():
