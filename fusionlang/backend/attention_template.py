@@ -101,6 +101,11 @@ class AttentionKernel:
     def flops(self) -> int:
         return 2 * math.prod(self.batch) * self.m * self.n * (self.d + self.e)
 
+    @property
+    def detail(self) -> str:
+        """The problem as the kernel list and the profile print it."""
+        return f"attention m={self.m} n={self.n} d={self.d} e={self.e}" + "".join(f" x{b}" for b in self.batch if b > 1)
+
 
 def plan_attention(graph: Graph, names: list[str]) -> AttentionKernel | None:
     """The group ``names`` of ``graph`` as the attention kernel, or None when it is not
@@ -276,9 +281,7 @@ def attention_function(kernel: AttentionKernel, label: str, *, openmp: bool = Fa
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict p{k}" for k, a in enumerate(kernel.params)]
     text = _source(kernel, names, decls + ["int64_t *restrict fl_err"], openmp)
     name = f"fl_a_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    batch = "".join(f" x{b}" for b in kernel.batch)
-    comment = (f"/* {label}: attention as the attention template, m={kernel.m} n={kernel.n} d={kernel.d} "
-               f"e={kernel.e}{batch}, {len(kernel.steps)} score step(s) */\n")
+    comment = f"/* {label}: {kernel.detail} as the attention template, {len(kernel.steps)} score step(s) */\n"
     return CFunction(name, comment + text.replace("@NAME@", name), list(kernel.params), 1, fallible=True,
                      vector_code=True)
 

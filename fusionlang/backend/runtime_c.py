@@ -139,7 +139,8 @@ class CRuntime:
             if lowered is None:
                 return [], None, "", ("", 0)
             fn = _part_function(lowered, label, build)
-            return [fn], fn, lowered.strategy, ("", 0)
+            problem = (lowered.detail, lowered.flops) if isinstance(lowered, AttentionKernel) else ("", 0)
+            return [fn], fn, lowered.strategy, problem
         helpers: dict[str, str] = {}
         name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp, helpers=helpers)
         main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM",

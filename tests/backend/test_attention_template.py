@@ -189,6 +189,9 @@ def test_the_pattern_group_is_one_kernel_at_real_compile():
     plan = fusionlang.fuse(graph, "apollo_patterns")
     out = fusionlang.compile(plan)
     assert [k.strategy for k in out.kernels] == ["attention template"]
+    # the kernel list and the profile name the problem and count its flops
+    assert out.kernels[0].detail == "attention m=20 n=20 d=8 e=8 x2 x4"
+    assert out.kernels[0].flops == 2 * 8 * 20 * 20 * (8 + 8)
     feeds = feeds_for(graph, 3)
     assert_matches_reference(graph, feeds, out.run(feeds)[graph.outputs[0]])
 
