@@ -17,13 +17,14 @@ from fusionlang.backend.attention_template import MAX_KEYS, plan_attention
 from fusionlang.backend.feedback import check_group
 from fusionlang.backend.machine import machine_for
 from fusionlang.engine.plan import single_group_plan
+from fusionlang.errors import ResourceError
 from fusionlang.ops import GraphBuilder
 
 
 def attention_graph(batch, m, n, d, e, scale="div", mask=None, mask_first=False, heads_last=False, kt_input=False):
     """softmax(scale(Q K^T) + mask) V over ``batch`` leading dims; ``mask``: the mask's
     shape (broadcast to the scores'); ``mask_first``: the mask is added before scaling;
-    ``heads_last``: Q arrives as (B, M, H, D) and is transposed in the group;
+    ``heads_last``: Q and V arrive as (B, M, H, D) and are transposed in the group;
     ``kt_input``: K arrives transposed, (..., D, N), with no transpose in the group."""
     b = GraphBuilder("attention")
     if heads_last:
@@ -35,7 +36,10 @@ def attention_graph(batch, m, n, d, e, scale="div", mask=None, mask_first=False,
     else:
         rank = len(batch) + 2
         kt = b.op("transpose", b.input("k", (*batch, n, d)), perm=[*range(rank - 2), rank - 1, rank - 2])
-    v = b.input("v", (*batch, n, e))
+    if heads_last:
+        v = b.op("transpose", b.input("v", (batch[0], n, batch[1], e)), perm=[0, 2, 1, 3])
+    else:
+        v = b.input("v", (*batch, n, e))
     x = b.op("matmul", q, kt)
     if mask is not None and mask_first:
         x = b.op("add", b.input("mask", mask), x)
@@ -123,6 +127,22 @@ def test_narrower_vectors_and_fewer_registers_block_the_rows_their_way(monkeypat
     monkeypatch.setattr(attention_template, "host", lambda: machine_for(isa))
     graph = attention_graph((3,), 13, 21, 11, e, mask=(13, 21))
     feeds = feeds_for(graph, 4)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+def test_a_workspace_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch):
+    monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=4096")
+    graph = attention_graph((2,), 40, 300, 8, 8)
+    out = compiled(graph)
+    with pytest.raises(ResourceError, match=rf"^out of memory allocating \d+ bytes in kernel {out.kernels[0].name}$"):
+        out.run(feeds_for(graph, 1))
+
+
+@pytest.mark.parametrize("e", [3, 20])
+def test_q_and_v_with_heads_after_the_rows_fold_their_transposes(e):
+    graph = attention_graph((2, 3), 5, 7, 4, e, heads_last=True, mask=(3, 1, 7), scale="mul")
+    assert [n.op for n in graph.nodes].count("transpose") == 3
+    feeds = feeds_for(graph, 0)
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
 
