@@ -6,7 +6,7 @@ run as a GEMM template of its own, and together as one loop nest they are severa
 slower, so without this kernel the backend's feedback refuses the group. Here it runs as
 one kernel that never writes the scores to memory:
 
-* per batch/head index (the threads' unit with OpenMP), K^T is packed into a contiguous
+* per batch/head index, K^T is packed into a contiguous
   ``[D][N]`` panel padded to whole vectors, and V into ``[N][E]`` (or, when its head dim is
   narrow, ``[E][N]``): any transposes the group holds on Q, K or V are folded into the
   strides the packing and loads use;
@@ -20,10 +20,13 @@ one kernel that never writes the scores to memory:
 * the weighted sum P.V is the same register-blocked product over the keys (a narrow V:
   one dot product over the keys per output element) while the block's rows are in L1.
 
+With OpenMP the threads share the (batch index, row block) pairs in contiguous ranges,
+each packing a batch index's panels once in its range, so one head's rows split too.
+
 NaN and inf behave as the reference's softmax: a row of all -inf scores (a fully masked
 row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row. Sums run
 in vector lanes, so results match the loop nest within float32 rounding, not bit for bit;
-they do not depend on the number of threads (a row is always computed by one thread).
+they do not depend on the number of threads (a row is computed the same way by any thread).
 
 Which groups run here: float32, every operand from outside the group (or through
 transposes in it), only the final product leaving the group, the softmax over the last
@@ -381,7 +384,11 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     o_view = View(k.values[-1], tuple(out_strides[:-2]), out_strides[-2], 1)
     team = "omp_get_max_threads()" if openmp else "1"
     me = "omp_get_thread_num()" if openmp else "0"
-    parallel = "    #pragma omp parallel for schedule(static)\n" if openmp else ""
+    # threads share the (batch index, row block) pairs in contiguous ranges: each packs a
+    # batch index's panels once in its range, and a batch of one head still splits
+    parallel = "    #pragma omp parallel\n" if openmp else ""
+    share = "        #pragma omp for schedule(static)\n" if openmp else ""
+    blocks = -(-k.m // lay.rows)
     probability = "e[j] * r" if k.reciprocal else "e[j] / total"
     micros = "".join(_micro(f"@NAME@_qk{r}", r, k.d, k.q.rows, k.q.cols, np_, np_, np_, vl) for r in {lay.rows, 1})
     if lay.narrow_v:
@@ -415,20 +422,26 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     const long team = {team};
     float *work = (float *)fl_alloc({nbytes});
     if (!work) {{ fl_err[0] = {ALLOC}; fl_err[2] = (int64_t)({nbytes}); return; }}
-{parallel}    for (long t = 0; t < {outer}L; t++) {{
-        {' '.join(unflatten)}
+{parallel}    {{
         float *restrict kp = work + (long)({me}) * {lay.per_thread}L;
         float *restrict vp = kp + {k.d * np_}L;
         float *restrict sb = vp + {lay.panel_v}L;
         float *restrict ob_rows = sb + {lay.rows * np_}L;
+        long packed = -1;  /* the batch index whose panels kp and vp hold */
+        (void)ob_rows;
+{share}        for (long u = 0; u < {outer * blocks}L; u++) {{
+        const long t = u / {blocks}L, i = (u % {blocks}L) * {lay.rows}L;
+        {' '.join(unflatten)}
         const float *restrict qb = {q} + {_offset(k.q)};
         const float *restrict kb = {kt} + {_offset(k.kt)};
         const float *restrict vb = {v} + {_offset(k.v)};
         float *restrict ob = {out} + {_offset(o_view)};
-        (void)ob_rows;
+        if (t != packed) {{
         for (long c = 0; c < {k.d}L; c++)
             for (long j = 0; j < {np_}L; j++) kp[c * {np_}L + j] = j < {k.n}L ? kb[c * {k.kt.rows}L + j * {k.kt.cols}L] : 0.0f;
-{pack_v}        for (long i = 0; i < {k.m}L; i += {lay.rows}L) {{
+{pack_v}        packed = t;
+        }}
+        {{
             const long rows = {k.m}L - i < {lay.rows}L ? {k.m}L - i : {lay.rows}L;
             if (rows == {lay.rows}L) @NAME@_qk{lay.rows}(qb + i * {k.q.rows}L, kp, sb);
             else for (long r = 0; r < rows; r++) @NAME@_qk1(qb + (i + r) * {k.q.rows}L, kp, sb + r * {np_}L);
@@ -453,6 +466,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
                 for (long j = 0; j < {k.n}L; j++) e[j] = {probability};
             }}
 {weighted}        }}
+        }}
     }}
     free(work);
 }}

@@ -108,7 +108,8 @@ def test_the_attention_template_matches_the_reference(problem, scale, specials, 
 
 
 def test_one_and_two_threads_give_equal_bits_and_match_the_loop_nest():
-    graph = attention_graph((2, 3), 37, 45, 9, 21, mask=(37, 45))
+    # 3 heads of 37 rows: the threads' ranges of (head, row block) pairs split a head
+    graph = attention_graph((3,), 37, 45, 9, 21, mask=(37, 45))
     feeds = feeds_for(graph, 5)
     feeds["mask"][3] = -np.inf  # a fully masked row
     out = graph.outputs[0]
@@ -118,7 +119,18 @@ def test_one_and_two_threads_give_equal_bits_and_match_the_loop_nest():
     loop_nest = backend.compile(fusionlang.fuse(graph, "apollo_patterns"), templates=False)
     assert "attention template" not in [k.strategy for k in loop_nest.kernels]
     np.testing.assert_allclose(one, loop_nest.run(feeds)[out], rtol=2e-4, atol=2e-5, equal_nan=True)
-    assert np.isnan(one[:, :, 3]).all() and not np.isnan(np.delete(one, 3, axis=2)).any()
+    assert np.isnan(one[:, 3]).all() and not np.isnan(np.delete(one, 3, axis=1)).any()
+
+
+@pytest.mark.parametrize("e", [4, 24])
+def test_one_head_splits_its_rows_between_threads(e):
+    graph = attention_graph((), 50, 33, 5, e)
+    feeds = feeds_for(graph, 6)
+    out = graph.outputs[0]
+    one = compiled(graph, threads=1).run(feeds)[out]
+    two = compiled(graph, threads=2).run(feeds)[out]
+    np.testing.assert_array_equal(one.view(np.uint32), two.view(np.uint32))
+    assert_matches_reference(graph, feeds, two)
 
 
 @pytest.mark.parametrize("isa", ["avx2", "generic"])
