@@ -13,14 +13,15 @@ constant, at the shapes the issue-35 profiles found slow:
 * ``model_bert_layer``, ``model_gpt_block``: bench/model_runtime.py's BERT layer and GPT
   block (causal mask) whole, their attention scaled by a product.
 
-Three ways, interleaved in one process on one thread (model_runtime's timing): ``fl_fused``
+Three ways, interleaved in one process on one thread, or ``--threads N`` (then read the
+wall columns; idle OpenMP threads wait passively, as in model_runtime) (model_runtime's timing): ``fl_fused``
 (``fusionlang.fuse(graph, "apollo_patterns")``: the block is one group, run as the attention
 kernel; the rest of a model as apollo fuses it), ``fl_unfused`` (``"apollo"``: the matmuls as GEMM templates, the softmax a loop
 nest between them) and ``ort`` (``ORT_ENABLE_ALL``). Reported: CPU-time medians (wall
 beside), the ratios, the kernels each plan runs and the largest output difference from ORT.
-Writes bench/results/attention.json.
+Writes bench/results/attention.json (attention_threadsN.json with ``--threads N``).
 
-    python bench/attention.py [--rounds 15] [--only unet_self,bert]
+    python bench/attention.py [--rounds 15] [--threads 2] [--only unet_self,bert]
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
+
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # see model_runtime: no spinning between competitors
 
 import _checkout  # noqa: E402,F401  (first of ours: this checkout's fusionlang)
 import fusionlang  # noqa: E402
@@ -85,14 +88,15 @@ def _feeds(graph) -> dict:
     return feeds
 
 
-def bench(name: str, rounds: int) -> dict:
+def bench(name: str, rounds: int, threads: int = 1) -> dict:
     build, flops = WORKLOADS[name]
     model = build()
     graph = fusionlang.from_onnx(model)
     feeds = _feeds(graph) if flops else feeds_for(model, graph)
-    fused = fusionlang.compile(fusionlang.fuse(graph, "apollo_patterns"), "c")
-    unfused = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
-    session = ort_session(model, 1)
+    options = {"threads": threads} if threads > 1 else {}
+    fused = fusionlang.compile(fusionlang.fuse(graph, "apollo_patterns"), "c", **options)
+    unfused = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c", **options)
+    session = ort_session(model, threads)
     output = graph.outputs[0]
     timing, results = interleaved({"fl_fused": lambda: fused.run(feeds)[output],
                                    "fl_unfused": lambda: unfused.run(feeds)[output],
@@ -124,15 +128,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--only", default="", help="comma-separated workload names")
-    parser.add_argument("--out", default=str(RESULTS / "attention.json"))
+    parser.add_argument("--threads", type=int, default=1, help="fusionlang's OpenMP threads and ORT's")
+    parser.add_argument("--out", default="", help="default: bench/results/attention[_threadsN].json")
     args = parser.parse_args(argv)
+    out = args.out or str(RESULTS / ("attention.json" if args.threads == 1 else f"attention_threads{args.threads}.json"))
     rows: list[dict] = []
     for name in [n for n in args.only.split(",") if n] or list(WORKLOADS):
-        rows.append(bench(name, args.rounds))
+        rows.append(bench(name, args.rounds, args.threads))
         print(_summary(rows[-1]), flush=True)
     report = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  machine=platform.processor() or platform.machine(), threads=1, rounds=args.rounds, rows=rows)
-    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+                  machine=platform.processor() or platform.machine(), threads=args.threads, rounds=args.rounds,
+                  rows=rows)
+    Path(out).write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 
