@@ -93,6 +93,8 @@ class AttentionKernel:
     q: View
     kt: View
     v: View
+    #: where the output's elements go (a transpose and reshape after the product folded in)
+    o: View
     steps: tuple[ScoreStep, ...]
     #: probabilities as ``e * (1 / sum)`` (the opened softmax) or ``e / sum``
     reciprocal: bool
@@ -150,11 +152,12 @@ class _Match:
         if len(outputs) != 1:
             return None
         out = outputs[0]
-        pv = self._inner(out, "matmul")
         types = self.graph.types
-        if pv is None or types[out].rank < 2 or any(types[v].dtype != "float32" for n in self.nodes.values()
-                                                     for v in n.present_inputs() + n.outputs):
+        stored = self._stored(out)
+        if stored is None or any(types[v].dtype != "float32" for n in self.nodes.values()
+                                 for v in n.present_inputs() + n.outputs):
             return None
+        pv, o = stored
         softmax = self._softmax(pv.inputs[0])
         if softmax is None:
             return None
@@ -163,7 +166,7 @@ class _Match:
         if chain is None:
             return None
         qk, steps = chain
-        batch = types[out].shape[:-2]
+        batch = types[pv.outputs[0]].shape[:-2]
         if types[qk.outputs[0]].shape[:-2] != batch or types[pv.inputs[0]].shape != types[qk.outputs[0]].shape:
             return None
         q, kt, v = (self._view(x, batch) for x in (qk.inputs[0], qk.inputs[1], pv.inputs[1]))
@@ -171,15 +174,38 @@ class _Match:
         if q is None or kt is None or v is None or len(mask_steps) != len(steps):
             return None
         m, n = types[qk.outputs[0]].shape[-2:]
-        d, e = types[qk.inputs[0]].shape[-1], types[out].shape[-1]
+        d, e = types[qk.inputs[0]].shape[-1], types[pv.outputs[0]].shape[-1]
         if n > MAX_KEYS or 0 in types[out].shape or n == 0 or d == 0:
             return None
         inputs = [q.value, kt.value, v.value] + [s.view.value for s in mask_steps]
         values = tuple(dict.fromkeys(inputs)) + (out,)
         params = tuple(Array(k, types[value].shape, "float32", "output" if value == out else "input", value)
                        for k, value in enumerate(values))
-        kernel = AttentionKernel(params, values, tuple(batch), m, n, d, e, q, kt, v, tuple(mask_steps), reciprocal)
+        kernel = AttentionKernel(params, values, tuple(batch), m, n, d, e, q, kt, v, o, tuple(mask_steps), reciprocal)
         return self.used, kernel
+
+    def _stored(self, out: str) -> tuple[Node, View] | None:
+        """(the P.V matmul, where its elements are stored in ``out``): ``out`` is the
+        product itself, or the product through transposes (heads moved back next to the
+        rows) and then reshapes (heads merged), which only relabel row-major bytes."""
+        value = out
+        while (node := self._inner(value, "reshape")) is not None:
+            if any(v in self.producer for v in node.inputs[1:]):
+                return None
+            value = node.inputs[0]
+        layout = value  # the row-major bytes of ``out``
+        perm: list[int] | None = None
+        while (node := self._inner(value, "transpose")) is not None:
+            own = list(node.attrs["perm"] or range(self.graph.types[value].rank)[::-1])
+            perm = own if perm is None else [own[p] for p in perm]
+            value = node.inputs[0]
+        pv = self._inner(value, "matmul")
+        rank = self.graph.types[value].rank
+        if pv is None or rank < 2:
+            return None
+        stored = row_major_strides(self.graph.types[layout].shape)
+        strides = [stored[perm.index(d)] if perm is not None else stored[d] for d in range(rank)]
+        return pv, View(out, tuple(strides[:-2]), strides[-2], strides[-1])
 
     def _leaves_group(self, value: str) -> bool:
         readers = self.graph.index.consumers.get(value, ())
@@ -378,10 +404,9 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     outer = math.prod(k.batch)
     q, kt, v = (names[x.value] for x in (k.q, k.kt, k.v))
     out = names[k.values[-1]]
-    out_strides = row_major_strides(k.params[-1].shape)
     # the batch index t as one index per batch dim, row-major over the output's batch dims
     unflatten = [f"const long b{d} = (t / {math.prod(k.batch[d + 1:])}L) % {k.batch[d]}L;" for d in range(len(k.batch))]
-    o_view = View(k.values[-1], tuple(out_strides[:-2]), out_strides[-2], 1)
+    o_view = k.o
     team = "omp_get_max_threads()" if openmp else "1"
     me = "omp_get_thread_num()" if openmp else "0"
     # threads share the (batch index, row block) pairs in contiguous ranges: each packs a
@@ -402,7 +427,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
                     float acc = 0.0f;
                     #pragma omp simd reduction(+:acc)
                     for (long j = 0; j < {k.n}L; j++) acc += e[j] * vp[c * {k.n}L + j];
-                    orow[c] = acc;
+                    orow[c * {o_view.cols}L] = acc;
                 }}
             }}
 """
@@ -414,7 +439,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
         weighted = f"""            if (rows == {lay.rows}L) @NAME@_pv{lay.rows}(sb, vp, ob_rows);
             else for (long r = 0; r < rows; r++) @NAME@_pv1(sb + r * {np_}L, vp, ob_rows + r * {ep}L);
             for (long r = 0; r < rows; r++)
-                for (long c = 0; c < {k.e}L; c++) ob[(i + r) * {o_view.rows}L + c] = ob_rows[r * {ep}L + c];
+                for (long c = 0; c < {k.e}L; c++) ob[(i + r) * {o_view.rows}L + c * {o_view.cols}L] = ob_rows[r * {ep}L + c];
 """
     declare = "int omp_get_max_threads(void);\nint omp_get_thread_num(void);\n" if openmp else ""
     nbytes = f"(size_t){lay.per_thread}L * sizeof(float) * (size_t)team"

@@ -21,11 +21,13 @@ from fusionlang.errors import ResourceError
 from fusionlang.ops import GraphBuilder
 
 
-def attention_graph(batch, m, n, d, e, scale="div", mask=None, mask_first=False, heads_last=False, kt_input=False):
+def attention_graph(batch, m, n, d, e, scale="div", mask=None, mask_first=False, heads_last=False, kt_input=False,
+                    merge_heads=False):
     """softmax(scale(Q K^T) + mask) V over ``batch`` leading dims; ``mask``: the mask's
     shape (broadcast to the scores'); ``mask_first``: the mask is added before scaling;
     ``heads_last``: Q and V arrive as (B, M, H, D) and are transposed in the group;
-    ``kt_input``: K arrives transposed, (..., D, N), with no transpose in the group."""
+    ``kt_input``: K arrives transposed, (..., D, N), with no transpose in the group;
+    ``merge_heads``: the output (B, H, M, E) is transposed and reshaped to (B, M, H * E)."""
     b = GraphBuilder("attention")
     if heads_last:
         q = b.op("transpose", b.input("q", (batch[0], m, batch[1], d)), perm=[0, 2, 1, 3])
@@ -49,7 +51,10 @@ def attention_graph(batch, m, n, d, e, scale="div", mask=None, mask_first=False,
         x = b.op("mul", b.input("s", (1,)), x)
     if mask is not None and not mask_first:
         x = b.op("add", x, b.input("mask", mask))
-    b.output(b.op("matmul", b.op("softmax", x, axis=-1), v))
+    out = b.op("matmul", b.op("softmax", x, axis=-1), v)
+    if merge_heads:
+        out = b.op("reshape", b.op("transpose", out, perm=[0, 2, 1, 3]), shape=(batch[0], m, batch[1] * e))
+    b.output(out)
     return b.build()
 
 
@@ -156,6 +161,23 @@ def test_q_and_v_with_heads_after_the_rows_fold_their_transposes(e):
     assert [n.op for n in graph.nodes].count("transpose") == 3
     feeds = feeds_for(graph, 0)
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+@pytest.mark.parametrize("e", [3, 20])
+def test_heads_merged_after_the_product_are_folded_into_its_stores(e):
+    graph = attention_graph((2, 3), 9, 7, 4, e, mask=(9, 7), scale="mul", merge_heads=True)
+    assert graph.types[graph.outputs[0]].shape == (2, 9, 3 * e)
+    feeds = feeds_for(graph, 2)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+def test_apollo_patterns_folds_the_heads_merge_after_the_block_into_its_kernel():
+    graph = attention_graph((1, 4), 12, 12, 8, 8, mask=(12, 12), scale="mul", merge_heads=True)
+    out = fusionlang.compile(fusionlang.fuse(graph, "apollo_patterns"))
+    assert [k.strategy for k in out.kernels] == ["attention template"]
+    assert {"transpose", "reshape"} <= {graph.node(n).op for n in out.kernels[0].nodes if n in graph.index.by_name}
+    feeds = feeds_for(graph, 8)
+    assert_matches_reference(graph, feeds, out.run(feeds)[graph.outputs[0]])
 
 
 def test_a_causal_mask_and_long_keys():
