@@ -3,8 +3,9 @@
 The partitioner calls a :class:`FeedbackCheck` (a callback the API hands it) on every
 candidate group; a group that does not fuse into one legal nest gets a one-line reason and
 is split by the partitioner. So does a group holding two ops that each run as a compute
-template (:data:`TEMPLATE_OPS`): it could be one nest, but a slow one. Only the
-polyhedral part runs here (statements, dependences, fused tree, legality): no AST, no code,
+template (:data:`TEMPLATE_OPS`): it could be one nest, but a slow one (on the C target
+an attention block, two matmuls around a softmax, is accepted when it runs as the
+attention kernel of :mod:`.attention_template`). Only the polyhedral part runs here (statements, dependences, fused tree, legality): no AST, no code,
 so it is cheap enough to call per merge.
 
 Verdicts are values (:class:`Verdict`) holding the schedule selected for the group. One
@@ -21,6 +22,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
+from fusionlang.backend.attention_template import attention_applies
 from fusionlang.backend.concat_inplace import may_run_in_place
 from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import ScheduleChoice
@@ -71,6 +73,8 @@ class FeedbackCheck:
         return memo[key]
 
     def _verdict(self, graph: Graph, node_names: list[str]) -> Verdict:
+        if self.target == "c" and attention_applies(graph, node_names):
+            return Verdict(None)  # both matmuls and the softmax are one direct kernel: no loop nest
         refused = _templates_together(graph, node_names)
         if refused is not None:
             return Verdict(refused)

@@ -17,6 +17,7 @@ from typing import Any, Mapping, cast
 import numpy as np
 
 from fusionlang.backend.artifact import save_artifact
+from fusionlang.backend.attention_template import AttentionKernel, plan_attention
 from fusionlang.backend.concat_inplace import Placement, concat_placements, drop_output_bound, split_at_concats
 from fusionlang.backend.cuda_emu import EmuRuntime
 from fusionlang.backend.cuda_gemm import PRECISIONS
@@ -113,7 +114,7 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
     input by input, and run nothing."""
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
-    lowered: dict[int, LoweredGroup | LrnKernel] = {}
+    lowered: dict[int, LoweredGroup | LrnKernel | AttentionKernel] = {}
     store = store if store is not None else ScheduleStore()
     written: set[str] = set()  # values kernel groups store to memory
     in_place: dict[str, Group] = {}  # concat output -> its group, run in place
@@ -148,13 +149,19 @@ def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, const
         if planned is not None:
             templates[group.id] = planned
             return
-        lrn = plan_lrn(plan.graph, list(group.nodes), constants) if target == "c" else None
-        if lrn is not None:
-            lowered[group.id] = lrn
+        direct = _direct_kernel(plan, group, constants) if target == "c" else None
+        if direct is not None:
+            lowered[group.id] = direct
             return
     lg = lower_group(plan, group, target, fuse=fuse, constants=constants, store=store)
     if lg.prog.stmts:
         lowered[group.id] = lg
+
+
+def _direct_kernel(plan: FusionPlan, group: Group, constants: dict) -> LrnKernel | AttentionKernel | None:
+    """The C target's kernel of its own for a whole group: an LRN alone, or an attention
+    block (scores, softmax and weighted sum)."""
+    return plan_lrn(plan.graph, list(group.nodes), constants) or plan_attention(plan.graph, list(group.nodes))
 
 
 class CompiledGraph:

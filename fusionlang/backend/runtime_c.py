@@ -23,6 +23,7 @@ from fusionlang.backend.emit_c import C_PRELUDE, CFunction, emit_function
 from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.lower import LoweredGroup
+from fusionlang.backend.attention_template import AttentionKernel, attention_function
 from fusionlang.backend.lrn_template import LrnKernel, lrn_function
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import stored_as
@@ -32,10 +33,13 @@ from fusionlang.instrument import logger, timed
 from fusionlang.stages import CODEGEN, COMPILE, format_seconds
 
 
-def _part_function(part: LoweredGroup | LrnKernel, label: str, build: KernelBuild) -> CFunction:
-    """The C function of a loop nest, or of an LRN run as the LRN template."""
+def _part_function(part: LoweredGroup | LrnKernel | AttentionKernel, label: str, build: KernelBuild) -> CFunction:
+    """The C function of a loop nest, of an LRN run as the LRN template, or of an
+    attention block run as the attention template."""
     if isinstance(part, LrnKernel):
         return lrn_function(part, label, openmp=build.openmp)
+    if isinstance(part, AttentionKernel):
+        return attention_function(part, label, openmp=build.openmp)
     return emit_function(part, label, openmp=build.openmp, check_indices=build.check_indices,
                          streamed=build.streamed)
 
@@ -135,7 +139,8 @@ class CRuntime:
             if lowered is None:
                 return [], None, "", ("", 0)
             fn = _part_function(lowered, label, build)
-            return [fn], fn, lowered.strategy, ("", 0)
+            problem = (lowered.detail, lowered.flops) if isinstance(lowered, AttentionKernel) else ("", 0)
+            return [fn], fn, lowered.strategy, problem
         helpers: dict[str, str] = {}
         name, source, fallible, kind = emit_template(planned, label, openmp=build.openmp, helpers=helpers)
         main = CFunction(name, source, list(planned.params), 1, fallible=fallible, vector_code=kind == "GEMM",

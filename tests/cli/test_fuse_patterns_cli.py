@@ -1,5 +1,6 @@
-"""`fusionlang fuse` names each `fuse pattern` entry with its file:line, the groups it
-formed and the matches it refused, by verdict; explain names the entry that formed a group."""
+"""`fusionlang fuse` names each `fuse pattern` entry with its file:line and the groups it
+formed; explain names the entry that formed a group. (Matches the backend refuses are
+counted per verdict: tests/backend/test_attention_template.py, on the CUDA target.)"""
 
 from __future__ import annotations
 
@@ -53,9 +54,9 @@ def test_fuse_names_the_entry_and_the_group_it_formed(capsys, projection, tmp_pa
     assert status == 0 and f"    formed by {rules}:2:1: fuse pattern relu_matmul" in lines
 
 
-def test_fuse_reports_the_attention_block_the_backend_refused(capsys, attention):
-    # the C backend runs each matmul as a template of its own: one attention kernel is refused
+def test_fuse_reports_the_attention_block_the_c_backend_runs_as_one_kernel(capsys, attention):
+    # the C backend runs the block as its attention kernel: its feedback accepts the group
     where = load_rules("apollo_patterns").fuse_patterns[0].where
     status, lines = cli(capsys, "fuse", attention, "--rules", "apollo_patterns")
     assert status == 0
-    assert f"  fuse pattern attention_block ({where}): 0 group(s), refused: 1 feedback refused" in lines
+    assert f"  fuse pattern attention_block ({where}): 1 group(s)" in lines

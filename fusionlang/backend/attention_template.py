@@ -1,0 +1,501 @@
+"""Scaled dot-product attention as one direct kernel on the C target.
+
+A group computing ``softmax(Q K^T (/ or * scale) (+ mask)) V`` (the ``attention_block``
+pattern of ``apollo_patterns.fuse``, softmax opened inside it) holds two matmuls. Each would
+run as a GEMM template of its own, and together as one loop nest they are several times
+slower, so without this kernel the backend's feedback refuses the group. Here it runs as
+one kernel that never writes the scores to memory:
+
+* per batch/head index, K^T is packed into a contiguous
+  ``[D][N]`` panel padded to whole vectors, and V into ``[N][E]`` (or, when its head dim is
+  narrow, ``[E][N]``): any transposes the group holds on Q, K or V are folded into the
+  strides the packing and loads use;
+* per block of query rows (8 with 32 vector registers, else 4), the scores are a
+  register-blocked product (one accumulator vector a row, summed over the head dim in
+  order, as the loop nest sums); per row the scale and mask are applied as the group's
+  own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
+  and heads, in the group's order), then the row's max, ``fl_expf`` (the vectorizable exp
+  every C kernel uses), the sum, and the probabilities ``e * (1 / sum)`` (or ``e / sum``,
+  as the group computes them), each rounded to float32 where the reference rounds it;
+* the weighted sum P.V is the same register-blocked product over the keys (a narrow V:
+  one dot product over the keys per output element) while the block's rows are in L1.
+
+With OpenMP the threads share the (batch index, row block) pairs in contiguous ranges,
+each packing a batch index's panels once in its range, so one head's rows split too.
+
+NaN and inf behave as the reference's softmax: a row of all -inf scores (a fully masked
+row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row. Sums run
+in vector lanes, so results match the loop nest within float32 rounding, not bit for bit;
+they do not depend on the number of threads (a row is computed the same way by any thread).
+
+Which groups run here: float32, every operand from outside the group (or through
+transposes in it), only the final product leaving the group, the softmax over the last
+axis, and a key length up to :data:`MAX_KEYS` (the workspace per thread holds the packed
+panels and a block of score rows: no online softmax over key blocks yet).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+from fusionlang.backend.emit_c import CFunction
+from fusionlang.backend.failures import ALLOC
+from fusionlang.backend.gemm_template import vector_types
+from fusionlang.backend.machine import Machine, host
+from fusionlang.backend.poly import Array
+from fusionlang.ir.graph import Graph, Node
+from fusionlang.ops.shape import row_major_strides
+
+#: the longest key sequence the kernel takes: its workspace per thread is about
+#: (D + E + 1) * N floats, which stays in L2 up to this length for head dims up to 64
+MAX_KEYS = 8192
+#: a V head dim below this is packed transposed, so P.V is a dot product over the keys
+#: (vector lanes along N) instead of an update of a row too short to fill a vector
+NARROW_HEAD = 16
+
+
+@dataclass(frozen=True)
+class View:
+    """An operand as the kernel reads it: the value, and its stride for each batch dim of
+    the output and for its two matrix dims (0 where it broadcasts)."""
+
+    value: str
+    batch: tuple[int, ...]
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class ScoreStep:
+    """One elementwise step applied to the scores: ``div`` or ``mul`` by a one-element
+    tensor, or ``add`` of a mask (``view``); ``left`` when the scores are the right operand."""
+
+    op: str
+    view: View
+    left: bool = False
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """One attention group as the attention template: its parameters (inputs, then the
+    output), the sizes, the operands' views and the steps between QK^T and the softmax."""
+
+    params: tuple[Array, ...]
+    #: the value each parameter holds (the output last)
+    values: tuple[str, ...]
+    batch: tuple[int, ...]
+    m: int
+    n: int
+    d: int
+    e: int
+    q: View
+    kt: View
+    v: View
+    #: where the output's elements go (a transpose and reshape after the product folded in)
+    o: View
+    steps: tuple[ScoreStep, ...]
+    #: probabilities as ``e * (1 / sum)`` (the opened softmax) or ``e / sum``
+    reciprocal: bool
+
+    #: what the kernel list and the profile call it
+    strategy = "attention template"
+
+    @property
+    def flops(self) -> int:
+        return 2 * math.prod(self.batch) * self.m * self.n * (self.d + self.e)
+
+    @property
+    def detail(self) -> str:
+        """The problem as the kernel list and the profile print it."""
+        return f"attention m={self.m} n={self.n} d={self.d} e={self.e}" + "".join(f" x{b}" for b in self.batch if b > 1)
+
+
+def plan_attention(graph: Graph, names: list[str]) -> AttentionKernel | None:
+    """The group ``names`` of ``graph`` as the attention kernel, or None when it is not
+    exactly one scaled dot-product attention this kernel computes."""
+    nodes = {n: graph.node(n) for n in names if n in graph.index.by_name}
+    if len(nodes) != len(names) or sum(n.op == "matmul" for n in nodes.values()) != 2:
+        return None  # (cheap first: the feedback check asks about every candidate group)
+    found = _Match(graph, nodes).attention()
+    if found is None or found[0] != set(names):
+        return None
+    return found[1]
+
+
+def attention_applies(graph: Graph, names: list[str]) -> bool:
+    """Whether the C target runs the group ``names`` as the attention kernel."""
+    return plan_attention(graph, names) is not None
+
+
+class _Match:
+    """Walks back from the group's one output through the softmax and the score steps to
+    QK^T, recording the nodes it used; any other shape gives None."""
+
+    def __init__(self, graph: Graph, nodes: dict[str, Node]):
+        self.graph, self.nodes = graph, nodes
+        self.producer = {out: n for n in nodes.values() for out in n.outputs}
+        self.used: set[str] = set()
+
+    def _inner(self, value: str, op: str | tuple[str, ...]) -> Node | None:
+        """The group's node computing ``value`` if its op is ``op``, marked used."""
+        node = self.producer.get(value)
+        ops = (op,) if isinstance(op, str) else op
+        if node is None or node.op not in ops or len(node.outputs) != 1:
+            return None
+        self.used.add(node.name)
+        return node
+
+    def attention(self) -> tuple[set[str], AttentionKernel] | None:
+        outputs = [v for n in self.nodes.values() for v in n.outputs if self._leaves_group(v)]
+        if len(outputs) != 1:
+            return None
+        out = outputs[0]
+        types = self.graph.types
+        stored = self._stored(out)
+        if stored is None or any(types[v].dtype != "float32" for n in self.nodes.values()
+                                 for v in n.present_inputs() + n.outputs):
+            return None
+        pv, o = stored
+        softmax = self._softmax(pv.inputs[0])
+        if softmax is None:
+            return None
+        logits, reciprocal = softmax
+        chain = self._steps(logits)
+        if chain is None:
+            return None
+        qk, steps = chain
+        batch = types[pv.outputs[0]].shape[:-2]
+        if types[qk.outputs[0]].shape[:-2] != batch or types[pv.inputs[0]].shape != types[qk.outputs[0]].shape:
+            return None
+        q, kt, v = (self._view(x, batch) for x in (qk.inputs[0], qk.inputs[1], pv.inputs[1]))
+        mask_steps = [step for step in (self._step(s, batch) for s in steps) if step is not None]
+        if q is None or kt is None or v is None or len(mask_steps) != len(steps):
+            return None
+        m, n = types[qk.outputs[0]].shape[-2:]
+        d, e = types[qk.inputs[0]].shape[-1], types[pv.outputs[0]].shape[-1]
+        if n > MAX_KEYS or 0 in types[out].shape or n == 0 or d == 0:
+            return None
+        inputs = [q.value, kt.value, v.value] + [s.view.value for s in mask_steps]
+        values = tuple(dict.fromkeys(inputs)) + (out,)
+        params = tuple(Array(k, types[value].shape, "float32", "output" if value == out else "input", value)
+                       for k, value in enumerate(values))
+        kernel = AttentionKernel(params, values, tuple(batch), m, n, d, e, q, kt, v, o, tuple(mask_steps), reciprocal)
+        return self.used, kernel
+
+    def _stored(self, out: str) -> tuple[Node, View] | None:
+        """(the P.V matmul, where its elements are stored in ``out``): ``out`` is the
+        product itself, or the product through transposes (heads moved back next to the
+        rows) and then reshapes (heads merged), which only relabel row-major bytes."""
+        value = out
+        while (node := self._inner(value, "reshape")) is not None:
+            if any(v in self.producer for v in node.inputs[1:]):
+                return None
+            value = node.inputs[0]
+        layout = value  # the row-major bytes of ``out``
+        perm: list[int] | None = None
+        while (node := self._inner(value, "transpose")) is not None:
+            own = list(node.attrs["perm"] or range(self.graph.types[value].rank)[::-1])
+            perm = own if perm is None else [own[p] for p in perm]
+            value = node.inputs[0]
+        pv = self._inner(value, "matmul")
+        rank = self.graph.types[value].rank
+        if pv is None or rank < 2:
+            return None
+        stored = row_major_strides(self.graph.types[layout].shape)
+        strides = [stored[perm.index(d)] if perm is not None else stored[d] for d in range(rank)]
+        return pv, View(out, tuple(strides[:-2]), strides[-2], strides[-1])
+
+    def _leaves_group(self, value: str) -> bool:
+        readers = self.graph.index.consumers.get(value, ())
+        return value in self.graph.outputs or any(r.name not in self.nodes for r in readers)
+
+    def _softmax(self, value: str) -> tuple[str, bool] | None:
+        """(the logits, whether the probabilities are ``e * (1/sum)``) of a softmax over
+        the last axis: the op itself, or as opened (max, sub, exp, sum, reciprocal and mul,
+        or a div)."""
+        whole = self._inner(value, "softmax")
+        if whole is not None:
+            rank = self.graph.types[value].rank
+            return (whole.inputs[0], True) if whole.attrs.get("axis", -1) in (-1, rank - 1) else None
+        last = self._inner(value, ("mul", "div"))
+        if last is None:
+            return None
+        if last.op == "div":
+            exp_value, total = last.inputs
+        else:
+            recips = [v for v in last.inputs if self._inner(v, "reciprocal") is not None]
+            if len(recips) != 1:
+                return None
+            exp_value = last.inputs[1 - last.inputs.index(recips[0])]
+            total = self.producer[recips[0]].inputs[0]
+        summed = self._inner(total, "reduce_sum")
+        exp = self._inner(exp_value, "exp")
+        if summed is None or exp is None or summed.inputs[0] != exp_value or not self._last_axis(summed):
+            return None
+        sub = self._inner(exp.inputs[0], "sub")
+        if sub is None:
+            return None
+        top = self._inner(sub.inputs[1], "reduce_max")
+        if top is None or top.inputs[0] != sub.inputs[0] or not self._last_axis(top):
+            return None
+        return sub.inputs[0], last.op == "mul"
+
+    def _last_axis(self, node: Node) -> bool:
+        rank = self.graph.types[node.inputs[0]].rank
+        axes = tuple(a % rank for a in node.attrs.get("axes") or ())
+        present = [v for v in node.inputs[1:] if v]
+        return not present and axes == (rank - 1,) and bool(node.attrs.get("keepdims", 1))
+
+    def _steps(self, value: str) -> tuple[Node, list[tuple[str, str, bool]]] | None:
+        """(the QK^T matmul, the steps from it to ``value`` in order as (op, other operand,
+        scores on the right))."""
+        steps: list[tuple[str, str, bool]] = []
+        types = self.graph.types
+        while True:
+            node = self._inner(value, ("matmul", "div", "mul", "add"))
+            if node is None:
+                return None
+            if node.op == "matmul":
+                return node, steps[::-1]
+            mine = [k for k, v in enumerate(node.inputs) if self.producer.get(v) is not None]
+            if len(mine) != 1 or types[node.outputs[0]].shape != types[node.inputs[mine[0]]].shape:
+                return None
+            if node.op == "div" and mine[0] != 0:
+                return None  # a scalar over the scores is no scale
+            other = node.inputs[1 - mine[0]]
+            if node.op != "add" and types[other].size != 1:
+                return None
+            steps.append((node.op, other, mine[0] == 1))
+            value = node.inputs[mine[0]]
+
+    def _step(self, step: tuple[str, str, bool], batch) -> ScoreStep | None:
+        op, other, left = step
+        view = self._view(other, batch, matrix=op == "add")
+        return None if view is None else ScoreStep(op, view, left)
+
+    def _view(self, value: str, batch, matrix: bool = True) -> View | None:
+        """``value`` (through the group's transposes) as strides over the output's batch
+        dims and its last two dims, broadcasting as numpy does; None when it is computed
+        in the group otherwise, or has more batch dims than the output."""
+        perm: list[int] | None = None
+        while value in self.producer:
+            node = self._inner(value, "transpose")
+            if node is None:
+                return None
+            own = list(node.attrs["perm"] or range(self.graph.types[value].rank)[::-1])
+            perm = own if perm is None else [own[p] for p in perm]
+            value = node.inputs[0]
+        t = self.graph.types[value]
+        strides = row_major_strides(t.shape)
+        shape = t.shape
+        if perm is not None:
+            shape, strides = tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
+        if not matrix:
+            return View(value, (0,) * len(batch), 0, 0)
+        if len(shape) < 2 or len(shape) - 2 > len(batch):
+            return None
+        lead = len(batch) - (len(shape) - 2)
+        own = [0 if d < lead or shape[d - lead] == 1 else strides[d - lead] for d in range(len(batch))]
+        return View(value, tuple(own), 0 if shape[-2] == 1 else strides[-2], 0 if shape[-1] == 1 else strides[-1])
+
+
+# ----- printing --------------------------------------------------------------------------
+
+
+def attention_function(kernel: AttentionKernel, label: str, *, openmp: bool = False) -> CFunction:
+    """The kernel's C function (it allocates its workspace, so it takes the error record)."""
+    names = {value: f"p{k}" for k, value in enumerate(kernel.values)}
+    decls = [f"{'const ' if a.role == 'input' else ''}float *restrict p{k}" for k, a in enumerate(kernel.params)]
+    text = _source(kernel, names, decls + ["int64_t *restrict fl_err"], openmp)
+    name = f"fl_a_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    comment = f"/* {label}: {kernel.detail} as the attention template, {len(kernel.steps)} score step(s) */\n"
+    return CFunction(name, comment + text.replace("@NAME@", name), list(kernel.params), 1, fallible=True,
+                     vector_code=True)
+
+
+def _offset(view: View, rows: str = "", cols: str = "") -> str:
+    """The element offset of ``view`` at the batch indices b0, b1, ... and, when named, the
+    row and column indices ``rows`` and ``cols``."""
+    terms = [f"b{k} * {s}L" for k, s in enumerate(view.batch) if s]
+    for index, stride in ((rows, view.rows), (cols, view.cols)):
+        if index and stride:
+            terms.append(f"{index} * {stride}L")
+    return " + ".join(terms) or "0"
+
+
+def _score_expression(kernel: AttentionKernel, names: dict[str, str], row: str) -> str:
+    """The scores element ``srow[j]`` of row ``row`` through the steps, in the group's order."""
+    x = "srow[j]"
+    for step in kernel.steps:
+        other = f"{names[step.view.value]}[{_offset(step.view, row, 'j')}]" if step.op == "add" \
+            else f"{names[step.view.value]}[0]"
+        sign = {"add": "+", "mul": "*", "div": "/"}[step.op]
+        x = f"({other} {sign} {x})" if step.left else f"({x} {sign} {other})"
+    return x
+
+
+def _padded(count: int, vl: int) -> int:
+    return -(-count // vl) * vl
+
+
+def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int, ldo: int, width: int, vl: int) -> str:
+    """``static`` C computing ``rows`` rows of ``out = a . b`` over ``width`` columns (a
+    multiple of ``vl``): ``a`` strided (``a_rows``, ``a_cols``), ``b`` a packed panel of
+    ``depth`` rows of ``ldb`` floats, ``out`` rows of ``ldo``. One vector of each row is
+    accumulated in registers over the whole depth, in order (as the loop nest sums), so
+    each panel vector loaded serves every row."""
+    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
+    acc = "\n".join(f"        {vf} acc{r} = zero;" for r in range(rows))
+    update = "\n".join(f"            acc{r} += a[{r * a_rows}L + c * {a_cols}L] * bc;" for r in range(rows))
+    store = "\n".join(f"        *({vfu} *)(out + {r * ldo}L + j) = acc{r};" for r in range(rows))
+    return f"""static inline void {name}(const float *restrict a, const float *restrict b, float *restrict out) {{
+    const {vf} zero = {{0}};
+    for (long j = 0; j < {width}L; j += {vl}) {{
+{acc}
+        for (long c = 0; c < {depth}L; c++) {{
+            const {vf} bc = *(const {vfu} *)(b + c * {ldb}L + j);
+{update}
+        }}
+{store}
+    }}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The workspace of one thread, in floats: K^T packed ``[d][np]``, V packed (``[e][n]``
+    when narrow, ``[n][ep]`` when wide), the scores of a row block ``[rows][np]`` and, for a
+    wide V, the block's output rows ``[rows][ep]``."""
+
+    vl: int
+    rows: int
+    np: int
+    ep: int
+    narrow_v: bool
+    kernel: AttentionKernel
+
+    @property
+    def panel_v(self) -> int:
+        k = self.kernel
+        return k.e * k.n if self.narrow_v else k.n * self.ep
+
+    @property
+    def per_thread(self) -> int:
+        k = self.kernel
+        return k.d * self.np + self.panel_v + self.rows * self.np + (0 if self.narrow_v else self.rows * self.ep)
+
+
+def _layout(kernel: AttentionKernel, machine: Machine) -> _Layout:
+    vl = machine.vector_floats
+    # one accumulator vector a row: 8 rows leave room for the panel vector and the
+    # broadcasts in 32 registers, 4 rows in 16
+    rows = 8 if machine.vector_registers >= 32 else 4
+    narrow = kernel.e < NARROW_HEAD
+    return _Layout(vl, rows, _padded(kernel.n, vl), _padded(kernel.e, vl), narrow, kernel)
+
+
+def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], openmp: bool) -> str:
+    k = kernel
+    lay = _layout(k, host())
+    vl, np_, ep = lay.vl, lay.np, lay.ep
+    outer = math.prod(k.batch)
+    q, kt, v = (names[x.value] for x in (k.q, k.kt, k.v))
+    out = names[k.values[-1]]
+    # the batch index t as one index per batch dim, row-major over the output's batch dims
+    unflatten = [f"const long b{d} = (t / {math.prod(k.batch[d + 1:])}L) % {k.batch[d]}L;" for d in range(len(k.batch))]
+    o_view = k.o
+    team = "omp_get_max_threads()" if openmp else "1"
+    me = "omp_get_thread_num()" if openmp else "0"
+    # threads share the (batch index, row block) pairs in contiguous ranges: each packs a
+    # batch index's panels once in its range, and a batch of one head still splits
+    parallel = "    #pragma omp parallel\n" if openmp else ""
+    share = "        #pragma omp for schedule(static)\n" if openmp else ""
+    blocks = -(-k.m // lay.rows)
+    probability = "e[j] * r" if k.reciprocal else "e[j] / total"
+    micros = "".join(_micro(f"@NAME@_qk{r}", r, k.d, k.q.rows, k.q.cols, np_, np_, np_, vl) for r in {lay.rows, 1})
+    if lay.narrow_v:
+        pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
+            for (long c = 0; c < {k.e}L; c++) vp[c * {k.n}L + j] = vb[j * {k.v.rows}L + c * {k.v.cols}L];
+"""
+        weighted = f"""            for (long r = 0; r < rows; r++) {{
+                const float *restrict e = sb + r * {np_}L;
+                float *restrict orow = ob + (i + r) * {o_view.rows}L;
+                for (long c = 0; c < {k.e}L; c++) {{
+                    float acc = 0.0f;
+                    #pragma omp simd reduction(+:acc)
+                    for (long j = 0; j < {k.n}L; j++) acc += e[j] * vp[c * {k.n}L + j];
+                    orow[c * {o_view.cols}L] = acc;
+                }}
+            }}
+"""
+    else:
+        micros += "".join(_micro(f"@NAME@_pv{r}", r, k.n, np_, 1, ep, ep, ep, vl) for r in {lay.rows, 1})
+        pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
+            for (long c = 0; c < {ep}L; c++) vp[j * {ep}L + c] = c < {k.e}L ? vb[j * {k.v.rows}L + c * {k.v.cols}L] : 0.0f;
+"""
+        weighted = f"""            if (rows == {lay.rows}L) @NAME@_pv{lay.rows}(sb, vp, ob_rows);
+            else for (long r = 0; r < rows; r++) @NAME@_pv1(sb + r * {np_}L, vp, ob_rows + r * {ep}L);
+            for (long r = 0; r < rows; r++)
+                for (long c = 0; c < {k.e}L; c++) ob[(i + r) * {o_view.rows}L + c * {o_view.cols}L] = ob_rows[r * {ep}L + c];
+"""
+    declare = "int omp_get_max_threads(void);\nint omp_get_thread_num(void);\n" if openmp else ""
+    nbytes = f"(size_t){lay.per_thread}L * sizeof(float) * (size_t)team"
+    return f"""{vector_types(vl)}{declare}{micros}void @NAME@({', '.join(decls)}) {{
+    const long team = {team};
+    float *work = (float *)fl_alloc({nbytes});
+    if (!work) {{ fl_err[0] = {ALLOC}; fl_err[2] = (int64_t)({nbytes}); return; }}
+{parallel}    {{
+        float *restrict kp = work + (long)({me}) * {lay.per_thread}L;
+        float *restrict vp = kp + {k.d * np_}L;
+        float *restrict sb = vp + {lay.panel_v}L;
+        float *restrict ob_rows = sb + {lay.rows * np_}L;
+        long packed = -1;  /* the batch index whose panels kp and vp hold */
+        (void)ob_rows;
+{share}        for (long u = 0; u < {outer * blocks}L; u++) {{
+        const long t = u / {blocks}L, i = (u % {blocks}L) * {lay.rows}L;
+        {' '.join(unflatten)}
+        const float *restrict qb = {q} + {_offset(k.q)};
+        const float *restrict kb = {kt} + {_offset(k.kt)};
+        const float *restrict vb = {v} + {_offset(k.v)};
+        float *restrict ob = {out} + {_offset(o_view)};
+        if (t != packed) {{
+        for (long c = 0; c < {k.d}L; c++)
+            for (long j = 0; j < {np_}L; j++) kp[c * {np_}L + j] = j < {k.n}L ? kb[c * {k.kt.rows}L + j * {k.kt.cols}L] : 0.0f;
+{pack_v}        packed = t;
+        }}
+        {{
+            const long rows = {k.m}L - i < {lay.rows}L ? {k.m}L - i : {lay.rows}L;
+            if (rows == {lay.rows}L) @NAME@_qk{lay.rows}(qb + i * {k.q.rows}L, kp, sb);
+            else for (long r = 0; r < rows; r++) @NAME@_qk1(qb + (i + r) * {k.q.rows}L, kp, sb + r * {np_}L);
+            for (long r = 0; r < rows; r++) {{
+                float *restrict srow = sb + r * {np_}L, *restrict e = srow;
+                float top = -INFINITY;
+                #pragma omp simd reduction(max:top)
+                for (long j = 0; j < {k.n}L; j++) {{
+                    const float x = {_score_expression(k, names, "(i + r)")};
+                    srow[j] = x;
+                    top = x > top ? x : top;
+                }}
+                float total = 0.0f;
+                #pragma omp simd reduction(+:total)
+                for (long j = 0; j < {k.n}L; j++) {{
+                    e[j] = fl_expf(srow[j] - top);
+                    total += e[j];
+                }}
+                const float r = 1.0f / total;
+                (void)r;
+                #pragma omp simd
+                for (long j = 0; j < {k.n}L; j++) e[j] = {probability};
+            }}
+{weighted}        }}
+        }}
+    }}
+    free(work);
+}}
+"""
+
+
+__all__ = ["MAX_KEYS", "AttentionKernel", "attention_applies", "attention_function", "plan_attention"]

@@ -1,0 +1,291 @@
+"""The attention template against the reference, the loop nest it replaces and onnxruntime:
+ranks 2 to 4, sequence lengths and head dims from 1 up, scale by div or mul, masks
+broadcast over batch and heads, transposes folded into strides, special values, threads;
+the feedback check's verdicts on the attention block; what stays a loop nest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusionlang
+from fusionlang import backend, reference
+from fusionlang.backend import attention_template
+from fusionlang.backend.attention_template import MAX_KEYS, plan_attention
+from fusionlang.backend.feedback import check_group
+from fusionlang.backend.machine import machine_for
+from fusionlang.engine.plan import single_group_plan
+from fusionlang.errors import ResourceError
+from fusionlang.ops import GraphBuilder
+
+
+def attention_graph(batch, m, n, d, e, scale="div", mask=None, mask_first=False, heads_last=False, kt_input=False,
+                    merge_heads=False):
+    """softmax(scale(Q K^T) + mask) V over ``batch`` leading dims; ``mask``: the mask's
+    shape (broadcast to the scores'); ``mask_first``: the mask is added before scaling;
+    ``heads_last``: Q and V arrive as (B, M, H, D) and are transposed in the group;
+    ``kt_input``: K arrives transposed, (..., D, N), with no transpose in the group;
+    ``merge_heads``: the output (B, H, M, E) is transposed and reshaped to (B, M, H * E)."""
+    b = GraphBuilder("attention")
+    if heads_last:
+        q = b.op("transpose", b.input("q", (batch[0], m, batch[1], d)), perm=[0, 2, 1, 3])
+    else:
+        q = b.input("q", (*batch, m, d))
+    if kt_input:
+        kt = b.input("kt", (*batch, d, n))
+    else:
+        rank = len(batch) + 2
+        kt = b.op("transpose", b.input("k", (*batch, n, d)), perm=[*range(rank - 2), rank - 1, rank - 2])
+    if heads_last:
+        v = b.op("transpose", b.input("v", (batch[0], n, batch[1], e)), perm=[0, 2, 1, 3])
+    else:
+        v = b.input("v", (*batch, n, e))
+    x = b.op("matmul", q, kt)
+    if mask is not None and mask_first:
+        x = b.op("add", b.input("mask", mask), x)
+    if scale == "div":
+        x = b.op("div", x, b.input("s", (1,)))
+    elif scale == "mul":
+        x = b.op("mul", b.input("s", (1,)), x)
+    if mask is not None and not mask_first:
+        x = b.op("add", x, b.input("mask", mask))
+    out = b.op("matmul", b.op("softmax", x, axis=-1), v)
+    if merge_heads:
+        out = b.op("reshape", b.op("transpose", out, perm=[0, 2, 1, 3]), shape=(batch[0], m, batch[1] * e))
+    b.output(out)
+    return b.build()
+
+
+def feeds_for(graph, seed, scale=0.125):
+    rng = np.random.default_rng(seed)
+    feeds = {name: rng.standard_normal(graph.types[name].shape).astype(np.float32) for name in graph.inputs}
+    if "s" in feeds:
+        feeds["s"] = np.array([scale], np.float32)
+    return feeds
+
+
+def compiled(graph, **options):
+    out = backend.compile(single_group_plan(graph), **options)
+    assert [k.strategy for k in out.kernels] == ["attention template"]
+    return out
+
+
+def assert_matches_reference(graph, feeds, got):
+    want = reference.run(graph, feeds)[graph.outputs[0]]
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5, equal_nan=True)
+
+
+def _mask_shape(draw, batch, m, n):
+    """A mask of the scores' shape with some leading dims broadcast (1 or absent)."""
+    full = [*batch, m, n]
+    shape = [1 if draw(st.booleans()) else s for s in full[:-2]] + full[-2:]
+    return tuple(shape[draw(st.integers(0, len(batch))):])
+
+
+@st.composite
+def problems(draw):
+    rank = draw(st.integers(2, 4))
+    batch = tuple(draw(st.integers(1, 4)) for _ in range(rank - 2))
+    m, n = draw(st.integers(1, 70)), draw(st.integers(1, 70))
+    d, e = draw(st.integers(1, 67)), draw(st.integers(1, 67))
+    mask = _mask_shape(draw, batch, m, n) if draw(st.booleans()) else None
+    return dict(batch=batch, m=m, n=n, d=d, e=e, scale=draw(st.sampled_from(["div", "mul", None])), mask=mask,
+                mask_first=draw(st.booleans()), heads_last=rank == 4 and draw(st.booleans()),
+                kt_input=draw(st.booleans()))
+
+
+@settings(max_examples=25)
+@given(problem=problems(), scale=st.sampled_from([0.125, 1.0, 3.0, -0.5]), specials=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_the_attention_template_matches_the_reference(problem, scale, specials, seed):
+    graph = attention_graph(**problem)
+    feeds = feeds_for(graph, seed, scale)
+    if specials:  # inf, -inf and NaN in the scores' operands and the mask, NaN in V
+        rng = np.random.default_rng(seed + 1)
+        for name, values in (("q", [np.inf, -np.inf, np.nan]), ("mask", [-np.inf, np.inf, np.nan]), ("v", [np.nan])):
+            if name in feeds:
+                flat = feeds[name].reshape(-1)
+                flat[rng.integers(0, flat.size, size=max(1, flat.size // 50))] = rng.choice(values)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+def test_one_and_two_threads_give_equal_bits_and_match_the_loop_nest():
+    # 3 heads of 37 rows: the threads' ranges of (head, row block) pairs split a head
+    graph = attention_graph((3,), 37, 45, 9, 21, mask=(37, 45))
+    feeds = feeds_for(graph, 5)
+    feeds["mask"][3] = -np.inf  # a fully masked row
+    out = graph.outputs[0]
+    one = compiled(graph, threads=1).run(feeds)[out]
+    two = compiled(graph, threads=2).run(feeds)[out]
+    np.testing.assert_array_equal(one.view(np.uint32), two.view(np.uint32))
+    loop_nest = backend.compile(fusionlang.fuse(graph, "apollo_patterns"), templates=False)
+    assert "attention template" not in [k.strategy for k in loop_nest.kernels]
+    np.testing.assert_allclose(one, loop_nest.run(feeds)[out], rtol=2e-4, atol=2e-5, equal_nan=True)
+    assert np.isnan(one[:, 3]).all() and not np.isnan(np.delete(one, 3, axis=1)).any()
+
+
+@pytest.mark.parametrize("e", [4, 24])
+def test_one_head_splits_its_rows_between_threads(e):
+    graph = attention_graph((), 50, 33, 5, e)
+    feeds = feeds_for(graph, 6)
+    out = graph.outputs[0]
+    one = compiled(graph, threads=1).run(feeds)[out]
+    two = compiled(graph, threads=2).run(feeds)[out]
+    np.testing.assert_array_equal(one.view(np.uint32), two.view(np.uint32))
+    assert_matches_reference(graph, feeds, two)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "generic"])
+@pytest.mark.parametrize("e", [3, 40])
+def test_narrower_vectors_and_fewer_registers_block_the_rows_their_way(monkeypatch, isa, e):
+    monkeypatch.setattr(attention_template, "host", lambda: machine_for(isa))
+    graph = attention_graph((3,), 13, 21, 11, e, mask=(13, 21))
+    feeds = feeds_for(graph, 4)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+def test_a_workspace_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch):
+    monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=4096")
+    graph = attention_graph((2,), 40, 300, 8, 8)
+    out = compiled(graph)
+    with pytest.raises(ResourceError, match=rf"^out of memory allocating \d+ bytes in kernel {out.kernels[0].name}$"):
+        out.run(feeds_for(graph, 1))
+
+
+@pytest.mark.parametrize("e", [3, 20])
+def test_q_and_v_with_heads_after_the_rows_fold_their_transposes(e):
+    graph = attention_graph((2, 3), 5, 7, 4, e, heads_last=True, mask=(3, 1, 7), scale="mul")
+    assert [n.op for n in graph.nodes].count("transpose") == 3
+    feeds = feeds_for(graph, 0)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+@pytest.mark.parametrize("e", [3, 20])
+def test_heads_merged_after_the_product_are_folded_into_its_stores(e):
+    graph = attention_graph((2, 3), 9, 7, 4, e, mask=(9, 7), scale="mul", merge_heads=True)
+    assert graph.types[graph.outputs[0]].shape == (2, 9, 3 * e)
+    feeds = feeds_for(graph, 2)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+def test_apollo_patterns_folds_the_heads_merge_after_the_block_into_its_kernel():
+    graph = attention_graph((1, 4), 12, 12, 8, 8, mask=(12, 12), scale="mul", merge_heads=True)
+    out = fusionlang.compile(fusionlang.fuse(graph, "apollo_patterns"))
+    assert [k.strategy for k in out.kernels] == ["attention template"]
+    assert {"transpose", "reshape"} <= {graph.node(n).op for n in out.kernels[0].nodes if n in graph.index.by_name}
+    feeds = feeds_for(graph, 8)
+    assert_matches_reference(graph, feeds, out.run(feeds)[graph.outputs[0]])
+
+
+def test_a_causal_mask_and_long_keys():
+    m = n = 300
+    graph = attention_graph((2,), m, n, 4, 4, mask=(m, n))
+    feeds = feeds_for(graph, 9)
+    feeds["mask"] = np.triu(np.full((m, n), -np.inf, np.float32), 1)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+def test_inf_in_v_is_inf_where_every_probability_is_positive():
+    graph = attention_graph((2,), 5, 6, 3, 4, scale=None)
+    feeds = feeds_for(graph, 2)
+    feeds["v"][1, 2, 3] = np.inf
+    got = compiled(graph).run(feeds)[graph.outputs[0]]
+    assert np.isposinf(got[1, :, 3]).all()
+    assert_matches_reference(graph, feeds, got)
+
+
+def _names(graph):
+    return [n.name for n in graph.nodes]
+
+
+def test_what_stays_a_loop_nest():
+    graph = attention_graph((2,), 8, 8, 4, 4)
+    opened = fusionlang.fuse(graph, "apollo_patterns", feedback=False).graph
+    assert plan_attention(opened, _names(opened)) is not None
+    # the probabilities also leave the group
+    b = GraphBuilder("exported")
+    q, k, v = (b.input(x, (8, 4)) for x in "qkv")
+    p = b.op("softmax", b.op("matmul", q, b.op("transpose", k, perm=[1, 0])), axis=-1)
+    b.output(b.op("matmul", p, v))
+    b.output(p)
+    exported = b.build()
+    assert plan_attention(exported, _names(exported)) is None
+    # a softmax over another axis, a scale that is a tensor, keys past MAX_KEYS
+    b = GraphBuilder("axis0")
+    p = b.op("softmax", b.op("matmul", b.input("q", (8, 4)), b.input("kt", (4, 8))), axis=0)
+    b.output(b.op("matmul", p, b.input("v", (8, 4))))
+    axis0 = b.build()
+    assert plan_attention(axis0, _names(axis0)) is None
+    b = GraphBuilder("tensor_scale")
+    x = b.op("mul", b.op("matmul", b.input("q", (8, 4)), b.input("kt", (4, 8))), b.input("s", (8, 8)))
+    b.output(b.op("matmul", b.op("softmax", x, axis=-1), b.input("v", (8, 4))))
+    tensor_scale = b.build()
+    assert plan_attention(tensor_scale, _names(tensor_scale)) is None
+    long = attention_graph((), 2, MAX_KEYS + 1, 2, 2, kt_input=True)
+    assert plan_attention(long, _names(long)) is None
+
+
+def test_feedback_accepts_the_block_on_c_and_cuda_refuses_it():
+    graph = fusionlang.fuse(attention_graph((2,), 16, 16, 8, 8), "apollo_patterns", feedback=False).graph
+    assert check_group(graph, _names(graph), "c") is None
+    assert "each run as a compute template" in check_group(graph, _names(graph), "cuda")
+    plan = fusionlang.fuse(attention_graph((2,), 16, 16, 8, 8), "apollo_patterns", target="cuda")
+    assert len(plan.groups) > 1
+    refused = [d for d in plan.decisions if d.verdict.value == "feedback refused" and d.entry is not None]
+    assert [d.entry.decl.name.text for d in refused] == ["attention_block"]
+
+
+def test_the_pattern_group_is_one_kernel_at_real_compile():
+    graph = attention_graph((2, 4), 20, 20, 8, 8, mask=(20, 20))
+    plan = fusionlang.fuse(graph, "apollo_patterns")
+    out = fusionlang.compile(plan)
+    assert [k.strategy for k in out.kernels] == ["attention template"]
+    # the kernel list and the profile name the problem and count its flops
+    assert out.kernels[0].detail == "attention m=20 n=20 d=8 e=8 x2 x4"
+    assert out.kernels[0].flops == 2 * 8 * 20 * 20 * (8 + 8)
+    feeds = feeds_for(graph, 3)
+    assert_matches_reference(graph, feeds, out.run(feeds)[graph.outputs[0]])
+
+
+def _onnx_attention(batch, m, n, d, masked: bool):
+    import onnx
+    from onnx import helper
+
+    f = onnx.TensorProto.FLOAT
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["a"]), helper.make_node("Div", ["a", "s"], ["x"])]
+    inputs = [helper.make_tensor_value_info(name, f, [*batch, rows, d]) for name, rows in (("q", m), ("k", n), ("v", n))]
+    inputs.append(helper.make_tensor_value_info("s", f, [1]))
+    if masked:
+        nodes.append(helper.make_node("Add", ["x", "mask"], ["xm"]))
+        inputs.append(helper.make_tensor_value_info("mask", f, [m, n]))
+    nodes += [helper.make_node("Softmax", ["xm" if masked else "x"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["o"])]
+    model = helper.make_model(helper.make_graph(nodes, "attention", inputs,
+                                                [helper.make_tensor_value_info("o", f, [*batch, m, d])]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_attention_template_agrees_with_onnxruntime(masked):
+    ort = pytest.importorskip("onnxruntime")
+    batch, m, n, d = (2, 3), 49, 49, 32
+    model = _onnx_attention(batch, m, n, d, masked)
+    rng = np.random.default_rng(7)
+    feeds = {x: rng.standard_normal((*batch, rows, d)).astype(np.float32) for x, rows in (("q", m), ("k", n), ("v", n))}
+    feeds["s"] = np.array([np.sqrt(d)], np.float32)
+    if masked:
+        feeds["mask"] = np.triu(np.full((m, n), -np.inf, np.float32), 1)
+        feeds["mask"][5] = -np.inf  # a fully masked row
+    graph = fusionlang.from_onnx(model)
+    out = fusionlang.compile(fusionlang.fuse(graph, "apollo_patterns"))
+    assert [k.strategy for k in out.kernels] == ["attention template"]
+    got = out.run(feeds)[graph.outputs[0]]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
