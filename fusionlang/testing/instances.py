@@ -185,23 +185,25 @@ def _value_facts(guard) -> tuple[set[str], dict[str, float]]:
     """(variables the guard reads as one element, with ``value(v)`` or ``size(v) == 1``;
     the number each conjunct ``value(v) == N`` pins ``v`` to). Drawn so, not rejected: an
     RMSNorm written ``pow(x, c) ... where value(c) == 2`` got no instance at all."""
-    one: set[str] = {call.args[0].name for call in A.walk(guard) if _read_of(call, "value")} if guard else set()
+    one = {var for e in (A.walk(guard) if guard is not None else ()) if (var := _var_read(e, "value"))}
     pinned: dict[str, float] = {}
     for part in conjuncts(guard):
         if not (isinstance(part, A.Compare) and part.op == "=="):
             continue
         for side, other in ((part.left, part.right), (part.right, part.left)):
-            number = _number(other)
-            if _read_of(side, "value") and number is not None:
-                pinned[side.args[0].name] = number
-            if _read_of(side, "size") and number == 1:
-                one.add(side.args[0].name)
+            number, valued, sized = _number(other), _var_read(side, "value"), _var_read(side, "size")
+            if valued and number is not None:
+                pinned[valued] = number
+            if sized and number == 1:
+                one.add(sized)
     return one, pinned
 
 
-def _read_of(e, function: str) -> bool:
-    """Is ``e`` the static function ``function`` of one tensor variable (``value(c)``)?"""
-    return isinstance(e, A.Call) and e.func.text == function and len(e.args) == 1 and isinstance(e.args[0], A.Var)
+def _var_read(e, function: str) -> str | None:
+    """``v`` where ``e`` is the static function ``function`` of tensor variable ``v`` (``value(c)``)."""
+    if isinstance(e, A.Call) and e.func.text == function and len(e.args) == 1 and isinstance(e.args[0], A.Var):
+        return e.args[0].name
+    return None
 
 
 def _number(e) -> float | None:
@@ -327,8 +329,9 @@ class _PatternBuilder:
             # a literal (`pow(x, 2)`) is most often written as a scalar constant: drawing it
             # in every shape that broadcasts made classes a rule's coverage never exhausted
             return TensorType((), proposed.dtype)
-        if isinstance(p, PVar) and p.name in self.one_element:
+        if isinstance(p, PVar) and p.name in self.one_element and not self.demands.about(p.name):
             # one element, of a rank that mostly leaves the other operand's shape as it is
+            # (a shape the guard demands, `is_scalar(c)`, is drawn as demanded below)
             rank = 0 if self.draw(st.integers(0, 3)) > 0 else self.draw(st.integers(0, proposed.rank))
             return TensorType((1,) * rank, proposed.dtype)
         if not isinstance(p, PVar) or p.anonymous or not self.demands.about(p.name):
