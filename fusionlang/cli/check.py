@@ -22,6 +22,9 @@ answers, past the executor's re-runs of a dead worker, is reported failed.
 
 from __future__ import annotations
 
+from pathlib import PurePath
+from typing import NoReturn
+
 from fusionlang.cli import flags
 from fusionlang.cli.common import testing_module
 from fusionlang.cli.scaleout import add_executor_flags, is_serial, run_jobs, value_or
@@ -56,7 +59,8 @@ def configure(p) -> None:
     p.add_argument("--kinds", default=None, metavar="K,K",
                    help="check only these kinds: rewrite, decompose, def, fuse, strategy, test")
     p.add_argument("--rule", action="append", default=None, metavar="NAME",
-                   help="check only rules with this name (repeatable)")
+                   help="check only this rule (repeatable): FILE.fuse::NAME as the output names it, or a "
+                        "plain NAME when only one file's rule has it")
     add_executor_flags(p)
 
 
@@ -73,9 +77,7 @@ def run(args) -> int:
     # load every file first: a file that cannot be loaded is bad input (exit 2) before any
     # long check runs
     rulesets = [load_rules(path) for path in args.files]
-    names = set(args.rule) if args.rule else None
-    if names is not None:
-        _require_known_rules(checker, args.rule, rulesets, kinds)
+    names = _selected_rules(checkshards, args.rule, rulesets, kinds) if args.rule else None
     options = checkshards.CheckOptions(max_examples=args.examples, seed=args.seed, budget=args.budget,
                                        float_exact=args.float_exact, allow_uncovered=args.allow_uncovered)
     if args.seed + args.seeds - 1 > flags.MAX_SEED:
@@ -116,13 +118,33 @@ def _check_shards(checkshards, rulesets, shards, args, show):
     return merge.reports
 
 
-def _require_known_rules(checker, wanted, rulesets, kinds) -> None:
-    """Every --rule name must name a rule of the given kinds: checking nothing and
-    exiting 0 would read as success."""
+def _selected_rules(checkshards, wanted, rulesets, kinds) -> set[str]:
+    """The ``file.fuse::name`` of each --rule. Each must name a rule of the given kinds
+    (checking nothing and exiting 0 would read as success), and a plain name the rule of
+    one file only (checking both would hide which one the author meant)."""
     known: set[str] = set()
     for ruleset in rulesets:
-        known |= checker.rule_names(ruleset, kinds)
-    for name in wanted:
-        if name not in known:
-            hint = suggest(name, sorted(known))
-            raise InputError(f"--rule: unknown rule {name!r}; nothing was checked" + (f" ({hint})" if hint else ""))
+        known |= checkshards.qualified_names(ruleset, kinds)
+    return {_qualified(spec, known) for spec in wanted}
+
+
+def _qualified(spec: str, known: set[str]) -> str:
+    """``spec`` (``FILE::NAME`` or ``NAME``) as the one ``file.fuse::name`` of ``known`` it names."""
+    if "::" in spec:
+        file, _, name = spec.rpartition("::")
+        qualified = f"{PurePath(file).name}::{name}"
+        if qualified not in known:
+            _unknown(spec, sorted(known))
+        return qualified
+    matches = sorted(q for q in known if q.split("::", 1)[1] == spec)
+    if not matches:
+        _unknown(spec, sorted({q.split("::", 1)[1] for q in known}))
+    if len(matches) > 1:
+        raise InputError(f"--rule: {spec!r} names rules of several files ({', '.join(matches)}); "
+                         "nothing was checked (name one as FILE::NAME)")
+    return matches[0]
+
+
+def _unknown(spec: str, candidates: list[str]) -> NoReturn:
+    hint = suggest(spec, candidates)
+    raise InputError(f"--rule: unknown rule {spec!r}; nothing was checked" + (f" ({hint})" if hint else ""))

@@ -12,8 +12,9 @@ do.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
+
+from fusionlang.ir.types import dtype_name
 
 #: numpy names of the float8 dtypes fusionlang stores
 FLOAT8_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
@@ -25,16 +26,24 @@ NARROW_FLOAT_DTYPES = FLOAT8_DTYPES + ("float4_e2m1fn",)
 
 
 def is_float8(dtype) -> bool:
-    return np.dtype(dtype).name in FLOAT8_DTYPES
+    return dtype_name(dtype) in FLOAT8_DTYPES
 
 
 def is_narrow_float(dtype) -> bool:
-    return np.dtype(dtype).name in NARROW_FLOAT_DTYPES
+    return dtype_name(dtype) in NARROW_FLOAT_DTYPES
 
 
 def float8_max(dtype) -> float:
     """The largest finite value of a float8 dtype (448 for E4M3FN, 57344 for E5M2...)."""
-    return float(ml_dtypes.finfo(np.dtype(dtype)).max)
+    return float(finite_range(dtype)[1])
+
+
+def finite_range(dtype) -> tuple[np.generic, np.generic]:
+    """(lowest, largest) finite value of a narrow float dtype, as that dtype's scalars."""
+    import ml_dtypes  # here, not at module level: see ir.types.register_ml_dtypes
+
+    info = ml_dtypes.finfo(np.dtype(dtype))
+    return info.min, info.max
 
 
 def to_float8(array: np.ndarray, dtype, saturate: bool) -> np.ndarray:
@@ -42,6 +51,5 @@ def to_float8(array: np.ndarray, dtype, saturate: bool) -> np.ndarray:
     ``saturate``: clamp to the finite range first, keeping NaN)."""
     array = np.asarray(array)
     if saturate:
-        info = ml_dtypes.finfo(np.dtype(dtype))
-        array = np.clip(array, info.min, info.max)  # as onnx.numpy_helper.saturate_cast
+        array = np.clip(array, *finite_range(dtype))  # as onnx.numpy_helper.saturate_cast
     return array.astype(dtype)

@@ -13,8 +13,9 @@ In range, every ml_dtypes version, ONNX's reference and this definition agree.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
+
+from fusionlang.ir.types import dtype_name
 
 #: numpy names of the narrow integer dtypes fusionlang stores, and their width in bits
 NARROW_INT_BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
@@ -25,11 +26,13 @@ _INT64_LIMIT = 2.0**63
 
 
 def is_narrow_int(dtype) -> bool:
-    return np.dtype(dtype).name in NARROW_INT_BITS
+    return dtype_name(dtype) in NARROW_INT_BITS
 
 
 def int_range(dtype) -> tuple[int, int]:
     """(min, max) of an integer dtype, the narrow ones included (numpy's iinfo knows none)."""
+    import ml_dtypes  # here, not at module level: see ir.types.register_ml_dtypes
+
     info = ml_dtypes.iinfo(np.dtype(dtype))
     return int(info.min), int(info.max)
 

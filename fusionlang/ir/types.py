@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-import ml_dtypes  # noqa: F401  (registers numpy's bfloat16 and float8 dtypes by name, as onnx itself does)
 import numpy as np
 
 from fusionlang.errors import ShapeError
@@ -39,6 +38,26 @@ DTYPES = {
 }
 _SHORT_TO_DTYPE = {short: name for name, short in DTYPES.items()}
 
+#: the dtypes NumPy knows by name only once ml_dtypes is imported (it registers them)
+ML_DTYPES = frozenset({"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
+                       "float4_e2m1fn", "int2", "uint2"})
+
+
+def register_ml_dtypes(dtype) -> None:
+    """Import ml_dtypes when ``dtype`` names one of its types, so NumPy knows the name.
+    Not at module level: the import takes about 0.8 s, which `lint` of a rule file that
+    names none of them should not pay. A value of such a type (a TensorType, an array,
+    an ONNX tensor) is only made after this ran or after ml_dtypes was imported."""
+    if isinstance(dtype, str) and _SHORT_TO_DTYPE.get(dtype, dtype) in ML_DTYPES:
+        import ml_dtypes  # noqa: F401
+
+
+def dtype_name(dtype) -> str:
+    """NumPy's name of ``dtype`` (a name or a numpy dtype), ml_dtypes' types included."""
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return dtype
+    return np.dtype(dtype).name
+
 #: the 16-bit floats: stored in 16 bits, computed in float32 (numpy calls bfloat16's kind
 #: "V", not "f", so a dtype's kind does not tell)
 HALF_FLOATS = ("float16", "bfloat16")
@@ -46,12 +65,13 @@ HALF_FLOATS = ("float16", "bfloat16")
 
 def is_float_dtype(dtype) -> bool:
     """Is ``dtype`` (a name or numpy dtype) a floating-point type, bfloat16 included?"""
-    name = np.dtype(dtype).name
+    name = dtype_name(dtype)
     return name.startswith("float") or name in HALF_FLOATS
 
 
 def canonical_dtype(dtype) -> str:
     """Return the numpy name of ``dtype`` ('float32', ...) or raise ShapeError."""
+    register_ml_dtypes(dtype)
     if isinstance(dtype, str) and dtype in _SHORT_TO_DTYPE:
         return _SHORT_TO_DTYPE[dtype]
     if isinstance(dtype, str) and dtype in DTYPES:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
-import ml_dtypes
 import numpy as np
 import sympy as sp
 
-from fusionlang.ir.float8 import is_narrow_float
+from fusionlang.ir.float8 import finite_range, is_narrow_float
 from fusionlang.ir.narrow_int import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, as_expr, broadcast_index, v_sym
@@ -46,7 +45,7 @@ def lowest(dtype) -> np.generic:
     """The identity of max for ``dtype``: -inf, or the smallest integer."""
     dtype = np.dtype(dtype)
     if is_narrow_float(dtype):  # (only E5M2 has infinities)
-        return dtype.type(-np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).min)
+        return dtype.type(-np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(finite_range(dtype)[0])
     if dtype.kind == "f":
         return dtype.type(-np.inf)
     return dtype.type(False) if dtype.kind == "b" else dtype.type(int_range(dtype)[0])
@@ -56,7 +55,7 @@ def highest(dtype) -> np.generic:
     """The identity of min for ``dtype``: +inf, or the largest integer."""
     dtype = np.dtype(dtype)
     if is_narrow_float(dtype):
-        return dtype.type(np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(ml_dtypes.finfo(dtype).max)
+        return dtype.type(np.inf) if np.isinf(float(dtype.type(np.inf))) else dtype.type(finite_range(dtype)[1])
     if dtype.kind == "f":
         return dtype.type(np.inf)
     return dtype.type(True) if dtype.kind == "b" else dtype.type(int_range(dtype)[1])

@@ -25,6 +25,7 @@ from fusionlang.lang import load_rules
 from fusionlang.lang.ruleset import RuleSet
 from fusionlang.testing.checker import CheckReport, RuleCheck, check_rules
 from fusionlang.testing.coverage import ROUND_BUDGET
+from fusionlang.testing.testblocks import qualified_test_name
 
 Key = tuple[str, str, str]
 
@@ -44,7 +45,7 @@ class CheckOptions:
 class CheckShard:
     """One job: check the rules ``keys`` of the rule file ``source`` (a path, or a
     library name such as ``apollo``); ``tests``: run its in-file test blocks instead
-    (``names``: only those, when given)."""
+    (``names``: only those, when given, as ``file.fuse::name``)."""
 
     source: str
     file_index: int
@@ -62,7 +63,7 @@ class CheckShard:
     def accepts(self, kind: str, name: str, where: str) -> bool:
         """check_rules's ``select``: this shard's rules only."""
         if self.tests:
-            return self.names is None or name in self.names
+            return self.names is None or qualified_name((kind, name, where)) in self.names
         return (kind, name, where) in self.keys
 
     @property
@@ -94,12 +95,29 @@ def rule_keys(ruleset: RuleSet, kinds: Iterable[str]) -> list[Key]:
     return keys
 
 
+def qualified_name(key: Key) -> str:
+    """A rule's name namespaced by the file that declares it (``apollo.fuse::name``), as
+    test names are printed and ``check --rule`` takes them."""
+    kind, name, where = key
+    return qualified_test_name(where.rsplit(":", 1)[0], name)
+
+
+def qualified_names(ruleset: RuleSet, kinds: Iterable[str]) -> set[str]:
+    """``file.fuse::name`` of every rule of ``kinds`` that check_rules would check in
+    ``ruleset``, test blocks included."""
+    kinds = tuple(kinds)
+    names = {qualified_name(key) for key in rule_keys(ruleset, kinds)}
+    if "test" in kinds:
+        names.update(qualified_test_name(test.span.file, test.name) for test in ruleset.tests)
+    return names
+
+
 def plan_shards(sources: list[str], rulesets: list[RuleSet], kinds: Iterable[str],
                 names: set[str] | None, options: CheckOptions, seeds: int = 1) -> list[CheckShard]:
     """The shards of a check of ``rulesets`` (loaded from ``sources``), in the serial
     order; each rule once, for the first file that has it, under ``seeds`` seeds from
     ``options.seed`` on (one shard per rule and seed; test blocks draw nothing, so they
-    run once)."""
+    run once). ``names``: only the rules of these ``file.fuse::name``, when given."""
     kinds = tuple(kinds)
     directory = os.getcwd()
     seen: set[Key] = set()
@@ -107,7 +125,7 @@ def plan_shards(sources: list[str], rulesets: list[RuleSet], kinds: Iterable[str
     for index, (source, ruleset) in enumerate(zip(sources, rulesets)):
         portable = _portable(source)
         for key in rule_keys(ruleset, kinds):
-            if key in seen or (names is not None and key[1] not in names):
+            if key in seen or (names is not None and qualified_name(key) not in names):
                 continue
             seen.add(key)
             shards.extend(CheckShard(portable, index, directory, (key,), options=replace(options, seed=seed))

@@ -42,7 +42,7 @@ from fusionlang.ops.checking import verify_graph
 from fusionlang.ops.interpreter import run
 from fusionlang.testing.coverage import broadcast_class
 from fusionlang.testing.guardattrs import PROPOSALS_PER_NODE, attr_demands, solve
-from fusionlang.testing.guardshapes import ShapeDemands, shape_demands, shape_for
+from fusionlang.testing.guardshapes import ShapeDemands, conjuncts, shape_demands, shape_for
 from fusionlang.testing.opgen import Draw, NoProposal, propose
 from fusionlang.testing.values import REAL, Domain, Mismatch, compare, input_domains, magnitude
 
@@ -181,6 +181,39 @@ def _guard_facts(guard) -> tuple[set[str], list[float]]:
     return constants, numbers
 
 
+def _value_facts(guard) -> tuple[set[str], dict[str, float]]:
+    """(variables the guard reads as one element, with ``value(v)`` or ``size(v) == 1``;
+    the number each conjunct ``value(v) == N`` pins ``v`` to). Drawn so, not rejected: an
+    RMSNorm written ``pow(x, c) ... where value(c) == 2`` got no instance at all."""
+    one = {var for e in (A.walk(guard) if guard is not None else ()) if (var := _var_read(e, "value"))}
+    pinned: dict[str, float] = {}
+    for part in conjuncts(guard):
+        if not (isinstance(part, A.Compare) and part.op == "=="):
+            continue
+        for side, other in ((part.left, part.right), (part.right, part.left)):
+            number, valued, sized = _number(other), _var_read(side, "value"), _var_read(side, "size")
+            if valued and number is not None:
+                pinned[valued] = number
+            if sized and number == 1:
+                one.add(sized)
+    return one, pinned
+
+
+def _var_read(e, function: str) -> str | None:
+    """``v`` where ``e`` is the static function ``function`` of tensor variable ``v`` (``value(c)``)."""
+    if isinstance(e, A.Call) and e.func.text == function and len(e.args) == 1 and isinstance(e.args[0], A.Var):
+        return e.args[0].name
+    return None
+
+
+def _number(e) -> float | None:
+    if isinstance(e, A.Num) and not isinstance(e.value, bool):
+        return e.value
+    if isinstance(e, A.Neg) and isinstance(e.operand, A.Num) and not isinstance(e.operand.value, bool):
+        return -e.operand.value
+    return None
+
+
 # ----- building a pattern --------------------------------------------------------------------
 
 
@@ -200,6 +233,7 @@ class _PatternBuilder:
         self.leaves: list[Leaf] = []
         self.domains: dict[str, Domain] = {}
         self.attr_demands = attr_demands(guard)
+        self.one_element, self.pinned = _value_facts(guard)
 
     def known_value(self, p) -> str | None:
         """The value a variable already names: a leaf drawn before, or a sub-pattern bound
@@ -223,7 +257,7 @@ class _PatternBuilder:
             value = self.graph.add_input(self.graph.fresh_name(name) if name in self.graph.types else name, ttype)
         else:
             value = self.builder.constant(np.zeros(ttype.shape, ttype.dtype), name=self.graph.fresh_name(name))
-        fill = p.value if isinstance(p, PLit) else None
+        fill = p.value if isinstance(p, PLit) else self.pinned.get(p.name) if isinstance(p, PVar) else None
         self.leaves.append(Leaf(p.name if isinstance(p, PVar) and not p.anonymous else "", value, kind, ttype, fill))
         if isinstance(p, PVar) and not p.anonymous:
             self.vars[p.name] = value
@@ -295,6 +329,11 @@ class _PatternBuilder:
             # a literal (`pow(x, 2)`) is most often written as a scalar constant: drawing it
             # in every shape that broadcasts made classes a rule's coverage never exhausted
             return TensorType((), proposed.dtype)
+        if isinstance(p, PVar) and p.name in self.one_element and not self.demands.about(p.name):
+            # one element, of a rank that mostly leaves the other operand's shape as it is
+            # (a shape the guard demands, `is_scalar(c)`, is drawn as demanded below)
+            rank = 0 if self.draw(st.integers(0, 3)) > 0 else self.draw(st.integers(0, proposed.rank))
+            return TensorType((1,) * rank, proposed.dtype)
         if not isinstance(p, PVar) or p.anonymous or not self.demands.about(p.name):
             return proposed
         known = {var: self.graph.types[value] for var, value in {**self.vars, **self.bound}.items()}

@@ -37,7 +37,7 @@ def matches(expected: list[str], actual: list[str]) -> bool:
 
 
 def test_the_section_shows_rules_and_commands():
-    assert len(blocks("fuse")) == 3 and len(blocks("console")) == 3
+    assert len(blocks("fuse")) == 4 and len(blocks("console")) == 4
 
 
 def test_the_check_examples_run_as_written(tmp_path, monkeypatch):
