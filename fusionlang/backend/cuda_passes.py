@@ -11,7 +11,7 @@ one, each top-level nest is its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import sympy as sp
@@ -169,12 +169,50 @@ def unit_facts(group: LoweredGroup, u: Unit, cross: dict[int, int]) -> UnitFacts
     return UnitFacts(bounds, extents, npoints, level_arrays, tops, shared)
 
 
+def plan_units(group: LoweredGroup, units: list[Unit], cross: dict[int, int]) -> list[tuple[UnitFacts, UnitPlan]]:
+    """Each unit's facts and plan, in order; the loops a block or warp runs cooperatively
+    are planned too (:func:`plan_block_loops`)."""
+    planned = []
+    for u in units:
+        facts = unit_facts(group, u, cross)
+        plan = plan_unit(group, u, facts)
+        if plan.mode != "thread":  # (a thread runs its loops alone)
+            plan_block_loops(group, u, facts)
+        planned.append((facts, plan))
+    return planned
+
+
 def plan_unit(group: LoweredGroup, u: Unit, facts: UnitFacts) -> UnitPlan:
     """The mapping of ``u`` and, thread-mapped, its float4 rows."""
     mode = unit_mode(group, u, facts)
     if mode == "thread" and _vectorizable(u, facts.bounds, facts.npoints):
         return UnitPlan(mode, vector_accesses(group, u, u.outer[-1]))
     return UnitPlan(mode)
+
+
+def plan_block_loops(group: LoweredGroup, u: Unit, facts: UnitFacts) -> None:
+    """Record how the threads of a point's team run each loop at the unit's level (the
+    loops a block- or warp-mapped unit prints cooperatively; ``For.plan.threads``): a
+    parallel loop writing none of the point's scalars is shared; a loop that only
+    accumulates into the point's scalars reduces per-thread partials; any other runs on
+    thread 0, which broadcasts the scalars it wrote."""
+    level = {st.array.id for st in facts.level_arrays + facts.tops + facts.cross}
+    scalars = {aid for aid in level if group.storage[aid].kind == "scalar"}
+    for f in block_nodes(u.inner):
+        if isinstance(f, For):
+            threads, shared = _cooperation(group, f, scalars)
+            f.plan = replace(f.plan, threads=threads, block_scalars=shared)
+
+
+def _cooperation(group: LoweredGroup, f: For, scalars: set[int]) -> tuple[str, tuple[int, ...]]:
+    loop = group.loops.get(f.loop) if f.loop is not None else None
+    written = {n.array.id for n in walk(f.body) if isinstance(n, Assign) and n.array.id in scalars}
+    if loop is not None and loop.coincident and not written:
+        return "split", ()
+    accs = set(loop.simd_accs) if loop is not None else set()
+    if accs and written <= accs and accs <= scalars:
+        return "reduce", tuple(sorted(accs))
+    return "one", tuple(sorted(written))
 
 
 def unit_mode(group: LoweredGroup, u: Unit, facts: UnitFacts) -> str:
@@ -260,4 +298,4 @@ def _vectorizable(u: Unit, bounds: list[tuple[int, int]], npoints: int) -> bool:
 
 
 __all__ = ["THREAD_BUFFER_LIMIT", "VECTOR", "Unit", "UnitFacts", "UnitPlan", "VectorAccesses", "cross_arrays",
-           "plan_unit", "split_units", "unit_facts", "unit_mode", "vector_accesses"]
+           "plan_block_loops", "plan_unit", "plan_units", "split_units", "unit_facts", "unit_mode", "vector_accesses"]

@@ -30,7 +30,7 @@ import sympy as sp
 from fusionlang.backend.cexpr import CUDA, IndexPrinter, ctype, float_literal, helpers, integer_literal
 from fusionlang.backend.codegen_passes import CodegenOptions, itemsize, plan_codegen
 from fusionlang.backend.cuda_passes import (THREAD_BUFFER_LIMIT, VECTOR, Unit, UnitFacts, UnitPlan, VectorAccesses,
-                                            cross_arrays, plan_unit, split_units, unit_facts)
+                                            cross_arrays, plan_units, split_units)
 from fusionlang.backend.emit_c import CPrinter, group_comment
 from fusionlang.backend.loopir import Assign, For, If, Storage, walk
 from fusionlang.backend.lower import LoweredGroup
@@ -220,9 +220,6 @@ class _CudaPrinter:
         return lines
 
     # ----- block level ------------------------------------------------------------------
-    def block_scalars(self) -> set[int]:
-        return {aid for aid in self.block_level if self.c.g.storage[aid].kind == "scalar"}
-
     def block_body(self, nodes: list, depth: int) -> None:
         ind = "  " * depth
         for n in nodes:
@@ -244,23 +241,15 @@ class _CudaPrinter:
             elif isinstance(n, For):
                 self.block_loop(n, depth)
 
-    def _block_scalars_written(self, f: For) -> set[int]:
-        written = set()
-        for n in walk(f.body):
-            if isinstance(n, Assign) and n.array.id in self.block_scalars():
-                written.add(n.array.id)
-        return written
-
     def block_loop(self, f: For, depth: int) -> None:
+        """Print a loop of the point's team as its plan says (``plan.threads``)."""
         ind = "  " * depth
         ip = IndexPrinter()
-        loop = self.c.g.loops.get(f.loop) if f.loop is not None else None
-        written = self._block_scalars_written(f)
         v = f.var.name
         it = self.c.flavor.int_type
         head = (f"for ({it} {v} = {ip(f.init)} + (({it}){self.tid}) * {f.step}; {ip.loop_cond(f.cond)}; "
                 f"{v} += (({it}){self.nthreads}) * {f.step}) {{")
-        if loop is not None and loop.coincident and not written:
+        if f.plan.threads == "split":
             def print_loop(d: int) -> None:
                 self.c.lines.append("  " * d + head)
                 self.loop_body(f, d + 1)
@@ -272,12 +261,11 @@ class _CudaPrinter:
                 print_loop(depth)
             self.c.lines.append(f"{ind}{self.sync}")
             return
-        accs = set(loop.simd_accs) if loop is not None else set()
-        if loop is not None and accs and written <= accs and accs <= self.block_scalars():
+        if f.plan.threads == "reduce":
             # per-thread partials of each accumulator, then a block all-reduce
             saved = dict(self.c.names)
             partial = {}
-            for aid in sorted(accs):
+            for aid in f.plan.block_scalars:
                 kind = next(s.reduce for s in self.c.g.prog.stmts
                             if s.kind == "update" and s.acc is not None and s.acc.id == aid and s.reduce is not None)
                 dtype = self.c.g.storage[aid].array.dtype
@@ -305,13 +293,14 @@ class _CudaPrinter:
         # a loop the threads cannot share: thread 0 runs it, then shares what it computed
         self.c.lines.append(f"{ind}if ({self.tid} == 0) {{")
         self.c.loop(f, depth + 1)
-        for aid in sorted(written):
+        written = f.plan.block_scalars
+        for aid in written:
             t = ctype(self.c.g.storage[aid].array.dtype, self.c.flavor)
             self.shared_decls.append(self._shared_decl(t, f"bc{aid}", None))
             self.c.lines.append(f"{ind}  bc{aid} = {self.c.names[aid]};")
         self.c.lines.append(f"{ind}}}")
         self.c.lines.append(f"{ind}{self.sync}")
-        for aid in sorted(written):
+        for aid in written:
             self.c.lines.append(f"{ind}{self.c.names[aid]} = bc{aid};")
         if written:
             self.c.lines.append(f"{ind}{self.sync}")
@@ -324,12 +313,10 @@ class _CudaPrinter:
         self.c.body(f.body, depth)
 
     # ----- units --------------------------------------------------------------------------
-    def unit(self, u: Unit, fname: str) -> tuple[str, int, str, int]:
+    def unit(self, u: Unit, fname: str, facts: UnitFacts, plan: UnitPlan) -> tuple[str, int, str, int]:
         """Device function text, grid size, mode and scratch bytes of one unit, mapped as
         its plan says (see cuda_passes.UnitPlan; a warp-mapped unit whose buffers do not fit
         a warp's share of shared memory runs a block per point)."""
-        facts = unit_facts(self.c.g, u, self.cross)
-        plan = plan_unit(self.c.g, u, facts)
         if plan.mode == "warp":
             printed = self._print_unit(u, fname, plan, facts)
             if not self.scratch_slices:  # per-warp buffers fit in shared memory
@@ -348,7 +335,6 @@ class _CudaPrinter:
         self.warp = mode == "warp"
         bounds, extents, npoints = facts.bounds, facts.extents, facts.npoints
         level_arrays, tops, cross = facts.level_arrays, facts.tops, facts.cross
-        self.block_level = {st.array.id for st in level_arrays + tops + cross}
         it = self.c.flavor.int_type
         params = ", ".join(self.function_params() + [f"{it} fl_bid", f"{it} fl_nb"])
         self.c.lines.append(f"static __device__ void {fname}({params}) {{")
@@ -480,10 +466,12 @@ def emit_group(group: LoweredGroup, label: str = "group", *, check_indices: bool
     checked indices are numbered from ``first_site`` (see backend.failures)."""
     plan_codegen(group, CodegenOptions("cuda", check_indices=check_indices))
     units = split_units(group)
-    printer = _CudaPrinter(group, *cross_arrays(group, units), check_indices=check_indices, first_site=first_site)
+    cross, cross_bytes = cross_arrays(group, units)
+    planned = plan_units(group, units, cross)
+    printer = _CudaPrinter(group, cross, cross_bytes, check_indices=check_indices, first_site=first_site)
     texts, infos = [], []
-    for k, u in enumerate(units):
-        text, grid, mode, scratch = printer.unit(u, f"@UNIT{k}@")
+    for k, (u, (facts, plan)) in enumerate(zip(units, planned)):
+        text, grid, mode, scratch = printer.unit(u, f"@UNIT{k}@", facts, plan)
         texts.append(text)
         infos.append((grid, mode, scratch))
     body = "\n".join(texts)

@@ -118,7 +118,11 @@ class LoopCodegen:
     indices reduce flags beside the loop's reductions. ``streamed_store``: the row stored by
     non-temporal vector stores. ``prefetch``: rows prefetched after the first pass of this
     loop's body. ``reciprocals``: scalars (array id -> dtype) divided by, hoisted as
-    reciprocals before the loop."""
+    reciprocals before the loop. ``threads`` (CUDA, a loop at the level of a unit whose
+    points a block or warp runs; see :mod:`.cuda_passes`): "split" (the threads share its
+    iterations), "reduce" (per-thread partials of the accumulators ``block_scalars``, then an
+    all-reduce) or "one" (thread 0 runs it and broadcasts ``block_scalars``, the point's
+    scalars it writes)."""
 
     pragma: str = ""
     reductions: tuple[Reduction, ...] = ()
@@ -129,6 +133,8 @@ class LoopCodegen:
     streamed_store: StreamedStore | None = None
     prefetch: tuple[PrefetchRow, ...] = ()
     reciprocals: dict[int, str] = field(default_factory=dict)
+    threads: str = ""
+    block_scalars: tuple[int, ...] = ()
 
 
 @dataclass(eq=False)

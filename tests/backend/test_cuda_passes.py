@@ -8,18 +8,24 @@ import pytest
 from helpers import softmax
 
 from fusionlang.backend.codegen_passes import CodegenOptions, plan_codegen
-from fusionlang.backend.cuda_passes import VECTOR, cross_arrays, plan_unit, split_units, unit_facts
+from fusionlang.backend.cuda_passes import VECTOR, cross_arrays, plan_units, split_units
+from fusionlang.backend.loopir import For, walk
 from fusionlang.backend.runtime import lower_group
 from fusionlang.engine.plan import single_group_plan
 from fusionlang.ops import GraphBuilder
 
 
-def _unit_plans(graph):
+def _planned(graph):
+    """The group of ``graph`` lowered for CUDA with its loops planned, and its unit plans."""
     plan = single_group_plan(graph)
     group = plan_codegen(lower_group(plan, plan.groups[0], "cuda"), CodegenOptions("cuda"))
     units = split_units(group)
     cross, _ = cross_arrays(group, units)
-    return [plan_unit(group, u, unit_facts(group, u, cross)) for u in units]
+    return group, [unit_plan for _, unit_plan in plan_units(group, units, cross)]
+
+
+def _unit_plans(graph):
+    return _planned(graph)[1]
 
 
 def _softmax_rows(rows: int, cols: int):
@@ -69,3 +75,19 @@ def test_a_single_nest_shares_nothing_through_scratch():
     plan = single_group_plan(_softmax_rows(37, 70))
     group = plan_codegen(lower_group(plan, plan.groups[0], "cuda"), CodegenOptions("cuda"))
     assert cross_arrays(group, split_units(group)) == ({}, 0)
+
+
+def test_a_row_team_reduces_its_statistics_and_shares_its_parallel_loop():
+    group, _ = _planned(_softmax_rows(3, 1500))
+    threads = [f.plan.threads for f in walk(group.body) if isinstance(f, For) and f.plan.threads]
+    assert threads == ["reduce", "reduce", "split"]  # max, exp + sum, divide
+    reduced = [f.plan.block_scalars for f in walk(group.body) if isinstance(f, For) and f.plan.threads == "reduce"]
+    assert all(len(accs) == 1 for accs in reduced)
+
+
+def test_loops_of_a_thread_mapped_unit_are_not_planned_for_a_team():
+    b = GraphBuilder("rows")
+    b.output(b.reduce_sum(b.input("x", (8192, 3000)), axes=[-1]))  # many rows, each too long for a warp
+    group, (unit,) = _planned(b.build())
+    assert unit.mode == "thread"
+    assert all(not f.plan.threads for f in walk(group.body) if isinstance(f, For))
