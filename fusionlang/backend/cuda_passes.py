@@ -20,6 +20,11 @@ from fusionlang.backend.codegen_passes import itemsize
 from fusionlang.backend.loopir import Assign, For, If, Storage, walk
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
 
+BLOCK = 256
+#: warps per block; in warp mode each is one outer point's team
+WARPS = BLOCK // 32
+#: shared memory a kernel may use for per-point buffers (the reduction scratch is apart)
+SHARED_LIMIT = 40 * 1024
 #: elementwise (thread-mapped) units of at least VECTOR_MIN_POINTS points run VECTOR
 #: innermost neighbours per thread, so their float loads and stores are 16 bytes wide
 VECTOR, VECTOR_MIN_POINTS = 4, 1 << 16
@@ -132,6 +137,9 @@ class UnitPlan:
 
     mode: str
     vector: VectorAccesses | None = None
+    #: block or warp mode: the point's buffers kept in shared memory (array ids); its other
+    #: buffers live in the scratch area
+    shared: frozenset[int] = frozenset()
 
 
 def cross_arrays(group: LoweredGroup, units: list[Unit]) -> tuple[dict[int, int], int]:
@@ -177,9 +185,34 @@ def plan_units(group: LoweredGroup, units: list[Unit], cross: dict[int, int]) ->
         facts = unit_facts(group, u, cross)
         plan = plan_unit(group, u, facts)
         if plan.mode != "thread":  # (a thread runs its loops alone)
+            plan = placed(plan, facts)
             plan_block_loops(group, u, facts)
         planned.append((facts, plan))
     return planned
+
+
+def placed(plan: UnitPlan, facts: UnitFacts) -> UnitPlan:
+    """``plan`` (block or warp mode) with its buffers placed: in shared memory while they
+    fit, in order, the rest in the scratch area. A warp-mapped unit whose buffers do not all
+    fit a warp's share of shared memory runs a block per point instead."""
+    buffers = [st for st in facts.tops + facts.level_arrays if st.kind != "scalar"]
+    if plan.mode == "warp":
+        shared = place_buffers(buffers, SHARED_LIMIT // WARPS)
+        if len(shared) == len(buffers):
+            return replace(plan, shared=shared)
+        plan = replace(plan, mode="block")
+    return replace(plan, shared=place_buffers(buffers, SHARED_LIMIT))
+
+
+def place_buffers(buffers: list[Storage], limit: int) -> frozenset[int]:
+    """The ids of the buffers kept in ``limit`` bytes of shared memory, first come first placed."""
+    shared, used = set(), 0
+    for st in buffers:
+        nbytes = st.size * itemsize(st.array.dtype)
+        if used + nbytes <= limit:
+            used += nbytes
+            shared.add(st.array.id)
+    return frozenset(shared)
 
 
 def plan_unit(group: LoweredGroup, u: Unit, facts: UnitFacts) -> UnitPlan:
@@ -297,5 +330,5 @@ def _vectorizable(u: Unit, bounds: list[tuple[int, int]], npoints: int) -> bool:
     return u.outer[-1].step == 1 and first % VECTOR == 0 and trips % VECTOR == 0
 
 
-__all__ = ["THREAD_BUFFER_LIMIT", "VECTOR", "Unit", "UnitFacts", "UnitPlan", "VectorAccesses", "cross_arrays",
-           "plan_block_loops", "plan_unit", "plan_units", "split_units", "unit_facts", "unit_mode", "vector_accesses"]
+__all__ = ["BLOCK", "SHARED_LIMIT", "THREAD_BUFFER_LIMIT", "VECTOR", "WARPS", "Unit", "UnitFacts", "UnitPlan", "VectorAccesses", "cross_arrays",
+           "plan_block_loops", "plan_unit", "place_buffers", "placed", "plan_units", "split_units", "unit_facts", "unit_mode", "vector_accesses"]

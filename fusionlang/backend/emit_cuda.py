@@ -29,18 +29,13 @@ import sympy as sp
 
 from fusionlang.backend.cexpr import CUDA, IndexPrinter, ctype, float_literal, helpers, integer_literal
 from fusionlang.backend.codegen_passes import CodegenOptions, itemsize, plan_codegen
-from fusionlang.backend.cuda_passes import (THREAD_BUFFER_LIMIT, VECTOR, Unit, UnitFacts, UnitPlan, VectorAccesses,
+from fusionlang.backend.cuda_passes import (BLOCK, THREAD_BUFFER_LIMIT, WARPS, VECTOR, Unit, UnitFacts, UnitPlan, VectorAccesses,
                                             cross_arrays, plan_units, split_units)
 from fusionlang.backend.emit_c import CPrinter, group_comment
 from fusionlang.backend.loopir import Assign, For, If, Storage, walk
 from fusionlang.backend.lower import LoweredGroup
 from fusionlang.errors import CodegenError
 
-BLOCK = 256
-#: warps per block; in warp mode each is one outer point's team
-WARPS = BLOCK // 32
-#: shared memory a kernel may use for per-point buffers (the reduction scratch is apart)
-SHARED_LIMIT = 40 * 1024
 #: scratch memory per block-mapped kernel is kept below this by capping its grid
 SCRATCH_LIMIT = 64 * 2**20
 MAX_GRID = 1 << 20
@@ -186,9 +181,6 @@ class _CudaPrinter:
     def sync(self) -> str:
         return "__syncwarp();" if self.warp else "__syncthreads();"
 
-    def shared_limit(self) -> int:
-        return SHARED_LIMIT // WARPS if self.warp else SHARED_LIMIT
-
     def _shared_decl(self, t: str, name: str, size: int | None) -> str:
         """A shared array (or scalar, ``size`` None) of the block, or one per warp in warp mode."""
         if not self.warp:
@@ -200,7 +192,8 @@ class _CudaPrinter:
     # ----- placement of block-level arrays ----------------------------------------------
     def place_block_arrays(self, arrays: list[Storage], ind: str, per_block: bool) -> list[str]:
         """Declare arrays shared by a block's threads: scalars stay per-thread (all
-        threads compute the same value), buffers go to shared memory or scratch."""
+        threads compute the same value), buffers go to shared memory or scratch as the
+        unit's plan placed them (``self.shared``)."""
         lines = []
         for st in arrays:
             t = ctype(st.array.dtype, self.c.flavor)
@@ -209,8 +202,7 @@ class _CudaPrinter:
                 lines.append(f"{ind}{t} {name};")
                 continue
             nbytes = st.size * itemsize(st.array.dtype)
-            if self.shared_bytes + nbytes <= self.shared_limit():
-                self.shared_bytes += nbytes
+            if st.array.id in self.shared:
                 self.shared_decls.append(self._shared_decl(t, name, st.size))
             else:
                 offset = (self.scratch + 15) // 16 * 16
@@ -315,20 +307,11 @@ class _CudaPrinter:
     # ----- units --------------------------------------------------------------------------
     def unit(self, u: Unit, fname: str, facts: UnitFacts, plan: UnitPlan) -> tuple[str, int, str, int]:
         """Device function text, grid size, mode and scratch bytes of one unit, mapped as
-        its plan says (see cuda_passes.UnitPlan; a warp-mapped unit whose buffers do not fit
-        a warp's share of shared memory runs a block per point)."""
-        if plan.mode == "warp":
-            printed = self._print_unit(u, fname, plan, facts)
-            if not self.scratch_slices:  # per-warp buffers fit in shared memory
-                return printed
-            plan = UnitPlan("block")
-        return self._print_unit(u, fname, plan, facts)
-
-    def _print_unit(self, u: Unit, fname: str, plan: UnitPlan, facts: UnitFacts) -> tuple[str, int, str, int]:
+        its plan says (see cuda_passes.UnitPlan)."""
         mode = plan.mode
+        self.shared = plan.shared
         self.c.lines = []
         self.shared_decls = []
-        self.shared_bytes = 0
         self.scratch = 0
         self.scratch_slices: list[tuple] = []
         self.uses_reduction: set[str] = set()

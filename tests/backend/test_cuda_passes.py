@@ -8,8 +8,10 @@ import pytest
 from helpers import softmax
 
 from fusionlang.backend.codegen_passes import CodegenOptions, plan_codegen
-from fusionlang.backend.cuda_passes import VECTOR, cross_arrays, plan_units, split_units
-from fusionlang.backend.loopir import For, walk
+from fusionlang.backend.cuda_passes import (SHARED_LIMIT, VECTOR, WARPS, UnitFacts, UnitPlan, cross_arrays,
+                                            place_buffers, placed, plan_units, split_units)
+from fusionlang.backend.loopir import For, Storage, walk
+from fusionlang.backend.poly import Array
 from fusionlang.backend.runtime import lower_group
 from fusionlang.engine.plan import single_group_plan
 from fusionlang.ops import GraphBuilder
@@ -91,3 +93,23 @@ def test_loops_of_a_thread_mapped_unit_are_not_planned_for_a_team():
     group, (unit,) = _planned(b.build())
     assert unit.mode == "thread"
     assert all(not f.plan.threads for f in walk(group.body) if isinstance(f, For))
+
+
+def _buffer(aid: int, floats: int) -> Storage:
+    return Storage(Array(aid, (floats,), "float32", "temp"), "local", (True,))
+
+
+def _facts(*buffers: Storage) -> UnitFacts:
+    return UnitFacts([(0, 64)], [64], 64, list(buffers), [], [])
+
+
+def test_buffers_go_to_shared_memory_while_they_fit_and_then_to_scratch():
+    fits, too_big, small = _buffer(1, 1024), _buffer(2, SHARED_LIMIT // 4), _buffer(3, 16)
+    assert place_buffers([fits, too_big, small], SHARED_LIMIT) == {1, 3}  # the small one still fits after
+
+
+def test_a_warp_unit_whose_buffers_exceed_a_warps_share_runs_a_block_per_point():
+    share = SHARED_LIMIT // WARPS // 4  # floats
+    assert placed(UnitPlan("warp"), _facts(_buffer(1, share))) == UnitPlan("warp", shared=frozenset({1}))
+    moved = placed(UnitPlan("warp"), _facts(_buffer(1, share + 1)))
+    assert moved == UnitPlan("block", shared=frozenset({1}))
