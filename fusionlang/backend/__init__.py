@@ -10,6 +10,10 @@ Where things are decided:
 * ``lower``     isl AST -> loop IR (``loopir``), contraction of intermediates, declaration scopes
 * ``cexpr``     exact printing of indices (floor semantics) and float bodies
 * ``emit_c`` / ``emit_cuda``   the same loop IR as C functions / CUDA kernels
+* ``codegen_passes`` / ``cuda_passes``   every printing decision (OpenMP pragmas, split
+                reductions, NaN flags, lane checks, streamed stores, prefetches, reciprocals;
+                CUDA units, thread mapping, float4 rows, shared memory) as passes recording
+                their result on the loop IR (``For.plan``) before the printers print it
 * ``template``  which conv/matmul groups run as a GEMM template, with what epilogue (and,
                 on CUDA, what prologue); ``gemm_template`` the CPU kernel,
                 ``cuda_gemm`` / ``cuda_template`` the CUDA one (tiles, tensor cores)

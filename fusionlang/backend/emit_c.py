@@ -3,27 +3,9 @@
 Parameters are the group's global arrays (inputs ``const``, then outputs), all
 ``restrict``: the memory planner never lets a kernel's outputs overlap its inputs.
 Contracted intermediates are locals declared at their scope (:func:`lower.declaration_sites`).
-Coincident innermost loops get ``#pragma omp simd`` (``reduction(...)`` when they only carry
-a scalar accumulator); with ``openmp=True`` the outermost parallel loop gets
-``#pragma omp parallel for``, unless its arrays are small (:data:`PARALLEL_MIN_ELEMENTS`).
-
-A float max/min accumulated in such a loop is a plain compare-select (one vector max per
-step) plus an "any NaN seen" flag or-reduced beside it and applied after the loop: the
-NaN-propagating select chain (compare, NaN test, mask or, blend) is three times slower,
-and OpenMP's own max/min combiner drops NaN lanes anyway.
-
-A SIMD loop that sums (or multiplies) into scalar accumulators is split into
-``REDUCTION_STREAMS`` interleaved blocks of its iterations, each with its own accumulator,
-combined pairwise after the loop. One vector accumulator makes every step wait for the
-previous add (3 to 4 cycles); four independent ones keep the FP units busy (layer_norm's
-two row sums with rows in cache: 1.6x faster). The order of a float sum changes, as it
-already does between SIMD lanes.
-
-A multi-pass nest (a row reduction and its consumers: softmax, layer_norm) streams each
-row from memory in its first pass and re-reads it from L1 in the others; while those
-compute, no demand miss drives the hardware prefetcher, so memory idles and the next row's
-first pass waits for it. After the first pass the rows it will read some iterations ahead
-are prefetched (:meth:`_Printer.prefetch`), so the memory works during the compute passes.
+Every optimization decision (OpenMP pragmas, split reduction streams, NaN flags, lane
+checks, streamed stores, prefetches) is a pass over the loop IR (:mod:`.codegen_passes`),
+recorded on each loop as ``For.plan``; the printer prints what the plans say.
 
 A kernel that can fail takes the error record ``fl_err`` last (see :mod:`.failures`): one
 that checks loaded indices (``fl_index``; in a SIMD loop ``fl_index_lane``, which reduces
@@ -35,9 +17,8 @@ which frees what is held). Nothing in a kernel exits or aborts.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Callable, cast
 
 import sympy as sp
 
@@ -48,38 +29,16 @@ from fusionlang.backend.failures import ALLOC, INDEX, IndexSite
 from fusionlang.backend.half import narrow, widen
 from fusionlang.backend.storage_codecs import FLOAT_CODED, codec
 from fusionlang.backend.inplace import reuse_outputs
-from fusionlang.backend.loopir import Assign, For, If, Load, Storage, assigns, walk
+from fusionlang.backend.codegen_passes import (OMP_REDUCTION, STACK_LIMIT, STREAM_IDENTITY, CodegenOptions, is_heap,
+                                               itemsize, plan_codegen)
+from fusionlang.backend.loopir import Assign, For, If, Load, LoopCodegen, Storage, StreamedStore, assigns
 from fusionlang.backend.lower import LoweredGroup, declaration_sites
 from fusionlang.ir.types import HALF_FLOATS, is_float_dtype
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import BitCast, CheckedIndex
 
-#: local buffers above this many bytes live on the heap instead of the stack
-STACK_LIMIT = 256 * 1024
-
-_OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
-
-#: how far ahead a multi-pass nest prefetches its rows (bytes), and the longest row it
-#: prefetches: a longer one does not stay in L1 between passes anyway. Softmax over
-#: 4096x1024 from a cold cache: 1.6 ms without, 1.3 with 64 KiB ahead into L1 (16 to 128
-#: KiB all help; into L2 helps less). With the output streamed too (see backend.streaming),
-#: kernel alone, 40 runs: softmax 2.53 -> 2.36 ms, layer_norm 1.78 -> 1.69 (an earlier
-#: machine had measured the opposite, 1.95 -> 2.5, and prefetching was off with streaming)
-PREFETCH_AHEAD = 64 * 1024
-PREFETCH_ROW_MAX = 16 * 1024
-CACHE_LINE = 64
 #: __builtin_prefetch's locality (3: into L1)
 PREFETCH_LOCALITY = 3
-#: independent accumulators of a split sum/product loop, and the fewest iterations each
-#: must get (shorter loops are not worth the combining)
-REDUCTION_STREAMS = 4
-#: with OpenMP, a kernel whose largest array has fewer elements runs on the calling thread:
-#: waking the team (a futex wake per thread with passive waiting) and joining it cost more
-#: than sharing the loop saves (1 << 15 floats: about 10 us of a cheap elementwise loop
-#: from L2 on one core)
-PARALLEL_MIN_ELEMENTS = 1 << 15
-MIN_STREAM_ITERATIONS = 32
-_STREAM_IDENTITY = {"sum": -0.0, "prod": 1.0}  # -0: a sum of -0.0s stays -0.0 (cexpr.SIGNED_SUM_C)
 
 
 @dataclass
@@ -151,16 +110,21 @@ def _prelude(flavor: Flavor) -> str:
 C_PRELUDE = _prelude(C)
 
 
-class _Printer:
-    def __init__(self, group: LoweredGroup, flavor: Flavor, openmp: bool, check_indices: bool = True,
-                 first_site: int = 0, streamed: frozenset = frozenset()):
+class CPrinter:
+    """Prints a planned group's loop IR as C statements (sequential code: the whole C
+    function, or what one CUDA thread runs). ``declare``: how a local is declared, (lines,
+    lines freeing it at the end of its scope); the C one by default (see :meth:`decl`)."""
+
+    def __init__(self, group: LoweredGroup, flavor: Flavor, check_indices: bool = True, first_site: int = 0,
+                 declare: Callable[[Storage, str], tuple[list[str], list[str]]] | None = None):
         self.g = group
-        self.streamed = streamed
+        self.declaration = declare or self.decl
+        #: id(load) -> what it prints as instead (a lane of a vector loaded before the statement)
+        self.load_target: dict[int, str] = {}
         #: array id -> the row buffer its stores go to, while printing a streamed loop
         self.row_target: dict[int, str] = {}
         self.streams = False  # printed a non-temporal store (the function ends with a fence)
         self.flavor = flavor
-        self.openmp = openmp
         self.check_indices = check_indices
         #: checked indices printed so far (site numbers start at ``first_site``)
         self.sites: list[IndexSite] = []
@@ -176,17 +140,12 @@ class _Printer:
         for st in group.locals():
             self.names[st.array.id] = f"{'s' if st.kind == 'scalar' else 'b'}{st.array.id}"
         self.top, self.inner = declaration_sites(group)
-        self.declared_in: dict[int, int] = {}  # array id -> id(For) declaring it
-        for fid, sts in self.inner.items():
-            for st in sts:
-                self.declared_in[st.array.id] = fid
-        self.parallel_done = False
-        #: accumulator array id -> its NaN flag, inside a loop reducing it (see nan_flags)
+        #: accumulator array id -> its NaN flag, inside a loop reducing it (``plan.nan_flags``)
         self.flags: dict[int, str] = {}
         #: loop variable -> printed replacement, while printing one stream of a split loop
         self.shifted: dict[sp.Symbol, str] = {}
         #: scalar array id -> the name of its hoisted reciprocal, while printing a loop that
-        #: multiplies by it instead of dividing (see with_reciprocals)
+        #: multiplies by it instead of dividing (``plan.reciprocals``)
         self.reciprocal: dict[int, str] = {}
         self.lines: list[str] = []
 
@@ -229,12 +188,9 @@ class _Printer:
         return check if self.check_indices else None
 
     def lane_checks(self, f: For, ind: str) -> tuple[str, list[str]]:
-        """In a SIMD loop, each checked index or-reduces a flag and min-reduces the bad
-        value instead of storing to the error record (a conditional store the vectorizer
-        refuses); the record is filled after the loop. Returns the reduction clauses and
-        the lines to print after the loop."""
-        if not self.check_indices:
-            return "", []
+        """The lane flags of SIMD loop ``f`` (``plan.lane_checks``): each checked index
+        or-reduces a flag and min-reduces the bad value; the error record is filled after the
+        loop. Returns the reduction clauses and the lines to print after the loop."""
         clauses, after = [], []
         for site in self.checked_sites(f.body):
             flag, bad = f"fl_bad{site}", f"fl_badv{site}"
@@ -257,6 +213,8 @@ class _Printer:
         return sites
 
     def load(self, ld: Load, dtype: str, symbol) -> str:
+        if id(ld) in self.load_target:
+            return self.load_target[id(ld)]
         ip = IndexPrinter(symbol, self.checked_index(ld))
         ref = self.ref(ld.array, ld.index, ip)
         if coded := codec(ld.array.dtype):  # a narrow type's byte (float8, 4- or 2-bit), decoded
@@ -344,54 +302,25 @@ class _Printer:
         return f"{target} = {value};"
 
     # ----- dividing by a loop-invariant scalar: multiply by its reciprocal ------------------
-    def reciprocal_divisors(self, f: For) -> dict[int, str]:
-        """Scalars (array id -> dtype) that the statements of ``f`` (a loop of plain
-        statements) only divide by, of their own float dtype, and that ``f`` does not write:
-        softmax's row sum. CUDA only: a GPU divides at a fraction of its multiply rate, while
-        on the CPU the SIMD division hides behind the row's exp (softmax 4096 x 1024, A/B in
-        one process, three runs: 1.92 / 1.87, 3.31 / 3.24, 3.44 / 3.38 ms with / without)."""
-        if self.flavor.name != "cuda" or self.reciprocal or not f.body \
-                or not all(isinstance(n, Assign) for n in f.body):
-            return {}
-        written = {n.array.id for n in f.body}
-        found = {}
-        for a in f.body:
-            dtype = a.stmt.compute_dtype
-            if dtype not in ("float32", "float64"):
-                continue
-            for sym, ld in a.loads.items():
-                st = self.g.storage.get(ld.array.id)
-                if st is None or st.kind != "scalar" or ld.array.id in written or ld.array.dtype != dtype:
-                    continue
-                powers = [p for p in as_expr(a.value).atoms(sp.Pow) if p.base == sym]
-                if powers and all(p.exp == -1 for p in powers):
-                    found[ld.array.id] = dtype
-        return found
-
-    def with_reciprocals(self, f: For, depth: int, print_loop) -> bool:
+    def with_reciprocals(self, f: For, depth: int, print_loop) -> None:
         """Print loop ``f`` (by ``print_loop(depth)``) multiplying by the reciprocal of each
-        scalar it divides by (:meth:`reciprocal_divisors`), computed once before it; False
-        when there is none. The reciprocal is used only where the divisor is a normal number
-        whose reciprocal is normal too, so x * (1 / s) is x / s within an ulp or so (the
-        tolerance every check allows); zeros, infinities, NaN and the extremes keep the
-        division, in a second copy of the loop."""
-        found = self.reciprocal_divisors(f)
-        if not found:
-            return False
+        scalar its plan hoists (``plan.reciprocals``), computed once before it. The reciprocal
+        is used only where the divisor is a normal number whose reciprocal is normal too, so
+        x * (1 / s) is x / s within an ulp or so (the tolerance every check allows); zeros,
+        infinities, NaN and the extremes keep the division, in a second copy of the loop."""
         ind = "  " * depth
         conditions = []
-        for aid, dtype in found.items():
+        for aid, dtype in f.plan.reciprocals.items():
             t, name = ctype(dtype, self.flavor), self.names[aid]
             self.lines.append(f"{ind}const {t} fl_rcp{aid} = ({t})1 / {name};")
             conditions.append(_normal_reciprocal(name, dtype))
         self.lines.append(f"{ind}if ({' && '.join(conditions)}) {{")
-        self.reciprocal = {aid: f"fl_rcp{aid}" for aid in found}
+        self.reciprocal = {aid: f"fl_rcp{aid}" for aid in f.plan.reciprocals}
         print_loop(depth + 1)
         self.reciprocal = {}
         self.lines.append(f"{ind}}} else {{")
         print_loop(depth + 1)
         self.lines.append(f"{ind}}}")
-        return True
 
     def with_reciprocal_symbols(self, a: Assign) -> tuple[sp.Expr, set]:
         """``a``'s value with 1 / s replaced by the hoisted reciprocal's symbol, and those symbols."""
@@ -408,8 +337,8 @@ class _Printer:
         name = self.names[st.array.id]
         if st.kind == "scalar":
             return [f"{ind}{t} {name};"], []
-        nbytes = st.size * _itemsize(st.array.dtype)
-        if nbytes > STACK_LIMIT:
+        nbytes = st.size * itemsize(st.array.dtype)
+        if is_heap(st):
             # checked: out of memory fills the error record and leaves through fl_out,
             # which frees what is held (every heap pointer is NULL when not held)
             self.heap.append((t, name))
@@ -441,34 +370,36 @@ class _Printer:
                 self.lines.extend(after[id(n)])
 
     def loop(self, f: For, depth: int) -> None:
-        if not self.with_reciprocals(f, depth, lambda d: self.loop_once(f, d)):
+        if f.plan.reciprocals:
+            self.with_reciprocals(f, depth, lambda d: self.loop_once(f, d))
+        else:
             self.loop_once(f, depth)
 
     def loop_once(self, f: For, depth: int) -> None:
+        plan = f.plan
+        if plan.streamed_store is not None:
+            self.streamed_loop(f, depth, plan.streamed_store)
+            return
+        if plan.split_streams > 1:
+            self.split_reduction(f, depth)
+            return
         ind = "  " * depth
         ip = IndexPrinter()
-        pragma = self.pragma(f)
-        if pragma == "#pragma omp simd" and self.streamed_store(f) is not None:
-            self.streamed_loop(f, depth)
-            return
-        streams = self.reduction_streams(f, pragma)
-        if streams > 1:
-            self.split_reduction(f, depth, streams)
-            return
-        flags = self.nan_flags(f) if pragma.startswith("#pragma omp simd reduction") else {}
+        pragma = self.pragma(plan)
+        flags = {aid: f"{self.names[aid]}_nan" for aid in plan.nan_flags}
         for aid, flag in flags.items():
             acc = self.names[aid]
             self.lines.append(f"{ind}int {flag} = {acc} != {acc};")
             pragma += f" reduction(|:{flag})"
         self.flags.update(flags)
-        checks, after = self.lane_checks(f, ind) if pragma.startswith("#pragma omp simd") else ("", [])
+        checks, after = self.lane_checks(f, ind) if plan.lane_checks else ("", [])
         pragma += checks
         if pragma:
             self.lines.append(f"{ind}{pragma}")
         v = f.var.name
         self.lines.append(f"{ind}for ({self.flavor.int_type} {v} = {ip(f.init)}; {ip.loop_cond(f.cond)}; {v} += {f.step}) {{")
         frees = self.declare(self.inner.get(id(f), []), ind + "  ")
-        self.body(f.body, depth + 1, self.prefetch(f, depth + 1))
+        self.body(f.body, depth + 1, self.prefetches(plan, depth + 1))
         self.lines.extend(frees)
         self.lines.append(f"{ind}}}")
         for aid, flag in flags.items():
@@ -478,37 +409,20 @@ class _Printer:
         self.lines.extend(after)
         self.lane_flags.clear()
 
-    def streamed_store(self, f: For) -> tuple[Assign, sp.Expr, int, int] | None:
-        """(store, its flat offset, first, last) when ``f`` is a SIMD loop of plain statements
-        that writes a contiguous row of a streamed output (see backend.streaming), short
-        enough to sit in L1, and otherwise only scalars; else None."""
-        if not f.body or not all(isinstance(n, Assign) for n in f.body) \
-                or any(st.kind != "scalar" for st in self.inner.get(id(f), [])):
-            return None
-        rows = [a for a in f.body if self.g.storage.get(a.array.id) is None
-                or self.g.storage[a.array.id].kind != "scalar"]
-        if len(rows) != 1:
-            return None
-        store, span = rows[0], _constant_span(f)
-        array = store.array
-        if span is None or store.reduce is not None or array.role != "output" or array.value not in self.streamed:
-            return None
-        st = self.g.storage.get(array.id)
-        if st is None or st.kind != "global" or array.dtype != "float32" or store.stmt.compute_dtype != "float32":
-            return None
-        offset = sp.expand(st.offset(store.index))
-        if f.var not in offset.free_symbols or not offset.is_polynomial(f.var) \
-                or sp.Poly(offset, f.var).degree() != 1 or sp.Poly(offset, f.var).coeff_monomial(f.var) != 1:
-            return None
-        if (span[1] - span[0] + 1) * 4 > PREFETCH_ROW_MAX:
-            return None
-        return store, offset, span[0], span[1]
+    def pragma(self, plan: LoopCodegen) -> str:
+        """The OpenMP pragma line of a loop's plan."""
+        if plan.pragma == "parallel":
+            return "#pragma omp parallel for schedule(static)"
+        if plan.pragma != "simd":
+            return ""
+        clauses = [f"reduction({r.clause}:{self.names[r.acc]})" for r in plan.reductions]
+        return " ".join(["#pragma omp simd"] + clauses)
 
-    def streamed_loop(self, f: For, depth: int) -> None:
+    def streamed_loop(self, f: For, depth: int, streamed: StreamedStore) -> None:
         """``f`` with its row stored by non-temporal vector stores: plain stores up to the
         first vector boundary of the output, then chunks of FL_STREAM_LANES computed into a
         vector-sized buffer (kept in a register) and streamed, then plain stores again."""
-        store, offset, first, last = cast(tuple[Assign, sp.Expr, int, int], self.streamed_store(f))  # see loop_once
+        store, offset, first, last = streamed.store, streamed.offset, streamed.first, streamed.last
         ind, v, it = "  " * depth, f.var.name, self.flavor.int_type
         start = IndexPrinter()(offset.xreplace({f.var: sp.Integer(first)}))
         lines = self.lines
@@ -547,56 +461,28 @@ class _Printer:
         end of their scope."""
         frees = []
         for st in storages:
-            d, fr = self.decl(st, ind)
+            d, fr = self.declaration(st, ind)
             self.lines.extend(d)
             frees.extend(fr)
         return frees
 
-    def reduction_streams(self, f: For, pragma: str) -> int:
-        """Into how many accumulator streams to split the SIMD loop ``f`` (1: not split):
-        a loop of plain statements with constant bounds that only sums or multiplies
-        floats into scalars, long enough for every stream to get a fair share."""
-        if not pragma.startswith("#pragma omp simd reduction") or not all(isinstance(n, Assign) for n in f.body):
-            return 1
-        if self.check_indices and self.checked_sites(f.body):
-            return 1  # (its checks reduce flags of their own; not worth splitting as well)
-        span = _constant_span(f)
-        if span is None:
-            return 1
-        for aid in self.g.loops[f.loop].simd_accs:
-            if self.update_of(aid).reduce not in _STREAM_IDENTITY \
-                    or self.g.storage[aid].array.dtype not in ("float32", "float64"):
-                return 1
-        trips = span[1] - span[0] + 1
-        if trips % REDUCTION_STREAMS or trips // REDUCTION_STREAMS < MIN_STREAM_ITERATIONS:
-            return 1
-        return REDUCTION_STREAMS
-
-    def omp_reduction(self, aid: int) -> str:
-        """The OpenMP reduction of accumulator ``aid``: a float sum is cexpr's fl_add, whose
-        lanes start at -0.0 (those of + start at +0, and a sum of -0.0s came out +0)."""
-        op = self.update_of(aid).reduce
-        if op == "sum" and self.g.storage[aid].array.dtype in ("float32", "float64"):
-            return "fl_add"
-        return _OMP_REDUCTION[op]
-
-    def split_reduction(self, f: For, depth: int, streams: int) -> None:
+    def split_reduction(self, f: For, depth: int) -> None:
         """Print ``f`` as one loop over a 1/``streams`` share of its iterations whose body
         runs every share, each accumulating into its own copy of the accumulators
         (the first copy is the accumulator itself, so a value carried in is kept)."""
         ind = "  " * depth
-        first, last = cast(tuple[int, int], _constant_span(f))  # streams > 1: see reduction_streams
+        streams = f.plan.split_streams
+        first, last = cast(tuple[int, int], f.plan.span)  # set with split_streams
         share = (last - first + 1) // streams
-        accs = list(self.g.loops[f.loop].simd_accs)
+        accs = [r.acc for r in f.plan.reductions]
         own = {aid: self.names[aid] for aid in accs}
         copies = {aid: [own[aid]] + [f"{own[aid]}_{k}" for k in range(1, streams)] for aid in accs}
         clauses = []
-        for aid in accs:
-            dtype, op = self.g.storage[aid].array.dtype, self.update_of(aid).reduce
-            ident = float_literal(_STREAM_IDENTITY[op], dtype, self.flavor)
-            inits = ", ".join(f"{c} = {ident}" for c in copies[aid][1:])
-            self.lines.append(f"{ind}{ctype(dtype, self.flavor)} {inits};")
-            clauses.append(f"reduction({self.omp_reduction(aid)}:{', '.join(copies[aid])})")
+        for r in f.plan.reductions:
+            ident = float_literal(STREAM_IDENTITY[r.op], r.dtype, self.flavor)
+            inits = ", ".join(f"{c} = {ident}" for c in copies[r.acc][1:])
+            self.lines.append(f"{ind}{ctype(r.dtype, self.flavor)} {inits};")
+            clauses.append(f"reduction({r.clause}:{', '.join(copies[r.acc])})")
         self.lines.append(f"{ind}#pragma omp simd {' '.join(clauses)}")
         v = f.var.name
         self.lines.append(f"{ind}for ({self.flavor.int_type} {v} = {first}; {v} <= {first + share - 1}; {v} += 1) {{")
@@ -611,104 +497,20 @@ class _Printer:
         self.names.update(own)
         self.lines.extend(frees)
         self.lines.append(f"{ind}}}")
-        for aid in accs:
-            sym = _OMP_REDUCTION[self.update_of(aid).reduce]
-            self.lines.append(f"{ind}{own[aid]} = {_pairwise(copies[aid], sym)};")
+        for r in f.plan.reductions:
+            self.lines.append(f"{ind}{own[r.acc]} = {_pairwise(copies[r.acc], OMP_REDUCTION[r.op])};")
 
-    def prefetch(self, f: For, depth: int) -> dict[int, list[str]]:
-        """Prefetches of the input rows the first pass of ``f``'s body reads some iterations
-        of ``f`` ahead, printed after that pass; none unless ``f`` runs several passes."""
-        passes = [n for n in f.body if isinstance(n, For)]
-        if len(passes) < 2 or any(isinstance(n, For) for n in walk(passes[0].body)):
-            return {}
-        first = passes[0]
-        span = _constant_span(first)
-        if span is None:
-            return {}
-        lines = []
-        for ld, offset in self.streamed_rows(f, first):
-            lines += self.prefetch_row(f, first, span, ld, offset, "  " * depth)
-        return {id(first): lines} if lines else {}
-
-    def streamed_rows(self, f: For, first: For):
-        """(load, element offset) of each distinct read in ``first`` that is a kernel input,
-        unguarded, contiguous in ``first``'s loop and moving with ``f`` (a gamma read by
-        every row stays cached by itself)."""
-        seen = set()
-        for a in assigns(first.body):
-            for ld in a.loads.values():
-                st = self.g.storage.get(ld.array.id)
-                if st is None or st.kind != "global" or ld.array.role != "input" or ld.guard or ld.cond is not None:
-                    continue
-                offset = sp.expand(st.offset(ld.index))
-                if _row_offset(offset, f.var, first.var) and (ld.array.id, offset) not in seen:
-                    seen.add((ld.array.id, offset))
-                    yield ld, offset
-
-    def prefetch_row(self, f: For, first: For, span: tuple[int, int], ld: Load, offset: sp.Expr, ind: str) -> list[str]:
-        itemsize = _itemsize(ld.array.dtype)
-        row = (span[1] - span[0] + 1) * itemsize
-        ahead = f.var + f.step * -(-PREFETCH_AHEAD // row)
-        guard = f.cond.xreplace({f.var: ahead})
-        if row > PREFETCH_ROW_MAX or guard == sp.false:
-            return []  # a long row is not kept in L1; fewer rows than the distance all stay cached
-        ip = IndexPrinter()
-        where = ip(offset.xreplace({f.var: ahead, first.var: sp.Symbol("fl_q", integer=True)}))
-        loop = f"for ({self.flavor.int_type} fl_q = {span[0]}; fl_q <= {span[1]}; fl_q += {CACHE_LINE // itemsize})"
-        return [f"{ind}if ({ip(guard)}) {{",
-                f"{ind}  {loop} __builtin_prefetch(&{self.names[ld.array.id]}[{where}], 0, {PREFETCH_LOCALITY});",
-                f"{ind}}}"]
-
-    def nan_flags(self, f: For) -> dict[int, str]:
-        """NaN flags of the float max/min accumulators the SIMD loop ``f`` reduces."""
-        flags = {}
-        for aid in self.g.loops[f.loop].simd_accs:
-            stmt = self.update_of(aid)
-            if stmt.reduce in ("max", "min") and stmt.compute_dtype in ("float32", "float64") \
-                    and self.g.storage[aid].array.dtype == stmt.compute_dtype:
-                flags[aid] = f"{self.names[aid]}_nan"
-        return flags
-
-    def update_of(self, acc_id: int):
-        """The update statement of a reduction accumulator."""
-        return next(s for s in self.g.prog.stmts if s.kind == "update" and s.acc is not None and s.acc.id == acc_id)
-
-    def _scalars_written_outside(self, f: For, allow=()) -> bool:
-        """Does the loop write a scalar declared outside it (other than ``allow``)?"""
-        inside = {id(n) for n in walk([f]) if isinstance(n, For)}
-        for n in walk(f.body):
-            if isinstance(n, Assign):
-                st = self.g.storage.get(n.array.id)
-                if st is not None and st.kind == "scalar" and n.array.id not in allow:
-                    if self.declared_in.get(n.array.id) not in inside:
-                        return True
-        return False
-
-    def pragma(self, f: For) -> str:
-        loop = self.g.loops.get(f.loop) if f.loop is not None else None
-        if loop is None:
-            return ""
-        innermost = not any(isinstance(n, For) for n in walk(f.body))
-        if _has_heap_local_inside(self, f):
-            return ""  # its allocation may leave by goto, which no OpenMP construct allows
-        if self.openmp and not self.parallel_done and loop.level == "outer" and loop.coincident \
-                and _worth_a_team(self.g):
-            if not self._scalars_written_outside(f):
-                self.parallel_done = True
-                return "#pragma omp parallel for schedule(static)"
-        if not innermost:
-            return ""
-        if loop.coincident:
-            return "" if self._scalars_written_outside(f) else "#pragma omp simd"
-        if loop.simd_accs:
-            accs = [a for a in loop.simd_accs if a in self.g.storage and self.g.storage[a].kind == "scalar"]
-            if len(accs) != len(loop.simd_accs) or self._scalars_written_outside(f, allow=set(accs)):
-                return ""
-            clauses = []
-            for aid in accs:
-                clauses.append(f"reduction({self.omp_reduction(aid)}:{self.names[aid]})")
-            return "#pragma omp simd " + " ".join(clauses)
-        return ""
+    def prefetches(self, plan: LoopCodegen, depth: int) -> dict[int, list[str]]:
+        """The prefetch lines of ``plan``, by id() of the loop they follow."""
+        ind, lines = "  " * depth, []
+        for row in plan.prefetch:
+            ip = IndexPrinter()
+            where = ip(row.where)
+            loop = f"for ({self.flavor.int_type} fl_q = {row.first}; fl_q <= {row.last}; fl_q += {row.step})"
+            lines += [f"{ind}if ({ip(row.guard)}) {{",
+                      f"{ind}  {loop} __builtin_prefetch(&{self.names[row.array.id]}[{where}], 0, {PREFETCH_LOCALITY});",
+                      f"{ind}}}"]
+        return {id(plan.prefetch[0].after): lines} if lines else {}
 
     def function(self, name: str, comment: str) -> str:
         self.lines = []
@@ -743,54 +545,12 @@ def _normal_reciprocal(name: str, dtype: str) -> str:
     return f"(fabs({name}) >= 2.2250738585072014e-308 && fabs({name}) <= 4.4942328371557898e+307)"
 
 
-def _worth_a_team(group: LoweredGroup) -> bool:
-    """Is the kernel large enough for its loop to be shared by threads?"""
-    return max((math.prod(a.shape) for a in group.params), default=0) >= PARALLEL_MIN_ELEMENTS
-
-
-def _has_heap_local_inside(printer: _Printer, f: For) -> bool:
-    for n in walk([f]):
-        if isinstance(n, For):
-            for st in printer.inner.get(id(n), []):
-                if st.kind == "local" and st.size * _itemsize(st.array.dtype) > STACK_LIMIT:
-                    return True
-    return False
-
-
 def _pairwise(terms: list[str], op: str) -> str:
     """``terms`` combined with ``op`` as a balanced tree: ((a + b) + (c + d))."""
     while len(terms) > 1:
         terms = [f"({terms[i]} {op} {terms[i + 1]})" if i + 1 < len(terms) else terms[i]
                  for i in range(0, len(terms), 2)]
     return terms[0]
-
-
-def _constant_span(f: For) -> tuple[int, int] | None:
-    """(first, last) value of a unit-step loop with constant bounds, else None."""
-    if f.step != 1 or not f.init.is_Integer or not isinstance(f.cond, (sp.Le, sp.Lt)) or f.cond.lhs != f.var:
-        return None
-    bound = f.cond.rhs
-    if not bound.is_Integer:
-        return None
-    return int(f.init), int(bound) - (1 if isinstance(f.cond, sp.Lt) else 0)
-
-
-def _row_offset(offset: sp.Expr, outer: sp.Symbol, inner: sp.Symbol) -> bool:
-    """Is ``offset`` = (affine in ``outer``, moving with it) + ``inner``: one contiguous row per outer step?"""
-    if offset.free_symbols - {outer, inner} or not offset.is_polynomial(outer, inner):
-        return False  # other symbols (indirect indices), or floor/mod of the iterators
-    poly = sp.Poly(offset, outer, inner)
-    if poly.total_degree() != 1:
-        return False
-    return poly.coeff_monomial(inner) == 1 and poly.coeff_monomial(outer) != 0 \
-        and all(sum(m) <= 1 for m in poly.monoms())
-
-
-def _itemsize(dtype: str) -> int:
-    if codec(dtype):
-        return 1
-    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1,
-            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2}[dtype]
 
 
 def group_comment(group: LoweredGroup, label: str) -> str:
@@ -804,8 +564,8 @@ def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = F
     """The C function of one lowered group, named by a hash of its text (dedupes repeats).
     ``check_indices``: check every loaded index (gather) against its axis. ``streamed``:
     values whose row stores may stream past the caches (see backend.streaming)."""
-    group = reuse_outputs(group, keep=streamed)
-    printer = _Printer(group, C, openmp, check_indices, streamed=streamed)
+    group = plan_codegen(reuse_outputs(group, keep=streamed), CodegenOptions("c", openmp, check_indices, streamed))
+    printer = CPrinter(group, C, check_indices)
     text = printer.function("@NAME@", "@COMMENT@")
     name = f"fl_k_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     source = text.replace("@NAME@", name, 1).replace("@COMMENT@", group_comment(group, label), 1)
@@ -818,4 +578,4 @@ def _converts_a_float(a: Assign, expr) -> bool:
     return any(is_float_dtype(ld.array.dtype) for ld in a.loads.values()) and not isinstance(as_expr(expr), BitCast)
 
 
-__all__ = ["CFunction", "C_PRELUDE", "emit_function", "group_comment"]
+__all__ = ["CFunction", "CPrinter", "C_PRELUDE", "STACK_LIMIT", "emit_function", "group_comment"]

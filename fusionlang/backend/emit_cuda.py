@@ -1,8 +1,8 @@
 """Print a lowered group as CUDA kernels (CuPy RawModule source) from the same loop IR.
 
-A group's IR splits into *units*, one kernel each: the outer band (perfectly nested
-parallel loops with constant bounds) and what runs inside one of its points. With an
-outer band the whole group is one unit; without one, each top-level nest is its own.
+A group's IR splits into *units*, one kernel each (:func:`.cuda_passes.split_units`); which
+mapping a unit takes and which rows move as float4 are passes too (:mod:`.cuda_passes`), as
+are the loop decisions shared with C (:mod:`.codegen_passes`): this module prints them.
 
 Two mappings of a unit's outer points:
 
@@ -23,30 +23,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 import sympy as sp
 
 from fusionlang.backend.cexpr import CUDA, IndexPrinter, ctype, float_literal, helpers, integer_literal
-from fusionlang.backend.emit_c import _itemsize, _Printer, group_comment
+from fusionlang.backend.codegen_passes import CodegenOptions, itemsize, plan_codegen
+from fusionlang.backend.cuda_passes import (BLOCK, THREAD_BUFFER_LIMIT, WARPS, VECTOR, Unit, UnitFacts, UnitPlan, VectorAccesses,
+                                            cross_arrays, plan_units, split_units)
+from fusionlang.backend.emit_c import CPrinter, group_comment
 from fusionlang.backend.loopir import Assign, For, If, Storage, walk
 from fusionlang.backend.lower import LoweredGroup
 from fusionlang.errors import CodegenError
 
-BLOCK = 256
-#: warps per block; in warp mode each is one outer point's team
-WARPS = BLOCK // 32
-#: elementwise (thread-mapped) units of at least VECTOR_MIN_POINTS points run VECTOR
-#: innermost neighbours per thread, so their float loads and stores are 16 bytes wide
-VECTOR, VECTOR_MIN_POINTS = 4, 1 << 16
-#: a unit with cooperative loops and at most this many statement instances per outer point
-#: (rows of up to ~512 elements) runs a warp per point; longer ones a block per point
-WARP_WORK = 2048
-#: shared memory a kernel may use for per-point buffers (the reduction scratch is apart)
-SHARED_LIMIT = 40 * 1024
-#: largest per-thread buffer kept in (local) memory
-THREAD_BUFFER_LIMIT = 256
 #: scratch memory per block-mapped kernel is kept below this by capping its grid
 SCRATCH_LIMIT = 64 * 2**20
 MAX_GRID = 1 << 20
@@ -144,112 +133,25 @@ class CudaGroup:
         return self.pieces or {self.name: self.source}
 
 
-@dataclass
-class _Unit:
-    outer: list[For]
-    inner: list
+class _CudaPrinter:
+    """Prints a planned group as CUDA units: thread-level code is a C printer's
+    (``self.c``, in the CUDA flavor, declaring locals our way); block level is ours."""
 
-
-@dataclass(frozen=True)
-class _UnitFacts:
-    """What a unit's printing needs to know before it picks a mode: its outer loops' (first
-    value, trips) and trips, its point count, the arrays declared per point and at kernel
-    scope, and those shared with other units through the scratch area."""
-
-    bounds: list[tuple[int, int]]
-    extents: list[int]
-    npoints: int
-    level_arrays: list[Storage]
-    tops: list[Storage]
-    cross: list[Storage]
-
-
-def _bounds(f: For) -> tuple[int, int] | None:
-    """(first value, trip count) of a loop with constant bounds."""
-    if not isinstance(f.init, sp.Integer) or f.step <= 0:
-        return None
-    cond = f.cond
-    if isinstance(cond, (sp.Le, sp.Lt)) and cond.args[0] == f.var and isinstance(cond.args[1], sp.Integer):
-        last = int(cond.args[1]) - (1 if isinstance(cond, sp.Lt) else 0)
-        trips = max(0, (last - int(f.init)) // f.step + 1)
-        return int(f.init), trips
-    return None
-
-
-def split_units(group: LoweredGroup) -> list[_Unit]:
-    loops = group.loops
-
-    def chain(n):
-        outer = []
-        node = [n]
-        while len(node) == 1 and isinstance(node[0], For) and node[0].loop is not None \
-                and loops[node[0].loop].coincident and _bounds(node[0]) is not None:
-            outer.append(node[0])
-            node = node[0].body
-        return outer, node
-
-    body = group.body
-    if len(body) == 1 and isinstance(body[0], For):
-        outer, inner = chain(body[0])
-        if outer and all(loops[f.loop].level == "outer" for f in outer):
-            return [_Unit(outer, inner)]
-    if group.nests == 1 and group.scheduled.tree.outer_depth == 0:
-        return [_Unit([], body)]  # small enough for one block
-    units: list[_Unit] = []
-    pending: list = []
-    for n in body:
-        if isinstance(n, For):
-            if pending:
-                units.append(_Unit([], pending))
-                pending = []
-            outer, inner = chain(n)
-            units.append(_Unit(outer, inner) if outer else _Unit([], [n]))
-        else:
-            pending.append(n)
-    if pending:
-        units.append(_Unit([], pending))
-    return units
-
-
-def _trips(f: For) -> int:
-    b = _bounds(f)
-    return b[1] if b else 64
-
-
-def _work(nodes: list, scale: int = 1) -> int:
-    total = 0
-    for n in nodes:
-        if isinstance(n, Assign):
-            total += scale
-        elif isinstance(n, For):
-            total += _work(n.body, scale * _trips(n))
-        elif isinstance(n, If):
-            total += max(_work(n.then, scale), _work(n.orelse, scale))
-    return total
-
-
-class _CudaPrinter(_Printer):
-    """Thread-level code is the C printer's (sequential); block level is ours."""
-
-    def __init__(self, group: LoweredGroup, check_indices: bool = True, first_site: int = 0):
-        super().__init__(group, CUDA, openmp=False, check_indices=check_indices, first_site=first_site)
+    def __init__(self, group: LoweredGroup, cross: dict[int, int], cross_bytes: int, check_indices: bool = True,
+                 first_site: int = 0):
+        self.c = CPrinter(group, CUDA, check_indices=check_indices, first_site=first_site, declare=self.decl)
         self.shared_decls: list[str] = []
         self.scratch = 0
-        #: kernel-scope array id -> offset in the scratch area (shared between units)
-        self.cross: dict[int, int] = {}
-        self.cross_bytes = 0
+        #: kernel-scope array id -> offset in the scratch area (shared between units: cuda_passes.cross_arrays)
+        self.cross = cross
+        self.cross_bytes = cross_bytes
         #: warp mode: each warp of a block is one outer point's team (short rows)
         self.warp = False
-        #: id(load) -> its lane of a float4 loaded before the statements (see _vector_unit)
-        self.vector_loads: dict[int, str] = {}
 
-    # ----- overrides of the sequential printer --------------------------------------
-    def pragma(self, f: For) -> str:
-        return ""
-
+    # ----- what differs from the sequential printer -----------------------------------
     def decl(self, st: Storage, ind: str):
-        t = ctype(st.array.dtype, self.flavor)
-        name = self.names[st.array.id]
+        t = ctype(st.array.dtype, self.c.flavor)
+        name = self.c.names[st.array.id]
         if st.kind == "scalar":
             return [f"{ind}{t} {name};"], []
         if st.size > THREAD_BUFFER_LIMIT * 16:
@@ -258,10 +160,10 @@ class _CudaPrinter(_Printer):
 
     def function_params(self) -> list[str]:
         params = []
-        for a in self.g.params:
-            t = ctype(a.dtype, self.flavor)
+        for a in self.c.g.params:
+            t = ctype(a.dtype, self.c.flavor)
             const = "const " if a.role == "input" else ""
-            params.append(f"{const}{t}* __restrict__ {self.names[a.id]}")
+            params.append(f"{const}{t}* __restrict__ {self.c.names[a.id]}")
         params.append("unsigned char* __restrict__ fl_scratch")
         params.append("long long* __restrict__ fl_err")
         return params
@@ -279,9 +181,6 @@ class _CudaPrinter(_Printer):
     def sync(self) -> str:
         return "__syncwarp();" if self.warp else "__syncthreads();"
 
-    def shared_limit(self) -> int:
-        return SHARED_LIMIT // WARPS if self.warp else SHARED_LIMIT
-
     def _shared_decl(self, t: str, name: str, size: int | None) -> str:
         """A shared array (or scalar, ``size`` None) of the block, or one per warp in warp mode."""
         if not self.warp:
@@ -293,17 +192,17 @@ class _CudaPrinter(_Printer):
     # ----- placement of block-level arrays ----------------------------------------------
     def place_block_arrays(self, arrays: list[Storage], ind: str, per_block: bool) -> list[str]:
         """Declare arrays shared by a block's threads: scalars stay per-thread (all
-        threads compute the same value), buffers go to shared memory or scratch."""
+        threads compute the same value), buffers go to shared memory or scratch as the
+        unit's plan placed them (``self.shared``)."""
         lines = []
         for st in arrays:
-            t = ctype(st.array.dtype, self.flavor)
-            name = self.names[st.array.id]
+            t = ctype(st.array.dtype, self.c.flavor)
+            name = self.c.names[st.array.id]
             if st.kind == "scalar":
                 lines.append(f"{ind}{t} {name};")
                 continue
-            nbytes = st.size * _itemsize(st.array.dtype)
-            if self.shared_bytes + nbytes <= self.shared_limit():
-                self.shared_bytes += nbytes
+            nbytes = st.size * itemsize(st.array.dtype)
+            if st.array.id in self.shared:
                 self.shared_decls.append(self._shared_decl(t, name, st.size))
             else:
                 offset = (self.scratch + 15) // 16 * 16
@@ -313,213 +212,163 @@ class _CudaPrinter(_Printer):
         return lines
 
     # ----- block level ------------------------------------------------------------------
-    def block_scalars(self) -> set[int]:
-        return {aid for aid in self.block_level if self.g.storage[aid].kind == "scalar"}
-
     def block_body(self, nodes: list, depth: int) -> None:
         ind = "  " * depth
         for n in nodes:
             if isinstance(n, Assign):
-                st = self.g.storage.get(n.array.id)
+                st = self.c.g.storage.get(n.array.id)
                 if st is not None and st.kind == "scalar":
-                    self.lines.append(ind + self.assign(n))
+                    self.c.lines.append(ind + self.c.assign(n))
                 else:
-                    self.lines.append(f"{ind}if ({self.tid} == 0) {{ {self.assign(n)} }}")
-                    self.lines.append(f"{ind}{self.sync}")
+                    self.c.lines.append(f"{ind}if ({self.tid} == 0) {{ {self.c.assign(n)} }}")
+                    self.c.lines.append(f"{ind}{self.sync}")
             elif isinstance(n, If):
                 ip = IndexPrinter()
-                self.lines.append(f"{ind}if ({ip(n.cond)}) {{")
+                self.c.lines.append(f"{ind}if ({ip(n.cond)}) {{")
                 self.block_body(n.then, depth + 1)
                 if n.orelse:
-                    self.lines.append(f"{ind}}} else {{")
+                    self.c.lines.append(f"{ind}}} else {{")
                     self.block_body(n.orelse, depth + 1)
-                self.lines.append(f"{ind}}}")
+                self.c.lines.append(f"{ind}}}")
             elif isinstance(n, For):
                 self.block_loop(n, depth)
 
-    def _block_scalars_written(self, f: For) -> set[int]:
-        written = set()
-        for n in walk(f.body):
-            if isinstance(n, Assign) and n.array.id in self.block_scalars():
-                written.add(n.array.id)
-        return written
-
     def block_loop(self, f: For, depth: int) -> None:
+        """Print a loop of the point's team as its plan says (``plan.threads``)."""
         ind = "  " * depth
         ip = IndexPrinter()
-        loop = self.g.loops.get(f.loop) if f.loop is not None else None
-        written = self._block_scalars_written(f)
         v = f.var.name
-        it = self.flavor.int_type
+        it = self.c.flavor.int_type
         head = (f"for ({it} {v} = {ip(f.init)} + (({it}){self.tid}) * {f.step}; {ip.loop_cond(f.cond)}; "
                 f"{v} += (({it}){self.nthreads}) * {f.step}) {{")
-        if loop is not None and loop.coincident and not written:
+        if f.plan.threads == "split":
             def print_loop(d: int) -> None:
-                self.lines.append("  " * d + head)
+                self.c.lines.append("  " * d + head)
                 self.loop_body(f, d + 1)
-                self.lines.append("  " * d + "}")
+                self.c.lines.append("  " * d + "}")
 
-            if not self.with_reciprocals(f, depth, print_loop):
+            if f.plan.reciprocals:
+                self.c.with_reciprocals(f, depth, print_loop)
+            else:
                 print_loop(depth)
-            self.lines.append(f"{ind}{self.sync}")
+            self.c.lines.append(f"{ind}{self.sync}")
             return
-        accs = set(loop.simd_accs) if loop is not None else set()
-        if loop is not None and accs and written <= accs and accs <= self.block_scalars():
+        if f.plan.threads == "reduce":
             # per-thread partials of each accumulator, then a block all-reduce
-            saved = dict(self.names)
+            saved = dict(self.c.names)
             partial = {}
-            for aid in sorted(accs):
-                kind = next(s.reduce for s in self.g.prog.stmts
+            for aid in f.plan.block_scalars:
+                kind = next(s.reduce for s in self.c.g.prog.stmts
                             if s.kind == "update" and s.acc is not None and s.acc.id == aid and s.reduce is not None)
-                dtype = self.g.storage[aid].array.dtype
+                dtype = self.c.g.storage[aid].array.dtype
                 pname = f"part{aid}"
                 partial[aid] = (pname, kind, dtype)
                 ident = reduction_identity(kind, dtype)
-                self.lines.append(f"{ind}{ctype(dtype, self.flavor)} {pname} = {ident};")
-                self.names[aid] = pname
-            self.lines.append(ind + head)
+                self.c.lines.append(f"{ind}{ctype(dtype, self.c.flavor)} {pname} = {ident};")
+                self.c.names[aid] = pname
+            self.c.lines.append(ind + head)
             self.loop_body(f, depth + 1)
-            self.lines.append(f"{ind}}}")
-            self.names = saved
+            self.c.lines.append(f"{ind}}}")
+            self.c.names = saved
             for aid, (pname, kind, dtype) in partial.items():
                 suffix = BLOCK_REDUCE_TYPES[dtype][0]
-                name = self.names[aid]
+                name = self.c.names[aid]
                 if self.warp:  # a warp's lanes all-reduce by shuffles alone
                     total = f"fl_warp_{kind}_{suffix}({pname})"
                 else:
                     sh = f"fl_red_{suffix}"
                     self.uses_reduction.add(sh)
                     total = f"fl_block_{kind}_{suffix}({pname}, {sh})"
-                self.lines.append(f"{ind}{name} = fl_{kind}_{suffix}({name}, {total});")
-            self.lines.append(f"{ind}{self.sync}")
+                self.c.lines.append(f"{ind}{name} = fl_{kind}_{suffix}({name}, {total});")
+            self.c.lines.append(f"{ind}{self.sync}")
             return
         # a loop the threads cannot share: thread 0 runs it, then shares what it computed
-        self.lines.append(f"{ind}if ({self.tid} == 0) {{")
-        self.loop(f, depth + 1)
-        for aid in sorted(written):
-            t = ctype(self.g.storage[aid].array.dtype, self.flavor)
+        self.c.lines.append(f"{ind}if ({self.tid} == 0) {{")
+        self.c.loop(f, depth + 1)
+        written = f.plan.block_scalars
+        for aid in written:
+            t = ctype(self.c.g.storage[aid].array.dtype, self.c.flavor)
             self.shared_decls.append(self._shared_decl(t, f"bc{aid}", None))
-            self.lines.append(f"{ind}  bc{aid} = {self.names[aid]};")
-        self.lines.append(f"{ind}}}")
-        self.lines.append(f"{ind}{self.sync}")
-        for aid in sorted(written):
-            self.lines.append(f"{ind}{self.names[aid]} = bc{aid};")
+            self.c.lines.append(f"{ind}  bc{aid} = {self.c.names[aid]};")
+        self.c.lines.append(f"{ind}}}")
+        self.c.lines.append(f"{ind}{self.sync}")
+        for aid in written:
+            self.c.lines.append(f"{ind}{self.c.names[aid]} = bc{aid};")
         if written:
-            self.lines.append(f"{ind}{self.sync}")
+            self.c.lines.append(f"{ind}{self.sync}")
 
     def loop_body(self, f: For, depth: int) -> None:
         ind = "  " * depth
-        for st in self.inner.get(id(f), []):
+        for st in self.c.inner.get(id(f), []):
             d, _ = self.decl(st, ind)
-            self.lines.extend(d)
-        self.body(f.body, depth)
+            self.c.lines.extend(d)
+        self.c.body(f.body, depth)
 
     # ----- units --------------------------------------------------------------------------
-    def unit(self, u: _Unit, fname: str) -> tuple[str, int, str, int]:
-        """Device function text, grid size, mode and scratch bytes of one unit.
-
-        Modes: "thread" (a thread per outer point: elementwise chains), "warp" (a warp per
-        point: short rows, reduced by shuffles alone, several rows per block), "block" (a
-        block per point: long rows, reduced through shared memory)."""
-        facts = self._facts(u)
-        mode = self._mode(u, facts)
-        if mode == "warp":
-            printed = self._print_unit(u, fname, "warp", facts)
-            if not self.scratch_slices:  # per-warp buffers fit in shared memory
-                return printed
-            mode = "block"
-        return self._print_unit(u, fname, mode, facts)
-
-    def _facts(self, u: _Unit) -> _UnitFacts:
-        bounds = [cast(tuple[int, int], _bounds(f)) for f in u.outer]  # constant: see split_units
-        extents = [b[1] for b in bounds]
-        npoints = 1
-        for e in extents:
-            npoints *= e
-        # arrays declared at the top of the innermost outer loop, or at kernel scope
-        level_arrays = [st for f in u.outer for st in self.inner.get(id(f), [])]
-        unit_nodes = {id(n) for n in walk(u.inner)}
-        tops = [st for st in self.top if self._accessed_in(st, unit_nodes)]
-        # arrays shared with other units (kernels) live in the scratch area between launches
-        cross = [st for st in tops if st.array.id in self.cross]
-        tops = [st for st in tops if st.array.id not in self.cross]
-        return _UnitFacts(bounds, extents, npoints, level_arrays, tops, cross)
-
-    def _mode(self, u: _Unit, facts: _UnitFacts) -> str:
-        coop = any(isinstance(n, For) and n.loop is not None and
-                   (self.g.loops[n.loop].coincident or self.g.loops[n.loop].simd_accs)
-                   for n in self._block_nodes(u.inner))
-        buffers = facts.level_arrays + facts.tops
-        big_buffers = any(st.kind == "local" and st.size > THREAD_BUFFER_LIMIT for st in buffers)
-        work = _work(u.inner)
-        if not u.outer:
-            return "block"
-        if coop and work <= WARP_WORK and not facts.cross:
-            return "warp"
-        return "block" if (coop and (facts.npoints < 8192 or work >= 4096)) or big_buffers else "thread"
-
-    def _print_unit(self, u: _Unit, fname: str, mode: str, facts: _UnitFacts) -> tuple[str, int, str, int]:
-        self.lines = []
+    def unit(self, u: Unit, fname: str, facts: UnitFacts, plan: UnitPlan) -> tuple[str, int, str, int]:
+        """Device function text, grid size, mode and scratch bytes of one unit, mapped as
+        its plan says (see cuda_passes.UnitPlan)."""
+        mode = plan.mode
+        self.shared = plan.shared
+        self.c.lines = []
         self.shared_decls = []
-        self.shared_bytes = 0
         self.scratch = 0
         self.scratch_slices: list[tuple] = []
         self.uses_reduction: set[str] = set()
         self.warp = mode == "warp"
         bounds, extents, npoints = facts.bounds, facts.extents, facts.npoints
         level_arrays, tops, cross = facts.level_arrays, facts.tops, facts.cross
-        self.block_level = {st.array.id for st in level_arrays + tops + cross}
-        it = self.flavor.int_type
+        it = self.c.flavor.int_type
         params = ", ".join(self.function_params() + [f"{it} fl_bid", f"{it} fl_nb"])
-        self.lines.append(f"static __device__ void {fname}({params}) {{")
-        body_start = len(self.lines)
+        self.c.lines.append(f"static __device__ void {fname}({params}) {{")
+        body_start = len(self.c.lines)
         for st in cross:
-            t = ctype(st.array.dtype, self.flavor)
+            t = ctype(st.array.dtype, self.c.flavor)
             where = f"fl_scratch + {self.cross[st.array.id]}LL"
             if st.kind == "scalar":
-                self.lines.append(f"  {t} {self.names[st.array.id]} = *({t}*)({where});")
+                self.c.lines.append(f"  {t} {self.c.names[st.array.id]} = *({t}*)({where});")
             else:
-                self.lines.append(f"  {t}* {self.names[st.array.id]} = ({t}*)({where});")
-        vector = VECTOR if mode == "thread" and _vectorizable(u, bounds, npoints) else 1
-        if vector > 1:
-            self._vector_unit(u, extents, bounds, npoints, tops + level_arrays)
+                self.c.lines.append(f"  {t}* {self.c.names[st.array.id]} = ({t}*)({where});")
+        vector = VECTOR if plan.vector is not None else 1
+        if plan.vector is not None:
+            self._vector_unit(u, plan.vector, extents, bounds, npoints, tops + level_arrays)
         elif mode == "thread":
-            self.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints}LL; "
+            self.c.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints}LL; "
                               f"t += fl_nb * blockDim.x) {{")
             self._decompose(u.outer, extents, bounds, "    ")
             for st in tops + level_arrays:
                 d, _ = self.decl(st, "    ")
-                self.lines.extend(d)
-            self.body(u.inner, 2)
-            self.lines.append("  }")
+                self.c.lines.extend(d)
+            self.c.body(u.inner, 2)
+            self.c.lines.append("  }")
         else:
             decl_lines = self.place_block_arrays(tops, "  ", per_block=True)
-            self.lines.extend(decl_lines)
+            self.c.lines.extend(decl_lines)
             if self.warp:
-                self.lines.append("  const int fl_lane = threadIdx.x & 31;")
-                self.lines.append(f"  const {it} fl_wpb = blockDim.x >> 5;")
-                self.lines.append(f"  for ({it} t = fl_bid * fl_wpb + (threadIdx.x >> 5); t < {npoints}LL; "
+                self.c.lines.append("  const int fl_lane = threadIdx.x & 31;")
+                self.c.lines.append(f"  const {it} fl_wpb = blockDim.x >> 5;")
+                self.c.lines.append(f"  for ({it} t = fl_bid * fl_wpb + (threadIdx.x >> 5); t < {npoints}LL; "
                                   f"t += fl_nb * fl_wpb) {{")
             else:
-                self.lines.append(f"  for ({it} t = fl_bid; t < {npoints}LL; t += fl_nb) {{")
+                self.c.lines.append(f"  for ({it} t = fl_bid; t < {npoints}LL; t += fl_nb) {{")
             self._decompose(u.outer, extents, bounds, "    ")
-            self.lines.extend(self.place_block_arrays(level_arrays, "    ", per_block=True))
+            self.c.lines.extend(self.place_block_arrays(level_arrays, "    ", per_block=True))
             self.block_body(u.inner, 2)
-            self.lines.append(f"    {self.sync}")
-            self.lines.append("  }")
+            self.c.lines.append(f"    {self.sync}")
+            self.c.lines.append("  }")
             written = {n.array.id for n in walk(u.inner) if isinstance(n, Assign)}
             for st in cross:
                 if st.kind == "scalar" and st.array.id in written:
-                    t = ctype(st.array.dtype, self.flavor)
-                    self.lines.append(f"  if (threadIdx.x == 0 && fl_bid == 0) *({t}*)(fl_scratch + "
-                                      f"{self.cross[st.array.id]}LL) = {self.names[st.array.id]};")
-        self.lines.append("}")
+                    t = ctype(st.array.dtype, self.c.flavor)
+                    self.c.lines.append(f"  if (threadIdx.x == 0 && fl_bid == 0) *({t}*)(fl_scratch + "
+                                      f"{self.cross[st.array.id]}LL) = {self.c.names[st.array.id]};")
+        self.c.lines.append("}")
         shared = list(self.shared_decls)
         for sh in sorted(self.uses_reduction):
             t = dict(BLOCK_REDUCE_TYPES.values())[sh[len("fl_red_"):]]
             shared.append(f"  __shared__ {t} {sh}[32];")
-        self.lines[body_start:body_start] = shared
-        text = "\n".join(self.lines) + "\n"
+        self.c.lines[body_start:body_start] = shared
+        text = "\n".join(self.c.lines) + "\n"
         if mode == "thread":
             grid = max(1, min((npoints // vector + BLOCK - 1) // BLOCK, MAX_GRID))
         elif mode == "warp":
@@ -536,27 +385,16 @@ class _CudaPrinter(_Printer):
         scratch_total = base + (self.scratch * grid if self.scratch_slices else 0)
         return text, grid, mode, scratch_total
 
-    def _accessed_in(self, st: Storage, node_ids: set) -> bool:
-        return any(isinstance(n, Assign) and id(n) in node_ids and
-                   (n.array.id == st.array.id or any(ld.array.id == st.array.id for ld in n.loads.values()))
-                   for n in walk(self.g.body))
-
-    def _block_nodes(self, nodes):
-        for n in nodes:
-            yield n
-            if isinstance(n, If):
-                yield from self._block_nodes(n.then)
-                yield from self._block_nodes(n.orelse)
-
     # ----- 16-byte accesses -----------------------------------------------------------------
-    def _vector_unit(self, u: _Unit, extents, bounds, npoints: int, decls: list[Storage]) -> None:
+    def _vector_unit(self, u: Unit, vector: VectorAccesses, extents, bounds, npoints: int,
+                     decls: list[Storage]) -> None:
         """A thread-mapped unit whose threads each take VECTOR innermost neighbours: the
         float32 rows it reads and writes at unit stride move as float4 (one 16-byte load or
         store per row), the statements run once per neighbour on registers."""
-        it = self.flavor.int_type
+        it = self.c.flavor.int_type
         last = u.outer[-1]
-        loads, stores = self._vector_accesses(u, last)
-        self.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints // VECTOR}LL; "
+        loads, stores = vector.loads, vector.stores
+        self.c.lines.append(f"  for ({it} t = fl_bid * blockDim.x + threadIdx.x; t < {npoints // VECTOR}LL; "
                           f"t += fl_nb * blockDim.x) {{")
         self._decompose(u.outer, extents[:-1] + [extents[-1] // VECTOR], bounds, "    ", VECTOR)
         first = {last.var: sp.Symbol(f"fl_{last.var.name}")}
@@ -565,77 +403,32 @@ class _CudaPrinter(_Printer):
         for key, (aid, offset) in loads.items():
             if (aid, offset) not in rows:
                 rows[aid, offset] = f"fl_l{len(rows)}"
-                self.lines.append(f"    const float4 {rows[aid, offset]} = "
-                                  f"*(const float4*)&{self.names[aid]}[{ip(offset.subs(first))}];")
-            self.vector_loads[key] = f"((const float*)&{rows[aid, offset]})[fl_v]"
+                self.c.lines.append(f"    const float4 {rows[aid, offset]} = "
+                                  f"*(const float4*)&{self.c.names[aid]}[{ip(offset.subs(first))}];")
+            self.c.load_target[key] = f"((const float*)&{rows[aid, offset]})[fl_v]"
         for k in range(len(stores)):
-            self.lines.append(f"    float4 fl_s{k};")
+            self.c.lines.append(f"    float4 fl_s{k};")
         for k, aid in enumerate(stores):
-            self.row_target[aid] = f"((float*)&fl_s{k})[fl_v]"
-        self.lines.append("#pragma unroll")
-        self.lines.append(f"    for (int fl_v = 0; fl_v < {VECTOR}; fl_v++) {{")
-        self.lines.append(f"      const {it} {last.var.name} = fl_{last.var.name} + fl_v * {last.step};")
+            self.c.row_target[aid] = f"((float*)&fl_s{k})[fl_v]"
+        self.c.lines.append("#pragma unroll")
+        self.c.lines.append(f"    for (int fl_v = 0; fl_v < {VECTOR}; fl_v++) {{")
+        self.c.lines.append(f"      const {it} {last.var.name} = fl_{last.var.name} + fl_v * {last.step};")
         for st in decls:
             d, _ = self.decl(st, "      ")
-            self.lines.extend(d)
-        self.body(u.inner, 3)
-        self.lines.append("    }")
+            self.c.lines.extend(d)
+        self.c.body(u.inner, 3)
+        self.c.lines.append("    }")
         for k, (aid, offset) in enumerate(stores.items()):
-            self.lines.append(f"    *(float4*)&{self.names[aid]}[{ip(offset.subs(first))}] = fl_s{k};")
-            del self.row_target[aid]
-        self.vector_loads = {}
-        self.lines.append("  }")
-
-    def _vector_accesses(self, u: _Unit, last: For) -> tuple[dict, dict]:
-        """(id(load) -> (array id, offset), array id -> offset of its one store): the float32
-        parameter rows the unit's top-level statements read or write at unit stride along
-        ``last`` from a multiple of VECTOR. A row the unit also writes is not preloaded, and
-        a stored row is neither read in the unit nor stored twice per point."""
-        params = {a.id for a in self.g.params if a.dtype == "float32"}
-        assigns = [n for n in walk(u.inner) if isinstance(n, Assign)]
-        written = [n.array.id for n in assigns]
-        read = {ld.array.id for n in assigns for ld in n.loads.values()}
-        top = [n for n in u.inner if isinstance(n, Assign)]
-        loads = {}
-        for a in top:
-            for ld in a.loads.values():
-                offset = self._aligned_row(ld.array, ld.index, last)
-                if ld.array.id in params and ld.array.id not in written and not ld.guard and ld.cond is None \
-                        and offset is not None:
-                    loads[id(ld)] = (ld.array.id, offset)
-        stores = {}
-        for a in top:
-            offset = self._aligned_row(a.array, a.index, last)
-            if a.array.id in params and a.reduce is None and written.count(a.array.id) == 1 \
-                    and a.array.id not in read and offset is not None:
-                stores[a.array.id] = offset
-        return loads, stores
-
-    def _aligned_row(self, array, index, last: For) -> sp.Expr | None:
-        """The element offset of ``index`` when it is c + (multiples of VECTOR) with c the
-        innermost outer variable (so VECTOR neighbours are one aligned float4), else None."""
-        if self.g.storage[array.id].kind != "global":
-            return None
-        offset = sp.expand(self.storage(array).offset(index))
-        terms = offset.as_coefficients_dict()
-        if terms.get(last.var) != 1 or last.step != 1:
-            return None
-        for term, coeff in terms.items():
-            if term == last.var:
-                continue
-            if not (term == 1 or isinstance(term, sp.Symbol)) or coeff % VECTOR != 0:
-                return None
-        return offset
-
-    def load(self, ld, dtype: str, symbol) -> str:
-        vector = self.vector_loads.get(id(ld))
-        return vector if vector is not None else super().load(ld, dtype, symbol)
+            self.c.lines.append(f"    *(float4*)&{self.c.names[aid]}[{ip(offset.subs(first))}] = fl_s{k};")
+            del self.c.row_target[aid]
+        self.c.load_target.clear()
+        self.c.lines.append("  }")
 
     def _decompose(self, outer: list[For], extents, bounds, ind: str, vector: int = 1) -> None:
         """The outer loop variables of point ``t``; with ``vector`` > 1, ``t`` counts groups
         of that many innermost points and the innermost variable is printed as the first
         of its group, ``fl_<var>``."""
-        it = self.flavor.int_type
+        it = self.c.flavor.int_type
         rest = "t"
         for k, f in enumerate(outer):
             inner = 1
@@ -645,43 +438,23 @@ class _CudaPrinter(_Printer):
             q = f"({rest} / {inner}LL)" if inner > 1 else rest
             q = f"({q} % {extents[k]}LL)" if k > 0 else q
             if vector > 1 and k == len(outer) - 1:
-                self.lines.append(f"{ind}const {it} fl_{f.var.name} = {first} + {q} * {vector * f.step};")
+                self.c.lines.append(f"{ind}const {it} fl_{f.var.name} = {first} + {q} * {vector * f.step};")
             else:
-                self.lines.append(f"{ind}const {it} {f.var.name} = {first} + {q} * {f.step};")
-
-
-def _vectorizable(u: _Unit, bounds: list[tuple[int, int]], npoints: int) -> bool:
-    """A thread-mapped unit large enough to keep the GPU busy with a quarter of the threads,
-    whose innermost loop runs by 1 from a multiple of :data:`VECTOR` over groups of VECTOR
-    (so each group's first element is as aligned as the row it starts)."""
-    if not u.outer or npoints < VECTOR_MIN_POINTS:
-        return False
-    first, trips = bounds[-1]
-    return u.outer[-1].step == 1 and first % VECTOR == 0 and trips % VECTOR == 0
+                self.c.lines.append(f"{ind}const {it} {f.var.name} = {first} + {q} * {f.step};")
 
 
 def emit_group(group: LoweredGroup, label: str = "group", *, check_indices: bool = True,
                first_site: int = 0) -> CudaGroup:
     """CUDA source (device units + global wrappers) and launches of one lowered group; its
     checked indices are numbered from ``first_site`` (see backend.failures)."""
+    plan_codegen(group, CodegenOptions("cuda", check_indices=check_indices))
     units = split_units(group)
-    printer = _CudaPrinter(group, check_indices, first_site)
-    # kernel-scope arrays several units touch (a global sum read by the next kernel)
-    users: dict[int, int] = {}
-    for u in units:
-        ids = {id(n) for n in walk(u.inner) if isinstance(n, Assign)}
-        for st in printer.top:
-            if printer._accessed_in(st, ids):
-                users[st.array.id] = users.get(st.array.id, 0) + 1
-    offset = 0
-    for st in printer.top:
-        if users.get(st.array.id, 0) > 1:
-            printer.cross[st.array.id] = offset
-            offset += (st.size * _itemsize(st.array.dtype) + 15) // 16 * 16
-    printer.cross_bytes = offset
+    cross, cross_bytes = cross_arrays(group, units)
+    planned = plan_units(group, units, cross)
+    printer = _CudaPrinter(group, cross, cross_bytes, check_indices=check_indices, first_site=first_site)
     texts, infos = [], []
-    for k, u in enumerate(units):
-        text, grid, mode, scratch = printer.unit(u, f"@UNIT{k}@")
+    for k, (u, (facts, plan)) in enumerate(zip(units, planned)):
+        text, grid, mode, scratch = printer.unit(u, f"@UNIT{k}@", facts, plan)
         texts.append(text)
         infos.append((grid, mode, scratch))
     body = "\n".join(texts)
@@ -700,7 +473,7 @@ def emit_group(group: LoweredGroup, label: str = "group", *, check_indices: bool
         unit_names.append((uname, grid, mode))
     source = f"/* {group_comment(group, label)} */\n" + body + "\n".join(wrappers) + "\n"
     types = [("const " if a.role == "input" else "") + ctype(a.dtype, CUDA) + "*" for a in group.params]
-    return CudaGroup(-1, source, kernels, list(group.params), unit_names, group.nests, types, base, printer.sites)
+    return CudaGroup(-1, source, kernels, list(group.params), unit_names, group.nests, types, base, printer.c.sites)
 
 
 def horizontal_kernel(name: str, members: list[CudaGroup]) -> tuple[str, int]:

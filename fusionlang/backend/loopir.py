@@ -70,6 +70,73 @@ class Assign:
     reduce: str | None = None
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """A scalar accumulator a SIMD loop reduces: its array id, op (sum, prod, max, min), the
+    OpenMP reduction identifier it prints with, and its dtype."""
+
+    acc: int
+    op: str
+    clause: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class StreamedStore:
+    """The row a SIMD loop stores to a streamed output: the store, its flat offset and the
+    loop's first and last value (see backend.streaming)."""
+
+    store: Assign
+    offset: sp.Expr
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class PrefetchRow:
+    """Prefetch the row of ``array`` at ``where`` (an offset over ``fl_q``, which runs from
+    ``first`` to ``last`` by ``step``) when ``guard`` holds, right after loop ``after``."""
+
+    after: "For"
+    array: Array
+    where: sp.Expr
+    guard: sp.Basic
+    first: int
+    last: int
+    step: int
+
+
+@dataclass
+class LoopCodegen:
+    """How one loop is printed: every decision the codegen passes
+    (:mod:`.codegen_passes`) took for it. The printers only print what it says.
+
+    pragma: "" (none), "parallel" (``omp parallel for``) or "simd" (``omp simd``, with a
+    reduction clause per entry of ``reductions``). ``split_streams`` > 1: the SIMD reduction
+    loop runs that many interleaved accumulator streams over ``span``. ``nan_flags``: the
+    max/min accumulators reduced as plain selects plus a NaN flag. ``lane_checks``: checked
+    indices reduce flags beside the loop's reductions. ``streamed_store``: the row stored by
+    non-temporal vector stores. ``prefetch``: rows prefetched after the first pass of this
+    loop's body. ``reciprocals``: scalars (array id -> dtype) divided by, hoisted as
+    reciprocals before the loop. ``threads`` (CUDA, a loop at the level of a unit whose
+    points a block or warp runs; see :mod:`.cuda_passes`): "split" (the threads share its
+    iterations), "reduce" (per-thread partials of the accumulators ``block_scalars``, then an
+    all-reduce) or "one" (thread 0 runs it and broadcasts ``block_scalars``, the point's
+    scalars it writes)."""
+
+    pragma: str = ""
+    reductions: tuple[Reduction, ...] = ()
+    split_streams: int = 1
+    span: tuple[int, int] | None = None
+    nan_flags: tuple[int, ...] = ()
+    lane_checks: bool = False
+    streamed_store: StreamedStore | None = None
+    prefetch: tuple[PrefetchRow, ...] = ()
+    reciprocals: dict[int, str] = field(default_factory=dict)
+    threads: str = ""
+    block_scalars: tuple[int, ...] = ()
+
+
 @dataclass(eq=False)
 class For:
     var: sp.Symbol
@@ -79,6 +146,8 @@ class For:
     body: list
     #: the fused-tree loop this is (None for loops isl added on its own)
     loop: int | None = None
+    #: how it is printed; set by :func:`.codegen_passes.plan_codegen` before printing
+    plan: LoopCodegen = field(default_factory=LoopCodegen)
 
 
 @dataclass(eq=False)
@@ -103,4 +172,5 @@ def assigns(body: list):
     return [n for n in walk(body) if isinstance(n, Assign)]
 
 
-__all__ = ["Assign", "For", "If", "Load", "Storage", "assigns", "walk"]
+__all__ = ["Assign", "For", "If", "Load", "LoopCodegen", "PrefetchRow", "Reduction", "Storage", "StreamedStore",
+           "assigns", "walk"]

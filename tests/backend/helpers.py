@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from fusionlang.backend.codegen_passes import CodegenOptions, plan_codegen
+from fusionlang.backend.loopir import For, walk
+from fusionlang.backend.runtime import lower_group
 from fusionlang.engine.plan import FusionPlan, make_group, per_node_plan
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ops import GraphBuilder
@@ -113,3 +116,13 @@ def operand_sizes(monkeypatch, cls, method: str, size) -> list[int]:
 
     monkeypatch.setattr(cls, method, counted)
     return sizes
+
+
+def planned_loops(plan: FusionPlan, target: str = "c", **options) -> list:
+    """Every loop of ``plan``'s groups lowered for ``target``, in print order, each with the
+    codegen passes' decisions (``For.plan``) for ``options`` (see backend.codegen_passes)."""
+    loops = []
+    for group in plan.groups:
+        lowered = plan_codegen(lower_group(plan, group, target), CodegenOptions(target, **options))
+        loops += [n for n in walk(lowered.body) if isinstance(n, For)]
+    return loops

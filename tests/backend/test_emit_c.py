@@ -6,13 +6,12 @@ import re
 
 import numpy as np
 import pytest
-from helpers import layer_norm, softmax
+from helpers import layer_norm, planned_loops, softmax
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fusionlang import reference
-from fusionlang.backend import compile, emit_c
-from fusionlang.backend.emit_c import PREFETCH_AHEAD
+from fusionlang.backend import codegen_passes, compile
 from fusionlang.engine.plan import per_node_plan, single_group_plan
 from fusionlang.ops import GraphBuilder
 
@@ -34,10 +33,10 @@ def _simd_loops(source: str) -> list[str]:
 @pytest.mark.parametrize("op", ["reduce_max", "reduce_min"])
 def test_simd_max_min_is_a_plain_select_with_a_nan_flag(op):
     # the NaN-propagating select chain would be three times slower per element
+    # (which loops take a flag: test_codegen_passes; here, how a flagged loop is printed)
     source = compile(single_group_plan(_reduction_graph(op)), "c").kernels[0].source
     loops = _simd_loops(source)
     assert loops and all("fl_maxf" not in loop and "fl_minf" not in loop for loop in loops)
-    assert re.search(r"reduction\((max|min):s\d+\) reduction\(\|:s\d+_nan\)", source)
     assert re.search(r"if \(s\d+_nan\) s\d+ = NAN;", source)
 
 
@@ -104,29 +103,17 @@ def test_row_reductions_with_infinities_nan_and_large_magnitudes_match_reference
 
 
 def test_fused_softmax_is_three_passes_over_a_row_with_inline_exp():
+    plans = [f.plan for f in planned_loops(single_group_plan(_row_block("softmax")))]
+    assert [p.pragma for p in plans].count("simd") == 3  # max, exp + sum, divide: exp once per element
     source = compile(single_group_plan(_row_block("softmax")), "c").kernels[0].source
-    assert len(_simd_loops(source)) == 3  # max, exp + sum, divide: exp once per element
     assert "fl_expf(" in source and "expf(" not in source.replace("fl_expf(", "")
 
 
-def test_multi_pass_nests_prefetch_rows_ahead_after_their_first_pass():
-    # the passes after the first compute on L1 data; memory would idle without this
-    rows = 128
-    source = compile(single_group_plan(_row_block("layer_norm", rows)), "c").kernels[0].source
+def test_a_planned_prefetch_is_printed_after_the_first_pass():
+    # (which rows, how far ahead: test_codegen_passes)
+    source = compile(single_group_plan(_row_block("layer_norm", 128)), "c").kernels[0].source
     passes = [m.start() for m in re.finditer("#pragma omp simd", source)]
-    assert len(passes) == 3 and passes[0] < source.index("__builtin_prefetch") < passes[1]
-    prefetches = re.findall(r"__builtin_prefetch\(&(p\d+)\[", source)
-    assert prefetches == ["p0"]  # x moves with the row; gamma and beta are the same every row
-    ahead = -(-PREFETCH_AHEAD // (COLS * 4))
-    assert f"(c0 + {ahead}) <= {rows - 1}" in source and "fl_q += 16" in source
-    few_rows = compile(single_group_plan(_row_block("layer_norm")), "c").kernels[0].source
-    assert "__builtin_prefetch(" not in few_rows  # all ROWS rows are closer than the distance
-
-
-def test_single_pass_kernels_leave_prefetching_to_the_hardware():
-    graph = _row_block("softmax")
-    for kernel in compile(per_node_plan(graph), "c").kernels:
-        assert "__builtin_prefetch(" not in kernel.source
+    assert len(passes) == 3 and passes[0] < source.index("__builtin_prefetch(&p0[") < passes[1]
 
 
 def test_fused_layer_norm_matches_reference_on_large_offsets():
@@ -137,20 +124,6 @@ def test_fused_layer_norm_matches_reference_on_large_offsets():
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
 
 
-def test_only_contiguous_rows_moving_with_the_outer_loop_are_prefetched():
-    import sympy as sp
-
-    from fusionlang.backend.emit_c import _row_offset
-
-    outer, inner = sp.Symbol("c0", integer=True), sp.Symbol("c1", integer=True)
-    assert _row_offset(1024 * outer + inner + 3, outer, inner)
-    assert not _row_offset(inner, outer, inner)                          # the same row every time
-    assert not _row_offset(1024 * outer + 2 * inner, outer, inner)       # strided
-    assert not _row_offset(outer * inner, outer, inner)
-    assert not _row_offset(1024 * sp.floor(outer / 2) + inner, outer, inner)  # not a polynomial
-    assert not _row_offset(1024 * outer + inner + sp.Symbol("_ld1"), outer, inner)  # indirect
-
-
 def _sum_graph(op: str, shape, axes, dtype="float32"):
     b = GraphBuilder(op)
     x = b.input("x", shape, dtype)
@@ -158,8 +131,8 @@ def _sum_graph(op: str, shape, axes, dtype="float32"):
     return b.build()
 
 
-def test_sum_loops_split_into_four_independent_accumulators():
-    # one vector accumulator makes every add wait for the previous one
+def test_split_sum_loops_are_printed_as_four_interleaved_accumulators_combined_pairwise():
+    # (which loops split: test_codegen_passes)
     source = compile(single_group_plan(_row_block("layer_norm")), "c").kernels[0].source
     splits = re.findall(r"reduction\(fl_add:(s\d+), \1_1, \1_2, \1_3\)\n\s*for \(int64_t c1 = 0; c1 <= 63; c1 \+= 1\)",
                         source)
@@ -171,27 +144,17 @@ def test_sum_loops_split_into_four_independent_accumulators():
     assert "(c1 + 64)" in source and "(c1 + 128)" in source and "(c1 + 192)" in source
 
 
-def test_max_short_and_uneven_reductions_are_not_split():
-    softmax_source = compile(single_group_plan(_row_block("softmax")), "c").kernels[0].source
-    assert re.search(r"reduction\(max:s\d+\) reduction", softmax_source)  # max waits 1 cycle: no gain
-    assert "_1 = -0.0f" in softmax_source                                   # the row sum is split
-    for cols in (64, 258):  # 16 iterations per stream; not a multiple of four
-        source = compile(single_group_plan(_sum_graph("reduce_sum", (4, cols), [-1])), "c").kernels[0].source
-        # (no stream copies s<k>_1; a kernel's hashed name may hold "_1")
-        assert "reduction(fl_add:" in source and not re.search(r"\bs\d+_1\b", source)
-
-
 @pytest.mark.parametrize("openmp", [False, True])
 @pytest.mark.parametrize("op,dtype", [("reduce_sum", "float32"), ("reduce_sum", "float64"),
                                       ("reduce_prod", "float32"), ("reduce_mean", "float32")])
 def test_split_reductions_match_reference_with_a_value_carried_in(op, dtype, openmp, monkeypatch):
     # over two axes the simd loop's accumulator arrives holding the previous rows' result;
     # with OpenMP each thread's rows get their own copies (shared even at this small size)
-    monkeypatch.setattr(emit_c, "PARALLEL_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(codegen_passes, "PARALLEL_MIN_ELEMENTS", 0)
     graph = _sum_graph(op, (3, 5, 256), [-2, -1], dtype)
+    plans = [f.plan for f in planned_loops(single_group_plan(graph), openmp=openmp)]
+    assert ("parallel" in [p.pragma for p in plans]) == openmp and any(p.split_streams > 1 for p in plans)
     compiled = compile(single_group_plan(graph), "c", openmp=openmp)
-    assert ("omp parallel for" in compiled.kernels[0].source) == openmp
-    assert re.search(r"reduction\((fl_add|\*):s\d+, s\d+_1", compiled.kernels[0].source)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 5, 256)).astype(dtype)
     if op == "reduce_prod":
@@ -255,12 +218,12 @@ SPECIAL_ROWS = {  # each row's sum, and so the divisor: normal, zero, inf, NaN, 
 def test_on_cuda_dividing_by_a_row_scalar_multiplies_by_its_reciprocal_and_keeps_every_special_divisor_exact():
     """softmax's last pass multiplies by 1 / sum, hoisted; a divisor that is not normal, or
     whose reciprocal is not, takes the loop that divides, so specials match the reference
-    exactly. (The C target keeps the division: see emit_c.reciprocal_divisors.)"""
+    exactly. (The C target keeps the division: see codegen_passes.plan_reciprocals.)"""
     rows = np.array(list(SPECIAL_ROWS.values()), np.float32)
     graph, feeds = _row_divided_by_its_sum(rows)
     compiled = compile(single_group_plan(graph), "cuda-emu")
+    # the printed contract: a multiplying loop and the dividing one it falls back to
     assert re.search(r"\*fl_rcp\d+;", compiled.sources) and re.search(r"/s\d+;", compiled.sources)
-    assert "fl_rcp" not in compile(single_group_plan(graph), "c").sources
     got = compiled.run(feeds)[graph.outputs[0]]
     with np.errstate(all="ignore"):
         want = reference.run(graph, feeds)[graph.outputs[0]]
@@ -275,8 +238,8 @@ def test_softmax_on_cuda_multiplies_by_the_reciprocal_of_the_row_sum():
     x = b.input("x", (64, 512))
     b.output(softmax(b, x))
     graph = b.build()
+    assert any(f.plan.reciprocals for f in planned_loops(single_group_plan(graph), "cuda"))
     compiled = compile(single_group_plan(graph), "cuda-emu")
-    assert re.search(r"\*fl_rcp\d+;", compiled.sources)
     feeds = {"x": np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32) * 4}
     np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
                                rtol=1e-6, atol=1e-9)

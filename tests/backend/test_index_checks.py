@@ -14,7 +14,7 @@ from fusionlang.engine.plan import per_node_plan
 from fusionlang.errors import InputError, ShapeError
 from fusionlang.ops import GraphBuilder
 
-from helpers import groups_plan
+from helpers import groups_plan, planned_loops
 
 
 def embedding_graph(rows: int = 5, width: int = 3, count: int = 4, index_dtype: str = "int64"):
@@ -108,8 +108,9 @@ def test_checks_inside_simd_loops_reduce_flags_and_report_a_bad_index():
     ids = b.input("ids", (64,), "int64")
     b.output(b.exp(b.gather(x, ids, axis=1)))
     graph = b.build()
+    assert any(f.plan.lane_checks for f in planned_loops(PLANS["fused"](graph)))
     compiled = fusionlang.compile(PLANS["fused"](graph), target="c")
-    assert "reduction(|:fl_bad" in compiled.sources and "fl_index_lane(" in compiled.sources
+    assert "fl_index_lane(" in compiled.sources  # (how a lane check is printed)
     ids_ok = (np.arange(64) % 80 - 40).astype(np.int64)
     feeds = {"x": np.linspace(-1, 1, 120, dtype=np.float32).reshape(3, 40), "ids": ids_ok}
     np.testing.assert_allclose(compiled.run(feeds)["exp_1"], reference.run(graph, feeds)["exp_1"], rtol=1e-6)

@@ -15,19 +15,19 @@ from hypothesis import given, settings
 from strategies import graphs
 
 import fusionlang
-from fusionlang.backend import emit_c
+from fusionlang.backend import codegen_passes
 from fusionlang.engine.plan import single_group_plan
 from fusionlang.ops import GraphBuilder
 
 
 @contextlib.contextmanager
 def every_size_in_parallel():
-    saved = emit_c.PARALLEL_MIN_ELEMENTS
-    emit_c.PARALLEL_MIN_ELEMENTS = 0
+    saved = codegen_passes.PARALLEL_MIN_ELEMENTS
+    codegen_passes.PARALLEL_MIN_ELEMENTS = 0
     try:
         yield
     finally:
-        emit_c.PARALLEL_MIN_ELEMENTS = saved
+        codegen_passes.PARALLEL_MIN_ELEMENTS = saved
 
 
 def _one_and_two_threads(compiled, feeds) -> tuple[dict, dict]:
@@ -49,7 +49,7 @@ def _softmax_of(rows: int, cols: int):
 
 def test_a_small_kernel_runs_on_the_calling_thread_and_a_large_one_shares_its_rows():
     small, large = _softmax_of(3, 17), _softmax_of(257, 129)
-    assert 257 * 129 >= emit_c.PARALLEL_MIN_ELEMENTS > 3 * 17
+    assert 257 * 129 >= codegen_passes.PARALLEL_MIN_ELEMENTS > 3 * 17
     assert "omp parallel" not in fusionlang.compile(single_group_plan(small), "c", threads=2).sources
     threaded = fusionlang.compile(single_group_plan(large), "c", openmp=True)
     assert "#pragma omp parallel for" in threaded.sources

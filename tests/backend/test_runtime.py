@@ -10,7 +10,7 @@ from strategies import graphs
 
 import fusionlang.backend as backend
 from fusionlang import reference
-from fusionlang.backend import emit_c
+from fusionlang.backend import codegen_passes
 from fusionlang.backend.memory import plan_buffers
 from fusionlang.engine.plan import FusionPlan, make_group, per_node_plan, single_group_plan
 from fusionlang.errors import CodegenError, InputError
@@ -191,7 +191,7 @@ def test_default_target_is_c_without_a_device():
 
 
 def test_openmp_build_matches(monkeypatch):
-    monkeypatch.setattr(emit_c, "PARALLEL_MIN_ELEMENTS", 0)  # its rows shared even at this small size
+    monkeypatch.setattr(codegen_passes, "PARALLEL_MIN_ELEMENTS", 0)  # its rows shared even at this small size
     b = GraphBuilder("omp")
     x = b.input("x", (64, 48))
     b.output(softmax(b, x))
