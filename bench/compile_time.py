@@ -80,7 +80,7 @@ def worker(name: str, root: str) -> dict:
     plan, t_plan = _timed(lambda: fusionlang.fuse(graph, "apollo"))
     compiled, t_compile = _timed(lambda: fusionlang.compile(plan, "c"))
     return {"import": t_import, "plan": t_plan, "compile": t_compile, "groups": len(plan.groups),
-            "kernels": compiled.stats["kernels"]}
+            "kernels": compiled.stats.kernels}
 
 
 def run_model(name: str, root: Path, cache: Path) -> dict:

@@ -75,7 +75,7 @@ def _compiled_in_two(fusionlang, plan):
     own, children, wall = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
     compiled = fusionlang.compile(plan, "c")
     wall = time.perf_counter() - wall
-    compiler_wall = compiled.stats["compile_seconds"]
+    compiler_wall = compiled.stats.compile_seconds
     codegen = {"cpu_s": round(_cpu(resource.RUSAGE_SELF) - own, 3), "wall_s": round(wall - compiler_wall, 3)}
     compiler = {"cpu_s": round(_cpu(resource.RUSAGE_CHILDREN) - children, 3), "wall_s": round(compiler_wall, 3)}
     return compiled, codegen, compiler
@@ -109,8 +109,8 @@ def worker(n: int, kind: str) -> dict:
     return {"model": kind, "n": n, "import": t_import, "fuse": t_fuse, "codegen": t_codegen, "compile": t_compile,
             "run": t_run, "reference": t_reference, "peak_rss_bytes": peak,
             "bit_identical": all(np.array_equal(outputs[k], expected[k]) for k in expected),
-            "groups": len(plan.groups), "kernels": compiled.stats["kernels"],
-            "concats_in_place": compiled.stats["concats_in_place"], "widest_concat": widest,
+            "groups": len(plan.groups), "kernels": compiled.stats.kernels,
+            "concats_in_place": compiled.stats.concats_in_place, "widest_concat": widest,
             "largest_isl_statements": _largest_program(plan)}
 
 

@@ -195,8 +195,8 @@ def bench_block(name: str, repeat: int, openmp: bool, copy_s: float) -> dict:
         "fused_run_s": t["fused_run"], "unfused_run_s": t["unfused_run"],
         "fused_median_s": t["fused_median"], "unfused_median_s": t["unfused_median"],
         "run_speedup_vs_unfused": t["unfused_run"] / t["fused_run"],
-        "fused_kernels": fused.stats["kernels"], "fused_loop_nests": fused.stats["loop_nests"],
-        "unfused_kernels": unfused.stats["kernels"], "fused_arena_bytes": fused.buffers.arena_bytes,
+        "fused_kernels": fused.stats.kernels, "fused_loop_nests": fused.stats.loop_nests,
+        "unfused_kernels": unfused.stats.kernels, "fused_arena_bytes": fused.buffers.arena_bytes,
         "unfused_arena_bytes": unfused.buffers.arena_bytes, "max_abs_error": err,
         "fused_global_bytes": global_bytes(fused, graph), "unfused_global_bytes": global_bytes(unfused, graph),
         # no overlap of memory and compute can make the fused kernel faster than both its
@@ -293,7 +293,7 @@ def bench_model(name: str, repeat: int, openmp: bool, memory: bool) -> dict:
         "fused_s": t["fused"], "unfused_s": t["unfused"],
         "fused_median_s": t["fused_median"], "unfused_median_s": t["unfused_median"],
         "reference_s": timed({"ref": lambda: reference.run(graph, feeds)}, 1)["ref"],
-        "fused_kernels": fused.stats["kernels"], "unfused_kernels": unfused.stats["kernels"],
+        "fused_kernels": fused.stats.kernels, "unfused_kernels": unfused.stats.kernels,
         "fused_arena_bytes": fused.buffers.arena_bytes, "unfused_arena_bytes": unfused.buffers.arena_bytes,
         "unshared_arena_bytes": fused.buffers.unshared_bytes, "fuse_s": fuse_s, "compile_s": compile_s,
     }

@@ -31,13 +31,13 @@ def measure(name: str, rules: dict, feedback: bool) -> dict:
         plan = fusionlang.fuse(graph, rules[ruleset], strategy, feedback=feedback)
         stats = plan.stats
         row[strategy] = {
-            "kernels_before": stats["kernels_before"],
-            "kernels_after": stats["kernels_after"],
-            "bytes_before": stats["bytes_before"],
-            "bytes_after": stats["bytes_after"],
-            "fusion_seconds": stats["rewrite_seconds"] + stats["partition_seconds"],
+            "kernels_before": stats.kernels_before,
+            "kernels_after": stats.kernels_after,
+            "bytes_before": stats.bytes_before,
+            "bytes_after": stats.bytes_after,
+            "fusion_seconds": stats.rewrite_seconds + stats.partition_seconds,
             "groups": len(plan.groups),
-            "backend_refusals": len(stats.get("feedback", [])),
+            "backend_refusals": len(stats.feedback or []),
         }
     row["ort"] = ort_kernels(light_model_path(name))
     return row

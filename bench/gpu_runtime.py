@@ -242,7 +242,7 @@ def competitors(name: str, model: onnx.ModelProto, cp, torch, torch_compile: str
         fns.update(_torch_competitors(name, model, feeds, torch, cp, torch_compile) if torch is not None else {})
     except Exception as exc:  # noqa: BLE001 - PyTorch's side failing leaves the others measured
         torch_error = f"{type(exc).__name__}: {str(exc)[:500]}"
-    facts = {"torch_error": torch_error, "kernels": fused.stats["kernels"], "flops": contraction_flops(graph), "bytes": io_bytes(graph),
+    facts = {"torch_error": torch_error, "kernels": fused.stats.kernels, "flops": contraction_flops(graph), "bytes": io_bytes(graph),
              "strategies": sorted({k.strategy for k in fused.kernels if k.strategy.startswith("GEMM")}),
              "ops": ops, "outputs": [outputs[o] for o in graph.outputs]}
     return fns, feeds, facts

@@ -116,7 +116,7 @@ def bench(name: str, rounds: int) -> dict:
                                    "fl_kernels": lambda: compiled.execute(checked),
                                    "ort": lambda: session.run(None, feeds)[0]}, rounds)
     del results["fl_kernels"]
-    row = {"workload": name, "flops": flops, "kernels": compiled.stats["kernels"],
+    row = {"workload": name, "flops": flops, "kernels": compiled.stats.kernels,
            "max_abs_diff": float(np.max(np.abs(results["fl"] - results["ort"])))}
     for key, t in timing.items():
         row[f"{key}_cpu_ms"] = round(t["cpu_ms"], 4)

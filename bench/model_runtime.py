@@ -295,7 +295,7 @@ def competitors(model: onnx.ModelProto, threads: str) -> tuple[dict, dict, dict]
     torch_run = torch_runner(model) if not openmp else None
     if torch_run is not None:
         fns["torch"] = lambda: torch_run(feeds)
-    info = {"fused_kernels": fused.stats["kernels"], "unfused_kernels": unfused.stats["kernels"],
+    info = {"fused_kernels": fused.stats.kernels, "unfused_kernels": unfused.stats.kernels,
             "templates": sum(k.strategy == "gemm template" for k in fused.kernels)}
     if not openmp:
         info["unfused_profiled"] = fusionlang.compile(per_op, "c", profile=True)

@@ -14,6 +14,9 @@ in ``FusionPlan.stats``, codegen and compile in ``CompiledGraph.stats``.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Mapping, TypeVar
+
 IMPORT, REWRITE, PARTITION, CODEGEN, COMPILE, RUN = "import", "rewrite", "partition", "codegen", "compile", "run"
 STAGES = (IMPORT, REWRITE, PARTITION, CODEGEN, COMPILE, RUN)
 
@@ -34,11 +37,34 @@ def stage_line(times: dict[str, float]) -> str:
     return " · ".join(f"{stage} {format_seconds(times[stage])}" for stage in STAGES if stage in times)
 
 
-def stage_times(*stats: dict) -> dict[str, float]:
-    """stage -> seconds, from stats dicts holding ``<stage>_seconds`` keys."""
+def stage_times(*stats: Stats | Mapping[str, Any]) -> dict[str, float]:
+    """stage -> seconds, from stats (or their JSON) holding ``<stage>_seconds``."""
     out = {}
     for s in stats:
+        data = s.to_dict() if isinstance(s, Stats) else s
         for stage in STAGES:
-            if seconds_key(stage) in s:
-                out[stage] = float(s[seconds_key(stage)])
+            if seconds_key(stage) in data:
+                out[stage] = float(data[seconds_key(stage)])
     return out
+
+
+_S = TypeVar("_S", bound="Stats")
+
+
+class Stats:
+    """Base of the typed stats (``FusionPlan.stats``, ``CompiledGraph.stats``): frozen,
+    slotted dataclasses whose fields are their JSON keys. A field that is None was not
+    recorded (the stage that records it did not run) and is left out of the JSON."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recorded fields by name, as the plan JSON, the report and ``--json`` carry them."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                if getattr(self, f.name) is not None}
+
+    @classmethod
+    def from_dict(cls: type[_S], data: Mapping[str, Any]) -> _S:
+        """The stats a :meth:`to_dict` wrote (its other keys, a plan's own, are not stats)."""
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})

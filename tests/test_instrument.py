@@ -84,7 +84,7 @@ def test_info_lines_say_what_each_stage_decided(demo_graph):
     fl.compile(plan)
     lines = stream.getvalue().splitlines()
     assert f"fusionlang.partition: apollo: {len(demo_graph.nodes)} ops -> {plan.launches} kernels " \
-           f"in {len(plan.groups)} groups (before fusion: {plan.stats['kernels_before']} kernels), " \
+           f"in {len(plan.groups)} groups (before fusion: {plan.stats.kernels_before} kernels), " \
            "0 backend refusals" in lines
     assert any(line.startswith("fusionlang.rewrite: ") and "stop: fixpoint" in line for line in lines)
     assert any(line.startswith("fusionlang.codegen: c: ") for line in lines)

@@ -308,10 +308,12 @@ def attention_function(kernel: AttentionKernel, label: str, *, openmp: bool = Fa
     """The kernel's C function (it allocates its workspace, so it takes the error record)."""
     names = {value: f"p{k}" for k, value in enumerate(kernel.values)}
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict p{k}" for k, a in enumerate(kernel.params)]
-    text = _source(kernel, names, decls + ["int64_t *restrict fl_err"], openmp)
-    name = f"fl_a_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    params = decls + ["int64_t *restrict fl_err"]
+    # named by the hash of its text under a stand-in name, then printed once more under its own
+    stand_in = _source(kernel, names, params, openmp, "@NAME@")
+    name = f"fl_a_{hashlib.sha256(stand_in.encode()).hexdigest()[:16]}"
     comment = f"/* {label}: {kernel.detail} as the attention template, {len(kernel.steps)} score step(s) */\n"
-    return CFunction(name, comment + text.replace("@NAME@", name), list(kernel.params), 1, fallible=True,
+    return CFunction(name, comment + _source(kernel, names, params, openmp, name), list(kernel.params), 1, fallible=True,
                      vector_code=True)
 
 
@@ -397,7 +399,7 @@ def _layout(kernel: AttentionKernel, machine: Machine) -> _Layout:
     return _Layout(vl, rows, _padded(kernel.n, vl), _padded(kernel.e, vl), narrow, kernel)
 
 
-def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], openmp: bool) -> str:
+def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], openmp: bool, name: str) -> str:
     k = kernel
     lay = _layout(k, host())
     vl, np_, ep = lay.vl, lay.np, lay.ep
@@ -415,7 +417,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     share = "        #pragma omp for schedule(static)\n" if openmp else ""
     blocks = -(-k.m // lay.rows)
     probability = "e[j] * r" if k.reciprocal else "e[j] / total"
-    micros = "".join(_micro(f"@NAME@_qk{r}", r, k.d, k.q.rows, k.q.cols, np_, np_, np_, vl) for r in {lay.rows, 1})
+    micros = "".join(_micro(f"{name}_qk{r}", r, k.d, k.q.rows, k.q.cols, np_, np_, np_, vl) for r in {lay.rows, 1})
     if lay.narrow_v:
         pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
             for (long c = 0; c < {k.e}L; c++) vp[c * {k.n}L + j] = vb[j * {k.v.rows}L + c * {k.v.cols}L];
@@ -432,18 +434,18 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
             }}
 """
     else:
-        micros += "".join(_micro(f"@NAME@_pv{r}", r, k.n, np_, 1, ep, ep, ep, vl) for r in {lay.rows, 1})
+        micros += "".join(_micro(f"{name}_pv{r}", r, k.n, np_, 1, ep, ep, ep, vl) for r in {lay.rows, 1})
         pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
             for (long c = 0; c < {ep}L; c++) vp[j * {ep}L + c] = c < {k.e}L ? vb[j * {k.v.rows}L + c * {k.v.cols}L] : 0.0f;
 """
-        weighted = f"""            if (rows == {lay.rows}L) @NAME@_pv{lay.rows}(sb, vp, ob_rows);
-            else for (long r = 0; r < rows; r++) @NAME@_pv1(sb + r * {np_}L, vp, ob_rows + r * {ep}L);
+        weighted = f"""            if (rows == {lay.rows}L) {name}_pv{lay.rows}(sb, vp, ob_rows);
+            else for (long r = 0; r < rows; r++) {name}_pv1(sb + r * {np_}L, vp, ob_rows + r * {ep}L);
             for (long r = 0; r < rows; r++)
                 for (long c = 0; c < {k.e}L; c++) ob[(i + r) * {o_view.rows}L + c * {o_view.cols}L] = ob_rows[r * {ep}L + c];
 """
     declare = "int omp_get_max_threads(void);\nint omp_get_thread_num(void);\n" if openmp else ""
     nbytes = f"(size_t){lay.per_thread}L * sizeof(float) * (size_t)team"
-    return f"""{vector_types(vl)}{declare}{micros}void @NAME@({', '.join(decls)}) {{
+    return f"""{vector_types(vl)}{declare}{micros}void {name}({', '.join(decls)}) {{
     const long team = {team};
     float *work = (float *)fl_alloc({nbytes});
     if (!work) {{ fl_err[0] = {ALLOC}; fl_err[2] = (int64_t)({nbytes}); return; }}
@@ -468,8 +470,8 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
         }}
         {{
             const long rows = {k.m}L - i < {lay.rows}L ? {k.m}L - i : {lay.rows}L;
-            if (rows == {lay.rows}L) @NAME@_qk{lay.rows}(qb + i * {k.q.rows}L, kp, sb);
-            else for (long r = 0; r < rows; r++) @NAME@_qk1(qb + (i + r) * {k.q.rows}L, kp, sb + r * {np_}L);
+            if (rows == {lay.rows}L) {name}_qk{lay.rows}(qb + i * {k.q.rows}L, kp, sb);
+            else for (long r = 0; r < rows; r++) {name}_qk1(qb + (i + r) * {k.q.rows}L, kp, sb + r * {np_}L);
             for (long r = 0; r < rows; r++) {{
                 float *restrict srow = sb + r * {np_}L, *restrict e = srow;
                 float top = -INFINITY;

@@ -85,8 +85,8 @@ def split_at_concats(plan: FusionPlan, *, cut_inside: bool = True) -> FusionPlan
                   horizontal=[[first_piece[g] for g in pack] for pack in plan.horizontal],
                   schedules=schedules, decisions=[*plan.decisions, *decisions])
     cut.validate()
-    if "kernels_after" in cut.stats:
-        cut.stats = {**cut.stats, "kernels_after": cut.launches}
+    if cut.stats.kernels_after is not None:
+        cut.stats = replace(cut.stats, kernels_after=cut.launches)
     return split_at_concats(cut, cut_inside=cut_inside)  # a group with a second concat: cut again
 
 

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fusionlang.backend.cexpr import CUDA
+from fusionlang.backend.epilogue import Statement, statements_text
 from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand
 from fusionlang.backend.half import CONVERSIONS, narrow
 
@@ -232,7 +234,7 @@ class Prologue:
 
     which: str
     coords: tuple[str, ...]
-    body: str
+    body: tuple[Statement, ...]
     result: str
 
 
@@ -246,11 +248,11 @@ class Names:
 
 
 def gemm_kernel(name: str, problem: GemmProblem, tile: CudaTile, params: list[str], names: Names,
-                epilogue: str = "", element: str = "float32", c_dtype: str = "float32",
+                epilogue: tuple[Statement, ...] = (), element: str = "float32", c_dtype: str = "float32",
                 prologue: Prologue | None = None) -> str:
     """``extern "C" __global__ void name(params..., fl_scratch, fl_err)``: C = A . B over
-    ``problem``, each element passed through ``epilogue`` (statements reading and writing
-    ``v``, with ``i``, ``j`` and ``o0, o1, ...`` its coordinates) before it is stored.
+    ``problem``, each element passed through ``epilogue`` (:mod:`.epilogue` statements reading
+    and writing ``v``, with ``i``, ``j`` and ``o0, o1, ...`` its coordinates) before it is stored.
     ``element``: A's and B's dtype (float32, or float16 / bfloat16 bits: m16n8k16 tensor
     cores, fp32 accumulation); ``c_dtype``: C's, which ``v`` is rounded to once, at the
     store. ``prologue``: one operand is computed element by element while staged (see
@@ -426,7 +428,7 @@ def _fma_block(out: _Lines) -> None:
     out.close()
 
 
-def _store(out: _Lines, problem: GemmProblem, epilogue: str, names: Names, c_dtype: str) -> None:
+def _store(out: _Lines, problem: GemmProblem, epilogue: tuple[Statement, ...], names: Names, c_dtype: str) -> None:
     """Each thread's accumulators through the epilogue into C (fragment layout of m16n8)."""
     out("#pragma unroll")
     out.open("for (int mi = 0; mi < MI; mi++)")
@@ -438,8 +440,8 @@ def _store(out: _Lines, problem: GemmProblem, epilogue: str, names: Names, c_dty
     out("const long long j = n0 + wn0 + ni * 8 + 2 * t4 + (r & 1);")
     out.open(f"if (i < {problem.m} && j < {problem.n})")
     out("float v = acc[mi][ni][r];")
-    for line in epilogue.strip().splitlines():
-        out(line.strip())
+    for line in statements_text(epilogue, CUDA):
+        out(line)
     out(f"{names.c}[c_base + i * {problem.c.rows}LL + j] = {narrow(c_dtype, 'v') if c_dtype in CONVERSIONS else 'v'};")
     out.close()
     out.close()
@@ -478,8 +480,8 @@ def _staged_value(out: _Lines, prologue: Prologue, dest: str, element: str) -> N
     out.open("if (ok)")
     for d, coord in enumerate(prologue.coords):
         out(f"const long long fl_x{d} = {coord};")
-    for line in prologue.body.strip().splitlines():
-        out(line.strip())
+    for line in statements_text(prologue.body, CUDA):
+        out(line)
     out(f"fl_pv = {prologue.result};")
     out.close()
     out(f"{dest} = {narrow(element, 'fl_pv') if element in CONVERSIONS else 'fl_pv'};")

@@ -21,7 +21,7 @@ from fusionlang.backend.cexpr import CUDA, ctype
 from fusionlang.backend.cuda_gemm import Names, Prologue, choose_tile, gemm_kernel, grid_size
 from fusionlang.backend.emit_cuda import MAX_GRID, CudaGroup, CudaKernel, emit_group
 from fusionlang.backend.gemm_template import GemmProblem, Im2Col, Operand
-from fusionlang.backend.template import TemplateGroup, chain_lines, epilogue_body
+from fusionlang.backend.template import TemplateGroup, chain_statements, epilogue_body
 from fusionlang.ops.access import i_sym
 
 
@@ -35,18 +35,23 @@ def template_kernel(tg: TemplateGroup, label: str, precision: str = "fp32") -> t
     staged_b = tg.prologue is not None and tg.prologue.which == "b"
     problem = tg.problem if staged_b else direct_view(tg.problem)  # the prologue's coordinates are im2col's
     tile = choose_tile(problem)
-    body = epilogue_body(tg, names, CUDA)
+    body = epilogue_body(tg, names)
     operands = [names.get(id(a), "0") for a in (tg.a_param, tg.b_param, tg.c_param)]  # "0": computed, not read
-    text = gemm_kernel("@NAME@", problem, tile, decls, Names(*operands), body, element=tg.element,
-                       c_dtype=tg.c_param.dtype, prologue=_prologue(tg, names))
-    name = f"fl_g_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    prologue = _prologue(tg, names)
+
+    def text(name: str) -> str:
+        return gemm_kernel(name, problem, tile, decls, Names(*operands), body, element=tg.element,
+                           c_dtype=tg.c_param.dtype, prologue=prologue)
+
+    # named by the hash of its text under a stand-in name (the same for every kernel)
+    name = f"fl_g_{hashlib.sha256(text('@NAME@').encode()).hexdigest()[:16]}"
     comment = (f"/* {label}: {tg.final.node.op} as the CUDA GEMM template, tile {tile.label}, "
                f"{len(tg.epilogue)} epilogue statement(s) */\n")
     types = [d.rsplit(" ", 1)[0].replace(" __restrict__", "") for d in decls]
     kernel = CudaKernel(name, grid_size(problem, tile, MAX_GRID), tile.threads, -1, "gemm template",
                         params=params, param_types=types, exact_block=True,
                         strategy=f"GEMM template {tile.label}, {_multiplies(tg.element, precision)}")
-    return comment + text.replace("@NAME@", name), kernel
+    return comment + text(name), kernel
 
 
 def kernel_params(tg: TemplateGroup) -> list:
@@ -69,8 +74,8 @@ def _prologue(tg: TemplateGroup, names: dict[int, str]) -> Prologue | None:
         return None
     operand = tg.a_param if pro.which == "a" else tg.b_param
     index = {i_sym(d): sp.Symbol(f"fl_x{d}", integer=True) for d in range(len(operand.shape))}
-    lines, local, _ = chain_lines(pro.stmts, names, index, CUDA, "q", skip_store=pro.stmts[-1].write.array)
-    return Prologue(pro.which, _operand_coords(tg, pro.which, operand.shape), "\n".join(lines),
+    defines, local, _ = chain_statements(pro.stmts, names, index, "q", skip_store=pro.stmts[-1].write.array)
+    return Prologue(pro.which, _operand_coords(tg, pro.which, operand.shape), tuple(defines),
                     local[pro.stmts[-1].write.array.id])
 
 

@@ -54,9 +54,10 @@ def is_depthwise(problem: GemmProblem) -> bool:
 
 
 def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *,
-                     threads: bool = False, tap: Tap = DEPTHWISE) -> str:
+                     threads: bool = False, tap: Tap = DEPTHWISE, linkage: str = "") -> str:
     """C source of ``int name(const float *W, const float *X, float *Y, <epilogue params>)``
-    (always returns 0: it allocates nothing); a pooling ``tap`` drops ``W``."""
+    (always returns 0: it allocates nothing); a pooling ``tap`` drops ``W``; ``linkage``
+    goes before the function (``"static "``)."""
     if not is_depthwise(problem):
         raise ValueError("not a depthwise convolution")
     x = problem.b
@@ -72,7 +73,7 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     epilogue_function(out, name, problem, epilogue)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     weights = "const float *restrict W, " if tap.weighted else ""
-    out.open(f"int {name}({weights}const float *restrict X, float *restrict Y{extra})")
+    out.open(f"{linkage}int {name}({weights}const float *restrict X, float *restrict Y{extra})")
     taps = problem.outer[0] * problem.outer[1] * x.out_h * x.out_w * kh * kw
     if threads and taps >= gemm_template.PARALLEL_MIN_MACS:  # a small one on the calling thread: see there
         out("#pragma omp parallel for collapse(2) schedule(static)")

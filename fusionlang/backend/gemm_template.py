@@ -40,13 +40,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
-from typing import Protocol
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Callable, Protocol
 
 import numpy as np
+import sympy as sp
 
+from fusionlang.backend.cexpr import C, IndexPrinter
+from fusionlang.backend.epilogue import Statement, statements_text
 from fusionlang.backend.machine import Machine
+from fusionlang.ops.access import as_expr
 
 # ----- the problem -------------------------------------------------------------------
 
@@ -111,12 +114,13 @@ class GemmProblem:
 
 @dataclass(frozen=True)
 class Epilogue:
-    """C statements run on every element of a finished tile, in a SIMD loop over its
-    columns: ``v`` is the accumulated value (float, read and written back to C); ``i`` and
-    ``j`` are the element's row and column in the GEMM and ``o0, o1, ...`` its outer
-    indices. ``params`` are extra kernel parameters the statements read (bias, residual)."""
+    """Statements (:mod:`.epilogue`) run on every element of a finished tile, in a SIMD loop
+    over its columns: ``v`` is the accumulated value (float, read and written back to C);
+    ``i`` and ``j`` are the element's row and column in the GEMM and ``o0, o1, ...`` its
+    outer indices. ``params`` are extra kernel parameters the statements read (bias,
+    residual)."""
 
-    body: str
+    body: tuple[Statement, ...]
     params: tuple[str, ...] = ()
 
 
@@ -286,32 +290,46 @@ class Numbers:
         return f"S[{len(self.values) - 1}]"
 
     def array(self) -> str:
-        return f"static const long S[{max(1, len(self.values))}] = {{{', '.join(f'{v}L' for v in self.values) or '0L'}}};"
+        return self.array_of(tuple(self.values))
+
+    @staticmethod
+    def array_of(values: tuple[int, ...]) -> str:
+        """The C table of ``values``, as a kernel passes them to its driver."""
+        return f"static const long S[{max(1, len(values))}] = {{{', '.join(f'{v}L' for v in values) or '0L'}}};"
 
 
-#: an integer literal (``729`` or ``729L``), not part of a name, a float or an exponent
-_INTEGER = re.compile(r"(?<![\w.])(?<![eE][-+])(\d+)L?(?![\w.])")
-_INDEX = re.compile(r"\[([^\[\]]*)\]")
-#: an index a literal of which must stay: divisions, shifts, selections
-_KEEP_INDEX = re.compile(r"[/%?]|<<|>>|fl_fdiv|fl_fmod")
+class NumberedIndex(IndexPrinter):
+    """Prints an epilogue's index for a shared driver: its integer literals read from
+    ``numbers``, so GEMMs that differ only in shapes share the driver's text. The column's
+    coefficient stays a literal (its loop stays unit-stride for the vectorizer), and so does
+    every literal of an index that divides or selects (a division by a constant is a
+    multiply)."""
+
+    def __init__(self, numbers: Numbers) -> None:
+        super().__init__()
+        self.numbers = numbers
+
+    def __call__(self, e) -> str:
+        e = as_expr(e)
+        if e.has(sp.floor, sp.ceiling, sp.Mod, sp.Piecewise):
+            return IndexPrinter()(e)
+        return self.p(e)
+
+    def p(self, e) -> str:
+        if isinstance(e, sp.Integer) and abs(int(e)) < 2**31:
+            slot = self.numbers(abs(int(e)))
+            return slot if e >= 0 else f"(-{slot})"
+        if isinstance(e, sp.Mul) and _column_term(e):
+            coeff, rest = e.as_coeff_Mul()
+            return "(" + " * ".join([IndexPrinter.p(self, coeff)] + [self.p(f) for f in sp.Mul.make_args(rest)]) + ")"
+        return super().p(e)
 
 
-def lift_index_literals(body: str, numbers: Numbers) -> str:
-    """``body`` with the integer literals of its array indices read from ``numbers``, but for
-    the column's coefficient (``j``) and any index that divides, shifts or selects."""
-    def literal(match: re.Match, inner: str) -> str:
-        before, after = inner[:match.start()], inner[match.end():]
-        if re.search(r"\bj\s*\*\s*$", before) or re.match(r"\s*\*\s*j\b", after):
-            return match.group(0)
-        return numbers(int(match.group(1)))
-
-    def index(match: re.Match) -> str:
-        inner = match.group(1)
-        if _KEEP_INDEX.search(inner):
-            return match.group(0)
-        return "[" + _INTEGER.sub(lambda m: literal(m, inner), inner) + "]"
-
-    return _INDEX.sub(index, body)
+def _column_term(e: sp.Mul) -> bool:
+    """``c * j ...`` with a positive literal c: the column's coefficient."""
+    coeff, rest = e.as_coeff_Mul()
+    first = sp.Mul.make_args(rest)[0]
+    return coeff.is_Integer and coeff > 1 and isinstance(first, sp.Symbol) and first.name == "j"
 
 
 def vector_types(vl: int) -> str:
@@ -323,27 +341,31 @@ def vector_types(vl: int) -> str:
 
 def gemm_kernel(name: str, problem: GemmProblem, blocking: Blocking, epilogue: Epilogue | None = None,
                 *, packed_a: bool = False, packed_b: bool = False, threads: bool = False,
-                helpers: dict[str, str] | None = None) -> str:
+                helpers: dict[str, str] | None = None, linkage: str = "") -> str:
     """C source of ``int name(const float *A, const float *B, float *C, <epilogue params>)``:
     C = A . B over the problem's outer indices, then the epilogue on every element. Returns
     0, or 1 when its packing buffers cannot be allocated (nothing is written then).
     ``threads``: one OpenMP team for the product of each outer index (when all of them
     have :data:`PARALLEL_MIN_MACS` multiply-adds together): its threads pack a share of each panel's slivers each and share the
     panel's tiles (each writes its own block of C). ``helpers``: see
-    :func:`_shared`."""
+    :func:`_shared`. ``linkage`` goes before the function (``"static "``)."""
+    return kernel_printer(problem, blocking, epilogue, packed_a=packed_a, packed_b=packed_b, threads=threads,
+                          helpers=helpers, linkage=linkage)(name)
+
+
+def kernel_printer(problem: GemmProblem, blocking: Blocking, epilogue: Epilogue | None = None, *,
+                   packed_a: bool = False, packed_b: bool = False, threads: bool = False,
+                   helpers: dict[str, str] | None = None, linkage: str = "") -> Callable[[str], str]:
+    """name -> the C of :func:`gemm_kernel` under that name; the blocked GEMM's driver is
+    planned (and named) once however often it is printed."""
     if packed_b and isinstance(problem.b, Im2Col):
         raise ValueError("an im2col operand cannot be passed packed")
     if is_gemv(problem) and not (packed_a or packed_b):
-        return gemv_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=blocking.vl)
-    out = Lines()
-    out(f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
-        f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
-    called = _helpers_called(problem, blocking, packed_a, packed_b)
-    for helper, signature, body, prelude in called:
-        _shared(out, helpers, helper, signature, body, prelude)
-    _shared_driver(out, helpers, name, problem, blocking, epilogue, packed_a, packed_b, threads,
-                   [signature for _, signature, _, _ in called])
-    return out.text()
+        return lambda name: gemv_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=blocking.vl,
+                                        linkage=linkage)
+    fn = gemm_function("", problem, blocking, epilogue, packed_a=packed_a, packed_b=packed_b, threads=threads,
+                       linkage=linkage)
+    return lambda name: print_gemm(replace(fn, name=name), helpers)
 
 
 class _Printer(Protocol):
@@ -352,58 +374,121 @@ class _Printer(Protocol):
     def __call__(self, out: Lines, /) -> None: ...
 
 
-def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[tuple]:
-    """(name, signature, body printer, prelude) of each shape-free helper the driver calls:
-    the micro-kernel and the packing routines of the operands not passed packed."""
-    called: list[tuple[str, str, _Printer, str]]
-    called = [(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
-               lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
-    if not packed_a:
-        pack = f"fl_gemm_pack_a_{bl.mr}"
-        called.append((pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, bl), ""))
-    if _gathered(problem, packed_b):
-        gather = f"fl_gemm_pack_gather_{bl.nr}"
-        called.append((_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes, ""))
-        called.append((gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_gather(o, bl), ""))
-    elif not packed_b and isinstance(problem.b, Im2Col):
-        pack = f"fl_gemm_pack_im2col_{bl.nr}"
-        called.append((pack, _IM2COL_SIGNATURE.format(name=pack), lambda o: _pack_im2col(o, bl), ""))
-    elif not packed_b:
-        pack = f"fl_gemm_pack_b_{bl.nr}"
-        called.append((pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, bl), ""))
-    return called
+@dataclass(frozen=True)
+class Helper:
+    """A shape-free routine a driver calls (micro-kernel, packer): printed once per unit or
+    library (:func:`_shared`); ``prelude`` holds the types it needs."""
+
+    name: str
+    signature: str
+    body: _Printer
+    prelude: str = ""
 
 
-def _shared_driver(out: Lines, helpers: dict[str, str] | None, name: str, problem: GemmProblem, bl: Blocking,
-                   epilogue: Epilogue | None, packed_a: bool, packed_b: bool, threads: bool,
-                   called: list[str]) -> None:
-    """Print the driver (blocked loops and epilogue) once per text, as :func:`_shared` prints
-    a helper (``called``: the signatures of the helpers it calls, declared where it lands),
-    and ``int name(A, B, C, <epilogue params>)`` calling it with this problem's numbers."""
-    numbers, driver = Numbers(), Lines()
-    epilogue_function(driver, "@DRIVE@", problem, epilogue, numbers)
-    _driver(driver, "@DRIVE@", problem, bl, epilogue, packed_a, packed_b, threads, numbers)
-    text = driver.text()
-    drive = f"{DRIVER_PREFIX}{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    text = text.replace("@DRIVE@", drive)
+@dataclass(frozen=True)
+class Driver:
+    """The blocked loops and the epilogue of a GEMM, every number read from a table ``S``:
+    GEMMs whose drivers print alike share one (its name is a hash of its text).
+    ``called``: the helpers it calls, declared where it lands."""
+
+    problem: GemmProblem
+    blocking: Blocking
+    epilogue: Epilogue | None
+    packed_a: bool
+    packed_b: bool
+    threads: bool
+    called: tuple[Helper, ...]
+
+    def print(self, name: str, linkage: str) -> tuple[Lines, Numbers]:
+        """The driver's text as ``linkage name``, and the numbers it reads, in slot order."""
+        numbers, out = Numbers(), Lines()
+        epilogue_function(out, name, self.problem, self.epilogue, numbers)
+        _driver(out, name, linkage, self.problem, self.blocking, self.epilogue, self.packed_a, self.packed_b,
+                self.threads, numbers)
+        return out, numbers
+
+    def signature(self, name: str) -> str:
+        return _drive_signature(name, self.epilogue)
+
+
+#: the name and linkage a driver is printed under to name it by its text's hash (the same
+#: for every driver: only what differs between drivers changes the hash)
+_HASHED_NAME, _HASHED_LINKAGE = "@DRIVE@", "@LINKAGE@"
+
+
+@dataclass(frozen=True)
+class GemmFunction:
+    """``linkage int name(params)``: passes its problem's ``numbers`` to the shared ``driver``
+    named ``driver_name``. A value; :func:`print_gemm` prints it."""
+
+    name: str
+    params: tuple[str, ...]
+    linkage: str
+    numbers: tuple[int, ...]
+    driver: Driver
+    driver_name: str
+    comment: str
+
+
+def gemm_function(name: str, problem: GemmProblem, blocking: Blocking, epilogue: Epilogue | None = None, *,
+                  packed_a: bool = False, packed_b: bool = False, threads: bool = False,
+                  linkage: str = "") -> GemmFunction:
+    """The blocked GEMM kernel of :func:`gemm_kernel` as a value."""
+    driver = Driver(problem, blocking, epilogue, packed_a, packed_b, threads,
+                    tuple(_helpers_called(problem, blocking, packed_a, packed_b)))
+    hashed, numbers = driver.print(_HASHED_NAME, _HASHED_LINKAGE)
+    driver_name = f"{DRIVER_PREFIX}{hashlib.sha256(hashed.text().encode()).hexdigest()[:16]}"
+    params = ("const float *restrict A", "const float *restrict B", "float *restrict C") + \
+        (epilogue.params if epilogue else ())
+    comment = (f"/* GEMM template: m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}, "
+               f"micro-tile {blocking.mr}x{blocking.nr}, kc={blocking.kc} mc={blocking.mc} nc={blocking.nc} */")
+    return GemmFunction(name, params, linkage, tuple(numbers.values), driver, driver_name, comment)
+
+
+def print_gemm(fn: GemmFunction, helpers: dict[str, str] | None = None) -> str:
+    """The kernel's C: its helpers and driver (here, static under guards, or into
+    ``helpers`` and declared here: see :func:`_shared`), then the function."""
+    out = Lines()
+    out(fn.comment)
+    for helper in fn.driver.called:
+        _shared(out, helpers, helper.name, helper.signature, helper.body, helper.prelude)
+    drive = fn.driver_name
     if helpers is None:
         out(f"#ifndef FL_SHARED_{drive}")
         out(f"#define FL_SHARED_{drive}")
-        out.lines.append(text.replace(_LINKAGE, "static ").rstrip("\n"))
+        out.lines.extend(fn.driver.print(drive, "static ")[0].lines)
         out("#endif")
     else:
         if drive not in helpers:
-            declarations = "".join(f"{SHARED_LINKAGE}{signature};\n" for signature in called)
-            helpers[drive] = declarations + text.replace(_LINKAGE, SHARED_LINKAGE)
-        out(f"{SHARED_LINKAGE}{_drive_signature(drive, epilogue)};")
-    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
-    out(numbers.array())
-    out(f"return {drive}(S, A, B, C{epilogue_args(epilogue)});")
+            declarations = "".join(f"{SHARED_LINKAGE}{helper.signature};\n" for helper in fn.driver.called)
+            helpers[drive] = declarations + fn.driver.print(drive, SHARED_LINKAGE)[0].text()
+        out(f"{SHARED_LINKAGE}{fn.driver.signature(drive)};")
+    out.open(f"{fn.linkage}int {fn.name}({', '.join(fn.params)})")
+    out(Numbers.array_of(fn.numbers))
+    out(f"return {drive}(S, A, B, C{epilogue_args(fn.driver.epilogue)});")
     out.close()
+    return out.text()
 
 
-#: where a driver's linkage goes: static in a single source, hidden and shared in a library
-_LINKAGE = "@LINKAGE@"
+def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[Helper]:
+    """Each shape-free helper the driver calls: the micro-kernels and the packing routines
+    of the operands not passed packed."""
+    called = [Helper(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
+                     lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
+    if not packed_a:
+        pack = f"fl_gemm_pack_a_{bl.mr}"
+        called.append(Helper(pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, bl)))
+    if _gathered(problem, packed_b):
+        gather = f"fl_gemm_pack_gather_{bl.nr}"
+        called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
+        called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_gather(o, bl)))
+    elif not packed_b and isinstance(problem.b, Im2Col):
+        pack = f"fl_gemm_pack_im2col_{bl.nr}"
+        called.append(Helper(pack, _IM2COL_SIGNATURE.format(name=pack), lambda o: _pack_im2col(o, bl)))
+    elif not packed_b:
+        pack = f"fl_gemm_pack_b_{bl.nr}"
+        called.append(Helper(pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, bl)))
+    return called
 
 
 def _drive_signature(drive: str, epilogue: Epilogue | None) -> str:
@@ -502,7 +587,7 @@ def _gemv_view(problem: GemmProblem) -> _Gemv:
 
 
 def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
-                helpers: dict[str, str] | None = None, vl: int | None = None) -> str:
+                helpers: dict[str, str] | None = None, vl: int | None = None, linkage: str = "") -> str:
     """C source of ``int name(A, B, C, <epilogue params>)`` for a one-row or one-column
     problem (:func:`gemv_kind`), reading the matrix as it lies: a dot product per output
     when its K axis is contiguous (a transposed weight of a row GEMV, a row-major weight of
@@ -513,9 +598,9 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     # a small one stays on the calling thread: see PARALLEL_MIN_MACS
     threads = threads and problem.m * problem.n * problem.k * math.prod(problem.outer) >= PARALLEL_MIN_MACS
     if gemv_kind(problem) == "narrow":
-        return narrow_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=vl or 4)
+        return narrow_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=vl or 4, linkage=linkage)
     if gemv_kind(problem) == "short":
-        return short_kernel(name, problem, epilogue, threads=threads)
+        return short_kernel(name, problem, epilogue, threads=threads, linkage=linkage)
     g = _gemv_view(problem)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
@@ -532,7 +617,7 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
             _shared(out, helpers, dot, _GEMV_DOT_SIGNATURE.format(name=dot),
                     lambda o, rows=rows: _gemv_dots(o, rows, vl), vector_types(vl))
     epilogue_function(out, name, problem, epilogue)
-    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
+    out.open(f"{linkage}int {name}(const float *restrict A, const float *restrict B, float *restrict C{extra})")
     for d, extent in enumerate(problem.outer):
         out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
     out(f"const float *a_o = A + {_outer_offset(problem.a, False, problem, None, 'a')};")
@@ -559,7 +644,7 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
 
 
 def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
-                  helpers: dict[str, str] | None = None, vl: int = 4) -> str:
+                  helpers: dict[str, str] | None = None, vl: int = 4, linkage: str = "") -> str:
     """C source of ``int name(A, B, C, <epilogue params>)`` for 2 to NARROW_N columns: B
     transposed onto the stack (N rows along K), then R rows of C at a time, each element a
     dot product along K with vector accumulators (:func:`_narrow_dots`): a 6 x 64 micro-tile
@@ -576,7 +661,7 @@ def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = N
         _shared(out, helpers, dots, _NARROW_SIGNATURE.format(name=dots), lambda o, r=r: _narrow_dots(o, r, n, vl),
                 vector_types(vl))
     epilogue_function(out, name, problem, epilogue)
-    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
+    out.open(f"{linkage}int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
     out(f"float bt[{n * k}] __attribute__((aligned(64)));")
     for d, extent in enumerate(problem.outer):
         out.open(f"for (long o{d} = 0; o{d} < {extent}; o{d}++)")
@@ -601,7 +686,8 @@ def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = N
     return out.text()
 
 
-def short_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False) -> str:
+def short_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
+                 linkage: str = "") -> str:
     """C source of ``int name(A, B, C, <epilogue params>)`` for K up to SHORT_K: each row of
     C is K AXPYs of B's rows, written once, in order, and its epilogue run while it is in
     L1; SHORT_COLUMNS columns at a time. A 6 x 64 micro-tile stored a tile for every K of
@@ -615,7 +701,7 @@ def short_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = No
     out(f"/* GEMM template (short): m={m} n={n} k={k} outer={list(problem.outer)}, "
         f"B {'read in place' if in_place else 'copied'} */")
     epilogue_function(out, name, problem, epilogue)
-    out.open(f"int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
+    out.open(f"{linkage}int {name}(const float *restrict A, const float *restrict B, float *restrict C{epilogue_params(epilogue)})")
     if not in_place:
         out(f"float bk[{n * k}] __attribute__((aligned(64)));")
     for d, extent in enumerate(problem.outer):
@@ -1102,9 +1188,8 @@ def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epi
     out("#pragma omp simd")
     out.open("for (long j = j0; j < j0 + nn; j++)")
     out("float v = row[j];")
-    body = lift_index_literals(epilogue.body, numbers) if numbers is not None else epilogue.body
-    for line in body.strip().splitlines():
-        out(line.strip())
+    for line in statements_text(epilogue.body, C, NumberedIndex(numbers) if numbers is not None else None):
+        out(line)
     out("row[j] = v;")
     out.close()
     out.close()
@@ -1138,7 +1223,7 @@ def _allocator(out: Lines, name: str) -> None:
     out.close()
 
 
-def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
+def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Blocking, epilogue: Epilogue | None,
             packed_a: bool, packed_b: bool, threads: bool, num: Numbers) -> None:
     """``int name(S, A, B, C, <epilogue params>)``: the blocked loops, every number read from S."""
     extra_args = epilogue_args(epilogue)
@@ -1147,7 +1232,7 @@ def _driver(out: Lines, name: str, problem: GemmProblem, bl: Blocking, epilogue:
         _allocator(out, name)
     if threads:  # declared here, not by omp.h: a unit's prelude is the same with or without threads
         out("int omp_get_num_threads(void);\nint omp_get_thread_num(void);")
-    out.open(_LINKAGE + _drive_signature(name, epilogue))
+    out.open(linkage + _drive_signature(name, epilogue))
     if not packed_a:
         out(f"float *ap = {name}_alloc({num(4 * _a_block(bl))});")
     if not packed_b:
@@ -1320,6 +1405,8 @@ def param_name(decl: str) -> str:
     return decl.replace("*", " ").split()[-1]
 
 
-__all__ = ["DRIVER_PREFIX", "Blocking", "Epilogue", "GemmProblem", "Im2Col", "Lines", "Numbers", "Operand", "SHARED_LINKAGE",
-           "blocking_for", "epilogue_args", "epilogue_function", "epilogue_params", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "narrow_kernel", "short_kernel", "lift_index_literals",
-           "pack_constant", "packed_size", "packing_floats", "param_name", "vector_types"]
+__all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "GemmFunction", "GemmProblem", "Helper", "Im2Col", "Lines",
+           "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "epilogue_args", "epilogue_function",
+           "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "kernel_printer", "narrow_kernel",
+           "pack_constant", "packed_size", "packing_floats", "param_name", "print_gemm", "short_kernel",
+           "vector_types"]

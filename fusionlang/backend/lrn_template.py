@@ -108,25 +108,32 @@ def _printed(stmt: PolyStmt, element: str) -> str | None:
 
 
 def lrn_function(kernel: LrnKernel, label: str, *, openmp: bool = False) -> CFunction:
-    """The kernel's C function: a call of the shared routine (in ``helpers``, by name)."""
-    routine = _routine(kernel, openmp)
-    shared = f"fl_lrn_{hashlib.sha256(routine.encode()).hexdigest()[:16]}"
+    """The kernel's C function: a call of the shared routine (in ``helpers``, by name).
+    Each is named by the hash of its text printed under a stand-in name."""
+    shared = f"fl_lrn_{_hash(_routine(kernel, openmp, '@NAME@'))}"
     call = (f"{shared}(p0, p1, {kernel.images}L, {kernel.channels}L, {kernel.plane}L, {kernel.before}L, "
             f"{kernel.after}L);")
-    decl = "void @NAME@(const float *restrict p0, float *restrict p1)"
-    text = (f"__attribute__((visibility(\"hidden\"))) void {shared}(const float *restrict x, float *restrict y, "
-            f"long images, long channels, long plane, long before, long after);\n{decl} {{\n    {call}\n}}\n")
-    name = f"fl_l_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+    def text(name: str) -> str:
+        return (f"__attribute__((visibility(\"hidden\"))) void {shared}(const float *restrict x, float *restrict y, "
+                f"long images, long channels, long plane, long before, long after);\n"
+                f"void {name}(const float *restrict p0, float *restrict p1) {{\n    {call}\n}}\n")
+
+    name = f"fl_l_{_hash(text('@NAME@'))}"
     comment = f"/* {label}: lrn as the LRN template */\n"
-    return CFunction(name, comment + text.replace("@NAME@", name), list(kernel.params), 1, vector_code=True,
-                     helpers={shared: routine.replace("@NAME@", shared)})
+    return CFunction(name, comment + text(name), list(kernel.params), 1, vector_code=True,
+                     helpers={shared: _routine(kernel, openmp, shared)})
 
 
-def _routine(kernel: LrnKernel, openmp: bool) -> str:
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _routine(kernel: LrnKernel, openmp: bool, name: str) -> str:
     # per image and channel (the threads' unit with OpenMP), per tile of the plane: the
     # window's squares summed into the output, then the formula in place
     threads = "    #pragma omp parallel for collapse(2) schedule(static)\n" if openmp else ""
-    return f"""__attribute__((visibility("hidden"))) void @NAME@(const float *restrict x_all, float *restrict y_all, long images, long channels, long plane, long before, long after) {{
+    return f"""__attribute__((visibility("hidden"))) void {name}(const float *restrict x_all, float *restrict y_all, long images, long channels, long plane, long before, long after) {{
 {threads}    for (long n = 0; n < images; n++) {{
         for (long c = 0; c < channels; c++) {{
             const long lo = c - before < 0 ? 0 : c - before, hi = c + after < channels ? c + after : channels - 1;

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Mapping, cast
+from typing import Mapping, cast
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from fusionlang.ops.evaluate import evaluate_node
 from fusionlang.ops.interpreter import check_feeds
 from fusionlang.ops.registry import registry_of
 from fusionlang.instrument import logger, timed
-from fusionlang.stages import CODEGEN, COMPILE, RUN, format_seconds, seconds_key
+from fusionlang.stages import CODEGEN, RUN, Stats, format_seconds
 
 #: target -> the runtime that builds and runs its kernels. "cuda-emu" runs the CUDA kernels
 #: on the CPU with CUDA's execution model emulated (threads, barriers, warp shuffles): slow,
@@ -164,6 +164,38 @@ def _direct_kernel(plan: FusionPlan, group: Group, constants: dict) -> LrnKernel
     return plan_lrn(plan.graph, list(group.nodes), constants) or plan_attention(plan.graph, list(group.nodes))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompiledStats(Stats):
+    """What :func:`fusionlang.compile` built and how long it took; the ``--json`` outputs
+    carry these names."""
+
+    #: "c", "cuda" or "cuda-emu"
+    target: str
+    #: the plan's groups (after compile cut concats in place)
+    groups: int
+    #: kernel launches per run
+    kernels: int
+    #: loop nests across the kernels (a templated kernel has none)
+    loop_nests: int
+    #: distinct kernel functions (a horizontal pack launches one for several groups)
+    unique_kernels: int
+    #: values that stayed in registers or on-chip memory: never given a buffer
+    intermediates_never_allocated: int
+    #: concat groups whose inputs are written into their output: they run nothing
+    concats_in_place: int
+    #: isl schedule searches compile made (0 for a plan fuse() made for this target)
+    schedule_searches: int
+    #: the memory plan's arena for intermediates, and what it would take unshared
+    arena_bytes: int
+    unshared_bytes: int
+    #: the constants the kernels read (packed GEMM operands included)
+    constant_bytes: int
+    #: lowering, loop fusion and printing: everything but the compiler
+    codegen_seconds: float
+    #: the C compiler or NVRTC
+    compile_seconds: float
+
+
 class CompiledGraph:
     """Kernels, buffers and constants of one plan, ready to run."""
 
@@ -217,27 +249,25 @@ class CompiledGraph:
         self._runtime = RUNTIMES[target](build)
         self.kernels: list[KernelInfo] = self._runtime.kernels
         self.plan = dataclasses.replace(plan, original=None)
-        self.stats: dict[str, Any] = {
-            "target": target,
-            "groups": len(plan.groups),
-            "kernels": sum(k.launches for k in self.kernels),
-            "loop_nests": sum(k.nests for k in self.kernels),
-            "unique_kernels": len({k.name for k in self.kernels}),
-            "intermediates_never_allocated": fused_away,
-            #: concat groups whose inputs are written into their output: they run nothing
-            "concats_in_place": len({p.root for p in placements.values()}),
-            #: isl schedule searches compile made (0 for a plan fuse() made for this target)
-            "schedule_searches": self.schedule_store.search_count,
-            "arena_bytes": self.buffers.arena_bytes,
-            "unshared_bytes": self.buffers.unshared_bytes,
-            "constant_bytes": int(sum(a.nbytes for a in self.constants.values())),
+        self.stats = CompiledStats(
+            target=target,
+            groups=len(plan.groups),
+            kernels=sum(k.launches for k in self.kernels),
+            loop_nests=sum(k.nests for k in self.kernels),
+            unique_kernels=len({k.name for k in self.kernels}),
+            intermediates_never_allocated=fused_away,
+            concats_in_place=len({p.root for p in placements.values()}),
+            schedule_searches=self.schedule_store.search_count,
+            arena_bytes=self.buffers.arena_bytes,
+            unshared_bytes=self.buffers.unshared_bytes,
+            constant_bytes=int(sum(a.nbytes for a in self.constants.values())),
             # codegen: everything here but the compiler (lowering, loop fusion, printing)
-            seconds_key(CODEGEN): time.perf_counter() - start - self._runtime.compiler_seconds,
-            seconds_key(COMPILE): self._runtime.compiler_seconds,
-        }
+            codegen_seconds=time.perf_counter() - start - self._runtime.compiler_seconds,
+            compile_seconds=self._runtime.compiler_seconds,
+        )
         logger(CODEGEN).info("%s: %d groups -> %d kernels (%d loop nests, %d templates), arena %d bytes, %s",
-                             target, len(plan.groups), self.stats["kernels"], self.stats["loop_nests"],
-                             len(templated), self.buffers.arena_bytes, format_seconds(self.stats[seconds_key(CODEGEN)]))
+                             target, len(plan.groups), self.stats.kernels, self.stats.loop_nests,
+                             len(templated), self.buffers.arena_bytes, format_seconds(self.stats.codegen_seconds))
 
     @property
     def sources(self) -> str:
@@ -299,7 +329,7 @@ class CompiledGraph:
         return save_artifact(self, path, notes)
 
     def __repr__(self) -> str:
-        return (f"<CompiledGraph {self.graph.name!r} target={self.target}: {self.stats['kernels']} kernels, "
+        return (f"<CompiledGraph {self.graph.name!r} target={self.target}: {self.stats.kernels} kernels, "
                 f"{self.buffers.summary()}>")
 
 
@@ -321,7 +351,7 @@ def compile(plan: FusionPlan, target: str | None = None, *, openmp: bool = False
             threads: int | None = None, precision: str = "fp32", profile: bool = False) -> CompiledGraph:
     """Compile a fusion plan for ``target`` ("c", "cuda" or "cuda-emu"; default: the
     plan's own target, else "c"). The schedules the plan holds for that target are
-    replayed; a group without one is scheduled now (``stats["schedule_searches"]``).
+    replayed; a group without one is scheduled now (``stats.schedule_searches``).
 
     ``check_indices=False`` drops the check of gathered indices: an index outside its axis
     then reads memory it should not (for indices known to be in range; the check is one
@@ -348,4 +378,4 @@ def compile(plan: FusionPlan, target: str | None = None, *, openmp: bool = False
         raise CodegenError(f"expression too deep to compile: {exc}") from None
 
 
-__all__ = ["RUNTIMES", "TARGETS", "CompiledGraph", "KernelInfo", "KernelTime", "compile", "lower_group"]
+__all__ = ["RUNTIMES", "TARGETS", "CompiledGraph", "CompiledStats", "KernelInfo", "KernelTime", "compile", "lower_group"]

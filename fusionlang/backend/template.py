@@ -31,12 +31,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy as sp
 
-from fusionlang.backend.cexpr import C, Flavor, IndexPrinter, ValuePrinter
+from fusionlang.backend.epilogue import Assign, Define, Load, Statement, Store
 from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, GemmProblem, Im2Col, Operand, blocking_for,
-                                              gemm_kernel, is_gemv, pack_constant, packing_floats, vector_types)
-from fusionlang.backend.half import narrow, widen
+                                              is_gemv, kernel_printer, pack_constant, packing_floats, vector_types)
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import Machine, host
@@ -45,7 +44,6 @@ from fusionlang.backend.schedule import schedule_program
 from fusionlang.engine.cost import CONTRACTIONS
 from fusionlang.engine.plan import FusionPlan, Group, boundary
 from fusionlang.ir.graph import Graph, Node
-from fusionlang.ir.types import HALF_FLOATS
 from fusionlang.ops.access import as_expr, i_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.shape import row_major_strides
@@ -538,32 +536,38 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     default the source holds them."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
     decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
-    body = epilogue_body(tg, names)
     extra = epilogue_arrays(tg)
-    epilogue = Epilogue(body, tuple(d for a, d in zip(tg.params, decls) if any(a is e for e in extra)))
+    epilogue = Epilogue(epilogue_body(tg, names), tuple(d for a, d in zip(tg.params, decls) if any(a is e for e in extra)))
     depthwise = is_depthwise(tg.problem)
     pool = POOL_TAPS.get(tg.final.node.op)
-    if depthwise:
-        inner = depthwise_kernel("@NAME@_gemm", tg.problem, epilogue, threads=openmp, tap=pool or DEPTHWISE)
-    else:
-        inner = gemm_kernel("@NAME@_gemm", tg.problem, tg.blocking, epilogue,
-                            packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp, helpers=helpers)
-    inner = inner.replace("int @NAME@_gemm(", "static int @NAME@_gemm(", 1)
     args = [names[id(tg.a_param)]] if pool is None else []
-    args += [names[id(tg.b_param)], names[id(tg.c_param)]]
-    args += [names[id(a)] for a in extra]
-    call = f"@NAME@_gemm({', '.join(args)})"
-    if depthwise:  # allocates nothing
-        wrapper = f"void @NAME@({', '.join(decls)}) {{\n    {call};\n}}\n"
-    else:
-        nbytes = 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)
-        wrapper = (f"void @NAME@({', '.join(decls + ['int64_t *restrict fl_err'])}) {{\n"
-                   f"    if ({call}) {{ fl_err[0] = {ALLOC}; fl_err[2] = {nbytes}; }}\n}}\n")
-    text = vector_types(tg.blocking.vl) + inner + wrapper
-    name = f"fl_t_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    args += [names[id(tg.b_param)], names[id(tg.c_param)]] + [names[id(a)] for a in extra]
+
+    gemm = None if depthwise else kernel_printer(tg.problem, tg.blocking, epilogue, packed_a=tg.packed_a,
+                                                 packed_b=tg.packed_b, threads=openmp, helpers=helpers,
+                                                 linkage="static ")
+
+    def text(name: str) -> str:
+        """The kernel named ``name``: the template's function and a wrapper taking the group's parameters."""
+        if gemm is None:
+            inner = depthwise_kernel(f"{name}_gemm", tg.problem, epilogue, threads=openmp, tap=pool or DEPTHWISE,
+                                     linkage="static ")
+        else:
+            inner = gemm(f"{name}_gemm")
+        call = f"{name}_gemm({', '.join(args)})"
+        if depthwise:  # allocates nothing
+            wrapper = f"void {name}({', '.join(decls)}) {{\n    {call};\n}}\n"
+        else:
+            nbytes = 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)
+            wrapper = (f"void {name}({', '.join(decls + ['int64_t *restrict fl_err'])}) {{\n"
+                       f"    if ({call}) {{ fl_err[0] = {ALLOC}; fl_err[2] = {nbytes}; }}\n}}\n")
+        return vector_types(tg.blocking.vl) + inner + wrapper
+
+    # named by the hash of its text under a stand-in name (the same for every kernel)
+    name = f"fl_t_{hashlib.sha256(text('@NAME@').encode()).hexdigest()[:16]}"
     kind = "pooling" if pool else "depthwise" if depthwise else "GEMM"
     comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
-    return name, comment + text.replace("@NAME@", name), not depthwise, kind
+    return name, comment + text(name), not depthwise, kind
 
 
 def epilogue_arrays(tg: TemplateGroup) -> list[Array]:
@@ -575,45 +579,39 @@ def epilogue_arrays(tg: TemplateGroup) -> list[Array]:
     return [a for a in tg.params if a is not tg.c_param and (all(a is not o for o in operands) or id(a) in read)]
 
 
-def epilogue_body(tg: TemplateGroup, names: dict[int, str], flavor: Flavor = C) -> str:
-    """C (or CUDA) statements computing every epilogue value of one element from ``v`` (the
-    GEMM's sum), storing the group's outputs other than the accumulator array itself last."""
-    lines, local, stores = chain_lines([tg.final] + tg.epilogue, names, tg.coords, flavor, "e",
-                                       skip_store=tg.c_param)
-    return "\n".join(lines + stores + [f"v = {local[tg.c_param.id]};"])
+def epilogue_body(tg: TemplateGroup, names: dict[int, str]) -> tuple[Statement, ...]:
+    """The statements computing every epilogue value of one element from ``v`` (the GEMM's
+    sum), storing the group's outputs other than the accumulator array itself last."""
+    defines, local, stores = chain_statements([tg.final] + tg.epilogue, names, tg.coords, "e", skip_store=tg.c_param)
+    return (*defines, *stores, Assign("v", local[tg.c_param.id]))
 
 
-def chain_lines(stmts: list[PolyStmt], names: dict[int, str], coords: dict[sp.Symbol, sp.Expr], flavor: Flavor,
-                prefix: str, skip_store: Array | None = None) -> tuple[list[str], dict[int, str], list[str]]:
-    """(lines defining ``<prefix>0, <prefix>1, ...``: each statement's value at one element,
-    array id -> the variable holding it, stores of the outputs among them but
+def chain_statements(stmts: list[PolyStmt], names: dict[int, str], coords: dict[sp.Symbol, sp.Expr], prefix: str,
+                     skip_store: Array | None = None) -> tuple[list[Statement], dict[int, str], list[Statement]]:
+    """(statements defining ``<prefix>0, <prefix>1, ...``: each statement's value at one
+    element, array id -> the variable holding it, stores of the outputs among them but
     ``skip_store``). Index symbols become ``coords``; an accumulator read is ``v``."""
     local: dict[int, str] = {}
-    lines, stores = [], []
-    index = IndexPrinter()
+    defines: list[Statement] = []
+    stores: list[Statement] = []
     for k, s in enumerate(stmts):
-        loads = {}
+        reads: dict[sp.Symbol, Load | str] = {}
         for r in s.reads:
             if r.array is None:
                 continue
             if r.array.role == "acc":
-                loads[r.vsym] = "v"
+                reads[r.vsym] = "v"
             elif r.array.id in local:
-                loads[r.vsym] = local[r.array.id]
+                reads[r.vsym] = local[r.array.id]
             else:
-                offset = _flat_offset(r.array.shape, r.index, coords)
-                loads[r.vsym] = widen(r.array.dtype, f"{names[id(r.array)]}[{index(offset)}]")
-        printer = ValuePrinter("float32", flavor, lambda sym, loads=loads: loads.get(sym, sym.name))
+                reads[r.vsym] = Load(names[id(r.array)], _flat_offset(r.array.shape, r.index, coords), r.array.dtype)
         var, dtype = f"{prefix}{k}", s.write.array.dtype
-        value = printer.doprint(s.expr)
-        # a 16-bit value is rounded once, where the loop nest (and the reference) store it
-        lines.append(f"const float {var} = {widen(dtype, narrow(dtype, value)) if dtype in HALF_FLOATS else value};")
+        defines.append(Define(var, s.expr, tuple(reads.items()), dtype))
         local[s.write.array.id] = var
         if s.write.array.role == "output" and s.write.array is not skip_store:
             offset = _flat_offset(s.write.array.shape, s.write.index, coords)
-            stored = narrow(dtype, var) if dtype in HALF_FLOATS else var
-            stores.append(f"{names[id(s.write.array)]}[{index(offset)}] = {stored};")
-    return lines, local, stores
+            stores.append(Store(names[id(s.write.array)], offset, var, dtype))
+    return defines, local, stores
 
 
 def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
@@ -623,5 +621,5 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     return sp.expand(offset)
 
 
-__all__ = ["COMPLEX_OPS", "StagedPrologue", "TemplateGroup", "chain_lines", "emit_template", "epilogue_body",
+__all__ = ["COMPLEX_OPS", "StagedPrologue", "TemplateGroup", "chain_statements", "emit_template", "epilogue_body",
            "plan_template", "split_epilogue", "staging_prologue"]

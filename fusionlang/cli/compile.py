@@ -32,11 +32,11 @@ def run(args) -> int:
                       and graph.types[name].dtype != "bool"}
             path = compiled.save(args.output, notes={"input_ranges": ranges})
     seconds = stage_times(plan.stats, compiled.stats)
-    report = {"model": args.model, "artifact": str(path), "kernels": compiled.stats["kernels"],
+    report = {"model": args.model, "artifact": str(path), "kernels": compiled.stats.kernels,
               **{seconds_key(stage): s for stage, s in seconds.items()}, "timings": stages.timings}
     if wants_json(args):
         print(json.dumps(report, indent=2))
     else:
-        out.print(f"wrote {path} ({compiled.stats['kernels']} kernels; `fusionlang run {path}` runs it)",
+        out.print(f"wrote {path} ({compiled.stats.kernels} kernels; `fusionlang run {path}` runs it)",
                   markup=False, highlight=False)
     return EXIT_OK

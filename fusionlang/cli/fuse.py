@@ -105,15 +105,15 @@ def run(args) -> int:
         sys.stdout.write(plan.to_json(indent=2) + "\n")
         return EXIT_OK
     out.print(plan.summary())
-    for line in fired_lines(plan.stats.get("rewrites") or {}, ruleset):
+    for line in fired_lines(plan.stats.rewrites or {}, ruleset):
         out.print(line, highlight=False, markup=False)
     for line in pattern_lines(plan, ruleset):
         out.print(line, highlight=False, markup=False)
     if args.show_rewrites:
-        for line in rewrite_order_lines(plan.stats.get("rewrite_order") or []):
+        for line in rewrite_order_lines(plan.stats.rewrite_order or []):
             out.print(line, highlight=False, markup=False)
     if compiled is not None:
-        out.print(f"  loop nests {compiled.stats['loop_nests']}, time {stage_line(stage_times(compiled.stats))}")
+        out.print(f"  loop nests {compiled.stats.loop_nests}, time {stage_line(stage_times(compiled.stats))}")
     if args.verbose:
         ops = {n.name: n.op for n in plan.graph.nodes}
         for group in plan.groups:

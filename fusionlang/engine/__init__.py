@@ -6,7 +6,7 @@ from fusionlang.engine.cost import DEVICES, CostModel, GroupCost
 from fusionlang.engine.decisions import MergeDecision
 from fusionlang.engine.partition import STRATEGIES, partition
 from fusionlang.engine.pipeline import fuse, unfused_stats
-from fusionlang.engine.plan import FusionPlan, Group, make_group, per_node_plan, single_group_plan
+from fusionlang.engine.plan import FusionPlan, Group, PlanStats, make_group, per_node_plan, single_group_plan
 
 __all__ = [
     "DEVICES",
@@ -16,6 +16,7 @@ __all__ = [
     "Group",
     "GroupCost",
     "MergeDecision",
+    "PlanStats",
     "fuse",
     "make_group",
     "partition",

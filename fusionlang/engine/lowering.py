@@ -144,7 +144,7 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None,
     groups = make_groups(graph, members, fields)
     lowered = FusionPlan(graph=graph, groups=groups, strategy=plan.strategy, rules=plan.rules,
                          stitches=list(plan.stitches), horizontal=[list(h) for h in plan.horizontal],
-                         stats=dict(plan.stats), decisions=list(plan.decisions), original=plan.original,
+                         stats=plan.stats, decisions=list(plan.decisions), original=plan.original,
                          target=plan.target, opened_from={**plan.opened_from, **opening.origins()})
     lowered.validate()
     return lowered

@@ -8,6 +8,7 @@ strategy runs again, until every group is accepted or the round limit is reached
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, cast
 
 from fusionlang.engine import apollo, dp, tvm
@@ -101,7 +102,8 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     if name == "apollo":
         with timed(PARTITION, "horizontal packs"):
             plan.horizontal = apollo.horizontal_packs(plan, ruleset, opts, cost)
-    plan.stats.update(
+    plan.stats = replace(
+        plan.stats,
         kernels_after=plan.launches,
         bytes_after=sum(int(g.cost["bytes_read"] + g.cost["bytes_written"]) for g in plan.groups),
         flops=sum(g.cost["flops"] for g in plan.groups),

@@ -8,6 +8,7 @@ time the whole thing took.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.lowering import lower_compound_groups, opened
@@ -16,7 +17,7 @@ from fusionlang.engine.plan import FusionPlan
 from fusionlang.engine.rewrite import apply_rules
 from fusionlang.ir.graph import Graph
 from fusionlang.instrument import logger, timed
-from fusionlang.stages import PARTITION, REWRITE, seconds_key
+from fusionlang.stages import PARTITION, REWRITE
 
 
 def unfused_stats(graph: Graph, registry=None, device: str = "h100") -> dict:
@@ -49,7 +50,8 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
     with timed(PARTITION, "open compound groups"):
         plan = lower_compound_groups(plan, ruleset, opening)  # the graph was narrowed before it was opened
     plan.original = graph
-    plan.stats.update(
+    plan.stats = replace(
+        plan.stats,
         kernels_before=before["kernels"],
         bytes_before=before["bytes"],
         estimated_seconds_before=before["seconds"],
@@ -57,7 +59,8 @@ def fuse(graph: Graph, ruleset, strategy: str | None = None, *, options: dict | 
         rewrites=dict(result.fired) if result is not None else {},
         rewrite_order=rewrite_order(result.trace) if result is not None else [],
         rewrite_stop=result.stop_reason if result is not None else "skipped",
-        **{seconds_key(REWRITE): rewritten_at - started, seconds_key(PARTITION): time.perf_counter() - rewritten_at},
+        rewrite_seconds=rewritten_at - started,
+        partition_seconds=time.perf_counter() - rewritten_at,
     )
     _log_plan(plan, result)
     return plan
@@ -84,5 +87,5 @@ def _log_plan(plan: FusionPlan, result) -> None:
                              result.stop_reason)
     s = plan.stats
     logger(PARTITION).info("%s: %d ops -> %d kernels in %d groups (before fusion: %d kernels), %d backend refusals",
-                           plan.strategy, s["ops_before"], plan.launches, len(plan.groups), s["kernels_before"],
-                           len(s.get("feedback", [])))
+                           plan.strategy, s.ops_before, plan.launches, len(plan.groups), s.kernels_before,
+                           len(s.feedback or []))

@@ -23,7 +23,7 @@ import networkx as nx
 from fusionlang.engine.decisions import MergeDecision
 from fusionlang.errors import PlanError
 from fusionlang.ir.graph import Graph, Node
-from fusionlang.stages import stage_line, stage_times
+from fusionlang.stages import Stats, stage_line, stage_times
 
 KINDS = ("kernel", "view", "const")
 
@@ -52,11 +52,47 @@ class Group:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class PlanStats(Stats):
+    """What :func:`fusionlang.fuse` counted and timed. None: not recorded (a plan built by
+    hand, or by the partitioner alone, has no before-fusion numbers); the plan JSON carries
+    the recorded fields under these names."""
+
+    #: kernel launches of the unfused graph (one per op that is not a view)
+    kernels_before: int | None = None
+    #: global memory bytes read and written by the unfused graph, by the cost model
+    bytes_before: int | None = None
+    #: the unfused graph's roofline time on ``device``
+    estimated_seconds_before: float | None = None
+    #: op nodes of the graph before rewriting
+    ops_before: int | None = None
+    #: rewrite rule -> how often it fired
+    rewrites: dict[str, int] | None = None
+    #: each rewrite rule once, in the order it first fired (see pipeline.rewrite_order)
+    rewrite_order: list[dict[str, Any]] | None = None
+    #: why rewriting stopped ("fixpoint", a step limit...), or "skipped"
+    rewrite_stop: str | None = None
+    rewrite_seconds: float | None = None
+    partition_seconds: float | None = None
+    #: kernel launches of the plan (after compile cuts concats in place: its launches)
+    kernels_after: int | None = None
+    #: global memory bytes read and written by the plan's groups, by the cost model
+    bytes_after: int | None = None
+    #: the groups' floating-point operations, by the cost model
+    flops: float | None = None
+    #: the plan's roofline time on ``device``
+    estimated_seconds_after: float | None = None
+    #: the device the cost model priced
+    device: str | None = None
+    #: one line per merge the backend refused
+    feedback: list[str] | None = None
+
+
 @dataclass
 class FusionPlan:
     """The partition of a (rewritten) graph into groups, plus stitches, horizontal packs,
-    ``stats`` (kernels and bytes before/after, ``rewrite_seconds`` and ``partition_seconds``...) and the partitioner's
-    merge ``decisions``; see the module docstring."""
+    ``stats`` (:class:`PlanStats`: kernels and bytes before/after, stage times...) and the
+    partitioner's merge ``decisions``; see the module docstring."""
 
     graph: Graph
     groups: list[Group]
@@ -64,8 +100,8 @@ class FusionPlan:
     rules: str = ""
     stitches: list[tuple[int, str]] = field(default_factory=list)
     horizontal: list[list[int]] = field(default_factory=list)
-    #: counters and timings: kernels_before, bytes_before, rewrite_seconds, partition_seconds, ...
-    stats: dict[str, Any] = field(default_factory=dict)
+    #: counters and timings (frozen: a stage records its fields with dataclasses.replace)
+    stats: PlanStats = field(default_factory=PlanStats)
     #: the graph as it came in, before rewriting (for before/after comparisons)
     original: Graph | None = None
     #: every merge the partitioner weighed, oldest first (engine/decisions.py): what
@@ -161,11 +197,11 @@ class FusionPlan:
         lines = [
             f"plan for {self.graph.name!r}: strategy {self.strategy or '-'}, rules {self.rules or '-'}",
             f"  ops {len(self.graph.nodes)}, groups {len(self.groups)}, kernels {len(self.kernels)}"
-            + (f" (before fusion {s['kernels_before']})" if "kernels_before" in s else ""),
+            + (f" (before fusion {s.kernels_before})" if s.kernels_before is not None else ""),
         ]
-        if "bytes_before" in s and "bytes_after" in s:
-            ratio = s["bytes_before"] / s["bytes_after"] if s["bytes_after"] else float("inf")
-            lines.append(f"  global memory traffic {_mib(s['bytes_after'])} (before {_mib(s['bytes_before'])}, "
+        if s.bytes_before is not None and s.bytes_after is not None:
+            ratio = s.bytes_before / s.bytes_after if s.bytes_after else float("inf")
+            lines.append(f"  global memory traffic {_mib(s.bytes_after)} (before {_mib(s.bytes_before)}, "
                          f"{ratio:.2f}x less)")
         if self.stitches:
             lines.append(f"  stitched pairs {len(self.stitches)}")
@@ -193,7 +229,7 @@ class FusionPlan:
             "schedules": {str(gid): _jsonable(choice) for gid, choice in self.schedules.items()},
             "opened_from": dict(self.opened_from),
         }
-        data.update(self.stats)
+        data.update(self.stats.to_dict())
         return data
 
     def to_json(self, **kwargs) -> str:

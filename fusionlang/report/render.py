@@ -173,23 +173,21 @@ def _header(plan: FusionPlan, name: str, compiled, pages: list[Page]) -> str:
             body += f'<div class="note">{e(note)}</div>'
         cards.append(f'<div class="card"><div class="label">{e(label)}</div>{body}</div>')
 
-    ops_before = s.get("ops_before")
-    card("ops", len(plan.graph.nodes), ops_before, "after rewriting" if ops_before is not None else "")
-    card("kernels", s.get("kernels_after", plan.launches), s.get("kernels_before"),
+    card("ops", len(plan.graph.nodes), s.ops_before, "after rewriting" if s.ops_before is not None else "")
+    card("kernels", s.kernels_after if s.kernels_after is not None else plan.launches, s.kernels_before,
          f"{len(plan.groups)} groups" + (f", {len(plan.horizontal)} horizontal packs" if plan.horizontal else ""))
-    if "bytes_after" in s and "bytes_before" in s:
-        ratio = s["bytes_before"] / s["bytes_after"] if s["bytes_after"] else float("inf")
-        card("global memory traffic", mib(s["bytes_after"]), mib(s["bytes_before"]), f"{ratio:.2f}x less")
-    if "estimated_seconds_after" in s and "estimated_seconds_before" in s:
-        card("estimated time", seconds(s["estimated_seconds_after"]), seconds(s["estimated_seconds_before"]),
-             f"roofline on {s.get('device', '?')}")
+    if s.bytes_after is not None and s.bytes_before is not None:
+        ratio = s.bytes_before / s.bytes_after if s.bytes_after else float("inf")
+        card("global memory traffic", mib(s.bytes_after), mib(s.bytes_before), f"{ratio:.2f}x less")
+    if s.estimated_seconds_after is not None and s.estimated_seconds_before is not None:
+        card("estimated time", seconds(s.estimated_seconds_after), seconds(s.estimated_seconds_before),
+             f"roofline on {s.device or '?'}")
     times = stage_times(s, compiled.stats if compiled is not None else {})
     if times:
         card("time", seconds(sum(times.values())), note=stage_line(times))
     if compiled is not None:
-        cs = compiled.stats
-        card("loop nests", cs.get("loop_nests", "?"), note=f"target {cs.get('target', '?')}")
-    rewrites = s.get("rewrites") or {}
+        card("loop nests", compiled.stats.loop_nests, note=f"target {compiled.stats.target}")
+    rewrites = s.rewrites or {}
     fired = "".join(f"<li><code>{e(rule)}</code> × {e(count)}</li>" for rule, count in rewrites.items())
     rewrites_html = (f'<details class="rewrites"><summary>rewrites fired: {sum(rewrites.values())}</summary>'
                      f"<ul>{fired}</ul></details>") if rewrites else ""

@@ -60,9 +60,9 @@ def _built(job: BuildJob) -> dict:
     return {
         "kernels": len(plan.kernels),
         "launches": plan.launches,
-        "bytes": plan.stats.get("bytes_after"),
-        "bytes_before": plan.stats.get("bytes_before"),
-        "rewrites": dict(sorted((plan.stats.get("rewrites") or {}).items())),
+        "bytes": plan.stats.bytes_after,
+        "bytes_before": plan.stats.bytes_before,
+        "rewrites": dict(sorted((plan.stats.rewrites or {}).items())),
         "groups": sorted(sorted(group.nodes) for group in plan.kernels),
         "fuse_seconds": fused - started,
         "compile_seconds": compiled_at - fused,

@@ -111,7 +111,7 @@ def check_equivalence(graph: Graph, rules="apollo", strategy: str | None = None,
         return fail("fuse", exc)
     try:
         compiled = compile_plan(plan, target)
-        result.kernels = compiled.stats.get("kernels", 0)
+        result.kernels = compiled.stats.kernels
     except Exception as exc:
         return fail("compile", exc)
     try:

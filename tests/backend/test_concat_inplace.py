@@ -61,7 +61,7 @@ def test_branches_write_into_the_concat_output(fused, target):
     for value, at in (("a", 0), ("c", 4 * 81 * 4), ("e", 9 * 81 * 4)):
         assert buffers[value].inside == "cat"
         assert buffers[value].offset == buffers["cat"].offset + at
-    assert _concat_kernels(compiled) == [] and compiled.stats["concats_in_place"] == 1
+    assert _concat_kernels(compiled) == [] and compiled.stats.concats_in_place == 1
 
 
 def test_a_concat_fused_after_a_branch_gets_a_group_of_its_own():
@@ -104,7 +104,7 @@ def test_concats_that_cannot_run_in_place_still_copy(case):
     compiled = _compiled(graph, per_node_plan(graph))
     _agrees(compiled, graph, feeds)
     assert all(b.inside is None for b in compiled.buffers.buffers.values())
-    assert len(_concat_kernels(compiled)) == 1 and compiled.stats["concats_in_place"] == 0
+    assert len(_concat_kernels(compiled)) == 1 and compiled.stats.concats_in_place == 0
 
 
 def test_a_concat_of_graph_inputs_or_into_a_graph_output_copies():
@@ -227,7 +227,7 @@ def test_fuse_cuts_the_plan_so_explain_and_compile_read_one_plan():
     assert split_at_concats(plan) is plan
     compiled = fusionlang.compile(plan)
     assert [g.nodes for g in compiled.plan.groups] == [g.nodes for g in plan.groups]
-    assert compiled.stats["schedule_searches"] == 0
+    assert compiled.stats.schedule_searches == 0
     _agrees(compiled, graph, feeds)
 
 
@@ -255,6 +255,6 @@ def test_a_concat_of_two_thousand_inputs_runs_in_bounded_isl_problems(monkeypatc
     # each relu is scheduled; the 22 concats of 95 or fewer relus run in place, so only the
     # root's 22 slabs (into the graph output, which is not placed) are statements
     assert sum(sizes) == 2000 + 22 and max(sizes) <= bound
-    assert compiled.stats["concats_in_place"] == 22
+    assert compiled.stats.concats_in_place == 22
     output = graph.outputs[0]
     np.testing.assert_array_equal(compiled.run(feeds)[output], reference.run(graph, feeds)[output])

@@ -14,6 +14,7 @@ from test_gemm_template import _conv_reference
 from fusionlang.backend import depthwise_template
 from fusionlang.backend.ccompile import build_library, load_library
 from fusionlang.backend.depthwise_template import depthwise_kernel, is_depthwise
+from fusionlang.backend.epilogue import Text
 from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Operand
 
 
@@ -40,7 +41,7 @@ def test_depthwise_kernel_matches_a_direct_convolution(batch, channels, h, w, ke
     x = rng.standard_normal((batch, channels, h, w)).astype(np.float32)
     weight = rng.standard_normal((channels, 1) + kernel).astype(np.float32)
     bias = rng.standard_normal(channels).astype(np.float32)
-    epi = Epilogue("v = v + bias[o1];\nv = v > 0.0f ? v : 0.1f * v;", ("const float *restrict bias",))
+    epi = Epilogue((Text("v = v + bias[o1];"), Text("v = v > 0.0f ? v : 0.1f * v;")), ("const float *restrict bias",))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(depthwise_template, "PLANE_BYTES", plane_limit)  # 0: always the row body
         src = "#include <stdlib.h>\n" + depthwise_kernel("fl_dw_test", problem, epi)

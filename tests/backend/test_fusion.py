@@ -54,11 +54,11 @@ def test_block_compiles_to_one_loop_nest_and_matches(name):
     compiled = compile_and_check(graph)
     (kernel,) = compiled.kernels
     assert kernel.nests == 1, kernel.source
-    assert compiled.stats["kernels"] == 1
+    assert compiled.stats.kernels == 1
     # nothing but the input and the output is ever allocated
     arena = [b.value for b in compiled.buffers.buffers.values() if b.kind == "arena"]
     assert arena == graph.outputs
-    assert compiled.stats["intermediates_never_allocated"] == len(graph.nodes) - 1
+    assert compiled.stats.intermediates_never_allocated == len(graph.nodes) - 1
     # the C has exactly one outermost loop
     body = kernel.source.split("{", 1)[1]
     assert sum(1 for line in body.splitlines() if line.startswith("  for ")) == 1

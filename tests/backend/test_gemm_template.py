@@ -15,17 +15,28 @@ import re
 
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fusionlang.backend.ccompile import build_library, load_library
-from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, Operand,
-                                              Numbers, blocking_for, gemm_kernel, lift_index_literals,
+from fusionlang.backend.cexpr import C
+from fusionlang.backend.epilogue import Assign, Define, Load, Text, statements_text
+from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, NumberedIndex,
+                                              Numbers, Operand, blocking_for, gemm_function, gemm_kernel,
                                               pack_constant, packing_floats, vector_types)
 from fusionlang.backend import gemm_template
 from fusionlang.backend.machine import _parse_size, host, machine_for
 
 ISAS = ["avx512", "avx2", "generic"] if host().isa == "avx512" else [host().isa, "generic"]
+
+
+I, J, O0, O1 = (sp.Symbol(n, integer=True, nonnegative=True) for n in ("i", "j", "o0", "o1"))
+
+
+def _written(body: str, params=("const float *restrict bias",)) -> Epilogue:
+    """An epilogue of statements as written (no index the template prints)."""
+    return Epilogue(tuple(Text(line) for line in body.splitlines()), params)
 
 
 def _kernel(problem, blocking, epilogue=None, **packed):
@@ -102,8 +113,7 @@ def test_epilogue_sees_each_element_once_with_its_row_and_column(m, n, k, blocki
     problem = GemmProblem(m, n, k, Operand(k, 1), Operand(n, 1), Operand(n, 1))
     # bias by column, a row-dependent shift, then relu: any tile applied twice or with the
     # wrong coordinates changes the result
-    epi = Epilogue("v = v + bias[j] + 0.5f * (float)i;\nv = v > 0.0f ? v : 0.0f;",
-                   ("const float *restrict bias",))
+    epi = _written("v = v + bias[j] + 0.5f * (float)i;\nv = v > 0.0f ? v : 0.0f;")
     c = np.zeros((m, n), np.float32)
     assert _kernel(problem, blocking, epi)(_ptr(a), _ptr(b), _ptr(c), _ptr(bias)) == 0
     want = np.maximum(a.astype(np.float64) @ b + bias + 0.5 * np.arange(m)[:, None], 0)
@@ -213,17 +223,19 @@ def test_gemms_that_differ_only_in_their_numbers_share_one_driver():
     blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
                         host().vector_floats * MICRO_TILES[host().isa][0][1])
     rng = np.random.default_rng(1)
-    epilogue = Epilogue("v = v + bias[i] + resid[(j + %d * i)];",
-                        ("const float *restrict bias", "const float *restrict resid"))
+    params = ("const float *restrict bias", "const float *restrict resid")
+    acc, bias_read, resid_read = sp.symbols("acc bias resid")
     helpers: dict[str, str] = {}
-    cases, sources = [], []
+    cases, sources, kernels = [], [], []
     for index, (h, stride, oc) in enumerate([(7, 1, 3), (9, 2, 5)]):
         oh = (h + 2 - 3) // stride + 1
         problem = GemmProblem(oc, oh * oh, 18, Operand(18, 1, 0, ()), Im2Col(2, h, h, (3, 3), (stride, stride), (1, 1),
                                                                             (1, 1), oh, oh, 0, ()),
                               Operand(oh * oh, 1, 0, ()))
-        epi = Epilogue(epilogue.body % (oh * oh), epilogue.params)
+        reads = ((acc, "v"), (bias_read, Load("bias", I)), (resid_read, Load("resid", J + oh * oh * I)))
+        epi = Epilogue((Define("e0", acc + bias_read + resid_read, reads), Assign("v", "e0")), params)
         sources.append(gemm_kernel(f"fl_conv_{index}", problem, blocking, epi, helpers=helpers))
+        kernels.append(gemm_function(f"fl_conv_{index}", problem, blocking, epi))
         x = rng.standard_normal((1, 2, h, h)).astype(np.float32)
         w = rng.standard_normal((oc, 2, 3, 3)).astype(np.float32)
         bias = rng.standard_normal(oc).astype(np.float32)
@@ -231,6 +243,9 @@ def test_gemms_that_differ_only_in_their_numbers_share_one_driver():
         cases.append((x, w, bias, resid, stride, np.zeros((1, oc, oh, oh), np.float32)))
     drivers = [name for name in helpers if name.startswith("fl_gemm_drive_")]
     assert len(drivers) == 1 and all(drivers[0] in s for s in sources)
+    # one driver, two tables of numbers: the residual's row stride is each kernel's own
+    assert kernels[0].driver_name == kernels[1].driver_name == drivers[0]
+    assert kernels[0].numbers != kernels[1].numbers and {49, 25} <= set(kernels[0].numbers) | set(kernels[1].numbers)
     lib = _shared_library(blocking, helpers, sources)
     for index, (x, w, bias, resid, stride, y) in enumerate(cases):
         fn = getattr(lib, f"fl_conv_{index}")
@@ -239,19 +254,32 @@ def test_gemms_that_differ_only_in_their_numbers_share_one_driver():
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("body,lifted,values", [
-    ("v = v + p2[(i + (32 * o1))];", "v = v + p2[(i + (S[0] * o1))];", [32]),
-    ("v = p3[(j + 729L * i + 5)];", "v = p3[(j + S[0] * i + S[1])];", [729, 5]),
+@pytest.mark.parametrize("index,printed,values", [
+    (I + 32 * O1, "(i + (S[0] * o1))", [32]),
+    (J + 729 * I + 5, "((S[0] * i) + j + S[1])", [729, 5]),
     # the column's coefficient stays (unit stride for the vectorizer), and so do divisors
-    ("v = p3[(2 * j + 7)] + p4[(j * 3)];", "v = p3[(2 * j + S[0])] + p4[(j * 3)];", [7]),
-    ("v = p3[fl_fdiv(i, 13) + 4];", "v = p3[fl_fdiv(i, 13) + 4];", []),
-    ("v = p3[(i % 6) * 10];", "v = p3[(i % 6) * 10];", []),
-    # literals outside an index, and digits of names, floats and exponents, stay
-    ("const float e0 = 2.5e-3f * v + 12.0f + p12[i];", "const float e0 = 2.5e-3f * v + 12.0f + p12[i];", []),
+    (2 * J + 7, "((2 * j) + S[0])", [7]),
+    (3 * J * O0 - 4 * I, "(((-S[0]) * i) + (3 * j * o0))", [4]),
+    (-I, "((-S[0]) * i)", [1]),
+    (-3 * J, "((-S[0]) * j)", [3]),
+    (sp.floor(I / 13) + 4, "((i / 13) + 4)", []),
+    (10 * sp.Mod(I, 6), "(10 * (i % 6))", []),
+    (sp.Integer(0), "S[0]", [0]),
 ])
-def test_an_epilogues_index_literals_are_read_from_the_drivers_numbers(body, lifted, values):
+def test_an_epilogues_index_literals_are_read_from_the_drivers_numbers(index, printed, values):
     numbers = Numbers()
-    assert lift_index_literals(body, numbers) == lifted and numbers.values == values
+    assert NumberedIndex(numbers)(index) == printed and numbers.values == values
+
+
+def test_an_epilogue_statements_indices_are_numbered_in_the_order_they_are_printed():
+    # the driver's table is filled as the text is printed: the same text, the same slots
+    acc, x, y = sp.symbols("acc x y")
+    define = Define("e0", acc * x + y, ((acc, "v"), (y, Load("p2", I + 3)), (x, Load("p3", J + 5 * I))))
+    numbers = Numbers()
+    (line,) = statements_text((define,), C, NumberedIndex(numbers))
+    first, second = line.index("p2["), line.index("p3[")
+    slots = [numbers.values[int(k)] for k in re.findall(r"S\[(\d+)\]", line)]
+    assert slots == ([3, 5] if first < second else [5, 3]) and numbers.values == slots
 
 
 def test_a_one_row_problem_reads_its_matrix_in_place():
@@ -352,37 +380,40 @@ def _arithmetic(node, names: dict) -> int:
         return node.value
     if isinstance(node, ast.Name):
         return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_arithmetic(node.operand, names)
     ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
     return ops[type(node.op)](_arithmetic(node.left, names), _arithmetic(node.right, names))
 
 
 @st.composite
 def index_expressions(draw, depth=3):
-    """A C index expression over i, j, o0, o1 and integer literals (some with an L suffix)."""
+    """An affine index expression over i, j, o0, o1 and literals (as an epilogue's are)."""
     if depth == 0 or draw(st.booleans()):
         if draw(st.booleans()):
-            return draw(st.sampled_from(["i", "j", "o0", "o1"]))
-        return f"{draw(st.integers(0, 5000))}{draw(st.sampled_from(['', 'L']))}"
-    op = draw(st.sampled_from([" + ", " - ", " * "]))
-    return f"({draw(index_expressions(depth - 1))}{op}{draw(index_expressions(depth - 1))})"
+            return draw(st.sampled_from([I, J, O0, O1]))
+        return sp.Integer(draw(st.integers(0, 5000)))
+    left = draw(index_expressions(depth - 1))
+    if draw(st.booleans()):
+        return left * draw(st.integers(-5000, 5000))
+    op = draw(st.sampled_from([operator.add, operator.sub]))
+    return op(left, draw(index_expressions(depth - 1)))
 
 
 @settings(max_examples=200)
 @given(index=index_expressions(), at=st.fixed_dictionaries({k: st.integers(-50, 50) for k in ("i", "j", "o0", "o1")}))
-def test_lifted_index_literals_read_back_the_same_values(index, at):
+def test_numbered_index_literals_read_back_the_same_values(index, at):
     numbers = Numbers()
-    body = f"v = v + p2[{index}];"
-    lifted = lift_index_literals(body, numbers)
-
-    def value(text: str) -> int:
-        inner = text[text.index("[") + 1:text.rindex("]")]
-        inner = re.sub(r"S\[(\d+)\]", lambda m: str(numbers.values[int(m.group(1))]), inner)
-        return _arithmetic(ast.parse(re.sub(r"(\d+)L\b", r"\1", inner), mode="eval").body, at)
-
-    assert value(lifted) == value(body)
+    index = sp.expand(index)
+    printed = NumberedIndex(numbers)(index)
+    inner = re.sub(r"S\[(\d+)\]", lambda m: str(numbers.values[int(m.group(1))]), printed)
+    value = _arithmetic(ast.parse(re.sub(r"(\d+)LL\b", r"\1", inner), mode="eval").body, at)
+    assert value == index.subs({sp.Symbol(k, integer=True, nonnegative=True): v for k, v in at.items()})
     # a literal multiplying j directly stays in the text
-    for literal in re.findall(r"(?<![\w.])(\d+)L? \* j\b", body):
-        assert re.search(rf"(?<![\w.]){literal}L? \* j\b", lifted)
+    for term in sp.Add.make_args(index):
+        coeff, rest = term.as_coeff_Mul()
+        if coeff > 1 and sp.Mul.make_args(rest)[0] == J:
+            assert f"({coeff} * j" in printed
 
 
 #: epilogues for the skinny kernels: each reads its row or column, or both, so a value the
@@ -436,7 +467,7 @@ def _check_skinny(kind, m, n, k, trans_a, trans_b, batch, epilogue, seed):
     problem = GemmProblem(m, n, k, view(a, trans_a), view(b, trans_b), Operand(n, 1, 0, (m * n,)), (batch,))
     assert gemm_template.gemv_kind(problem) == kind
     body, reference = SKINNY_EPILOGUES[epilogue]
-    epi = Epilogue(body, ("const float *restrict bias",)) if body else None
+    epi = _written(body) if body else None
     blocking = blocking_for(host(), problem)
     helpers: dict[str, str] = {}
     source = gemm_kernel("fl_gemm_test", problem, blocking, epi, helpers=helpers)

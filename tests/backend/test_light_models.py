@@ -22,8 +22,8 @@ def test_light_model_compiled_to_c_matches_expected_output(name):
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-5)
     # every kernel group is one loop nest unless the partitioner was told otherwise; the
     # compiled plan may cut a concat out of its group to run it in place (it runs nothing)
-    assert compiled.stats["kernels"] == len(compiled.plan.kernels) - compiled.stats["concats_in_place"]
+    assert compiled.stats.kernels == len(compiled.plan.kernels) - compiled.stats.concats_in_place
     assert len(compiled.plan.kernels) >= len(plan.kernels)
     # fusion removed intermediates and the arena reuses storage
-    assert compiled.stats["intermediates_never_allocated"] > 0
+    assert compiled.stats.intermediates_never_allocated > 0
     assert compiled.buffers.arena_bytes < compiled.buffers.unshared_bytes

@@ -156,7 +156,7 @@ def test_blocks_compile_to_one_kernel_each_and_match_the_reference(target):
     # the loop-nest path (on the C target conv and matmul groups otherwise run as the GEMM
     # template, which takes prologues as a nest of their own: tests/backend/test_template.py)
     compiled = backend.compile(plan, target, templates=False)
-    assert compiled.stats["kernels"] == len(BLOCKS)
+    assert compiled.stats.kernels == len(BLOCKS)
     assert all(k.nests == 1 for k in compiled.kernels)
     assert_matches_reference(compiled, plan)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 from helpers import random_feeds, softmax, views_plan
@@ -12,6 +15,7 @@ import fusionlang.backend as backend
 from fusionlang import reference
 from fusionlang.backend import codegen_passes
 from fusionlang.backend.memory import plan_buffers
+from fusionlang.backend.runtime import CompiledStats
 from fusionlang.engine.plan import FusionPlan, make_group, per_node_plan, single_group_plan
 from fusionlang.errors import CodegenError, InputError
 from fusionlang.ir.graph import Graph, Node
@@ -34,9 +38,17 @@ def test_compiled_graph_exposes_kernels_sources_buffers_stats():
     assert len(compiled.kernels) == 4
     k = compiled.kernels[0]
     assert k.group == 0 and k.nests == 1 and k.name in compiled.sources and k.source in compiled.sources
-    assert compiled.stats["kernels"] == 4 and compiled.stats["codegen_seconds"] > 0 <= compiled.stats["compile_seconds"]
+    assert compiled.stats.kernels == 4 and compiled.stats.codegen_seconds > 0 <= compiled.stats.compile_seconds
     assert compiled.buffers.arena_bytes > 0
     assert "int fl_run" in compiled.sources
+    # typed, frozen stats whose JSON keeps the names the --json outputs and reports use
+    data = json.loads(json.dumps(compiled.stats.to_dict()))
+    assert set(data) == {"target", "groups", "kernels", "loop_nests", "unique_kernels", "intermediates_never_allocated",
+                         "concats_in_place", "schedule_searches", "arena_bytes", "unshared_bytes", "constant_bytes",
+                         "codegen_seconds", "compile_seconds"}
+    assert CompiledStats.from_dict(data) == compiled.stats
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        compiled.stats.kernels = 0  # type: ignore[misc]
 
 
 def test_buffers_with_disjoint_lifetimes_share_storage():
@@ -56,7 +68,7 @@ def test_fusion_removes_allocations():
     fused = backend.compile(single_group_plan(graph))
     assert [b.value for b in fused.buffers.buffers.values() if b.kind == "arena"] == graph.outputs
     assert fused.buffers.arena_bytes < unfused.buffers.arena_bytes
-    assert fused.stats["intermediates_never_allocated"] == len(graph.nodes) - 1
+    assert fused.stats.intermediates_never_allocated == len(graph.nodes) - 1
 
 
 @settings(max_examples=25)
@@ -81,7 +93,7 @@ def test_view_groups_alias_and_launch_nothing():
     b.output(b.exp(b.flatten(r, axis=1)), r)
     graph = b.build()
     compiled = backend.compile(views_plan(graph))
-    assert compiled.stats["kernels"] == 2  # relu and exp; reshape and flatten are views
+    assert compiled.stats.kernels == 2  # relu and exp; reshape and flatten are views
     assert compiled.buffers.buffers[r].kind == "alias"
     feeds = random_feeds(graph)
     got, want = compiled.run(feeds), reference.run(graph, feeds)
@@ -98,7 +110,7 @@ def test_const_groups_are_folded_at_compile_time():
     plan = FusionPlan(graph, [make_group(graph, 0, ["folded"], kind="const"),
                               make_group(graph, 1, [graph.nodes[1].name])])
     compiled = backend.compile(plan)
-    assert compiled.stats["kernels"] == 1
+    assert compiled.stats.kernels == 1
     out = compiled.run({"x": np.zeros(3, np.float32)})[graph.outputs[0]]
     np.testing.assert_allclose(out, np.exp([0.0, 1.0, 2.0]), rtol=1e-6)
 

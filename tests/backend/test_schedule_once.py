@@ -68,7 +68,7 @@ def test_each_fused_group_is_scheduled_once_across_feedback_and_compile(fuse_che
     assert plan.target == target and plan.schedules
     compiled = fusionlang.compile(plan)
     # compile replayed the plan's schedules rather than selecting again
-    assert compiled.target == target and compiled.stats["schedule_searches"] == 0
+    assert compiled.target == target and compiled.stats.schedule_searches == 0
     feeds = random_feeds(graph)
     np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
                                rtol=1e-5, atol=1e-5)
@@ -76,15 +76,15 @@ def test_each_fused_group_is_scheduled_once_across_feedback_and_compile(fuse_che
 
 def test_a_plan_compiled_for_another_target_is_scheduled_for_that_target():
     plan = fusionlang.fuse(blocks(), "apollo", target="c")
-    assert fusionlang.compile(plan, "cuda-emu").stats["schedule_searches"] > 0
+    assert fusionlang.compile(plan, "cuda-emu").stats.schedule_searches > 0
 
 
 def test_a_replayed_schedule_compiles_to_the_code_a_fresh_search_gives():
     plan = fusionlang.fuse(blocks(), "apollo")
     replayed = fusionlang.compile(plan, "c")
-    assert replayed.stats["schedule_searches"] == 0
+    assert replayed.stats.schedule_searches == 0
     searched = fusionlang.compile(dataclasses.replace(plan, schedules={}), "c")
-    assert searched.stats["schedule_searches"] > 0
+    assert searched.stats.schedule_searches > 0
     assert replayed.sources == searched.sources
 
 
@@ -100,7 +100,7 @@ def test_without_feedback_compile_schedules_each_group_structure_once():
     plan = fusionlang.fuse(blocks(), "apollo", feedback=False)
     assert plan.target == "" and plan.schedules == {}
     compiled = fusionlang.compile(plan, "c")
-    assert compiled.stats["schedule_searches"] > 0
+    assert compiled.stats.schedule_searches > 0
     assert max(compiled.schedule_store.searches.values()) == 1
 
 
@@ -131,7 +131,7 @@ def test_a_conv_and_its_epilogue_are_one_nest_without_a_schedule_search():
     plan = fusionlang.fuse(graph, "apollo")
     assert len([g for g in plan.groups if g.kind == "kernel"]) == 1 and plan.schedules == {}
     compiled = fusionlang.compile(plan, "c", templates=False)
-    assert compiled.stats["schedule_searches"] == 1
+    assert compiled.stats.schedule_searches == 1
     feeds = random_feeds(graph)
     np.testing.assert_allclose(compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]],
                                rtol=1e-4, atol=1e-5)

@@ -39,9 +39,9 @@ def test_every_strategy_gives_a_valid_plan(name, light_graphs, rules):
         plan = fusionlang.fuse(graph, rules[ruleset], strategy, feedback=False)
         plan.validate()  # every op in exactly one group, acyclic quotient, ordered, boundaries
         assert sorted(n for g in plan.groups for n in g.nodes) == sorted(n.name for n in plan.graph.nodes)
-        assert plan.stats["kernels_after"] < plan.stats["kernels_before"]
+        assert plan.stats.kernels_after < plan.stats.kernels_before
         if strategy != "tvm":  # TVM's LRN lowering moves more bytes than one LRN op
-            assert plan.stats["bytes_after"] < plan.stats["bytes_before"]
+            assert plan.stats.bytes_after < plan.stats.bytes_before
 
 
 def test_tvm_strategy_reproduces_tvm_relax_within_5_percent(light_graphs, rules):
@@ -57,7 +57,7 @@ def test_apollo_default_rules_match_or_beat_the_peers_on_resnet50(light_graphs, 
     # ORT ALL gives 57 kernels on resnet50 (views and layout reorders not counted)
     plan = fusionlang.fuse(light_graphs["resnet50"], rules["apollo"], feedback=False)
     assert plan.launches <= 57
-    assert plan.stats["rewrites"]["fold_conv_bn_no_bias"] == 53
+    assert plan.stats.rewrites["fold_conv_bn_no_bias"] == 53
 
 
 def softmax_graph(rows=8, cols=16):
@@ -123,7 +123,7 @@ def brute_force_best(graph, ruleset) -> float:
 def test_dp_is_optimal_on_chains(ops, rules):
     graph = elementwise_chain(ops)
     plan = partition(graph, rules["apollo"], "dp")
-    got = plan.stats["estimated_seconds_after"]
+    got = plan.stats.estimated_seconds_after
     assert got == pytest.approx(brute_force_best(graph, rules["apollo"]), rel=1e-9)
 
 
@@ -171,7 +171,7 @@ def test_backend_feedback_splits_a_rejected_group(rules):
     owner = plan.group_of()
     assert owner["n1"] != owner["n2"]
     assert refused
-    assert any("exp with neg" in note for note in plan.stats["feedback"])
+    assert any("exp with neg" in note for note in plan.stats.feedback)
     plan.validate()
 
 
@@ -187,7 +187,7 @@ def test_feedback_splits_at_the_first_merge_that_fails(rules):
     plan = partition(graph, rules["apollo"], "apollo", feedback=feedback, max_feedback_rounds=2)
     owner = plan.group_of()
     assert owner["n1"] != owner["n2"]
-    assert plan.stats["feedback"] == ["backend refused the merge n1 -> n2: test backend cannot fuse exp with neg"]
+    assert plan.stats.feedback == ["backend refused the merge n1 -> n2: test backend cannot fuse exp with neg"]
     assert len(plan.groups) == 2
 
 

@@ -1,13 +1,16 @@
 """FusionPlan invariants: every node in exactly one group, an acyclic quotient, groups in
 topological order, boundaries that match the graph."""
 
+import dataclasses
 import json
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fusionlang.engine.plan import FusionPlan, boundary, group_boundaries, make_group, per_node_plan, single_group_plan
+import fusionlang
+from fusionlang.engine.plan import (FusionPlan, PlanStats, boundary, group_boundaries, make_group, per_node_plan,
+                                    single_group_plan)
 from fusionlang.errors import PlanError
 from fusionlang.ops import GraphBuilder
 from fusionlang.testing.graphgen import graphs
@@ -72,12 +75,37 @@ def test_stale_boundary_is_rejected():
 def test_json_round_trips_and_names_ops():
     g = diamond()
     plan = single_group_plan(g)
-    plan.stats.update(kernels_before=3, bytes_before=10, bytes_after=5, rewrite_seconds=0.1, partition_seconds=0.05)
+    plan.stats = PlanStats(kernels_before=3, bytes_before=10, bytes_after=5, rewrite_seconds=0.1, partition_seconds=0.05)
     data = json.loads(plan.to_json())
     assert data["kernels_after"] == 1
     assert data["groups"][0]["ops"] == ["relu", "exp", "add"]
     assert data["kernels_before"] == 3
     assert "2.00x less" in plan.summary()
+    # fields never recorded stay out of the JSON
+    assert "feedback" not in data and "ops_before" not in data
+
+
+def test_fused_plan_stats_round_trip_through_json_with_their_keys():
+    b = GraphBuilder("s")
+    x = b.input("x", (4, 8))
+    b.output(b.exp(b.relu(x)))
+    plan = fusionlang.fuse(b.build(), "apollo")
+    data = json.loads(plan.to_json())
+    keys = {"kernels_before", "bytes_before", "estimated_seconds_before", "ops_before", "rewrites", "rewrite_order",
+            "rewrite_stop", "rewrite_seconds", "partition_seconds", "kernels_after", "bytes_after", "flops",
+            "estimated_seconds_after", "device", "feedback"}
+    assert keys <= set(data) and set(plan.stats.to_dict()) == keys
+    assert PlanStats.from_dict(data) == plan.stats
+
+
+def test_stats_are_frozen_and_take_only_their_fields():
+    stats = PlanStats(kernels_before=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.kernels_before = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        PlanStats(kernel_before=1)  # type: ignore[call-arg]
+    with pytest.raises(AttributeError):
+        stats.__dict__  # slotted: no stray attribute can be added
 
 
 def test_views_do_not_count_as_launches():

@@ -105,7 +105,7 @@ def test_backend_refusal_splits_a_sibling_group(tmp_path):
 
     plan = partition(graph, rules, "apollo", feedback=feedback)
     assert len(plan.groups) == 2
-    assert plan.stats["feedback"] == ["backend refused the merge s -> m: test backend refuses multi-output kernels"]
+    assert plan.stats.feedback == ["backend refused the merge s -> m: test backend refuses multi-output kernels"]
     (refusal,) = explain(plan, rules, "m").refusals
     assert str(refusal) == ("~ s (reduce_sum, group 0): both read x: backend refused the merge s -> m: "
                             "test backend refuses multi-output kernels")

@@ -65,10 +65,10 @@ def test_group_tables_name_the_rules_that_formed_each_group():
 def test_summary_shows_before_and_after(resnet_plan):
     text = render_report(resnet_plan, layout="layered")
     s = resnet_plan.stats
-    assert f'<div class="after">{s["kernels_after"]}</div><div class="before">before fusion: ' \
-           f'{s["kernels_before"]}</div>' in text
-    assert f"before fusion: {s['bytes_before'] / 2**20:.2f} MiB" in text
-    assert f"{s['bytes_after'] / 2**20:.2f} MiB" in text
+    assert f'<div class="after">{s.kernels_after}</div><div class="before">before fusion: ' \
+           f'{s.kernels_before}</div>' in text
+    assert f"before fusion: {s.bytes_before / 2**20:.2f} MiB" in text
+    assert f"{s.bytes_after / 2**20:.2f} MiB" in text
     assert "rewrite" in text and "partition" in text
 
 

@@ -1,0 +1,116 @@
+"""A template's epilogue as statements: what to compute for one element of the product,
+as values the template prints, not C text it edits.
+
+The statements run per element of a finished tile (CPU) or per accumulator (CUDA): ``v``
+holds the product's value on entry and the result on exit; ``i``, ``j`` are the element's
+row and column, ``o0, o1, ...`` its outer indices. Array reads and writes keep their
+index as an expression (:class:`Load`, :class:`Store`), so a template decides how each
+index is printed: a shared CPU driver reads the index's numbers from its table ``S`` (see
+:class:`.gemm_template.Numbers`), the CUDA template prints them as literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy as sp
+
+from fusionlang.backend.cexpr import Flavor, IndexPrinter, ValuePrinter
+from fusionlang.backend.half import narrow, widen
+from fusionlang.ir.types import HALF_FLOATS
+
+
+@dataclass(frozen=True)
+class Load:
+    """``array[offset]`` widened from ``dtype`` to float: ``offset`` is the flat element
+    offset, an integer expression over the element's coordinates."""
+
+    array: str
+    offset: sp.Expr
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Define:
+    """``const float var = value;``: ``value`` is a float expression whose symbols are
+    ``reads`` (a symbol to a :class:`Load` or to the name of a variable defined before, or
+    ``v``); a 16-bit ``dtype`` rounds the value once, as the loop nest stores it."""
+
+    var: str
+    value: sp.Expr
+    reads: tuple[tuple[sp.Symbol, Load | str], ...] = ()
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Store:
+    """``array[offset] = var;`` narrowed to ``dtype``: an output the epilogue writes besides
+    the product's own array."""
+
+    array: str
+    offset: sp.Expr
+    var: str
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``target = source;`` between variables: the epilogue's result into ``v``."""
+
+    target: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Text:
+    """A statement as written (the template's tests and hand-written epilogues): it reads
+    no array through an index the template prints."""
+
+    line: str
+
+
+Statement = Define | Store | Assign | Text
+
+#: how a template prints an index: an integer expression to C
+IndexText = Callable[[sp.Expr], str]
+
+
+class StatementPrinter:
+    """Prints statements as C (or CUDA), indices through ``index`` in the order they appear
+    in the text (one value printer for all: building one costs more than printing)."""
+
+    def __init__(self, flavor: Flavor, index: IndexText) -> None:
+        self.index = index
+        self.reads: dict[sp.Symbol, Load | str] = {}
+        self.values = ValuePrinter("float32", flavor, self._read)
+
+    def _read(self, sym: sp.Symbol) -> str:
+        # called as the value printer reaches the symbol: indices number in the text's order
+        source = self.reads.get(sym, sym.name)
+        if isinstance(source, Load):
+            return widen(source.dtype, f"{source.array}[{self.index(source.offset)}]")
+        return source
+
+    def __call__(self, stmt: Statement) -> str:
+        if isinstance(stmt, Text):
+            return stmt.line
+        if isinstance(stmt, Assign):
+            return f"{stmt.target} = {stmt.source};"
+        if isinstance(stmt, Store):
+            target = f"{stmt.array}[{self.index(stmt.offset)}]"
+            return f"{target} = {narrow(stmt.dtype, stmt.var) if stmt.dtype in HALF_FLOATS else stmt.var};"
+        self.reads = dict(stmt.reads)
+        value = self.values.doprint(stmt.value)
+        if stmt.dtype in HALF_FLOATS:
+            value = widen(stmt.dtype, narrow(stmt.dtype, value))
+        return f"const float {stmt.var} = {value};"
+
+
+def statements_text(stmts: tuple[Statement, ...], flavor: Flavor, index: IndexText | None = None) -> list[str]:
+    """The statements' lines, indices printed as literals unless ``index`` says otherwise."""
+    printer = StatementPrinter(flavor, index or IndexPrinter())
+    return [line.strip() for stmt in stmts for line in printer(stmt).strip().splitlines()]
+
+
+__all__ = ["Assign", "Define", "IndexText", "Load", "Statement", "StatementPrinter", "Store", "Text", "statements_text"]
