@@ -1,14 +1,17 @@
 """Converters for the ATen ops AOTAutograd's backward graphs hold (and a few forward ops
-the training models bring): convolution_backward, the index_put that embedding's
-backward accumulates with, slice_scatter, hardtanh, and bitwise ops on bool masks.
+the training models bring): convolution_backward, max pooling with its indices and their
+backward, the index_put that embedding's backward accumulates with, slice_scatter,
+hardtanh, and bitwise ops on bool masks.
 
 Each backward op is written with registry ops the forward converters already emit (conv,
-conv_transpose, reduce_sum, scatter_elements, pad), so the rules and the partitioner see a
+conv_transpose, reduce_sum, gather, scatter_elements, pad), so the rules and the partitioner see a
 backward graph as they see a forward one. Registered into ``torch_ops``' tables on import
 (``torch_fx`` imports this module).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -112,6 +115,119 @@ def _grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups:
         taps = ctx.emit("slice", taps, starts=(0,) * len(kernel), ends=tuple(kernel),
                         axes=tuple(range(2, 2 + len(kernel))))
     return ctx.emit("transpose", taps, perm=(1, 0) + tuple(range(2, 2 + len(kernel))))
+
+
+# ----- max pooling and its backward -----------------------------------------------------
+@dataclass(frozen=True)
+class PoolWindow:
+    """A 2-D pooling window's geometry: the input's and output's planes, kernel, stride,
+    padding and dilation. A position in a plane is flat (row * width + column), as torch's
+    max pooling indices are."""
+
+    plane: tuple[int, int]
+    out_plane: tuple[int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+
+    def rows(self, axis: int, out: int, tap: int) -> int:
+        """The input row (column, axis 1) that output row ``out``'s tap ``tap`` reads."""
+        return out * self.stride[axis] - self.padding[axis] + tap * self.dilation[axis]
+
+    def taps(self) -> np.ndarray:
+        """(output positions, kernel taps): the flat input position each tap of each
+        window reads; the plane's size (one past its end) for a tap in the padding."""
+        (height, width), (out_h, out_w), (k_h, k_w) = self.plane, self.out_plane, self.kernel
+        row = self.rows(0, np.arange(out_h)[:, None, None, None], np.arange(k_h)[None, None, :, None])
+        col = self.rows(1, np.arange(out_w)[None, :, None, None], np.arange(k_w)[None, None, None, :])
+        inside = (row >= 0) & (row < height) & (col >= 0) & (col < width)
+        return np.where(inside, row * width + col, height * width).reshape(out_h * out_w, k_h * k_w)
+
+    def windows(self) -> np.ndarray:
+        """(input positions, kernel taps): the flat output position whose window reads
+        each input position through each tap; the output plane's size where none does."""
+        (height, width), (out_h, out_w), (k_h, k_w) = self.plane, self.out_plane, self.kernel
+        out_row = _window_of(np.arange(height)[:, None, None, None], np.arange(k_h)[None, None, :, None], out_h,
+                             self.stride[0], self.padding[0], self.dilation[0])
+        out_col = _window_of(np.arange(width)[None, :, None, None], np.arange(k_w)[None, None, None, :], out_w,
+                             self.stride[1], self.padding[1], self.dilation[1])
+        found = (out_row >= 0) & (out_col >= 0)
+        return np.where(found, out_row * out_w + out_col, out_h * out_w).reshape(height * width, k_h * k_w)
+
+
+def _window_of(position, tap, extent: int, stride: int, padding: int, dilation: int) -> np.ndarray:
+    """The output row whose tap ``tap`` reads input row ``position``; -1 where none does."""
+    offset = position + padding - tap * dilation
+    out = offset // stride
+    return np.where((offset % stride == 0) & (out >= 0) & (out < extent), out, -1)
+
+
+def _pool_window(ctx: FxContext, x: str, out_plane, kernel_k: int = 1, stride_k: int = 2, padding_k: int = 3,
+                 dilation_k: int = 4) -> PoolWindow:
+    kernel = per_axis(ctx.arg(kernel_k, "kernel_size"), 2)
+    return PoolWindow(tuple(ctx.shape(x)[-2:]), tuple(out_plane), kernel,
+                      per_axis(ctx.arg(stride_k, "stride", []) or kernel, 2),
+                      per_axis(ctx.arg(padding_k, "padding", 0), 2), per_axis(ctx.arg(dilation_k, "dilation", 1), 2))
+
+
+@converts("aten.max_pool2d_with_indices.default")
+def _max_pool(ctx: FxContext) -> tuple:
+    """(maxima, indices): max_pool, and where its indices are read (training: the
+    backward reads them) each window's first maximum's flat position in its plane."""
+    x = ctx.arg(0, "self")
+    kernel = per_axis(ctx.arg(1, "kernel_size"), 2)
+    stride = per_axis(ctx.arg(2, "stride", []) or kernel, 2)
+    padding = per_axis(ctx.arg(3, "padding", 0), 2)
+    out = ctx.emit("max_pool", x, kernel_shape=kernel, strides=stride, pads=padding + padding,
+                   dilations=per_axis(ctx.arg(4, "dilation", 1), 2), ceil_mode=int(ctx.arg(5, "ceil_mode", False)))
+    if 1 not in ctx.results_used():
+        return (out, None)
+    return (out, _max_indices(ctx, x, _pool_window(ctx, x, ctx.shape(out)[-2:])))
+
+
+def _max_indices(ctx: FxContext, x: str, window: PoolWindow) -> str:
+    """Each window's taps gathered from the plane (padding reads -inf), the first tap
+    that holds their maximum, and that tap's flat position (torch's order: rows, then
+    columns, the first of equal maxima)."""
+    *lead, height, width = ctx.shape(x)
+    flat = ctx.emit("reshape", x, shape=(*lead, height * width))
+    padded = ctx.emit("pad", flat, pads=(0,) * (2 * len(lead) + 1) + (1,), value=float("-inf"))
+    taps_at = window.taps()
+    taps = ctx.emit("gather", padded, ctx.constant(taps_at), axis=len(lead))
+    best = ctx.emit("reduce_max", taps, axes=(len(lead) + 1,), keepdims=1)
+    tap = ctx.emit("index_of", taps, best, axis=len(lead) + 1, keepdims=0)
+    # a window's tap k sits at its first tap's position plus k's offset in the kernel
+    k_h, k_w = window.kernel
+    offsets = (np.arange(k_h)[:, None] * window.dilation[0] * width + np.arange(k_w) * window.dilation[1]).reshape(-1)
+    starts = window.rows(0, np.arange(window.out_plane[0])[:, None], 0) * width + window.rows(
+        1, np.arange(window.out_plane[1])[None, :], 0)
+    position = ctx.emit("add", ctx.emit("gather", ctx.constant(offsets.astype(np.int64)), tap, axis=0),
+                        ctx.constant(starts.reshape(-1).astype(np.int64)))
+    return ctx.emit("reshape", position, shape=(*lead, *window.out_plane))
+
+
+@converts("aten.max_pool2d_with_indices_backward.default")
+def _max_pool_backward(ctx: FxContext) -> str:
+    """The input's gradient: each input position gathers, through each kernel tap, the
+    output whose window reads it there, and keeps that output's gradient where the
+    output's index is this position (a gather per position, not a scatter per output)."""
+    grad, x, indices = ctx.arg(0, "grad_output"), ctx.arg(1, "self"), ctx.arg(7, "indices")
+    window = _pool_window(ctx, x, ctx.shape(grad)[-2:], 2, 3, 4, 5)
+    *lead, height, width = ctx.shape(x)
+    out_size = window.out_plane[0] * window.out_plane[1]
+    end_pad = (0,) * (2 * len(lead) + 1) + (1,)
+    # the sentinel past each output plane: gradient 0, an index no position has
+    grads = ctx.emit("pad", ctx.emit("reshape", grad, shape=(*lead, out_size)), pads=end_pad, value=0.0)
+    picks = ctx.emit("pad", ctx.emit("reshape", ctx.cast(indices, "int64"), shape=(*lead, out_size)), pads=end_pad,
+                     value=-1.0)
+    reads = ctx.constant(window.windows())
+    positions = ctx.constant(np.arange(height * width, dtype=np.int64)[:, None])
+    picked = ctx.emit("equal", ctx.emit("gather", picks, reads, axis=len(lead)), positions)
+    zero = ctx.constant(np.zeros((), ctx.dtype(grad)))
+    kept = ctx.emit("where", picked, ctx.emit("gather", grads, reads, axis=len(lead)), zero)
+    total = ctx.emit("reduce_sum", kept, axes=(len(lead) + 1,), keepdims=0)
+    return ctx.emit("reshape", total, shape=(*lead, height, width))
 
 
 # ----- scatters -------------------------------------------------------------------------------

@@ -19,10 +19,9 @@ from fusionlang.torch_backend import CompileReport, fusionlang_backend  # noqa: 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import torch_bench_models  # noqa: E402
 
-#: what each model leaves in eager: only ResNet's max pooling, whose backward reads the
-#: indices of the maxima (max_pool2d_with_indices and its backward have no converter)
+#: what each model leaves in eager
 FALLBACKS = {
-    "resnet18": ["aten.max_pool2d_with_indices.default", "aten.max_pool2d_with_indices_backward.default"],
+    "resnet18": [],
     "mobilenet_v2": [],
     "bert": [],
     "llama": [],
@@ -98,3 +97,38 @@ def test_embeddings_backward_is_a_matmul_of_one_hot_rows_not_a_scatter():
     assert_gradients_match(model, reference, rtol=1e-5)
     ops = {node.op for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes}
     assert report.fallbacks == [] and "one_hot" in ops and "scatter_elements" not in ops
+
+
+@pytest.mark.parametrize("pool", [
+    dict(kernel_size=3, stride=2, padding=1),  # ResNet's: windows overlap, padding
+    dict(kernel_size=3, stride=2, ceil_mode=True),  # a last window past the edge
+    dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 0), dilation=(2, 1)),
+], ids=["overlapping-padded", "ceil", "dilated"])
+def test_max_pooling_and_its_backward_are_converted_and_give_eagers_gradients(pool):
+    torch.manual_seed(0)
+    # the ReLU makes ties (zeros) in windows: the gradient goes to the first, as in eager
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(**pool),
+                                torch.nn.Tanh())
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 2, 9, 10, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert_gradients_match(model, reference, rtol=1e-4)
+    assert report.fallbacks == [] and report.eager_runs == 0
+
+
+def test_max_pooling_indices_are_torchs_first_maxima():
+    def pool(x):
+        return torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)
+
+    x = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 2.0], [2.0, 2.0, 0.0]]).repeat(2, 1, 2, 2)  # ties
+    report = CompileReport()
+    compiled = torch.compile(pool, backend=functools.partial(fusionlang_backend, report=report))
+    with torch.no_grad():
+        (got, got_at), (want, want_at) = compiled(x), pool(x)
+    assert torch.equal(got, want) and torch.equal(got_at, want_at)
+    assert report.fallbacks == [] and report.eager_runs == 0
