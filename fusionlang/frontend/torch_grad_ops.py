@@ -4,7 +4,7 @@ backward, the index_put that embedding's backward accumulates with, slice_scatte
 hardtanh, and bitwise ops on bool masks.
 
 Each backward op is written with registry ops the forward converters already emit (conv,
-conv_transpose, reduce_sum, gather, scatter_elements, pad), so the rules and the partitioner see a
+reduce_sum, gather, scatter_elements, pad), so the rules and the partitioner see a
 backward graph as they see a forward one. Registered into ``torch_ops``' tables on import
 (``torch_fx`` imports this module).
 """
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusionlang.frontend.torch_ops import FxContext, per_axis, converts, refuses
+
+#: a slice's end before the first row, for a negative step (as the ONNX importer reads it)
+INT64_MIN = np.iinfo(np.int64).min
 
 
 # ----- forward ops of the training models -------------------------------------------------
@@ -60,7 +63,7 @@ def _integer_bitwise(node) -> str | None:
 @converts("aten.convolution_backward.default")
 def _convolution_backward(ctx: FxContext) -> tuple:
     """(grad_input, grad_weight, grad_bias), each computed where the mask asks for it:
-    grad_input is the transposed convolution of the output's gradient, grad_weight a
+    grad_input the transposed convolution of the output's gradient (as a convolution), grad_weight a
     convolution of the input by the output's gradient (batch and channels swapped), and
     grad_bias the gradient summed over batch and space."""
     grad, x, weight = ctx.arg(0, "grad_output"), ctx.arg(1, "input"), ctx.arg(2, "weight")
@@ -83,14 +86,48 @@ def _transposed_backward(node) -> str | None:
 
 
 def _grad_input(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
+    """The transposed convolution of the output's gradient, written as a convolution (the
+    GEMM template takes it; conv_transpose is a loop nest, 70% of ResNet-18's training
+    step): the gradient spread by the stride (zeros between its rows), padded so each
+    input row sees the outputs its taps fed, convolved with the weight flipped in space and
+    its channels swapped per group."""
     stride, padding, dilation = window
     kernel = ctx.shape(weight)[2:]
-    # the rows of the input no output window reached (stride leftovers) get output_padding
-    reached = [(o - 1) * s - 2 * p + d * (k - 1) + 1 for o, s, p, d, k in
-               zip(ctx.shape(grad)[2:], stride, padding, dilation, kernel)]
-    extra = tuple(n - r for n, r in zip(ctx.shape(x)[2:], reached))
-    return ctx.emit("conv_transpose", grad, weight, kernel_shape=kernel, strides=stride, pads=padding + padding,
-                    dilations=dilation, group=groups, output_padding=extra)
+    spread = _spread(ctx, grad, stride)
+    # input row h reads spread rows h - (d*(k-1) - p) + j*d: pad that much before, and
+    # after up to the input's extent (negative pads crop rows no input row reads)
+    before = [d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation)]
+    after = [n + p - length for n, p, length in zip(ctx.shape(x)[2:], padding, ctx.shape(spread)[2:])]
+    if min(before + after) < 0:
+        spread = ctx.emit("pad", spread, pads=(0, 0, *before, 0, 0, *after))
+        before = after = [0] * len(kernel)
+    return ctx.emit("conv", spread, _transposed_kernel(ctx, weight, groups), kernel_shape=kernel,
+                    strides=(1,) * len(kernel), pads=tuple(before) + tuple(after), dilations=dilation, group=groups)
+
+
+def _spread(ctx: FxContext, grad: str, stride) -> str:
+    """``grad`` with stride - 1 zero rows (and columns) after each of its rows: where the
+    input's rows between two windows' starts sit."""
+    if all(s == 1 for s in stride):
+        return grad
+    batch, channels, *space = ctx.shape(grad)
+    interleaved = [extent for n in space for extent in (n, 1)]
+    grown = ctx.emit("reshape", grad, shape=(batch, channels, *interleaved))
+    ends = [pad for s in stride for pad in (0, s - 1)]
+    grown = ctx.emit("pad", grown, pads=(0,) * (2 + 2 * len(space)) + (0, 0, *ends))
+    return ctx.emit("reshape", grown, shape=(batch, channels, *(n * s for n, s in zip(space, stride))))
+
+
+def _transposed_kernel(ctx: FxContext, weight: str, groups: int) -> str:
+    """(G*Co, Ci, *k) -> (G*Ci, Co, *k) flipped along every spatial axis."""
+    outputs, per_group_in, *kernel = ctx.shape(weight)
+    per_group_out = outputs // groups
+    spatial = tuple(range(3, 3 + len(kernel)))
+    swapped = ctx.emit("reshape", weight, shape=(groups, per_group_out, per_group_in, *kernel))
+    swapped = ctx.emit("transpose", swapped, perm=(0, 2, 1) + spatial)
+    swapped = ctx.emit("reshape", swapped, shape=(groups * per_group_in, per_group_out, *kernel))
+    return ctx.emit("slice", swapped, starts=(-1,) * len(kernel), ends=(INT64_MIN,) * len(kernel),
+                    axes=tuple(range(2, 2 + len(kernel))), steps=(-1,) * len(kernel))
 
 
 def _grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:

@@ -67,7 +67,8 @@ def test_a_training_step_gives_eagers_loss_and_gradients(name):
     dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=1),  # rows no window reaches
     dict(in_channels=4, out_channels=4, kernel_size=3, padding=2, dilation=2, groups=4),  # depthwise
     dict(in_channels=4, out_channels=6, kernel_size=(1, 3), stride=(2, 1), groups=2, bias=False),
-], ids=["strided", "depthwise-dilated", "grouped-no-bias"])
+    dict(in_channels=3, out_channels=4, kernel_size=1, stride=2, padding=1),  # padding past the kernel
+], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise"])
 def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(**conv), torch.nn.Tanh())
@@ -81,6 +82,12 @@ def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert_gradients_match(model, reference, rtol=1e-4)
     assert report.fallbacks == [] and report.eager_runs == 0
+    # the input's gradient is a convolution (the GEMM template's), not a conv_transpose loop nest
+    assert "conv_transpose" not in compiled_ops(report)
+
+
+def compiled_ops(report) -> set[str]:
+    return {node.op for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes}
 
 
 def test_embeddings_backward_is_a_matmul_of_one_hot_rows_not_a_scatter():
@@ -95,7 +102,7 @@ def test_embeddings_backward_is_a_matmul_of_one_hot_rows_not_a_scatter():
     compiled(ids).square().sum().backward()
     reference(ids).square().sum().backward()
     assert_gradients_match(model, reference, rtol=1e-5)
-    ops = {node.op for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes}
+    ops = compiled_ops(report)
     assert report.fallbacks == [] and "one_hot" in ops and "scatter_elements" not in ops
 
 
