@@ -161,14 +161,14 @@ class PoolWindow:
     padding and dilation. A position in a plane is flat (row * width + column), as torch's
     max pooling indices are."""
 
-    plane: tuple[int, int]
-    out_plane: tuple[int, int]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
+    plane: tuple[int, ...]
+    out_plane: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
 
-    def rows(self, axis: int, out: int, tap: int) -> int:
+    def rows(self, axis: int, out: np.ndarray, tap: np.ndarray | int) -> np.ndarray:
         """The input row (column, axis 1) that output row ``out``'s tap ``tap`` reads."""
         return out * self.stride[axis] - self.padding[axis] + tap * self.dilation[axis]
 
