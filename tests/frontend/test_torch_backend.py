@@ -218,3 +218,26 @@ def test_a_training_graph_keeps_its_weights_as_inputs():
     compiled(torch.randn(2, 8)).sum().backward()
     assert all(piece.constants == {} for piece in report.pieces)
     assert model[0].weight.grad is not None
+
+
+def test_a_contiguous_input_reaches_the_compiled_code_in_torchs_own_memory(monkeypatch):
+    from fusionlang.backend.runtime import CompiledGraph
+
+    model = seeded(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())).eval()
+    compiled, report = compiled_with_report(model)
+    x = torch.randn(2, 8)
+    assert_matches_eager(compiled, model, x)
+    addresses = []
+    run_checked = CompiledGraph.run_checked
+
+    def recording(self, feeds):
+        addresses.extend(feed.ctypes.data for feed in feeds.values())
+        results = run_checked(self, feeds)
+        addresses.extend(result.ctypes.data for result in results.values())
+        return results
+
+    monkeypatch.setattr(CompiledGraph, "run_checked", recording)
+    with torch.no_grad():
+        out = compiled(x)
+    feed, result = addresses  # the one input (the weights are constants), the one output
+    assert feed == x.data_ptr() and result == out.data_ptr()
