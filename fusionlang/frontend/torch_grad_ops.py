@@ -74,7 +74,9 @@ def _convolution_backward(ctx: FxContext) -> tuple:
     mask = list(ctx.arg(10, "output_mask"))
     window = (stride, padding, dilation)
     grad_input = _grad_input(ctx, grad, x, weight, window, groups) if mask[0] else None
-    grad_weight = _grad_weight(ctx, grad, x, weight, window, groups) if mask[1] else None
+    depthwise = spatial == 2 and ctx.shape(x)[1] == groups == ctx.shape(weight)[0]
+    weight_grad = _depthwise_grad_weight if depthwise else _grad_weight
+    grad_weight = weight_grad(ctx, grad, x, weight, window, groups) if mask[1] else None
     axes = (0,) + tuple(range(2, ctx.rank(grad)))
     grad_bias = ctx.emit("reduce_sum", grad, axes=axes, keepdims=0) if mask[2] else None
     return (grad_input, grad_weight, grad_bias)
@@ -265,6 +267,22 @@ def _max_pool_backward(ctx: FxContext) -> str:
     kept = ctx.emit("where", picked, ctx.emit("gather", grads, reads, axis=len(lead)), zero)
     total = ctx.emit("reduce_sum", kept, axes=(len(lead) + 1,), keepdims=0)
     return ctx.emit("reshape", total, shape=(*lead, height, width))
+
+
+def _depthwise_grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
+    """A depthwise convolution's weight gradient: per channel and tap, the input's values
+    that tap read (gathered, padding read as 0) times the output's gradient, summed over
+    batch and positions. (As the batch-for-channel grouped convolution, its kernel is the
+    output's plane: GEMM templates per channel, most of MobileNetV2's training step.)"""
+    batch, channels, height, width = ctx.shape(x)
+    out_plane = tuple(ctx.shape(grad)[2:])
+    geometry = PoolWindow((height, width), out_plane, tuple(ctx.shape(weight)[2:]), *window)
+    flat = ctx.emit("reshape", x, shape=(batch, channels, height * width))
+    padded = ctx.emit("pad", flat, pads=(0, 0, 0, 0, 0, 1))
+    taps = ctx.emit("gather", padded, ctx.constant(geometry.taps()), axis=2)
+    grads = ctx.emit("reshape", grad, shape=(batch, channels, out_plane[0] * out_plane[1], 1))
+    summed = ctx.emit("reduce_sum", ctx.emit("mul", taps, grads), axes=(0, 2), keepdims=0)
+    return ctx.emit("reshape", summed, shape=ctx.shape(weight))
 
 
 # ----- scatters -------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def test_a_training_step_gives_eagers_loss_and_gradients(name):
     dict(in_channels=4, out_channels=4, kernel_size=3, padding=2, dilation=2, groups=4),  # depthwise
     dict(in_channels=4, out_channels=6, kernel_size=(1, 3), stride=(2, 1), groups=2, bias=False),
     dict(in_channels=3, out_channels=4, kernel_size=1, stride=2, padding=1),  # padding past the kernel
-], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise"])
+    dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, padding=1, groups=4),  # MobileNet's
+], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise", "depthwise-strided"])
 def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(**conv), torch.nn.Tanh())
@@ -139,3 +140,20 @@ def test_max_pooling_indices_are_torchs_first_maxima():
         (got, got_at), (want, want_at) = compiled(x), pool(x)
     assert torch.equal(got, want) and torch.equal(got_at, want_at)
     assert report.fallbacks == [] and report.eager_runs == 0
+
+
+def test_a_depthwise_weight_gradient_is_a_gathered_product_not_a_convolution_per_channel():
+    # as a batch-for-channel grouped convolution its kernel is the output's plane: a GEMM
+    # template per channel, most of MobileNetV2's training step
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), torch.nn.Tanh())
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 4, 9, 8)  # no input gradient: the backward holds the weight's only
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    assert_gradients_match(model, reference, rtol=1e-4)
+    convs = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
+             if node.op == "conv"]
+    assert len(convs) == 1  # the forward's
