@@ -241,3 +241,15 @@ def test_a_contiguous_input_reaches_the_compiled_code_in_torchs_own_memory(monke
         out = compiled(x)
     feed, result = addresses  # the one input (the weights are constants), the one output
     assert feed == x.data_ptr() and result == out.data_ptr()
+
+
+def test_buffers_a_graph_updates_without_gradients_are_not_left_frozen():
+    # batch norm in training mode under no_grad writes its running statistics each call:
+    # the first write changes a frozen buffer, and the next call must read the new one
+    model = seeded(torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3))).train()
+    reference = copy.deepcopy(model)
+    compiled, _ = compiled_with_report(model)
+    for _ in range(3):
+        x = torch.randn(2, 2, 6, 6)
+        assert_matches_eager(compiled, reference, x)
+        np.testing.assert_allclose(model[1].running_var.numpy(), reference[1].running_var.numpy(), rtol=1e-5)
