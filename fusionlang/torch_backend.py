@@ -116,15 +116,54 @@ def fusionlang_backend(gm, example_inputs, options: Mapping[str, Any] | None = N
     fell back."""
     from torch._dynamo.backends.common import aot_autograd
 
-    settings = settings_from(options)
-    compiler = functools.partial(compile_aten, settings=settings, report=report if report is not None
-                                 else CompileReport())
     from torch._decomp import core_aten_decompositions
+
+    settings = settings_from(options)
+    report = report if report is not None else CompileReport()
+
+    def backend(frozen: Mapping[int, Any]):
+        compiler = functools.partial(compile_aten, settings=settings, report=report, frozen=frozen)
+        return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=core_aten_decompositions())
 
     if _trains(gm, example_inputs):
         _attention_as_math(gm)
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                        decompositions=core_aten_decompositions())(gm, example_inputs)
+        return backend({})(gm, example_inputs)
+    return FrozenWeights(gm, example_inputs, backend)
+
+
+class FrozenWeights:
+    """An inference graph compiled with the parameters and buffers dynamo lifted as inputs
+    bound as constants (Inductor's freezing): fusionlang folds them (a batch norm into its
+    convolution) and lays them out once, not per call.
+
+    dynamo does not guard on their values, so each call checks that every frozen tensor is
+    the one given and unchanged since (its version counter): on the first call where one
+    is not (an optimizer step, an in-place update, a swapped parameter) the graph is
+    compiled again with them as inputs, logged; a weight update is never silently ignored."""
+
+    def __init__(self, gm, example_inputs, backend):
+        self.gm = gm
+        self.backend = backend
+        placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+        self.frozen = {k: (tensor, tensor._version) for k, (node, tensor) in enumerate(zip(placeholders, example_inputs))
+                       if _static_weight(node, tensor)}
+        self.compiled = backend({k: tensor for k, (tensor, _) in self.frozen.items()})(gm, example_inputs)
+
+    def __call__(self, *args):
+        if self.frozen and not self.unchanged(args):
+            logger(IMPORT).info("torch: parameters or buffers changed since they were frozen as constants: "
+                                "the graph is compiled again with them as inputs")
+            self.frozen = {}
+            self.compiled = self.backend({})(self.gm, list(args))
+        return self.compiled(*args)
+
+    def unchanged(self, args) -> bool:
+        return all(args[k] is tensor and tensor._version == version for k, (tensor, version) in self.frozen.items())
+
+
+def _static_weight(node, value) -> bool:
+    """Whether dynamo lifted this input from a module's parameters or buffers."""
+    return hasattr(value, "_version") and "_dynamo_static_input_type" in node.meta.get("tensor_dict", {})
 
 
 def _attention_as_math(gm) -> None:
@@ -184,9 +223,11 @@ def explain(model, *args, options: Mapping[str, Any] | None = None) -> CompileRe
     return report
 
 
-def compile_aten(gm, example_inputs, *, settings: Settings, report: CompileReport):
+def compile_aten(gm, example_inputs, *, settings: Settings, report: CompileReport,
+                 frozen: Mapping[int, Any] | None = None):
     """An ATen graph with every piece fusionlang converts replaced by a FusedPiece (the
-    forward or backward graph AOTAutograd hands over)."""
+    forward or backward graph AOTAutograd hands over); ``frozen`` maps the positions of
+    inputs bound as constants (an inference graph's weights) to their tensors."""
     from torch._functorch.aot_autograd import make_boxed_func
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupportBase
@@ -205,12 +246,45 @@ def compile_aten(gm, example_inputs, *, settings: Settings, report: CompileRepor
     for piece in pieces:
         delattr(partitioned, piece.name)
         setattr(partitioned, piece.name, piece)  # a plain callable: the generated forward calls it
+    _bind_frozen(partitioned, {piece.name: piece for piece in pieces}, _frozen_placeholders(gm, example_inputs, frozen))
     report.graphs += 1
     report.converted += converted
     report.pieces.extend(pieces)
     report.fallbacks.extend(fallbacks)
     _log(converted, pieces, fallbacks)
     return make_boxed_func(partitioned)  # AOTAutograd's calling convention: one list of arguments
+
+
+def _frozen_placeholders(gm, example_inputs, frozen: Mapping[int, Any] | None) -> dict:
+    """Placeholder node -> the tensor it is frozen to. AOTAutograd hands an inference
+    graph dynamo's inputs in dynamo's order; where the count or a shape differs (inputs
+    deduplicated), nothing is frozen."""
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    if not frozen or len(placeholders) != len(example_inputs):
+        return {}
+    if any(tuple(frozen[k].shape) != tuple(example_inputs[k].shape) for k in frozen):
+        return {}
+    return {placeholders[k]: tensor for k, tensor in frozen.items()}
+
+
+def _bind_frozen(partitioned, pieces: dict, frozen: dict) -> None:
+    """Each piece's arguments that are frozen placeholders taken out of its call and
+    given to it as constants."""
+    if not frozen:
+        return
+    for node in partitioned.graph.nodes:
+        piece = pieces.get(node.target) if node.op == "call_module" else None
+        if piece is None:
+            continue
+        inner = [n for n in piece.module.graph.nodes if n.op == "placeholder"]
+        kept = []
+        for placeholder, arg in zip(inner, node.args):
+            if arg in frozen:
+                piece.constants[placeholder.name] = frozen[arg]  # read at the first call, outside fake mode
+            else:
+                kept.append(arg)
+        node.args = tuple(kept)
+    partitioned.recompile()
 
 
 def fallbacks_of(gm) -> list[Fallback]:
@@ -242,6 +316,8 @@ class FusedPiece:
         self.name = name
         self.module = module
         self.settings = settings
+        #: placeholder name -> tensor, the inputs bound as constants (frozen weights)
+        self.constants: dict[str, Any] = {}
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
         output = next(node for node in module.graph.nodes if node.op == "output")
         self.returns_tuple = isinstance(output.args[0], (list, tuple))
@@ -260,12 +336,21 @@ class FusedPiece:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(key)
-        return self.module(*args) if compiled is None else self._run(compiled, args)
+        return self._eager(args) if compiled is None else self._run(compiled, args)
+
+    def _eager(self, args):
+        """The partition run by torch, its frozen weights put back among the arguments."""
+        if not self.constants:
+            return self.module(*args)
+        free = iter(args)
+        placeholders = [node.name for node in self.module.graph.nodes if node.op == "placeholder"]
+        return self.module(*(self.constants[name] if name in self.constants else next(free) for name in placeholders))
 
     def _specialize(self, args):
         specs = [input_spec(a) for a in args]
         try:
-            graph = import_fx(self.module, specs, name=self.name)
+            constants = {name: as_numpy(tensor) for name, tensor in self.constants.items()}
+            graph = import_fx(self.module, specs, constants, name=self.name)
             compiled = compile_model(graph, self.settings.rules, self.settings.strategy, target="c",
                                      threads=self.settings.threads)
         except FuseError as exc:
@@ -298,4 +383,4 @@ class Specialization:
         self.outputs = tuple(compiled.graph.outputs)
 
 
-__all__ = ["CompileReport", "Fallback", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]
+__all__ = ["CompileReport", "Fallback", "FrozenWeights", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]

@@ -1,18 +1,24 @@
 """Converters for the ATen ops AOTAutograd's backward graphs hold (and a few forward ops
-the training models bring): convolution_backward, the index_put that embedding's
-backward accumulates with, slice_scatter, hardtanh, and bitwise ops on bool masks.
+the training models bring): convolution_backward, max pooling with its indices and their
+backward, the index_put that embedding's backward accumulates with, slice_scatter,
+hardtanh, and bitwise ops on bool masks.
 
 Each backward op is written with registry ops the forward converters already emit (conv,
-conv_transpose, reduce_sum, scatter_elements, pad), so the rules and the partitioner see a
+reduce_sum, gather, scatter_elements, pad), so the rules and the partitioner see a
 backward graph as they see a forward one. Registered into ``torch_ops``' tables on import
 (``torch_fx`` imports this module).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fusionlang.frontend.torch_ops import FxContext, per_axis, converts, refuses
+
+#: a slice's end before the first row, for a negative step (as the ONNX importer reads it)
+INT64_MIN = np.iinfo(np.int64).min
 
 
 # ----- forward ops of the training models -------------------------------------------------
@@ -57,7 +63,7 @@ def _integer_bitwise(node) -> str | None:
 @converts("aten.convolution_backward.default")
 def _convolution_backward(ctx: FxContext) -> tuple:
     """(grad_input, grad_weight, grad_bias), each computed where the mask asks for it:
-    grad_input is the transposed convolution of the output's gradient, grad_weight a
+    grad_input the transposed convolution of the output's gradient (as a convolution), grad_weight a
     convolution of the input by the output's gradient (batch and channels swapped), and
     grad_bias the gradient summed over batch and space."""
     grad, x, weight = ctx.arg(0, "grad_output"), ctx.arg(1, "input"), ctx.arg(2, "weight")
@@ -68,7 +74,9 @@ def _convolution_backward(ctx: FxContext) -> tuple:
     mask = list(ctx.arg(10, "output_mask"))
     window = (stride, padding, dilation)
     grad_input = _grad_input(ctx, grad, x, weight, window, groups) if mask[0] else None
-    grad_weight = _grad_weight(ctx, grad, x, weight, window, groups) if mask[1] else None
+    depthwise = spatial == 2 and ctx.shape(x)[1] == groups == ctx.shape(weight)[0]
+    weight_grad = _depthwise_grad_weight if depthwise else _grad_weight
+    grad_weight = weight_grad(ctx, grad, x, weight, window, groups) if mask[1] else None
     axes = (0,) + tuple(range(2, ctx.rank(grad)))
     grad_bias = ctx.emit("reduce_sum", grad, axes=axes, keepdims=0) if mask[2] else None
     return (grad_input, grad_weight, grad_bias)
@@ -80,14 +88,48 @@ def _transposed_backward(node) -> str | None:
 
 
 def _grad_input(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
+    """The transposed convolution of the output's gradient, written as a convolution (the
+    GEMM template takes it; conv_transpose is a loop nest, 70% of ResNet-18's training
+    step): the gradient spread by the stride (zeros between its rows), padded so each
+    input row sees the outputs its taps fed, convolved with the weight flipped in space and
+    its channels swapped per group."""
     stride, padding, dilation = window
     kernel = ctx.shape(weight)[2:]
-    # the rows of the input no output window reached (stride leftovers) get output_padding
-    reached = [(o - 1) * s - 2 * p + d * (k - 1) + 1 for o, s, p, d, k in
-               zip(ctx.shape(grad)[2:], stride, padding, dilation, kernel)]
-    extra = tuple(n - r for n, r in zip(ctx.shape(x)[2:], reached))
-    return ctx.emit("conv_transpose", grad, weight, kernel_shape=kernel, strides=stride, pads=padding + padding,
-                    dilations=dilation, group=groups, output_padding=extra)
+    spread = _spread(ctx, grad, stride)
+    # input row h reads spread rows h - (d*(k-1) - p) + j*d: pad that much before, and
+    # after up to the input's extent (negative pads crop rows no input row reads)
+    before = [d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation)]
+    after = [n + p - length for n, p, length in zip(ctx.shape(x)[2:], padding, ctx.shape(spread)[2:])]
+    if min(before + after) < 0:
+        spread = ctx.emit("pad", spread, pads=(0, 0, *before, 0, 0, *after))
+        before = after = [0] * len(kernel)
+    return ctx.emit("conv", spread, _transposed_kernel(ctx, weight, groups), kernel_shape=kernel,
+                    strides=(1,) * len(kernel), pads=tuple(before) + tuple(after), dilations=dilation, group=groups)
+
+
+def _spread(ctx: FxContext, grad: str, stride) -> str:
+    """``grad`` with stride - 1 zero rows (and columns) after each of its rows: where the
+    input's rows between two windows' starts sit."""
+    if all(s == 1 for s in stride):
+        return grad
+    batch, channels, *space = ctx.shape(grad)
+    interleaved = [extent for n in space for extent in (n, 1)]
+    grown = ctx.emit("reshape", grad, shape=(batch, channels, *interleaved))
+    ends = [pad for s in stride for pad in (0, s - 1)]
+    grown = ctx.emit("pad", grown, pads=(0,) * (2 + 2 * len(space)) + (0, 0, *ends))
+    return ctx.emit("reshape", grown, shape=(batch, channels, *(n * s for n, s in zip(space, stride))))
+
+
+def _transposed_kernel(ctx: FxContext, weight: str, groups: int) -> str:
+    """(G*Co, Ci, *k) -> (G*Ci, Co, *k) flipped along every spatial axis."""
+    outputs, per_group_in, *kernel = ctx.shape(weight)
+    per_group_out = outputs // groups
+    spatial = tuple(range(3, 3 + len(kernel)))
+    swapped = ctx.emit("reshape", weight, shape=(groups, per_group_out, per_group_in, *kernel))
+    swapped = ctx.emit("transpose", swapped, perm=(0, 2, 1) + spatial)
+    swapped = ctx.emit("reshape", swapped, shape=(groups * per_group_in, per_group_out, *kernel))
+    return ctx.emit("slice", swapped, starts=(-1,) * len(kernel), ends=(INT64_MIN,) * len(kernel),
+                    axes=tuple(range(2, 2 + len(kernel))), steps=(-1,) * len(kernel))
 
 
 def _grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
@@ -112,6 +154,135 @@ def _grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups:
         taps = ctx.emit("slice", taps, starts=(0,) * len(kernel), ends=tuple(kernel),
                         axes=tuple(range(2, 2 + len(kernel))))
     return ctx.emit("transpose", taps, perm=(1, 0) + tuple(range(2, 2 + len(kernel))))
+
+
+# ----- max pooling and its backward -----------------------------------------------------
+@dataclass(frozen=True)
+class PoolWindow:
+    """A 2-D pooling window's geometry: the input's and output's planes, kernel, stride,
+    padding and dilation. A position in a plane is flat (row * width + column), as torch's
+    max pooling indices are."""
+
+    plane: tuple[int, ...]
+    out_plane: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+
+    def rows(self, axis: int, out: np.ndarray, tap: np.ndarray | int) -> np.ndarray:
+        """The input row (column, axis 1) that output row ``out``'s tap ``tap`` reads."""
+        return out * self.stride[axis] - self.padding[axis] + tap * self.dilation[axis]
+
+    def taps(self) -> np.ndarray:
+        """(output positions, kernel taps): the flat input position each tap of each
+        window reads; the plane's size (one past its end) for a tap in the padding."""
+        (height, width), (out_h, out_w), (k_h, k_w) = self.plane, self.out_plane, self.kernel
+        row = self.rows(0, np.arange(out_h)[:, None, None, None], np.arange(k_h)[None, None, :, None])
+        col = self.rows(1, np.arange(out_w)[None, :, None, None], np.arange(k_w)[None, None, None, :])
+        inside = (row >= 0) & (row < height) & (col >= 0) & (col < width)
+        return np.where(inside, row * width + col, height * width).reshape(out_h * out_w, k_h * k_w)
+
+    def windows(self) -> np.ndarray:
+        """(input positions, kernel taps): the flat output position whose window reads
+        each input position through each tap; the output plane's size where none does."""
+        (height, width), (out_h, out_w), (k_h, k_w) = self.plane, self.out_plane, self.kernel
+        out_row = _window_of(np.arange(height)[:, None, None, None], np.arange(k_h)[None, None, :, None], out_h,
+                             self.stride[0], self.padding[0], self.dilation[0])
+        out_col = _window_of(np.arange(width)[None, :, None, None], np.arange(k_w)[None, None, None, :], out_w,
+                             self.stride[1], self.padding[1], self.dilation[1])
+        found = (out_row >= 0) & (out_col >= 0)
+        return np.where(found, out_row * out_w + out_col, out_h * out_w).reshape(height * width, k_h * k_w)
+
+
+def _window_of(position, tap, extent: int, stride: int, padding: int, dilation: int) -> np.ndarray:
+    """The output row whose tap ``tap`` reads input row ``position``; -1 where none does."""
+    offset = position + padding - tap * dilation
+    out = offset // stride
+    return np.where((offset % stride == 0) & (out >= 0) & (out < extent), out, -1)
+
+
+def _pool_window(ctx: FxContext, x: str, out_plane, kernel_k: int = 1, stride_k: int = 2, padding_k: int = 3,
+                 dilation_k: int = 4) -> PoolWindow:
+    kernel = per_axis(ctx.arg(kernel_k, "kernel_size"), 2)
+    return PoolWindow(tuple(ctx.shape(x)[-2:]), tuple(out_plane), kernel,
+                      per_axis(ctx.arg(stride_k, "stride", []) or kernel, 2),
+                      per_axis(ctx.arg(padding_k, "padding", 0), 2), per_axis(ctx.arg(dilation_k, "dilation", 1), 2))
+
+
+@converts("aten.max_pool2d_with_indices.default")
+def _max_pool(ctx: FxContext) -> tuple:
+    """(maxima, indices): max_pool, and where its indices are read (training: the
+    backward reads them) each window's first maximum's flat position in its plane."""
+    x = ctx.arg(0, "self")
+    kernel = per_axis(ctx.arg(1, "kernel_size"), 2)
+    stride = per_axis(ctx.arg(2, "stride", []) or kernel, 2)
+    padding = per_axis(ctx.arg(3, "padding", 0), 2)
+    out = ctx.emit("max_pool", x, kernel_shape=kernel, strides=stride, pads=padding + padding,
+                   dilations=per_axis(ctx.arg(4, "dilation", 1), 2), ceil_mode=int(ctx.arg(5, "ceil_mode", False)))
+    if 1 not in ctx.results_used():
+        return (out, None)
+    return (out, _max_indices(ctx, x, _pool_window(ctx, x, ctx.shape(out)[-2:])))
+
+
+def _max_indices(ctx: FxContext, x: str, window: PoolWindow) -> str:
+    """Each window's taps gathered from the plane (padding reads -inf), the first tap
+    that holds their maximum, and that tap's flat position (torch's order: rows, then
+    columns, the first of equal maxima)."""
+    *lead, height, width = ctx.shape(x)
+    flat = ctx.emit("reshape", x, shape=(*lead, height * width))
+    padded = ctx.emit("pad", flat, pads=(0,) * (2 * len(lead) + 1) + (1,), value=float("-inf"))
+    taps_at = window.taps()
+    taps = ctx.emit("gather", padded, ctx.constant(taps_at), axis=len(lead))
+    best = ctx.emit("reduce_max", taps, axes=(len(lead) + 1,), keepdims=1)
+    tap = ctx.emit("index_of", taps, best, axis=len(lead) + 1, keepdims=0)
+    # a window's tap k sits at its first tap's position plus k's offset in the kernel
+    k_h, k_w = window.kernel
+    offsets = (np.arange(k_h)[:, None] * window.dilation[0] * width + np.arange(k_w) * window.dilation[1]).reshape(-1)
+    starts = window.rows(0, np.arange(window.out_plane[0])[:, None], 0) * width + window.rows(
+        1, np.arange(window.out_plane[1])[None, :], 0)
+    position = ctx.emit("add", ctx.emit("gather", ctx.constant(offsets.astype(np.int64)), tap, axis=0),
+                        ctx.constant(starts.reshape(-1).astype(np.int64)))
+    return ctx.emit("reshape", position, shape=(*lead, *window.out_plane))
+
+
+@converts("aten.max_pool2d_with_indices_backward.default")
+def _max_pool_backward(ctx: FxContext) -> str:
+    """The input's gradient: each input position gathers, through each kernel tap, the
+    output whose window reads it there, and keeps that output's gradient where the
+    output's index is this position (a gather per position, not a scatter per output)."""
+    grad, x, indices = ctx.arg(0, "grad_output"), ctx.arg(1, "self"), ctx.arg(7, "indices")
+    window = _pool_window(ctx, x, ctx.shape(grad)[-2:], 2, 3, 4, 5)
+    *lead, height, width = ctx.shape(x)
+    out_size = window.out_plane[0] * window.out_plane[1]
+    end_pad = (0,) * (2 * len(lead) + 1) + (1,)
+    # the sentinel past each output plane: gradient 0, an index no position has
+    grads = ctx.emit("pad", ctx.emit("reshape", grad, shape=(*lead, out_size)), pads=end_pad, value=0.0)
+    picks = ctx.emit("pad", ctx.emit("reshape", ctx.cast(indices, "int64"), shape=(*lead, out_size)), pads=end_pad,
+                     value=-1.0)
+    reads = ctx.constant(window.windows())
+    positions = ctx.constant(np.arange(height * width, dtype=np.int64)[:, None])
+    picked = ctx.emit("equal", ctx.emit("gather", picks, reads, axis=len(lead)), positions)
+    zero = ctx.constant(np.zeros((), ctx.dtype(grad)))
+    kept = ctx.emit("where", picked, ctx.emit("gather", grads, reads, axis=len(lead)), zero)
+    total = ctx.emit("reduce_sum", kept, axes=(len(lead) + 1,), keepdims=0)
+    return ctx.emit("reshape", total, shape=(*lead, height, width))
+
+
+def _depthwise_grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
+    """A depthwise convolution's weight gradient: per channel and tap, the input's values
+    that tap read (gathered, padding read as 0) times the output's gradient, summed over
+    batch and positions. (As the batch-for-channel grouped convolution, its kernel is the
+    output's plane: GEMM templates per channel, most of MobileNetV2's training step.)"""
+    batch, channels, height, width = ctx.shape(x)
+    out_plane = tuple(ctx.shape(grad)[2:])
+    geometry = PoolWindow((height, width), out_plane, tuple(ctx.shape(weight)[2:]), *window)
+    flat = ctx.emit("reshape", x, shape=(batch, channels, height * width))
+    padded = ctx.emit("pad", flat, pads=(0, 0, 0, 0, 0, 1))
+    taps = ctx.emit("gather", padded, ctx.constant(geometry.taps()), axis=2)
+    grads = ctx.emit("reshape", grad, shape=(batch, channels, out_plane[0] * out_plane[1], 1))
+    summed = ctx.emit("reduce_sum", ctx.emit("mul", taps, grads), axes=(0, 2), keepdims=0)
+    return ctx.emit("reshape", summed, shape=ctx.shape(weight))
 
 
 # ----- scatters -------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ the same rules, partitioner and code generators as one from ONNX. A converter re
 node's arguments through its FxContext (FX nodes already replaced by graph values, SymInt
 sizes by ints) and returns the graph value it computes, or a tuple of them for an op with
 several results. ``REFUSALS`` holds, per op, the forms no converter takes (a transposed
-convolution, a training-mode norm, a used indices output): what the capability
-partitioner sends to eager.
+convolution, a training-mode norm): what the capability partitioner sends to eager.
+``torch_grad_ops`` adds the backward graphs' converters (and max pooling, whose indices
+only its backward reads).
 """
 
 from __future__ import annotations
@@ -345,21 +346,6 @@ def _softmax(ctx: FxContext) -> str:
 
 
 # ----- pooling ------------------------------------------------------------------------
-@converts("aten.max_pool2d_with_indices.default")
-def _max_pool(ctx: FxContext) -> tuple:
-    kernel = per_axis(ctx.arg(1, "kernel_size"), 2)
-    stride = per_axis(ctx.arg(2, "stride", []) or kernel, 2)
-    padding = per_axis(ctx.arg(3, "padding", 0), 2)
-    out = ctx.emit("max_pool", ctx.arg(0, "self"), kernel_shape=kernel, strides=stride, pads=padding + padding,
-                   dilations=per_axis(ctx.arg(4, "dilation", 1), 2), ceil_mode=int(ctx.arg(5, "ceil_mode", False)))
-    return (out, None)
-
-
-@refuses("aten.max_pool2d_with_indices.default")
-def _pool_indices(node) -> str | None:
-    return "max pooling's indices are read" if 1 in results_used(node) else None
-
-
 @converts("aten.avg_pool2d.default")
 def _avg_pool(ctx: FxContext) -> str:
     kernel = per_axis(ctx.arg(1, "kernel_size"), 2)

@@ -178,3 +178,78 @@ def test_a_contiguous_tensor_crosses_to_numpy_without_a_copy():
     assert as_numpy(tensor).ctypes.data == tensor.data_ptr()
     transposed = as_numpy(tensor.detach().t())  # not contiguous: a contiguous copy
     assert transposed.flags.c_contiguous and np.array_equal(transposed, tensor.detach().numpy().T)
+
+
+def compiled_graphs(report):
+    return [s.compiled.graph for piece in report.pieces for s in piece._cache.values() if s is not None]
+
+
+def test_inference_binds_parameters_and_buffers_as_constants():
+    # frozen weights fold: each batch norm into its convolution, nothing left of it
+    model = seeded(ConvNet()).eval()
+    compiled, report = compiled_with_report(model)
+    assert_matches_eager(compiled, model, torch.randn(2, 3, 8, 8))
+    (graph,) = compiled_graphs(report)
+    assert len(graph.inputs) == 1  # the image; no weight crosses per call
+    assert not any("norm" in node.op for node in graph.nodes)
+
+
+@pytest.mark.parametrize("change", ["in place", "swapped"])
+def test_a_weight_changed_after_freezing_is_not_ignored(change, caplog):
+    model = seeded(ConvNet()).eval()
+    compiled, report = compiled_with_report(model)
+    x = torch.randn(2, 3, 8, 8)
+    assert_matches_eager(compiled, model, x)
+    with torch.no_grad():
+        if change == "in place":
+            model.conv.weight.mul_(-2.0)
+            model.bn2.running_var.add_(3.0)
+        else:
+            model.head.weight = torch.nn.Parameter(torch.randn_like(model.head.weight))
+    with caplog.at_level(logging.INFO, logger="fusionlang.import"):
+        assert_matches_eager(compiled, model, x)
+        assert_matches_eager(compiled, model, x)  # then the inputs path, compiled once
+    assert sum("compiled again with them as inputs" in r.message for r in caplog.records) <= 1
+
+
+def test_a_training_graph_keeps_its_weights_as_inputs():
+    model = seeded(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()))
+    compiled, report = compiled_with_report(model)
+    compiled(torch.randn(2, 8)).sum().backward()
+    assert all(piece.constants == {} for piece in report.pieces)
+    assert model[0].weight.grad is not None
+
+
+def test_a_contiguous_input_reaches_the_compiled_code_in_torchs_own_memory(monkeypatch):
+    from fusionlang.backend.runtime import CompiledGraph
+
+    model = seeded(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())).eval()
+    compiled, report = compiled_with_report(model)
+    x = torch.randn(2, 8)
+    assert_matches_eager(compiled, model, x)
+    addresses = []
+    run_checked = CompiledGraph.run_checked
+
+    def recording(self, feeds):
+        addresses.extend(feed.ctypes.data for feed in feeds.values())
+        results = run_checked(self, feeds)
+        addresses.extend(result.ctypes.data for result in results.values())
+        return results
+
+    monkeypatch.setattr(CompiledGraph, "run_checked", recording)
+    with torch.no_grad():
+        out = compiled(x)
+    feed, result = addresses  # the one input (the weights are constants), the one output
+    assert feed == x.data_ptr() and result == out.data_ptr()
+
+
+def test_buffers_a_graph_updates_without_gradients_are_not_left_frozen():
+    # batch norm in training mode under no_grad writes its running statistics each call:
+    # the first write changes a frozen buffer, and the next call must read the new one
+    model = seeded(torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3))).train()
+    reference = copy.deepcopy(model)
+    compiled, _ = compiled_with_report(model)
+    for _ in range(3):
+        x = torch.randn(2, 2, 6, 6)
+        assert_matches_eager(compiled, reference, x)
+        np.testing.assert_allclose(model[1].running_var.numpy(), reference[1].running_var.numpy(), rtol=1e-5)

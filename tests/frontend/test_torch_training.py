@@ -19,10 +19,9 @@ from fusionlang.torch_backend import CompileReport, fusionlang_backend  # noqa: 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import torch_bench_models  # noqa: E402
 
-#: what each model leaves in eager: only ResNet's max pooling, whose backward reads the
-#: indices of the maxima (max_pool2d_with_indices and its backward have no converter)
+#: what each model leaves in eager
 FALLBACKS = {
-    "resnet18": ["aten.max_pool2d_with_indices.default", "aten.max_pool2d_with_indices_backward.default"],
+    "resnet18": [],
     "mobilenet_v2": [],
     "bert": [],
     "llama": [],
@@ -68,7 +67,9 @@ def test_a_training_step_gives_eagers_loss_and_gradients(name):
     dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=1),  # rows no window reaches
     dict(in_channels=4, out_channels=4, kernel_size=3, padding=2, dilation=2, groups=4),  # depthwise
     dict(in_channels=4, out_channels=6, kernel_size=(1, 3), stride=(2, 1), groups=2, bias=False),
-], ids=["strided", "depthwise-dilated", "grouped-no-bias"])
+    dict(in_channels=3, out_channels=4, kernel_size=1, stride=2, padding=1),  # padding past the kernel
+    dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, padding=1, groups=4),  # MobileNet's
+], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise", "depthwise-strided"])
 def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(**conv), torch.nn.Tanh())
@@ -82,6 +83,12 @@ def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert_gradients_match(model, reference, rtol=1e-4)
     assert report.fallbacks == [] and report.eager_runs == 0
+    # the input's gradient is a convolution (the GEMM template's), not a conv_transpose loop nest
+    assert "conv_transpose" not in compiled_ops(report)
+
+
+def compiled_ops(report) -> set[str]:
+    return {node.op for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes}
 
 
 def test_embeddings_backward_is_a_matmul_of_one_hot_rows_not_a_scatter():
@@ -96,5 +103,57 @@ def test_embeddings_backward_is_a_matmul_of_one_hot_rows_not_a_scatter():
     compiled(ids).square().sum().backward()
     reference(ids).square().sum().backward()
     assert_gradients_match(model, reference, rtol=1e-5)
-    ops = {node.op for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes}
+    ops = compiled_ops(report)
     assert report.fallbacks == [] and "one_hot" in ops and "scatter_elements" not in ops
+
+
+@pytest.mark.parametrize("pool", [
+    dict(kernel_size=3, stride=2, padding=1),  # ResNet's: windows overlap, padding
+    dict(kernel_size=3, stride=2, ceil_mode=True),  # a last window past the edge
+    dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 0), dilation=(2, 1)),
+], ids=["overlapping-padded", "ceil", "dilated"])
+def test_max_pooling_and_its_backward_are_converted_and_give_eagers_gradients(pool):
+    torch.manual_seed(0)
+    # the ReLU makes ties (zeros) in windows: the gradient goes to the first, as in eager
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(**pool),
+                                torch.nn.Tanh())
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 2, 9, 10, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert_gradients_match(model, reference, rtol=1e-4)
+    assert report.fallbacks == [] and report.eager_runs == 0
+
+
+def test_max_pooling_indices_are_torchs_first_maxima():
+    def pool(x):
+        return torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)
+
+    x = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 2.0], [2.0, 2.0, 0.0]]).repeat(2, 1, 2, 2)  # ties
+    report = CompileReport()
+    compiled = torch.compile(pool, backend=functools.partial(fusionlang_backend, report=report))
+    with torch.no_grad():
+        (got, got_at), (want, want_at) = compiled(x), pool(x)
+    assert torch.equal(got, want) and torch.equal(got_at, want_at)
+    assert report.fallbacks == [] and report.eager_runs == 0
+
+
+def test_a_depthwise_weight_gradient_is_a_gathered_product_not_a_convolution_per_channel():
+    # as a batch-for-channel grouped convolution its kernel is the output's plane: a GEMM
+    # template per channel, most of MobileNetV2's training step
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), torch.nn.Tanh())
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 4, 9, 8)  # no input gradient: the backward holds the weight's only
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    assert_gradients_match(model, reference, rtol=1e-4)
+    convs = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
+             if node.op == "conv"]
+    assert len(convs) == 1  # the forward's
