@@ -80,7 +80,14 @@ def _shipped() -> dict:
         from fusionlang.lang import std_modules
     except ImportError:
         return {}
-    return std_modules.MODULES if std_modules.STAMP == stamp() else {}
+    if std_modules.STAMP != stamp():
+        return {}
+    return {path: (digest, _tuples(tree)) for path, (digest, tree) in json.loads(std_modules.JSON).items()}
+
+
+def _tuples(value):
+    """JSON's lists back as the tuples :func:`encode` wrote."""
+    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
 
 
 def shipped_module(display: str, text: str) -> A.Module | None:
@@ -96,19 +103,16 @@ def shipped_module(display: str, text: str) -> A.Module | None:
 def std_modules_text(modules: dict[str, tuple[str, A.Module]]) -> str:
     """The text of std_modules.py for ``modules``: display path -> (its text, its tree).
 
-    The trees are one JSON string that the module turns back into nested tuples, not a
-    Python literal: compiling a 350 KB literal took 0.4 s of every process that runs with
-    no bytecode cache (PYTHONDONTWRITEBYTECODE), reading the JSON takes milliseconds."""
+    The trees are one JSON string (read back as nested tuples by :func:`_shipped`), not a
+    Python literal of tuples: compiling a 350 KB literal took 0.4 s of every process that
+    runs with no bytecode cache (PYTHONDONTWRITEBYTECODE), reading the JSON takes
+    milliseconds. The module holds literals only: importing it runs nothing."""
     entries = {path: (text_hash(text), encode(tree, path)) for path, (text, tree) in sorted(modules.items())}
     data = json.dumps(entries, separators=(",", ":"))
     chunks = "\n".join(f"    {data[i:i + 100]!r}" for i in range(0, len(data), 100))
     return ('"""The standard rule files\' syntax trees (see shipped.py).\n\n'
             'Written by tools/gen_parse_tables.py; do not edit."""\n\n'
-            "import json\n\n"
             f"STAMP = {stamp()!r}\n\n"
-            f"_JSON = (\n{chunks}\n)\n\n\n"
-            "def _tuples(value):\n"
-            "    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value\n\n\n"
-            "MODULES = {path: (digest, _tuples(tree)) for path, (digest, tree) in json.loads(_JSON).items()}\n")
+            f"JSON = (\n{chunks}\n)\n")
 
 __all__ = ["STD_MODULES", "decode", "encode", "shipped_module", "stamp", "std_modules_text", "text_hash"]

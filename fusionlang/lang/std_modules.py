@@ -2,11 +2,9 @@
 
 Written by tools/gen_parse_tables.py; do not edit."""
 
-import json
-
 STAMP = '8d912f51f05a0eeeb9e53d787fc7db3ea0306566f29ccdd5bdbd9fe3d7ad2e08'
 
-_JSON = (
+JSON = (
     '{"apollo.fuse":["7ebc942a2e74b5a589cee2143632e86b3e16613bfd73ec9842b4e0aa33197b96",["Module","apollo'
     '.fuse",["@tuple",["Import","std/ops.fuse",[6,1,6,22],false,["@tuple"]],["Import","decompose.fuse",[7'
     ',1,7,24],false,["@tuple"]],["Import","simplify.fuse",[8,1,8,23],false,["@tuple"]],["FuseDecl",["@tup'
@@ -1948,10 +1946,3 @@ _JSON = (
     'tuple",["Option",["Name","horizontal",[11,19,11,29]],["Num",false,[11,32,11,37]],[11,19,11,37]]],[11'
     ',1,11,37]]]]]}'
 )
-
-
-def _tuples(value):
-    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
-
-
-MODULES = {path: (digest, _tuples(tree)) for path, (digest, tree) in json.loads(_JSON).items()}
