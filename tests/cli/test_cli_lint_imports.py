@@ -40,11 +40,12 @@ def test_a_file_that_imports_no_standard_file_reads_no_shipped_trees(tmp_path):
 
 
 #: what only a declared policy or a `test` block needs: the cost model, the partitioners and
-#: the rewrite engine (half a second of imports)
-ENGINE = ("fusionlang.engine", "fusionlang.testing")
+#: the rewrite engine (half a second of imports); and what only a file naming an op needs: the
+#: op families' sympy (a third of a second) and the checker's loop search's networkx
+ENGINE = ("fusionlang.engine", "fusionlang.testing", "sympy", "networkx")
 
 
-def test_a_file_without_policy_or_tests_does_not_import_the_engine(tmp_path):
+def test_a_file_of_categories_and_imports_imports_no_engine_sympy_or_networkx(tmp_path):
     (tmp_path / "lattice.fuse").write_text("categories elemwise < reduce\n")
     path = tmp_path / "small.fuse"
     path.write_text('import "lattice.fuse"\n\ncategories elemwise < reduce < opaque\n')
@@ -58,3 +59,9 @@ def test_a_file_with_a_policy_still_has_it_checked(tmp_path):
     path = tmp_path / "policy.fuse"
     path.write_text('import "apollo.fuse"\n\nstrategy apolo { max_ops = 8 }\n')
     assert _lint_imports(path, ("fusionlang.engine.policy_check",)) == "2 ['fusionlang.engine.policy_check']"
+
+
+def test_a_file_naming_an_op_still_has_it_checked(tmp_path):
+    path = tmp_path / "rules.fuse"
+    path.write_text('rewrite drop: nag(x) => x\n')
+    assert _lint_imports(path, ("fusionlang.ops.activation",)) == "2 ['fusionlang.ops.activation']"
