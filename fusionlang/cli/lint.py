@@ -10,10 +10,7 @@ import sys
 
 from fusionlang.cli.common import Stages
 from fusionlang.cli.modes import EXIT_BAD_INPUT, EXIT_OK, is_quiet, print_json, use_color, wants_json
-from fusionlang.engine.policy_check import policy_diagnostics
 from fusionlang.lang import lint, load_rules, render
-from fusionlang.testing.testblocks import failed_test_diagnostics
-
 
 
 def configure(p) -> None:
@@ -31,7 +28,7 @@ def run(args) -> int:
                     found += _policy_diagnostics(path)
                 diagnostics.extend(found)
                 if not any(d.is_error for d in found):
-                    ran, failures = failed_test_diagnostics(path)
+                    ran, failures = _test_diagnostics(path)
                     tests_run += ran
                     diagnostics.extend(failures)
                 tick()
@@ -66,6 +63,23 @@ def _once(diagnostics: list) -> list:
 
 
 def _policy_diagnostics(path: str) -> list:
-    """The rule set's strategies and fuse entries against the partitioners (engine.policy_check)."""
+    """The rule set's strategies and fuse entries against the partitioners (engine.policy_check).
 
-    return policy_diagnostics(load_rules(path))
+    Imported only for a rule set that declares a policy: the engine brings in the cost
+    model and the partitioners (half a second), which a file of rules alone does not need
+    (issue 36: lint of a small file well under a second)."""
+    ruleset = load_rules(path)
+    if not (ruleset.strategies or ruleset.fuse_entries or ruleset.fuse_patterns):
+        return []
+    from fusionlang.engine.policy_check import policy_diagnostics
+    return policy_diagnostics(ruleset)
+
+
+def _test_diagnostics(path: str) -> tuple[int, list]:
+    """How many `test` blocks ran and the failures; the block runner (the rewrite engine
+    and the partitioners) is imported only for a rule set that has blocks."""
+    ruleset = load_rules(path)
+    if not ruleset.tests:
+        return 0, []
+    from fusionlang.testing.testblocks import failed_test_diagnostics
+    return failed_test_diagnostics(ruleset)

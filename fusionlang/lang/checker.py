@@ -14,8 +14,6 @@ import itertools
 from types import MappingProxyType
 from typing import cast
 
-import networkx as nx
-
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
 from fusionlang.ir.types import TensorType
@@ -23,7 +21,6 @@ from fusionlang.lang import ast as A
 from fusionlang.lang.diagnostics import Diagnostics, Span, suggest
 from fusionlang.lang.expansion import case_size, expansion_sizes, largest_callees
 from fusionlang.lang.exprcheck import ExprChecker, check_arity, check_attr_name, describe_arity
-from fusionlang.lang.formula import FormulaError, attr_of_default, define_elementwise, to_sympy
 from fusionlang.lang.guards import Bindings
 from fusionlang.lang.instantiate import InstantiateError, Instantiator, Scalar
 from fusionlang.lang.interactions import check_interactions
@@ -268,6 +265,7 @@ class _Checker:
                 ok = False
                 continue
             try:
+                from fusionlang.lang.formula import attr_of_default  # sympy: only for a def
                 attrs[a.name.text] = attr_of_default(literal_value(a.default))
             except (PatternError, ValueError):
                 self.diags.error(getattr(a.default, "span", a.span), "an attribute default must be a literal")
@@ -297,6 +295,7 @@ class _Checker:
                                  "formulas are scalar arithmetic, comparisons and formula functions")
         if len(self.diags.errors) > before:
             return
+        from fusionlang.lang.formula import FormulaError, define_elementwise, to_sympy  # sympy: only for a def
         try:
             body = to_sympy(cast(A.Expr, d.formula), names)  # (a formula def)
         except FormulaError as exc:
@@ -601,6 +600,9 @@ class _Checker:
 
     # ----- loops ----------------------------------------------------------------------
     def check_loops(self) -> None:
+        if not self.rewrites and not self.decompositions:
+            return  # nothing can loop; and networkx is left unimported (`lint` of a small file)
+        import networkx as nx
         commutative = {r.op for r in self.class_rules if r.commutative}
 
         def is_comm(op: str) -> bool:
@@ -866,11 +868,14 @@ class _Checker:
         # a test's name is namespaced by its file: only a second test of one name in the
         # same file is an error, not one that shares the name of an imported policy's test
         seen: dict[tuple[str, str], A.TestDecl] = {}
+        tests = list(_items(self.modules, A.TestDecl))
+        if not tests:
+            return  # and the op names are not asked for: the registry is filled on the first ask
         # every declared rewrite counts, even one with errors of its own (no cascades)
         declared = {r.name.text for r in _items(self.modules, A.Rewrite)}
         symbols = {"rules": declared, "ops": set(self.registry.names()),
                    "categories": set(self.lattice)}
-        for t in _items(self.modules, A.TestDecl):
+        for t in tests:
             key = (t.name.span.file, t.name.text)
             if key in seen:
                 self.diags.error(t.name.span, f"test {t.name.text!r} is already defined at {seen[key].span}")

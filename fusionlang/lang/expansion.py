@@ -11,12 +11,14 @@ just past the limit so it stays a small number.
 from __future__ import annotations
 
 from collections import Counter
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from fusionlang.lang import ast as A
 from fusionlang.lang.limits import MAX_EXPANSION_NODES
 from fusionlang.lang.vocab import META
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: expression forms that build one node each when their operands are tensors (counted
 #: whether or not they are: the bound may overestimate, never underestimate)
@@ -46,6 +48,7 @@ def expansion_sizes(decompositions: dict, call_graph: nx.DiGraph) -> dict[str, i
     """Nodes (saturated past the limit) the full expansion of each compound op builds,
     taking its largest case. Ops on a cycle (reported elsewhere) are left out, and a
     call of one counts as a single node."""
+    import networkx as nx  # only a rule set with decompositions gets here (`lint` of a small file does not)
     sizes: dict[str, int] = {}
     condensed = nx.condensation(call_graph)
     for component in reversed(list(nx.topological_sort(condensed))):

@@ -289,7 +289,7 @@ def load_rules(name_or_path, registry: OpRegistry | None = None) -> RuleSet:
         collector.add_module(module, real)
     lowering = _lowering_rulesets(collector, registry)
     # a lowering rule set is itself cached by its files: the same object while they are unchanged
-    cache_key = (tuple(collector.keys), id(base), len(base.names()), tuple(id(r) for r in lowering))
+    cache_key = (tuple(collector.keys), id(base), base.registered(), tuple(id(r) for r in lowering))
     if not diags.errors and cache_key in _RULESETS:
         return _RULESETS[cache_key]
     ruleset = _check(collector, os.path.basename(real)[: -len(".fuse")] if real.endswith(".fuse")

@@ -212,9 +212,22 @@ class OpRegistry:
     def __init__(self, parent: "OpRegistry | None" = None):
         self._ops: dict[str, OpDef] = {}
         self.parent = parent
+        self._populate: Callable[[], None] | None = None
+
+    def populate_with(self, populate: Callable[[], None]) -> None:
+        """Run ``populate`` (which registers ops) before the first lookup: the op families
+        import sympy (a third of a second), which a rule file that names no op never needs."""
+        self._populate = populate
+
+    def _defined(self) -> dict[str, OpDef]:
+        populate, self._populate = self._populate, None
+        if populate is not None:
+            populate()
+        return self._ops
 
     def register(self, opdef: OpDef) -> OpDef:
-        if opdef.name in self:
+        # the ops registered so far, not populating: a family registers while it is imported
+        if opdef.name in self._ops or (self.parent is not None and opdef.name in self.parent):
             raise ValueError(f"op {opdef.name!r} is registered twice")
         self._ops[opdef.name] = opdef
         return opdef
@@ -223,7 +236,7 @@ class OpRegistry:
         return OpRegistry(parent=self)
 
     def lookup(self, name: str) -> OpDef | None:
-        found = self._ops.get(name)
+        found = self._defined().get(name)
         if found is None and self.parent is not None:
             return self.parent.lookup(name)
         return found
@@ -238,9 +251,14 @@ class OpRegistry:
     def __contains__(self, name: str) -> bool:
         return self.lookup(name) is not None
 
+    def registered(self) -> int:
+        """How many ops have been registered here and in the parents so far, without
+        filling the registry: it only grows, so it tells a cache when ops were added."""
+        return len(self._ops) + (self.parent.registered() if self.parent else 0)
+
     def names(self) -> list[str]:
         inherited = self.parent.names() if self.parent else []
-        return sorted(set(inherited) | set(self._ops))
+        return sorted(set(inherited) | set(self._defined()))
 
     def __iter__(self) -> Iterable[OpDef]:
         return iter(self.get(n) for n in self.names())
@@ -263,7 +281,7 @@ class OpRegistry:
         return opdef.run_infer(call)
 
 
-#: the built-in ops; populated by the op-family modules imported in fusionlang.ops
+#: the built-in ops; populated by the op-family modules fusionlang.ops imports on the first lookup
 REGISTRY = OpRegistry()
 
 

@@ -1,9 +1,9 @@
 """`fusionlang lint` of a small file stays off the heavy parts: no polyhedral library, no
 property-testing library, no model importers, no C toolchain, no ml_dtypes (0.8 s to import;
 the IR imports it when a dtype of its is named), and no shipped standard trees for a file
-that imports no standard file (issue 36: lint of an empty file took 2.75 s). sympy and
-networkx are still imported: the op registry and the checker's loop search are built on
-them. What it does import is measured in the issue's report."""
+that imports no standard file (issue 36: lint of an empty file took 2.75 s), and no engine
+(cost model, partitioners, rewrite engine) for a file that declares no policy and has no
+`test` block. What it does import is measured in the issue's report."""
 
 from __future__ import annotations
 
@@ -37,3 +37,31 @@ def test_a_file_that_imports_no_standard_file_reads_no_shipped_trees(tmp_path):
     path = tmp_path / "empty.fuse"
     path.write_text("")
     assert _lint_imports(path, HEAVY + ("fusionlang.lang.std_modules",)) == "0 []"
+
+
+#: what only a declared policy or a `test` block needs: the cost model, the partitioners and
+#: the rewrite engine (half a second of imports); and what only a file naming an op needs: the
+#: op families' sympy (a third of a second) and the checker's loop search's networkx
+ENGINE = ("fusionlang.engine", "fusionlang.testing", "sympy", "networkx")
+
+
+def test_a_file_of_categories_and_imports_imports_no_engine_sympy_or_networkx(tmp_path):
+    (tmp_path / "lattice.fuse").write_text("categories elemwise < reduce\n")
+    path = tmp_path / "small.fuse"
+    path.write_text('import "lattice.fuse"\n\ncategories elemwise < reduce < opaque\n')
+    empty = tmp_path / "empty.fuse"
+    empty.write_text("")
+    assert _lint_imports(path, ENGINE) == "0 []"
+    assert _lint_imports(empty, ENGINE) == "0 []"
+
+
+def test_a_file_with_a_policy_still_has_it_checked(tmp_path):
+    path = tmp_path / "policy.fuse"
+    path.write_text('import "apollo.fuse"\n\nstrategy apolo { max_ops = 8 }\n')
+    assert _lint_imports(path, ("fusionlang.engine.policy_check",)) == "2 ['fusionlang.engine.policy_check']"
+
+
+def test_a_file_naming_an_op_still_has_it_checked(tmp_path):
+    path = tmp_path / "rules.fuse"
+    path.write_text('rewrite drop: nag(x) => x\n')
+    assert _lint_imports(path, ("fusionlang.ops.activation",)) == "2 ['fusionlang.ops.activation']"
