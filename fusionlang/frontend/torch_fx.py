@@ -21,11 +21,14 @@ import numpy as np
 
 from fusionlang.errors import FuseError, ModelError, UnsupportedOpError
 from fusionlang.frontend import torch_grad_ops  # noqa: F401 (registers the backward graphs' converters)
+from fusionlang.frontend.torch_products import VIEWS, deferred_product, ranked_product
 from fusionlang.frontend.torch_ops import CONVERTERS, REFUSALS, SYMBOLIC, FxContext, meta_dtype, target_name
 from fusionlang.ir.graph import Graph
 from fusionlang.ir.types import canonical_dtype
 from fusionlang.ops.builder import GraphBuilder
 
+#: what a deferred product imports as until its view takes it (torch_products)
+_DEFERRED = object()
 #: FX ``call_function`` targets that only pick or combine results (no kernel of their own)
 GETITEM = "_operator.getitem"
 
@@ -82,7 +85,9 @@ def import_fx(graph_module, inputs: Sequence[InputSpec | int], constants: Mappin
         importer.bind_input(node, spec)
     for node in graph_module.graph.nodes:
         importer.convert(node)
-    return importer.builder.build()
+    graph = importer.builder.build()
+    graph.remove_unused()  # the views a product taken at rank no longer reads
+    return graph
 
 
 class _FxImporter:
@@ -122,7 +127,15 @@ class _FxImporter:
         refusal = fx_refusal(node)
         if refusal is not None:
             raise UnsupportedOpError(f"node {node.name!r} ({name}): {refusal}")
-        ctx = FxContext(self.builder, node, self._resolve(node.args), self._resolve(node.kwargs))
+        if deferred_product(node):
+            return _DEFERRED  # its view decides, see torch_products
+        ctx = self._context(node)
+        if name in VIEWS and self.env.get(node.args[0]) is _DEFERRED:
+            return self._view_of_product(ctx)
+        return self._converted(node, ctx)
+
+    def _converted(self, node, ctx: FxContext) -> Any:
+        name = target_name(node.target)
         try:
             result = CONVERTERS[name](ctx)
         except FuseError as exc:
@@ -130,6 +143,22 @@ class _FxImporter:
                 raise
             raise type(exc)(f"node {node.name!r} ({name}): {exc}") from exc
         return _checked(ctx, result)
+
+    def _view_of_product(self, ctx: FxContext):
+        """A view of a deferred product: the product at its operands' rank when the view
+        restores the axes they flattened, else the product and the view as they are."""
+        types = self.builder.graph.types
+        operands = ranked_product(ctx.node, self.env, lambda value: types[value].shape, ctx.arg(1, "size"))
+        if operands is None:
+            product = ctx.node.args[0]
+            self.env[product] = self._converted(product, self._context(product))
+            return self._converted(ctx.node, self._context(ctx.node))
+        a, b, bias = operands
+        result = ctx.emit("matmul", a, b)
+        return _checked(ctx, result if bias is None else ctx.emit("add", result, bias))
+
+    def _context(self, node) -> FxContext:
+        return FxContext(self.builder, node, self._resolve(node.args), self._resolve(node.kwargs))
 
     def _resolve(self, value):
         """FX args with nodes replaced by what they import as (lists and dicts kept)."""
