@@ -14,7 +14,9 @@ and node set (the partitioner asks again each round), and the schedules per *str
 the group in its :class:`.schedule_store.ScheduleStore` (keyed by
 :func:`.signature.group_signature`), so the blocks a model repeats (ResNet-50's bottlenecks:
 21 schedules for 50 questions) are scheduled once. :meth:`FeedbackCheck.schedules_for`
-then gives the plan the schedule of each of its groups, which compile replays.
+then gives the plan the schedule of each of its groups, and
+:meth:`FeedbackCheck.template_schedules_for` those of the loop nests around a group's
+compute template, which compile replays.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import ScheduleChoice
 from fusionlang.backend.schedule_store import ScheduleStore, schedule_key
 from fusionlang.backend.signature import group_signature, in_graph_order
-from fusionlang.backend.template import COMPLEX_OPS, POOL_TAPS, split_epilogue, template_candidate
+from fusionlang.backend.template import (COMPLEX_OPS, POOL_TAPS, PartSchedules, part_schedules, plan_template,
+                                         split_epilogue, template_candidate)
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
@@ -110,6 +113,32 @@ class FeedbackCheck:
             if choice is not None:
                 schedules[group.id] = choice
         return schedules
+
+    def template_schedules_for(self, plan: FusionPlan) -> dict[int, dict[str, ScheduleChoice]]:
+        """Group id -> part ("before", "after") -> the schedule selected for that part's
+        loop nest, for each group of ``plan`` that runs as a compute template with loop
+        nests around it: its parts planned as compile plans them, so compile replays
+        their schedules too."""
+        schedules = {}
+        for group in plan.groups:
+            if group.kind != "kernel" or self._one_template_call(plan.graph, group.nodes) \
+                    or template_candidate(plan, group, self.target) is None:
+                continue
+            planned = plan_template(plan, group, plan.graph.constants, target=self.target,
+                                    parts=PartSchedules(self.store))
+            parts = part_schedules(planned) if planned is not None else {}
+            if parts:
+                schedules[group.id] = parts
+        return schedules
+
+
+    def _one_template_call(self, graph: Graph, node_names: list[str]) -> bool:
+        """Whether the check found the nodes to be a compute template op and its epilogue
+        (fused, with no schedule to select: :func:`_complex_op_with_epilogue`), so nothing
+        around the template call is a loop nest. Planning every templated group again to
+        find out took 0.36 s of a 0.9 s fuse of 12 conv blocks (0.04 s with this check)."""
+        verdict = self._verdicts.get(graph, {}).get(frozenset(node_names))
+        return verdict is not None and verdict.reason is None and verdict.schedule is None
 
 
 def check_group(graph: Graph, node_names: list[str], target: str = "c") -> str | None:
