@@ -82,26 +82,27 @@ class FeedbackCheck:
         if refused is not None:
             return Verdict(refused)
         try:
-            choice = self._schedule(graph, node_names, skip=_complex_op_with_epilogue)
+            choice = self._schedule(graph, node_names, skip=_one_statement_or_epilogue)
         except FuseError as exc:
             return Verdict(str(exc).splitlines()[0])  # names a node: not shared between groups
         return Verdict(None) if choice is None else Verdict(_reason(graph, node_names, choice), choice)
 
-    def _schedule(self, graph: Graph, node_names: list[str], skip=lambda prog: False) -> ScheduleChoice | None:
+    def _schedule(self, graph: Graph, node_names: list[str], skip=lambda prog: not prog.stmts
+                  ) -> ScheduleChoice | None:
         """The schedule kept for a group of this structure, else one selected now (and kept);
-        None for a program of at most one statement, or one ``skip`` says needs none."""
+        None for a program ``skip`` says needs none (by default one with no statement)."""
         key = schedule_key(graph, node_names, target=self.target)  # None for a node not in the graph
         choice = self.store.known(key)
         if choice is None:
             prog = build_program(graph, node_names)
-            if len(prog.stmts) <= 1 or skip(prog):
+            if skip(prog):
                 return None
             choice = self.store.select(prog, key, self.target)[-1]
         return choice
 
     def schedules_for(self, plan: FusionPlan) -> dict[int, ScheduleChoice]:
-        """Group id -> the schedule selected for it, for each kernel group of ``plan`` of
-        more than one statement (selected now where the partitioner never asked: a group
+        """Group id -> the schedule selected for it, for each kernel group of ``plan``
+        (selected now where the partitioner never asked, or asked of one statement: a group
         it formed without a question, as one opened compound op). A group compile runs as
         a compute template, or a concat it runs in place, needs none."""
         schedules = {}
@@ -162,6 +163,12 @@ def _templates_together(graph: Graph, node_names: list[str]) -> str | None:
     a, b = nodes[:2]
     return (f"{a.name} ({a.op}) and {b.name} ({b.op}) each run as a compute template in a group of their own; "
             f"together one would be a loop nest, several times slower")
+
+
+def _one_statement_or_epilogue(prog) -> bool:
+    """Whether a verdict needs no schedule search: a program of at most one statement is
+    one loop nest, and so is :func:`_complex_op_with_epilogue`."""
+    return len(prog.stmts) <= 1 or _complex_op_with_epilogue(prog)
 
 
 def _complex_op_with_epilogue(prog) -> bool:

@@ -225,3 +225,14 @@ def test_replayed_template_parts_compile_to_the_code_a_fresh_search_gives(target
     searched = fusionlang.compile(dataclasses.replace(plan, template_schedules={}))
     assert searched.stats.schedule_searches == sum(len(parts) for parts in plan.template_schedules.values()) > 0
     assert replayed.sources == searched.sources
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_group_of_one_statement_is_scheduled_by_fuse_too(target):
+    # the feedback check needs no search to say one statement is one nest (an embedding's
+    # gather in BERT), but compile needs its schedule: the plan carries it
+    b = GraphBuilder("one")
+    b.output(b.exp(b.input("x", (8, 16))))
+    plan = fusionlang.fuse(b.build(), "apollo", target=target)
+    assert len(plan.schedules) == 1
+    assert fusionlang.compile(plan).stats.schedule_searches == 0
