@@ -132,7 +132,6 @@ class FeedbackCheck:
                 schedules[group.id] = parts
         return schedules
 
-
     def _one_template_call(self, graph: Graph, node_names: list[str]) -> bool:
         """Whether the check found the nodes to be a compute template op and its epilogue
         (fused, with no schedule to select: :func:`_complex_op_with_epilogue`), so nothing
