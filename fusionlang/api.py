@@ -66,7 +66,8 @@ def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: 
     the backend's loop fuser vets every group for ``target``, groups it cannot fuse are
     split (Apollo's upward feedback), and the plan holds every decision compile needs: the
     groups cut around concats that run in place, and the schedule selected for each group
-    (``plan.schedules``), so ``compile(plan)`` replays them and searches none.
+    (``plan.schedules``) and for the loop nests around a group's compute template
+    (``plan.template_schedules``), so ``compile(plan)`` replays them and searches none.
     """
     if not feedback:
         return _fuse(graph, _ruleset(rules), strategy, options=options)
@@ -78,6 +79,7 @@ def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: 
     plan = _fuse(graph, _ruleset(rules), strategy, options=options, feedback=check, target=target)
     plan = split_at_concats(plan, cut_inside=target == "c")
     plan.schedules = check.schedules_for(plan)
+    plan.template_schedules = check.template_schedules_for(plan)
     return plan
 
 

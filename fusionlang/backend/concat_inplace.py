@@ -57,7 +57,7 @@ def split_at_concats(plan: FusionPlan, *, cut_inside: bool = True) -> FusionPlan
     A group in a stitch or a horizontal pack is left whole."""
     kept = {g for g, _ in plan.stitches} | {g for pack in plan.horizontal for g in pack}
     members: list[list[str]] = []
-    fields, first_piece, schedules, decisions = [], {}, {}, []
+    fields, first_piece, schedules, template_schedules, decisions = [], {}, {}, {}, []
     for group in plan.groups:
         first_piece[group.id] = len(members)
         field = dict(category=group.category, kind=group.kind, rules=list(group.rules), cost=dict(group.cost))
@@ -65,6 +65,8 @@ def split_at_concats(plan: FusionPlan, *, cut_inside: bool = True) -> FusionPlan
         if concat is None:
             if group.id in plan.schedules:
                 schedules[len(members)] = plan.schedules[group.id]
+            if group.id in plan.template_schedules:
+                template_schedules[len(members)] = plan.template_schedules[group.id]
             members.append(list(group.nodes))
             fields.append(field)
             continue
@@ -83,7 +85,8 @@ def split_at_concats(plan: FusionPlan, *, cut_inside: bool = True) -> FusionPlan
     cut = replace(plan, groups=make_groups(plan.graph, members, fields),
                   stitches=[(first_piece[g], v) for g, v in plan.stitches],
                   horizontal=[[first_piece[g] for g in pack] for pack in plan.horizontal],
-                  schedules=schedules, decisions=[*plan.decisions, *decisions])
+                  schedules=schedules, template_schedules=template_schedules,
+                  decisions=[*plan.decisions, *decisions])
     cut.validate()
     if cut.stats.kernels_after is not None:
         cut.stats = replace(cut.stats, kernels_after=cut.launches)

@@ -32,7 +32,7 @@ from fusionlang.backend.runtime_c import CRuntime
 from fusionlang.backend.runtime_cuda import CudaRuntime
 from fusionlang.backend.schedule_store import ScheduleStore, schedule_key, schedule_target
 from fusionlang.backend.streaming import streamed_values
-from fusionlang.backend.template import plan_template
+from fusionlang.backend.template import PartSchedules, plan_template
 from fusionlang.engine.plan import FusionPlan, Group
 from fusionlang.errors import CodegenError, FuseError
 from fusionlang.ops.checking import op_call
@@ -66,8 +66,13 @@ def lower_group(plan: FusionPlan, group: Group, target: str = "c", *, fuse: bool
     store = store if store is not None else ScheduleStore()
     prog = build_program(plan.graph, group.nodes, constants=constants)
     key = schedule_key(plan.graph, group.nodes, constants, target, fuse)
-    planned = plan.schedules.get(group.id) if fuse and plan.target and schedule_target(plan.target) == target else None
+    planned = plan.schedules.get(group.id) if fuse and _planned_for(plan, target) else None
     return lower(store.scheduled(prog, key, target, fuse, planned))
+
+
+def _planned_for(plan: FusionPlan, target: str) -> bool:
+    """Whether the schedules ``plan`` holds were selected for ``target``."""
+    return bool(plan.target) and schedule_target(plan.target) == target
 
 
 def _fold_constants(plan: FusionPlan, group: Group, constants: dict) -> None:
@@ -145,7 +150,8 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
 def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, constants: dict,
                   templates: dict | None, lowered: dict, store: ScheduleStore) -> None:
     if templates is not None:
-        planned = plan_template(plan, group, constants, target=target)
+        parts = PartSchedules(store, plan.template_schedules.get(group.id, {}) if _planned_for(plan, target) else {})
+        planned = plan_template(plan, group, constants, target=target, parts=parts)
         if planned is not None:
             templates[group.id] = planned
             return

@@ -26,7 +26,7 @@ the polyhedral loop nest, so the template is a speed-up and never a restriction.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import sympy as sp
@@ -40,7 +40,8 @@ from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import Machine, host
 from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
-from fusionlang.backend.schedule import schedule_program
+from fusionlang.backend.schedule import ScheduleChoice
+from fusionlang.backend.schedule_store import ScheduleStore, schedule_key
 from fusionlang.engine.cost import CONTRACTIONS
 from fusionlang.engine.plan import FusionPlan, Group, boundary
 from fusionlang.ir.graph import Graph, Node
@@ -102,11 +103,30 @@ class StagedPrologue:
     inputs: list[Array]
 
 
+@dataclass
+class PartSchedules:
+    """How the loop nests of a templated group's parts ("before" and "after" the template
+    call) are scheduled: the ``planned`` choice for the part (the plan's) replayed, else
+    the one ``store`` keeps for a part of that structure, else one searched now and
+    counted in ``store`` (a compile's ``schedule_searches``)."""
+
+    store: ScheduleStore = field(default_factory=ScheduleStore)
+    planned: dict[str, ScheduleChoice] = field(default_factory=dict)
+
+
+def part_schedules(tg: TemplateGroup) -> dict[str, ScheduleChoice]:
+    """Part ("before", "after") -> the schedule its loop nest got: what a plan carries for
+    the group so compile replays it."""
+    parts = {"before": tg.before, "after": tg.after}
+    return {which: part.scheduled.choice for which, part in parts.items()
+            if isinstance(part, LoweredGroup) and part.scheduled.choice is not None}
+
+
 # ----- planning --------------------------------------------------------------------------
 
 
 def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Machine | None = None, *,
-                  target: str = "c") -> TemplateGroup | None:
+                  target: str = "c", parts: PartSchedules | None = None) -> TemplateGroup | None:
     """The group as a template call, or None when its complex op cannot be one.
 
     First choice: the whole group as one template call, the rest of the group its epilogue.
@@ -117,12 +137,14 @@ def plan_template(plan: FusionPlan, group: Group, constants: dict, machine: Mach
 
     ``target="cuda"`` plans for :mod:`.cuda_template`: matmul, gemm and conv only (pools
     and depthwise convs stay loop nests there), constant operands passed as they are.
+    ``parts`` schedules the loop nests before and after the call (default: searched in a
+    store of their own).
     """
     candidate = template_candidate(plan, group, target)
     if candidate is None:
         return None
     node, shapes = candidate
-    return _plan_parts(plan, group, node, shapes, constants, machine or host(), target)
+    return _plan_parts(plan, group, node, shapes, constants, machine or host(), target, parts or PartSchedules())
 
 
 def template_candidate(plan: FusionPlan, group: Group, target: str = "c") -> tuple[Node, tuple] | None:
@@ -184,7 +206,7 @@ def _tables_as_float(prog: PolyProgram) -> None:
 
 
 def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: dict, machine: Machine,
-                target: str) -> TemplateGroup | None:
+                target: str, schedules: PartSchedules) -> TemplateGroup | None:
     graph = plan.graph
     before = _ancestors_within(plan, group, node)
     first = [n for n in group.nodes if n in before]
@@ -211,8 +233,8 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
         else None
     if core.prologue is not None:  # computed while staging: the prologue and the template are one part
         first = []
-    core.before = _part(graph, first, constants, target) if first else None
-    core.after = _part(graph, rest, constants, target) if rest else None
+    core.before = _part(graph, first, constants, target, schedules, "before") if first else None
+    core.after = _part(graph, rest, constants, target, schedules, "after") if rest else None
     parts = [p for p in (first, [n for n in group.nodes if n not in first and n not in rest], rest) if p]
     crossing = {v for part in parts for v in boundary(graph, set(part))[1]}
     core.scratch = tuple(sorted(crossing - set(group.outputs)))
@@ -308,22 +330,26 @@ def _ancestors_within(plan: FusionPlan, group: Group, node: Node) -> set[str]:
     return found
 
 
-def _part(graph: Graph, names: list[str], constants: dict, target: str) -> LoweredGroup | LrnKernel:
-    """The part of a group before or after its template: an LRN alone runs as the LRN
-    template on the C target (zfnet512's and alexnet's LRN before a max pool), the rest as
-    a loop nest."""
+def _part(graph: Graph, names: list[str], constants: dict, target: str, schedules: PartSchedules,
+          which: str) -> LoweredGroup | LrnKernel:
+    """The part ``which`` ("before" or "after") of a group around its template: an LRN
+    alone runs as the LRN template on the C target (zfnet512's and alexnet's LRN before a
+    max pool), the rest as a loop nest."""
     lrn = plan_lrn(graph, names, constants) if target == "c" else None
-    return lrn if lrn is not None else _loop_nest(graph, names, constants, target)
+    return lrn if lrn is not None else _loop_nest(graph, names, constants, target, schedules, which)
 
 
-def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str) -> LoweredGroup:
+def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str, schedules: PartSchedules,
+               which: str) -> LoweredGroup:
     # one nest per statement: what is left of the group is data movement (a concat, a
     # transpose) and what follows it, whose fused schedule puts the moved axis innermost
     # (densenet121's concat + batch norm + relu: channels innermost at a stride of a whole
     # plane, 25 ms of the model's 113; one contiguous nest per statement: 10 ms)
     # (one op alone schedules as its own group would: LRN's three statements share its rows)
-    return lower(schedule_program(build_program(graph, names, constants=constants), target,
-                                  fuse=len(names) == 1))
+    fuse = len(names) == 1
+    prog = build_program(graph, names, constants=constants)
+    key = schedule_key(graph, names, constants, target, fuse)
+    return lower(schedules.store.scheduled(prog, key, target, fuse, schedules.planned.get(which)))
 
 
 def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix: bool = False):
@@ -621,5 +647,5 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     return sp.expand(offset)
 
 
-__all__ = ["COMPLEX_OPS", "StagedPrologue", "TemplateGroup", "chain_statements", "emit_template", "epilogue_body",
-           "plan_template", "split_epilogue", "staging_prologue"]
+__all__ = ["COMPLEX_OPS", "PartSchedules", "StagedPrologue", "TemplateGroup", "chain_statements", "emit_template",
+           "epilogue_body", "part_schedules", "plan_template", "split_epilogue", "staging_prologue"]

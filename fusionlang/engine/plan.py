@@ -113,6 +113,9 @@ class FusionPlan:
     #: group id -> the schedule the backend selected for the group on ``target``, which
     #: compile replays instead of searching again (a backend value the engine only carries)
     schedules: dict[int, Any] = field(default_factory=dict)
+    #: group id -> part of its template call ("before", "after") -> the schedule of that
+    #: part's loop nest on ``target``, replayed by compile like ``schedules``
+    template_schedules: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: node made by opening a compound op -> the compound node of the rewritten graph it
     #: came from (engine/lowering.py)
     opened_from: dict[str, str] = field(default_factory=dict)
@@ -227,6 +230,8 @@ class FusionPlan:
             "decisions": [d.to_dict() for d in self.decisions],
             "target": self.target,
             "schedules": {str(gid): _jsonable(choice) for gid, choice in self.schedules.items()},
+            "template_schedules": {str(gid): {part: _jsonable(choice) for part, choice in parts.items()}
+                                   for gid, parts in self.template_schedules.items()},
             "opened_from": dict(self.opened_from),
         }
         data.update(self.stats.to_dict())

@@ -207,6 +207,7 @@ def test_a_cut_is_recorded_as_decisions_and_keeps_the_other_groups_schedules():
     whole = next(g for g in plan.groups if "cat" in g.nodes)
     others = [g for g in plan.groups if g is not whole]
     plan.schedules = {g.id: f"schedule of {sorted(g.nodes)}" for g in plan.groups}  # the engine carries them opaque
+    plan.template_schedules = {g.id: {"after": f"after {sorted(g.nodes)}"} for g in plan.groups}
     cut = split_at_concats(plan)
     cuts = [d for d in cut.decisions if d.verdict is Verdict.CONCAT_CUT]
     # every edge inside the old group that now crosses groups, and no other
@@ -218,6 +219,8 @@ def test_a_cut_is_recorded_as_decisions_and_keeps_the_other_groups_schedules():
     # the groups the cut left alone keep their schedule, under their new ids; the cut one's pieces have none
     kept = {cut.group(gid).nodes[0]: text for gid, text in cut.schedules.items()}
     assert kept == {g.nodes[0]: f"schedule of {sorted(g.nodes)}" for g in others}
+    kept = {cut.group(gid).nodes[0]: parts for gid, parts in cut.template_schedules.items()}
+    assert kept == {g.nodes[0]: {"after": f"after {sorted(g.nodes)}"} for g in others}
 
 
 def test_fuse_cuts_the_plan_so_explain_and_compile_read_one_plan():

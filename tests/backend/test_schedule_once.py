@@ -14,6 +14,8 @@ from helpers import random_feeds
 import fusionlang
 import fusionlang.backend
 import fusionlang.backend.feedback as feedback
+import fusionlang.backend.schedule as schedule
+import fusionlang.backend.schedule_store as schedule_store
 from fusionlang import reference
 from fusionlang.backend import template
 from fusionlang.ops import GraphBuilder
@@ -89,11 +91,14 @@ def test_a_replayed_schedule_compiles_to_the_code_a_fresh_search_gives():
 
 
 def test_the_plan_json_holds_each_schedule():
-    plan = fusionlang.fuse(blocks(), "apollo")
+    plan = fusionlang.fuse(templated(), "apollo")
     data = json.loads(plan.to_json())
     assert data["target"] == "c"
     want = {str(gid): dataclasses.asdict(choice) for gid, choice in plan.schedules.items()}
     assert data["schedules"] == json.loads(json.dumps(want))
+    parts = {str(gid): {part: dataclasses.asdict(choice) for part, choice in chosen.items()}
+             for gid, chosen in plan.template_schedules.items()}
+    assert parts and data["template_schedules"] == json.loads(json.dumps(parts))
 
 
 def test_without_feedback_compile_schedules_each_group_structure_once():
@@ -157,3 +162,77 @@ def test_two_template_ops_are_refused_together_and_each_runs_as_its_template(mon
     want = reference.run(graph, feeds)
     for name, value in compiled.run(feeds).items():
         np.testing.assert_allclose(value, want[name], rtol=1e-5, atol=1e-6)
+
+
+def _weights(rng, *shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def templated():
+    """Groups that run as GEMM templates with loop nests around them: a batch norm + relu
+    before a conv + bias + relu + residual (a loop nest before the template on the C
+    target), a pointwise conv followed by a channel shuffle and a concat (one after it), a
+    matmul with a GELU epilogue."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("templated")
+    x = b.input("x", (1, 8, 16, 16))
+    normed = b.relu(b.add(b.mul(x, b.constant(_weights(rng, 8, 1, 1))), b.constant(_weights(rng, 8, 1, 1))))
+    conv = b.relu(b.conv(normed, b.constant(_weights(rng, 8, 8, 3, 3)), b.constant(_weights(rng, 8)),
+                         pads=(1, 1, 1, 1)))
+    residual = b.add(conv, x)
+    pointwise = b.conv(residual, b.constant(_weights(rng, 16, 8, 1, 1)), b.constant(_weights(rng, 16)))
+    shuffled = b.reshape(b.transpose(b.reshape(pointwise, shape=(1, 2, 8, 16, 16)), perm=(0, 2, 1, 3, 4)),
+                         shape=(1, 16, 16, 16))
+    joined = b.concat(shuffled, b.relu(residual), axis=1)
+    t = b.input("t", (32, 64))
+    product = b.matmul(t, b.constant(_weights(rng, 64, 64)))
+    gelu = b.mul(product, b.sigmoid(b.mul(product, b.constant(np.full((1,), 1.702, np.float32)))))
+    b.output(joined, gelu)
+    return b.build()
+
+
+def _no_search(*args, **kwargs):
+    raise AssertionError("compile searched for a schedule")
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_compile_replays_the_schedules_around_templates(target):
+    graph = templated()
+    plan = fusionlang.fuse(graph, "apollo", target=target)
+    assert plan.template_schedules, "no templated group has a loop nest around its template"
+    compiled = fusionlang.compile(plan)
+    assert compiled.stats.schedule_searches == 0
+    assert any("template" in k.strategy.lower() for k in compiled.kernels)
+    feeds = random_feeds(graph)
+    want = reference.run(graph, feeds)
+    for name, value in compiled.run(feeds).items():
+        np.testing.assert_allclose(value, want[name], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_compile_from_a_plan_never_searches_not_even_around_a_template(monkeypatch, target):
+    plan = fusionlang.fuse(templated(), "apollo", target=target)
+    monkeypatch.setattr(schedule, "select_program", _no_search)
+    monkeypatch.setattr(schedule_store, "select_program", _no_search)
+    fusionlang.compile(plan)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_replayed_template_parts_compile_to_the_code_a_fresh_search_gives(target):
+    plan = fusionlang.fuse(templated(), "apollo", target=target)
+    replayed = fusionlang.compile(plan)
+    # the loop nests around templates are searched, and counted, when the plan holds no schedule for them
+    searched = fusionlang.compile(dataclasses.replace(plan, template_schedules={}))
+    assert searched.stats.schedule_searches == sum(len(parts) for parts in plan.template_schedules.values()) > 0
+    assert replayed.sources == searched.sources
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-emu"])
+def test_a_group_of_one_statement_is_scheduled_by_fuse_too(target):
+    # the feedback check needs no search to say one statement is one nest (an embedding's
+    # gather in BERT), but compile needs its schedule: the plan carries it
+    b = GraphBuilder("one")
+    b.output(b.exp(b.input("x", (8, 16))))
+    plan = fusionlang.fuse(b.build(), "apollo", target=target)
+    assert len(plan.schedules) == 1
+    assert fusionlang.compile(plan).stats.schedule_searches == 0
