@@ -62,8 +62,8 @@ def _register_families() -> None:
 REGISTRY.populate_with(_register_families)
 
 
-#: the names imported on first use, by module: the access specs import sympy, which
-#: reading a rule file that names no op does not need (`lint`)
+#: the names imported on first use, by module: reading a rule file that names no op
+#: (`lint`) needs none of them
 _ON_FIRST_USE = {
     "access": ("ACC", "REDUCTIONS", "Read", "Stmt", "i_sym", "r_sym", "v_sym"),
     "builder": ("GraphBuilder",),

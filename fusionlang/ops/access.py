@@ -23,13 +23,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 REDUCTIONS = ("sum", "max", "min", "prod")
 
-ACC = sp.Symbol("acc")
+
+@lru_cache(maxsize=None)
+def acc_sym() -> sp.Symbol:
+    """The accumulator of a reduction, in ``finalize``."""
+    return sp.Symbol("acc")
+
+
+def __getattr__(name: str):
+    # ``ACC``: the accumulator symbol, built with sympy on first use
+    if name == "ACC":
+        return acc_sym()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=None)
@@ -122,7 +138,7 @@ class Stmt:
         """The output value in terms of ``acc`` (reductions) or the body."""
         if self.reduce is None:
             return self.body
-        return ACC if self.finalize is None else self.finalize
+        return acc_sym() if self.finalize is None else self.finalize
 
 
 def count_ops(expr: sp.Expr | None) -> int:

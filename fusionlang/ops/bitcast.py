@@ -7,13 +7,23 @@ look alike, so the reference narrows them back to ``source`` (exact) before the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import BITCAST_DTYPES, BitCast, bit_cast
+from fusionlang.ops.scalar_numpy import BITCAST_DTYPES, bit_cast
 
 
 def _bitcast_infer(call: OpCall) -> list[TensorType]:
@@ -32,7 +42,7 @@ def _bitcast_infer(call: OpCall) -> list[TensorType]:
 def _bitcast_access(call: OpCall) -> list[Stmt]:
     out = call.out_types[0]
     codes = (sp.Integer(BITCAST_DTYPES.index(t)) for t in (call.input(0).dtype, out.dtype))
-    return [Stmt(0, out.shape, (Read(0, out_indices(out.rank)),), BitCast(v_sym(0), *codes))]
+    return [Stmt(0, out.shape, (Read(0, out_indices(out.rank)),), scalar.BitCast(v_sym(0), *codes))]
 
 
 register(

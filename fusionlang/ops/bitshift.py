@@ -3,14 +3,24 @@ result wrapped to a's width and out-of-range counts well defined (NumPy's result
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, broadcast_index, v_sym
 from fusionlang.ops.common import broadcast_shapes, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import BitShift, bit_shift
+from fusionlang.ops.scalar_numpy import bit_shift
 
 DIRECTIONS = ("left", "right")
 
@@ -36,7 +46,7 @@ def _access(call: OpCall) -> list[Stmt]:
     out = call.out_types[0]
     dtype = np.dtype(out.dtype)
     # the width and signedness are the dtype's: the compiled code computes in a wider type
-    body = BitShift(v_sym(0), v_sym(1), sp.Integer(dtype.itemsize * 8), sp.Integer(int(dtype.kind == "i")),
+    body = scalar.BitShift(v_sym(0), v_sym(1), sp.Integer(dtype.itemsize * 8), sp.Integer(int(dtype.kind == "i")),
                     sp.Integer(int(call.attrs["direction"] == "left")))
     reads = tuple(Read(k, broadcast_index(call.input(k).shape, out.rank)) for k in range(len(call.in_types)))
     return [Stmt(0, out.shape, reads, body)]

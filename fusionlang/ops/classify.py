@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ops.common import elementwise
 from fusionlang.ops.registry import Attr
-from fusionlang.ops.scalar import IsInf, IsNan
 
 
 def _inf_formula(v, a):
@@ -19,7 +28,7 @@ def _inf_formula(v, a):
         signs.append(x < 0)
     if not signs:
         return sp.Integer(0)
-    return sp.Piecewise((IsInf(x), sp.Or(*signs)), (0, True))
+    return sp.Piecewise((scalar.IsInf(x), sp.Or(*signs)), (0, True))
 
 
 def _inf_numpy(xs, a):
@@ -30,7 +39,7 @@ def _inf_numpy(xs, a):
 
 elementwise(
     "is_nan",
-    lambda v, a: IsNan(v[0]),
+    lambda v, a: scalar.IsNan(v[0]),
     lambda xs, a: np.isnan(xs[0]),
     out_dtype="bool",
     float_only=True,

@@ -3,10 +3,14 @@ elementwise-op factory (one formula gives the access spec; NumPy gives the refer
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 from fusionlang.ir.float8 import finite_range, is_narrow_float
 from fusionlang.ir.narrow_int import int_range

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, i_sym, r_sym, v_sym
 from fusionlang.ops.common import accumulator, require_float, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.window import WINDOW_ATTRS, Window, window_of
@@ -21,7 +27,7 @@ def multiply_accumulate(call: OpCall, out, x_read: Read, w_read: Read, extents: 
     finalize = None
     if call.has_input(2):
         reads.append(Read(2, (i_sym(1),)))
-        finalize = ACC + v_sym(2)
+        finalize = acc_sym() + v_sym(2)
     return [Stmt(0, out.shape, tuple(reads), v_sym(0) * v_sym(1), reduce="sum",
                  reduce_extents=extents, finalize=finalize)]
 

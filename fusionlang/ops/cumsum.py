@@ -4,13 +4,17 @@ they are in the element's prefix (or suffix)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 from fusionlang.ir.types import HALF_FLOATS, TensorType
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
 #: op name -> (access-spec reduction, its identity, NumPy running function)
@@ -89,7 +93,7 @@ def _zero_start(name: str, call: OpCall):
     sum of -0.0s keeps); None for the plain total."""
     if name != "cumsum" or not call.attrs["exclusive"] or not call.input(0).is_float:
         return None
-    return sp.Piecewise((0, sp.Eq(ACC, 0)), (ACC, True))
+    return sp.Piecewise((0, sp.Eq(acc_sym(), 0)), (acc_sym(), True))
 
 
 def _register(name: str, what: str, onnx: str) -> None:

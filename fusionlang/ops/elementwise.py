@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.float8 import float8_max, is_float8, to_float8
 from fusionlang.ir.narrow_int import convert
@@ -13,7 +22,7 @@ from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.common import accumulator, elementwise, fold_left, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import IsNan, NegativeZero, RoundHalfEven, Sigmoid, np_erf, np_sigmoid
+from fusionlang.ops.scalar_numpy import np_erf, np_sigmoid
 
 
 
@@ -35,35 +44,35 @@ def stable_softplus(x):
 _UNARY = {
     # name: (sympy formula of x, numpy function, also accepts integers, doc)
     "neg": (lambda x: -x, np.negative, True, "-x"),
-    "abs": (sp.Abs, np.abs, True, "|x|"),
-    "sign": (sp.sign, np.sign, True, "-1, 0 or 1 by the sign of x"),
+    "abs": (lambda x: sp.Abs(x), np.abs, True, "|x|"),
+    "sign": (lambda x: sp.sign(x), np.sign, True, "-1, 0 or 1 by the sign of x"),
     # x < 0 ? 0 : x, as onnxruntime and the C: -0.0 stays -0.0 (np.maximum gave +0)
     "relu": (lambda x: sp.Max(x, 0), lambda x: np.where(x < 0, x.dtype.type(0), x), True, "max(x, 0)"),
-    "exp": (sp.exp, np.exp, False, "e**x"),
-    "log": (sp.log, np.log, False, "natural logarithm"),
-    "sqrt": (sp.sqrt, np.sqrt, False, "square root"),
+    "exp": (lambda x: sp.exp(x), np.exp, False, "e**x"),
+    "log": (lambda x: sp.log(x), np.log, False, "natural logarithm"),
+    "sqrt": (lambda x: sp.sqrt(x), np.sqrt, False, "square root"),
     "rsqrt": (lambda x: 1 / sp.sqrt(x), lambda x: 1 / np.sqrt(x), False, "1 / sqrt(x)"),
     "reciprocal": (lambda x: 1 / x, np.reciprocal, False, "1 / x"),
-    "erf": (sp.erf, np_erf, False, "Gauss error function"),
-    "tanh": (sp.tanh, np.tanh, False, "hyperbolic tangent"),
-    "sigmoid": (Sigmoid, np_sigmoid, False, "1 / (1 + e**-x)"),
+    "erf": (lambda x: sp.erf(x), np_erf, False, "Gauss error function"),
+    "tanh": (lambda x: sp.tanh(x), np.tanh, False, "hyperbolic tangent"),
+    "sigmoid": (lambda x: scalar.Sigmoid(x), np_sigmoid, False, "1 / (1 + e**-x)"),
     "softplus": (stable_softplus, lambda x: np.logaddexp(x, x.dtype.type(0)), False, "log(1 + e**x)"),
     "softsign": (lambda x: x / (1 + sp.Abs(x)), lambda x: x / (1 + np.abs(x)), False, "x / (1 + |x|)"),
-    "floor": (sp.floor, np.floor, False, "round toward -inf"),
-    "ceil": (sp.ceiling, np.ceil, False, "round toward +inf"),
-    "sin": (sp.sin, np.sin, False, "sine"),
-    "cos": (sp.cos, np.cos, False, "cosine"),
-    "silu": (lambda x: x * Sigmoid(x), lambda x: x * np_sigmoid(x), False, "x * sigmoid(x) (swish)"),
-    "tan": (sp.tan, np.tan, False, "tangent"),
-    "asin": (sp.asin, np.arcsin, False, "arcsine (NaN outside [-1, 1])"),
-    "acos": (sp.acos, np.arccos, False, "arccosine (NaN outside [-1, 1])"),
-    "atan": (sp.atan, np.arctan, False, "arctangent"),
-    "sinh": (sp.sinh, np.sinh, False, "hyperbolic sine"),
-    "cosh": (sp.cosh, np.cosh, False, "hyperbolic cosine"),
-    "asinh": (sp.asinh, np.arcsinh, False, "inverse hyperbolic sine"),
-    "acosh": (sp.acosh, np.arccosh, False, "inverse hyperbolic cosine (NaN below 1)"),
-    "atanh": (sp.atanh, np.arctanh, False, "inverse hyperbolic tangent (+-inf at +-1, NaN beyond)"),
-    "round": (RoundHalfEven, np.rint, False, "round to the nearest integer, ties to even"),
+    "floor": (lambda x: sp.floor(x), np.floor, False, "round toward -inf"),
+    "ceil": (lambda x: sp.ceiling(x), np.ceil, False, "round toward +inf"),
+    "sin": (lambda x: sp.sin(x), np.sin, False, "sine"),
+    "cos": (lambda x: sp.cos(x), np.cos, False, "cosine"),
+    "silu": (lambda x: x * scalar.Sigmoid(x), lambda x: x * np_sigmoid(x), False, "x * sigmoid(x) (swish)"),
+    "tan": (lambda x: sp.tan(x), np.tan, False, "tangent"),
+    "asin": (lambda x: sp.asin(x), np.arcsin, False, "arcsine (NaN outside [-1, 1])"),
+    "acos": (lambda x: sp.acos(x), np.arccos, False, "arccosine (NaN outside [-1, 1])"),
+    "atan": (lambda x: sp.atan(x), np.arctan, False, "arctangent"),
+    "sinh": (lambda x: sp.sinh(x), np.sinh, False, "hyperbolic sine"),
+    "cosh": (lambda x: sp.cosh(x), np.cosh, False, "hyperbolic cosine"),
+    "asinh": (lambda x: sp.asinh(x), np.arcsinh, False, "inverse hyperbolic sine"),
+    "acosh": (lambda x: sp.acosh(x), np.arccosh, False, "inverse hyperbolic cosine (NaN below 1)"),
+    "atanh": (lambda x: sp.atanh(x), np.arctanh, False, "inverse hyperbolic tangent (+-inf at +-1, NaN beyond)"),
+    "round": (lambda x: scalar.RoundHalfEven(x), np.rint, False, "round to the nearest integer, ties to even"),
 }
 
 for _name, (_formula, _fn, _ints, _doc) in _UNARY.items():
@@ -174,7 +183,7 @@ def _num(value: float):
     if value == -math.inf:
         return -sp.oo
     if value == 0 and math.copysign(1, value) < 0:
-        return NegativeZero()
+        return scalar.NegativeZero()
     if isinstance(value, int):  # (an integer bound a float cannot hold: see registry's float attributes)
         return sp.Integer(value)
     return sp.Float(value)
@@ -198,7 +207,7 @@ def _clip_formula(x, low, high):
     """min(max(x, low), high) with onnxruntime's std::max and std::min: NaN stays NaN, a
     tie keeps x, and inverted bounds give high for every other x."""
     if _value(low) > _value(high):
-        return sp.Piecewise((x, sp.Ne(IsNan(x), 0)), (high, True))
+        return sp.Piecewise((x, sp.Ne(scalar.IsNan(x), 0)), (high, True))
     cases = []
     if low != -sp.oo:
         cases.append((low, x < _value(low)))
@@ -209,7 +218,7 @@ def _clip_formula(x, low, high):
 
 def _value(bound):
     """A bound as a number to compare with: -0.0 compares as 0."""
-    return sp.Integer(0) if isinstance(bound, NegativeZero) else bound
+    return sp.Integer(0) if isinstance(bound, scalar.NegativeZero) else bound
 
 
 def _clip_numpy(xs, a):
@@ -393,11 +402,11 @@ elementwise(
 )
 
 _COMPARE = {
-    "equal": (sp.Eq, np.equal, "a == b"),
-    "less": (sp.StrictLessThan, np.less, "a < b"),
-    "less_equal": (sp.LessThan, np.less_equal, "a <= b"),
-    "greater": (sp.StrictGreaterThan, np.greater, "a > b"),
-    "greater_equal": (sp.GreaterThan, np.greater_equal, "a >= b"),
+    "equal": (lambda a, b: sp.Eq(a, b), np.equal, "a == b"),
+    "less": (lambda a, b: sp.StrictLessThan(a, b), np.less, "a < b"),
+    "less_equal": (lambda a, b: sp.LessThan(a, b), np.less_equal, "a <= b"),
+    "greater": (lambda a, b: sp.StrictGreaterThan(a, b), np.greater, "a > b"),
+    "greater_equal": (lambda a, b: sp.GreaterThan(a, b), np.greater_equal, "a >= b"),
 }
 for _name, (_rel, _fn, _doc) in _COMPARE.items():
     elementwise(
@@ -419,9 +428,9 @@ def _bool_only(call: OpCall, types: list[TensorType]) -> str:
 
 
 _LOGICAL = {
-    "and": (sp.And, np.logical_and, "a and b"),
-    "or": (sp.Or, np.logical_or, "a or b"),
-    "xor": (sp.Xor, np.logical_xor, "a xor b"),
+    "and": (lambda a, b: sp.And(a, b), np.logical_and, "a and b"),
+    "or": (lambda a, b: sp.Or(a, b), np.logical_or, "a or b"),
+    "xor": (lambda a, b: sp.Xor(a, b), np.logical_xor, "a xor b"),
 }
 for _name, (_logic, _fn, _doc) in _LOGICAL.items():
     elementwise(
@@ -459,10 +468,10 @@ elementwise(
     doc="x where cond is true, else y; all three broadcast together.",
 )
 
-for _name, _sym, _fn in (("max", sp.Max, np.maximum), ("min", sp.Min, np.minimum)):
+for _name, _sym, _fn in (("max", "Max", np.maximum), ("min", "Min", np.minimum)):
     elementwise(
         _name,
-        lambda v, a, s=_sym: s(*v) if len(v) > 1 else v[0],
+        lambda v, a, s=_sym: getattr(sp, s)(*v) if len(v) > 1 else v[0],
         lambda xs, a, f=_fn: fold_left(f, xs),
         inputs=("x",),
         variadic=True,

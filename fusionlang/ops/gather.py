@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import CheckedIndex
+
+if TYPE_CHECKING:
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 INDEX_DTYPES = ("int64", "int32")
 
@@ -44,7 +52,7 @@ def _access(call: OpCall) -> list[Stmt]:
     index_read = Read(1, tuple(i_sym(axis + k) for k in range(q)))
     # v0 is the loaded index: checked against [-n, n) and a negative one counted from the end
     n = data.shape[axis]
-    picked = CheckedIndex(v_sym(0), n, axis)
+    picked = scalar.CheckedIndex(v_sym(0), n, axis)
     before = tuple(i_sym(k) for k in range(axis))
     after = tuple(i_sym(axis + q + k) for k in range(data.rank - axis - 1))
     # an empty axis admits no index at all: the (failing) read must not touch memory either

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, out_indices, v_sym
 from fusionlang.ops.gather import INDEX_DTYPES
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import CheckedIndex
+
+if TYPE_CHECKING:
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 
 def checked_indices(indices: np.ndarray, n: int, axis: int) -> np.ndarray:
@@ -55,7 +63,7 @@ def _access(call: OpCall) -> list[Stmt]:
     at = list(out_indices(out.rank))
     # v0, the loaded index, checked against [-n, n) in generated code too, as Gather's
     n = data.shape[axis]
-    at[axis] = CheckedIndex(v_sym(0), n, axis)
+    at[axis] = scalar.CheckedIndex(v_sym(0), n, axis)
     # an empty axis admits no index at all: the (failing) read must not touch memory either
     data_read = Read(0, tuple(at), pad=0.0 if n == 0 else None)
     return [Stmt(0, out.shape, (index_read, data_read), v_sym(1))]

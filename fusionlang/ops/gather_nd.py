@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from math import prod
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, v_sym
 from fusionlang.ops.gather_elements import checked_indices
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import CheckedIndex
 
 
 def _depth(call: OpCall) -> tuple[int, int]:
@@ -59,7 +67,7 @@ def _access(call: OpCall) -> list[Stmt]:
     lead = tuple(i_sym(k) for k in range(q - 1))  # the output axes of the index tuples
     reads = tuple(Read(1, lead + (sp.Integer(k),)) for k in range(m))  # v0..v{m-1}: one tuple's entries
     # each loaded entry checked against [-n, n) of its axis in generated code too, as Gather's
-    picked = tuple(CheckedIndex(v_sym(k), data.shape[b + k], b + k) for k in range(m))
+    picked = tuple(scalar.CheckedIndex(v_sym(k), data.shape[b + k], b + k) for k in range(m))
     rest = tuple(i_sym(q - 1 + k) for k in range(data.rank - b - m))
     empty = any(data.shape[b + k] == 0 for k in range(m))  # no index is legal: the read must not touch memory
     data_read = Read(0, lead[:b] + picked + rest, pad=0.0 if empty else None)

@@ -18,9 +18,14 @@ The formulas follow ONNX's reference implementation step by step (cubic: Keys, a
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, as_expr, i_sym, out_indices, r_sym, v_sym

@@ -3,13 +3,22 @@ index_of(x, reduce_max(x)) and index_of(x, reduce_min(x))."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, r_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import IsNan
 
 
 def _axis(call: OpCall) -> int:
@@ -55,7 +64,7 @@ def _access(call: OpCall) -> list[Stmt]:
     outer = [i_sym(d if keep or d < axis else d - 1) for d in range(x.rank)]
     x_index = tuple(r_sym(0) if d == axis else outer[d] for d in range(x.rank))
     target_index = tuple(sp.Integer(0) if d == axis else outer[d] for d in range(x.rank))
-    found = sp.Or(sp.Eq(v_sym(0), v_sym(1)), sp.And(sp.Ne(IsNan(v_sym(0)), 0), sp.Ne(IsNan(v_sym(1)), 0)))
+    found = sp.Or(sp.Eq(v_sym(0), v_sym(1)), sp.And(sp.Ne(scalar.IsNan(v_sym(0)), 0), sp.Ne(scalar.IsNan(v_sym(1)), 0)))
     missing, kind = (-1, "max") if call.attrs["last"] else (n, "min")
     body = sp.Piecewise((r_sym(0), found), (missing, True))
     return [Stmt(0, call.out_types[0].shape, (Read(0, x_index), Read(1, target_index)), body, reduce=kind,

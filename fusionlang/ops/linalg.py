@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import ACC, Read, Stmt, broadcast_index, i_sym, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, broadcast_index, i_sym, r_sym, v_sym
 from fusionlang.ops.common import accumulator, require_float, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
@@ -60,12 +66,12 @@ def _gemm_access(call: OpCall) -> list[Stmt]:
     a_read = Read(0, (red, row) if call.attrs["trans_a"] else (row, red))
     b_read = Read(1, (col, red) if call.attrs["trans_b"] else (red, col))
     reads = [a_read, b_read]
-    finalize = ACC * call.attrs["alpha"] if call.attrs["alpha"] != 1.0 else ACC
+    finalize = acc_sym() * call.attrs["alpha"] if call.attrs["alpha"] != 1.0 else acc_sym()
     if call.has_input(2) and call.attrs["beta"] != 0.0:
         reads.append(Read(2, broadcast_index(call.input(2).shape, 2)))
         finalize = finalize + call.attrs["beta"] * v_sym(2)
     return [Stmt(0, out.shape, tuple(reads), v_sym(0) * v_sym(1), reduce="sum", reduce_extents=(k,),
-                 finalize=None if finalize == ACC else finalize)]
+                 finalize=None if finalize == acc_sym() else finalize)]
 
 
 register(

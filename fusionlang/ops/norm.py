@@ -6,14 +6,23 @@ first and are compound (a `decompose` rule opens them).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.common import accumulator, require_float, same_dtype
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import Grouped
 
 _EPSILON = {"epsilon": Attr("float", 1e-5)}
 
@@ -91,7 +100,7 @@ def _batch_norm_access(call: OpCall) -> list[Stmt]:
     factor = scale / sp.sqrt(var + call.attrs["epsilon"])
     # as onnxruntime applies it: a zero result has its sign ((x - mean) * factor + bias gave
     # -0 where onnxruntime gives +0)
-    return [Stmt(0, out.shape, reads, x * factor + Grouped(bias - mean * factor))]
+    return [Stmt(0, out.shape, reads, x * factor + scalar.Grouped(bias - mean * factor))]
 
 
 register(
@@ -247,7 +256,7 @@ def _lrn_access(call: OpCall) -> list[Stmt]:
     rest = tuple(i_sym(k) for k in range(2, out.rank))
     neighbour = Read(0, (i_sym(0), i_sym(1) - before + r_sym(0)) + rest, pad=0.0)
     center = Read(0, out_indices(out.rank))
-    finalize = v_sym(1) / (a["bias"] + sp.Float(a["alpha"] / a["size"]) * ACC) ** sp.Float(a["beta"])
+    finalize = v_sym(1) / (a["bias"] + sp.Float(a["alpha"] / a["size"]) * acc_sym()) ** sp.Float(a["beta"])
     return [Stmt(0, out.shape, (neighbour, center), v_sym(0) ** 2, reduce="sum", reduce_extents=(a["size"],),
                  finalize=finalize)]
 

@@ -7,7 +7,7 @@ from math import prod
 import numpy as np
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, i_sym, r_sym, v_sym
 from fusionlang.ops.common import accumulator, lowest, require_float
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 from fusionlang.ops.window import WINDOW_ATTRS, Window, window_of
@@ -115,12 +115,12 @@ def _average_pool_access(call: OpCall) -> list[Stmt]:
     reads = [Read(0, (i_sym(0), i_sym(1)) + window.input_index(2, 0), pad=0.0)]
     aux = {}
     if counts.min() == counts.max():
-        finalize = ACC / int(counts.flat[0])
+        finalize = acc_sym() / int(counts.flat[0])
     else:
         # the divisor varies near the borders: a constant table indexed by output position
         aux["count"] = counts
         reads.append(Read("count", tuple(i_sym(2 + a) for a in range(window.rank))))
-        finalize = ACC / v_sym(1)
+        finalize = acc_sym() / v_sym(1)
     return [Stmt(0, out.shape, tuple(reads), v_sym(0), reduce="sum", reduce_extents=window.kernel,
                  finalize=finalize, aux=aux)]
 
@@ -154,7 +154,7 @@ def _global_access(kind: str):
         x = call.input(0)
         extents = x.shape[2:]
         read = Read(0, (i_sym(0), i_sym(1)) + tuple(r_sym(a) for a in range(len(extents))))
-        finalize = ACC / prod(extents) if kind == "sum" else None
+        finalize = acc_sym() / prod(extents) if kind == "sum" else None
         return [Stmt(0, call.out_types[0].shape, (read,), v_sym(0), reduce=kind, reduce_extents=extents,
                      finalize=finalize)]
 

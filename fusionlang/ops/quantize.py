@@ -11,15 +11,24 @@ compiled code (which computes integer results in double) rounds the same ties.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.float8 import float8_max, is_float8, is_narrow_float, to_float8
 from fusionlang.ir.narrow_int import int_range
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import Float32Round, RoundHalfEven
 
 #: integer types a quantized tensor may have
 INTEGER_TARGETS = ("uint8", "int8", "uint16", "int16", "uint4", "int4", "uint2", "int2")
@@ -118,7 +127,7 @@ def _dequantize_reference(xs, attrs):
 def _dequantize_access(call: OpCall) -> list[Stmt]:
     out = call.out_types[0]
     # as floats (exact): unsigned integers would wrap below the zero point
-    shifted = Float32Round(v_sym(0)) - Float32Round(v_sym(2)) if call.has_input(2) else v_sym(0)
+    shifted = scalar.Float32Round(v_sym(0)) - scalar.Float32Round(v_sym(2)) if call.has_input(2) else v_sym(0)
     return [Stmt(0, out.shape, _reads(call), shifted * v_sym(1))]
 
 
@@ -173,13 +182,13 @@ def _quantize_access(call: OpCall) -> list[Stmt]:
     out, to = call.out_types[0], call.attrs["to"]
     q = v_sym(0) / v_sym(1)
     if call.input(0).dtype == "float32":
-        q = Float32Round(q)
+        q = scalar.Float32Round(q)
     if is_narrow_float(to):
         q = q + v_sym(2) if call.has_input(2) else q
         saturating = is_float8(to) and call.attrs["saturate"]  # (float4 saturates when stored)
         body = sp.Min(sp.Max(q, -float8_max(to)), float8_max(to)) if saturating else q
     else:
-        shifted = RoundHalfEven(q) + v_sym(2) if call.has_input(2) else RoundHalfEven(q)
+        shifted = scalar.RoundHalfEven(q) + v_sym(2) if call.has_input(2) else scalar.RoundHalfEven(q)
         low, high = int_range(to)
         body = sp.Min(sp.Max(shifted, low), high)
     return [Stmt(0, out.shape, _reads(call), body)]

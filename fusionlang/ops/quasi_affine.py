@@ -20,11 +20,15 @@ of a mod). Forms these rules do not cover are left to sympy, as before.
 from __future__ import annotations
 
 from math import gcd, lcm
+from typing import TYPE_CHECKING
 
-import sympy as sp
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 #: a linear form: (coefficient, symbol) terms over symbols of known extent, and a constant
-Terms = tuple[tuple[int, sp.Symbol], ...]
+Terms = tuple[tuple[int, "sp.Symbol"], ...]
 
 
 def floor_div(terms: Terms, const: int, d: int, extents: dict[sp.Symbol, int]) -> sp.Expr:

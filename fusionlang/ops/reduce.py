@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from math import prod
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, i_sym, r_sym, v_sym
 from fusionlang.ops.common import accumulator, highest, lowest
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
 
@@ -75,7 +80,7 @@ def _scaled_mean(count: int):
     if count == 0:
         return v_sym(0), sp.nan
     k = (count - 1).bit_length()
-    return v_sym(0) * sp.Rational(1, 2**k), ACC * sp.Float(2**k / count, 30)
+    return v_sym(0) * sp.Rational(1, 2**k), acc_sym() * sp.Float(2**k / count, 30)
 
 
 def _reference(fn):

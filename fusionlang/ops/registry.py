@@ -215,8 +215,8 @@ class OpRegistry:
         self._populate: Callable[[], None] | None = None
 
     def populate_with(self, populate: Callable[[], None]) -> None:
-        """Run ``populate`` (which registers ops) before the first lookup: the op families
-        import sympy (a third of a second), which a rule file that names no op never needs."""
+        """Run ``populate`` (which registers ops) before the first lookup: importing the op
+        families (some fifty modules) is work a rule file that names no op never needs."""
         self._populate = populate
 
     def _defined(self) -> dict[str, OpDef]:

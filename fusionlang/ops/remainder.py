@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.common import elementwise, same_dtype
 from fusionlang.ops.registry import Attr, OpCall
-from fusionlang.ops.scalar import Fmod
 
 
 def _formula(v, a):
     a_, b = v
-    truncated = Fmod(a_, b)
+    truncated = scalar.Fmod(a_, b)
     if a["fmod"]:
         return truncated
     # the floored remainder takes the divisor's sign: shift a truncated one of the other sign

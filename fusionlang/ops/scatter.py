@@ -20,20 +20,29 @@ Every index is checked against [-n, n) of the axis, in compiled code too (each e
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, out_indices, r_sym, v_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.gather import INDEX_DTYPES
 from fusionlang.ops.gather_elements import checked_indices
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import CheckedIndex
 
 REDUCTIONS = ("add", "mul", "max", "min")
 
 #: reduction -> (access-spec reduction, the body's value where an update does not land)
-_FOLD = {"add": ("sum", sp.Integer(0)), "mul": ("prod", sp.Integer(1)), "max": ("max", None), "min": ("min", None)}
+_FOLD = {"add": ("sum", 0), "mul": ("prod", 1), "max": ("max", None), "min": ("min", None)}
 
 #: the aux array a loaded index is checked and normalized through: arange(n)
 PLACES = "places"
@@ -112,7 +121,7 @@ def _landing(call: OpCall, axis: int, data: TensorType, indices: TensorType) -> 
     n = data.shape[axis]
     at_r = _along(here, axis, r_sym(0))
     reads = [Read(1, at_r, pad=0.0),  # outside indices (a shorter line) reads 0, then never lands
-             Read(PLACES, (CheckedIndex(v_sym(0), n, axis),))]
+             Read(PLACES, (scalar.CheckedIndex(v_sym(0), n, axis),))]
     inside = [i_sym(d) < m for d, m in enumerate(indices.shape) if d != axis and m < data.shape[d]]
     lands = sp.And(*inside, sp.Eq(v_sym(1), i_sym(axis)))
     return reads, lands, {PLACES: np.arange(max(n, 1), dtype=np.int64)}
@@ -126,10 +135,11 @@ def _access_scatter(call: OpCall) -> list[Stmt]:
     reads, lands, aux = _landing(call, axis, data, indices)
     reads += [Read(2, _along(out_indices(data.rank), axis, r_sym(0)), pad=0.0),  # v2: the update
               Read(0, out_indices(data.rank))]  # v3: the data
-    reduce, missing = _FOLD[call.attrs["reduction"]]
+    reduce, identity = _FOLD[call.attrs["reduction"]]
+    missing = None if identity is None else sp.Integer(identity)
     body = sp.Piecewise((v_sym(2), lands), (v_sym(3) if missing is None else missing, True))
-    finalize = {"sum": v_sym(3) + ACC, "prod": v_sym(3) * ACC, "max": sp.Max(ACC, v_sym(3)),
-                "min": sp.Min(ACC, v_sym(3))}[reduce]
+    finalize = {"sum": v_sym(3) + acc_sym(), "prod": v_sym(3) * acc_sym(), "max": sp.Max(acc_sym(), v_sym(3)),
+                "min": sp.Min(acc_sym(), v_sym(3))}[reduce]
     return [Stmt(0, data.shape, tuple(reads), body, reduce=reduce, reduce_extents=(indices.shape[axis],),
                  finalize=finalize, aux=aux)]
 
@@ -203,7 +213,7 @@ def _access_pick(call: OpCall) -> list[Stmt]:
     # v0: where along the axis the update is, or negative (checked against [-m, m) like an index:
     # a negative one reads a legal element, left unused)
     reads = (Read(2, here),
-             Read(1, _along(here, axis, CheckedIndex(v_sym(0), m, axis)), pad=0.0 if shorter else None),
+             Read(1, _along(here, axis, scalar.CheckedIndex(v_sym(0), m, axis)), pad=0.0 if shorter else None),
              Read(0, here))  # v2: the data
     body = sp.Piecewise((v_sym(1), v_sym(0) >= 0), (v_sym(2), True))
     return [Stmt(0, data.shape, reads, body)]

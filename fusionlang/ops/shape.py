@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 from math import prod
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import sp
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, v_sym

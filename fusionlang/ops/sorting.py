@@ -14,13 +14,22 @@ vocabulary-sized one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from fusionlang.ops import scalar
+else:  # sympy on first use: registering the op does not need it
+    from fusionlang.ops.lazy import lazy_module, sp
+
+    scalar = lazy_module("fusionlang.ops.scalar")
 
 from fusionlang.ir.types import TensorType
 from fusionlang.ops.access import Read, Stmt, i_sym, out_indices, r_sym, v_sym
 from fusionlang.ops.registry import Attr, OpCall, OpDef, register
-from fusionlang.ops.scalar import IsNan
 
 
 def _axis(call: OpCall, x: TensorType) -> int:
@@ -50,13 +59,13 @@ def _greater(a: sp.Expr, b: sp.Expr, floating: bool) -> sp.Basic:
     """a after b in ascending order, NaN last."""
     if not floating:
         return a > b
-    return sp.Or(sp.And(sp.Eq(IsNan(a), 1), sp.Eq(IsNan(b), 0)), a > b)
+    return sp.Or(sp.And(sp.Eq(scalar.IsNan(a), 1), sp.Eq(scalar.IsNan(b), 0)), a > b)
 
 
 def _same(a: sp.Expr, b: sp.Expr, floating: bool) -> sp.Basic:
     if not floating:
         return sp.Eq(a, b)
-    return sp.Or(sp.Eq(a, b), sp.And(sp.Eq(IsNan(a), 1), sp.Eq(IsNan(b), 1)))
+    return sp.Or(sp.Eq(a, b), sp.And(sp.Eq(scalar.IsNan(a), 1), sp.Eq(scalar.IsNan(b), 1)))
 
 
 # ----- sort_position ------------------------------------------------------------------------

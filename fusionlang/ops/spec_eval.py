@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from fusionlang.ops.access import ACC, Read, Stmt, i_sym, r_sym
+from fusionlang.ops.access import Read, Stmt, acc_sym, i_sym, r_sym
 from fusionlang.ops.scalar import evaluate
 
 _IDENTITY = {"sum": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}
@@ -77,8 +77,8 @@ def _run_stmt(stmt: Stmt, inputs, out: np.ndarray) -> None:
         # finalize sees the output grid: slice every bound array at reduction index 0
         final_env = {name: (arr[(...,) + (0,) * len(axes)] if np.ndim(arr) == len(shape) else arr)
                      for name, arr in env.items()}
-        final_env[ACC.name] = acc
-        expr = stmt.finalize if stmt.finalize is not None else ACC
+        final_env[acc_sym().name] = acc
+        expr = stmt.finalize if stmt.finalize is not None else acc_sym()
         value = np.broadcast_to(np.asarray(evaluate(expr, final_env, dtype)), tuple(stmt.domain))
     dom_env = {name: (arr[(...,) + (0,) * len(stmt.reduce_extents)] if np.ndim(arr) == len(shape) else arr)
                for name, arr in env.items()}

@@ -65,3 +65,17 @@ def test_a_file_naming_an_op_still_has_it_checked(tmp_path):
     path = tmp_path / "rules.fuse"
     path.write_text('rewrite drop: nag(x) => x\n')
     assert _lint_imports(path, ("fusionlang.ops.activation",)) == "2 ['fusionlang.ops.activation']"
+
+
+def test_a_file_of_rewrites_over_ops_has_them_checked_without_sympy(tmp_path):
+    # the op families register names, arities, attributes and dtype rules without sympy,
+    # which only formulas (access specs, symbolic checks, code generation) need
+    path = tmp_path / "rules.fuse"
+    path.write_text('import "std/ops.fuse"\n\n'
+                    "rewrite double_neg: neg(neg(x)) => x\n"
+                    "rewrite exp_log: exp(log(sigmoid(x))) => sigmoid(x)\n"
+                    "rewrite neg_sum: neg(neg(s @ reduce_sum(x))) => s\n"
+                    "rewrite bias: add(m @ matmul(a, b), c) where rank(c) == 1 => m\n")
+    assert _lint_imports(path, ("sympy", "fusionlang.ops.scalar")) == "0 []"
+    path.write_text('import "std/ops.fuse"\n\nrewrite bad: neg(x, x) => x\n')
+    assert _lint_imports(path, ("sympy",)) == "2 []"
