@@ -512,12 +512,16 @@ class CPrinter:
                       f"{ind}}}"]
         return {id(plan.prefetch[0].after): lines} if lines else {}
 
-    def function(self, name: str, comment: str) -> str:
+    def function_body(self) -> list[str]:
+        """The statements of the function, printed once (what :meth:`function` wraps)."""
         self.lines = []
         frees = self.declare(self.top, "  ")
         self.body(self.g.body, 1)
         self.lines.extend(frees)
-        body = self.lines
+        return self.lines
+
+    def function(self, name: str, comment: str, body: list[str]) -> str:
+        """The whole C function named ``name`` around ``body`` (from :meth:`function_body`)."""
         params = []
         for a in self.g.params:
             t = ctype(a.dtype, self.flavor)
@@ -566,9 +570,11 @@ def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = F
     values whose row stores may stream past the caches (see backend.streaming)."""
     group = plan_codegen(reuse_outputs(group, keep=streamed), CodegenOptions("c", openmp, check_indices, streamed))
     printer = CPrinter(group, C, check_indices)
-    text = printer.function("@NAME@", "@COMMENT@")
-    name = f"fl_k_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    source = text.replace("@NAME@", name, 1).replace("@COMMENT@", group_comment(group, label), 1)
+    body = printer.function_body()
+    # named by the hash of the function under stand-in name and comment, so repeats dedupe
+    stand_in = printer.function("@NAME@", "@COMMENT@", body)
+    name = f"fl_k_{hashlib.sha256(stand_in.encode()).hexdigest()[:16]}"
+    source = printer.function(name, group_comment(group, label), body)
     return CFunction(name, source, list(group.params), group.nests, printer.sites, printer.fallible)
 
 
