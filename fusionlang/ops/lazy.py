@@ -19,9 +19,13 @@ class _LazyModule:
 
     def __init__(self, name: str):
         self._name = name
+        self._module: Any = None
 
     def __getattr__(self, attr: str) -> Any:
-        return getattr(importlib.import_module(self._name), attr)
+        # formulas are built on hot paths (lowering): import once, then only look up
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
 
 
 def lazy_module(name: str) -> Any:
