@@ -122,12 +122,15 @@ def test_a_folded_conv_is_one_gemm_over_every_image():
                                rtol=2e-4, atol=2e-4)
 
 
-def test_k_blocks_add_up_in_the_folded_tiles():
-    # K past one KC block (600 channels x 9 taps): each block's tile adds C's partial sums
+@pytest.mark.parametrize("plane", [2, 8])
+def test_k_blocks_add_up_in_the_folded_tiles(plane):
+    # K past one KC block (600 channels x 9 taps): each block's tile adds C's partial sums;
+    # 2x2 planes put 3 images in every tile (stored through the scratch tile), 8x8 planes
+    # fill whole tiles of one image each (accumulated in place, the epilogue on a copy)
     rng = np.random.default_rng(3)
-    graph = _conv(3, 600, 2, out_channels=20)
+    graph = _conv(3, 600, plane, out_channels=20)
     (fold,) = _folds(graph)
     assert fold is not None
-    feeds = {"x": rng.standard_normal((3, 600, 2, 2)).astype(np.float32)}
+    feeds = {"x": rng.standard_normal((3, 600, plane, plane)).astype(np.float32)}
     got = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c").run(feeds)[graph.outputs[0]]
     np.testing.assert_allclose(got, reference.run(graph, feeds)[graph.outputs[0]], rtol=2e-4, atol=2e-3)
