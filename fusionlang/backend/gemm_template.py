@@ -23,7 +23,9 @@ element by element (no scalar cliff in the compute).
 Operands are strided views, so transposed inputs cost nothing beyond packing. B may be
 the implicit im2col matrix of a convolution (:class:`Im2Col`): the patch is gathered
 while packing and never materialized. A constant operand can be packed once, at compile
-time (:func:`pack_constant`), and passed in packed form.
+time (:func:`pack_constant`), and passed in packed form. A conv on small planes may fold a
+batch's images into the columns (:class:`Fold`): one GEMM of n = images * plane, its
+tiles stored through a scratch tile where they straddle images.
 
 The blocked loops and the epilogue are one shared *driver* that reads the problem's numbers
 (sizes, strides, offsets, blocking, the epilogue's index coefficients) from an array: GEMMs
@@ -85,8 +87,22 @@ class Im2Col:
 
 
 @dataclass(frozen=True)
+class Fold:
+    """A conv's images side by side in the GEMM's columns: column j is output position
+    j % plane of image j // plane (plane: the im2col operand's out_h * out_w), the image's
+    input ``b_stride`` floats after the last one's and its output ``c_stride`` floats after.
+    On small planes one GEMM of n = images * plane fills the micro-tile's columns where a
+    GEMM per image computed padding (2x2 planes: 4 of 64)."""
+
+    images: int
+    b_stride: int
+    c_stride: int
+
+
+@dataclass(frozen=True)
 class GemmProblem:
-    """C[outer..., m, n] = sum_k A[outer..., m, k] * B[outer..., k, n]."""
+    """C[outer..., m, n] = sum_k A[outer..., m, k] * B[outer..., k, n]; with ``fold``, B is
+    an im2col operand and n runs over the images too (:class:`Fold`)."""
 
     m: int
     n: int
@@ -95,14 +111,18 @@ class GemmProblem:
     b: Operand | Im2Col
     c: Operand
     outer: tuple[int, ...] = ()
+    fold: Fold | None = None
 
     def __post_init__(self):
         for name, view in (("a", self.a), ("b", self.b), ("c", self.c)):
             if len(view.outer_strides) != len(self.outer):
                 raise ValueError(f"operand {name}: {len(view.outer_strides)} outer strides for {len(self.outer)} outer dims")
+        if self.fold is not None and not gathers(self.b, self.fold):
+            raise ValueError("a folded problem's B is an im2col operand packed by gathers")
         if isinstance(self.b, Im2Col):
             kh, kw = self.b.kernel
-            if self.b.channels * kh * kw != self.k or self.b.out_h * self.b.out_w != self.n:
+            images = self.fold.images if self.fold is not None else 1
+            if self.b.channels * kh * kw != self.k or self.b.out_h * self.b.out_w * images != self.n:
                 raise ValueError("im2col operand does not match the GEMM's k and n")
         if self.c.cols != 1:
             raise ValueError("C must be row-contiguous (column stride 1): its tiles are stored as vectors")
@@ -402,7 +422,9 @@ class Driver:
     def print(self, name: str, linkage: str) -> tuple[Lines, Numbers]:
         """The driver's text as ``linkage name``, and the numbers it reads, in slot order."""
         numbers, out = Numbers(), Lines()
-        epilogue_function(out, name, self.problem, self.epilogue, numbers)
+        # a folded problem's epilogue runs on the scratch tile (see _folded_tile)
+        row_stride = f"{self.blocking.nr}L" if self.problem.fold is not None else None
+        epilogue_function(out, name, self.problem, self.epilogue, numbers, row_stride)
         _driver(out, name, linkage, self.problem, self.blocking, self.epilogue, self.packed_a, self.packed_b,
                 self.threads, numbers)
         return out, numbers
@@ -1025,9 +1047,11 @@ _IM2COL_SIGNATURE = ("void {name}(const float *restrict src, long pc, long kc, l
 GATHER_MAX_FLOATS = 1 << 19
 
 
-def gathers(b) -> bool:
-    """Whether an im2col operand is packed by gathers from a padded copy of its input."""
-    return isinstance(b, Im2Col) and _padded_floats(b) <= GATHER_MAX_FLOATS
+def gathers(b, fold: Fold | None = None) -> bool:
+    """Whether an im2col operand is packed by gathers from a padded copy of its input (of
+    every image, ``fold``'s)."""
+    images = fold.images if fold is not None else 1
+    return isinstance(b, Im2Col) and _padded_floats(b) * images <= GATHER_MAX_FLOATS
 
 
 def _gathered(problem: GemmProblem, packed_b: bool) -> bool:
@@ -1047,9 +1071,12 @@ def _padded_floats(b: Im2Col) -> int:
     return b.channels * hp * wp
 
 
-def _gather_floats(b: Im2Col) -> int:
-    # the padded planes, then the index of every output position (an int in a float's slot)
-    return _round_up(_padded_floats(b) + b.out_h * b.out_w, 16)
+def _gather_floats(b: Im2Col, fold: Fold | None = None) -> int:
+    # the padded planes, then the index of every output position (an int in a float's slot);
+    # folded, the planes and positions of every image, and each column's offset in C
+    if fold is None:
+        return _round_up(_padded_floats(b) + b.out_h * b.out_w, 16)
+    return _round_up(fold.images * (_padded_floats(b) + 2 * b.out_h * b.out_w), 16)
 
 
 _PAD_NAME = "fl_gemm_pad_planes"
@@ -1168,10 +1195,11 @@ def _outer_params(problem: GemmProblem) -> str:
 
 
 def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None,
-                      numbers: Numbers | None = None) -> None:
+                      numbers: Numbers | None = None, row_stride: str | None = None) -> None:
     """``name_epilogue(c, i0, mm, j0, nn, o..., params)``: the epilogue over an mm x nn tile
-    of C at row i0, column j0 (``c`` points at its first element). With ``numbers`` it also
-    takes the driver's ``S`` first and reads its numbers from it."""
+    of C at row i0, column j0 (``c`` points at its first element, its rows ``row_stride``
+    apart: C's by default). With ``numbers`` it also takes the driver's ``S`` first and
+    reads its numbers from it."""
     if epilogue is None:
         return
     extra = epilogue_params(epilogue)
@@ -1184,7 +1212,9 @@ def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epi
     out.open(f"{linkage} {name}_epilogue({head}float *restrict c, long i0, long mm, long j0, long nn"
              f"{_outer_params(problem)}{extra})")
     out.open("for (long i = i0; i < i0 + mm; i++)")
-    out(f"float *row = c + (i - i0) * {numbers(problem.c.rows) if numbers is not None else f'{problem.c.rows}L'} - j0;")
+    if row_stride is None:
+        row_stride = numbers(problem.c.rows) if numbers is not None else f"{problem.c.rows}L"
+    out(f"float *row = c + (i - i0) * {row_stride} - j0;")
     out("#pragma omp simd")
     out.open("for (long j = j0; j < j0 + nn; j++)")
     out("float v = row[j];")
@@ -1208,7 +1238,8 @@ def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, p
     """Floats of packing buffers the kernel allocates on each call."""
     if is_gemv(problem) and not (packed_a or packed_b):
         return 0
-    gather = _gather_floats(problem.b) if _gathered(problem, packed_b) and isinstance(problem.b, Im2Col) else 0
+    gather = _gather_floats(problem.b, problem.fold) if _gathered(problem, packed_b) and isinstance(problem.b, Im2Col) \
+        else 0
     return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl)) + gather
 
 
@@ -1239,7 +1270,7 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
         out(f"float *bp = {name}_alloc({num(4 * _b_panel(bl))});")
     gather = _gathered(problem, packed_b)
     if gather and isinstance(problem.b, Im2Col):
-        out(f"float *gp = {name}_alloc({num(4 * _gather_floats(problem.b))});")
+        out(f"float *gp = {name}_alloc({num(4 * _gather_floats(problem.b, problem.fold))});")
     checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b), ("gp", not gather)) if not skip]
     if checks:
         out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
@@ -1249,7 +1280,10 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b', num)};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c', num)};")
     if gather and problem.k > 0 and isinstance(problem.b, Im2Col):
-        _pad_call(out, problem.b, num)
+        if problem.fold is None:
+            _pad_call(out, problem.b, num)
+        else:
+            _pad_images(out, problem.b, problem.fold, num)
     if problem.k == 0:
         _zero_k(out, name, problem, epilogue, outer_args, extra_args, num)
     else:
@@ -1270,6 +1304,75 @@ def _pad_call(out: Lines, b: Im2Col, num: Numbers) -> None:
     out(f"int *gix = (int *)(gp + {num(_padded_floats(b))});")
     values = (b.channels, b.in_h, b.in_w, ph, pw, hp, wp, b.out_h, b.out_w, sh, sw)
     out(f"{_PAD_NAME}(b_o, gp, gix, {', '.join(num(v) for v in values)});")
+
+
+def _pad_images(out: Lines, b: Im2Col, fold: Fold, num: Numbers) -> None:
+    # every image's channels into padded planes (image after image), the gather index of
+    # each folded column (its image's planes included) and its offset in C (image and position)
+    hp, wp = _padded_extent(b)
+    (sh, sw), (ph, pw) = b.stride, b.pads
+    padded, plane = _padded_floats(b), b.out_h * b.out_w
+    out(f"int *gix = (int *)(gp + {num(fold.images * padded)});")
+    out(f"int *cix = gix + {num(fold.images * plane)};")
+    values = (b.channels, b.in_h, b.in_w, ph, pw, hp, wp, b.out_h, b.out_w, sh, sw)
+    out.open(f"for (long img = 0; img < {num(fold.images)}; img++)")
+    out(f"int *ix = gix + img * {num(plane)}, *cx = cix + img * {num(plane)};")
+    out(f"{_PAD_NAME}(b_o + img * {num(fold.b_stride)}, gp + img * {num(padded)}, ix, "
+        f"{', '.join(num(v) for v in values)});")
+    out(f"for (long q = 0; q < {num(plane)}; q++) {{ ix[q] += (int)(img * {num(padded)}); "
+        f"cx[q] = (int)(img * {num(fold.c_stride)} + q); }}")
+    out.close()
+
+
+def _folded_tile(out: Lines, name: str, bl: Blocking, epilogue: Epilogue | None, outer_args: str,
+                 extra_args: str) -> None:
+    """A tile of a folded problem. Its columns in one run of C (within an image): the
+    micro-kernel accumulates there, as unfolded, and the epilogue runs on a copy in a
+    scratch tile (its rows NR apart: the epilogue's row stride). Its columns straddling
+    images (a plane under NR columns puts several in every tile): the micro-kernel writes
+    the scratch tile, the partial sum of the K blocks before is added from C, the epilogue
+    runs on it, and each element is stored at its column's offset (cix) in C's row."""
+    out(f"float tile[{bl.mr * bl.nr}] __attribute__((aligned(64)));")
+    out("float *ct = c_o + (ic + ir) * ldc;")
+    out("const int *cj = cix + jc + jr;")
+    out.open("if (cj[nn - 1] - cj[0] == nn - 1)")
+    out("float *run = ct + cj[0];")
+    _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr * kc, run, ldc, (int)mm, (int)nn, pc > 0")
+    if epilogue is not None:
+        out.open("if (pc + kc == k)")
+        _tile_copy(out, bl, "tile[i * {nr} + j] = run[i * ldc + j]")
+        out(f"{name}_epilogue(S, tile, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
+        _tile_copy(out, bl, "run[i * ldc + j] = tile[i * {nr} + j]")
+        out.close()
+    out.close("} else {")
+    out.depth += 1
+    _micro_calls(out, bl, f"kc, apan + ir * kc, bpan + jr * kc, tile, {bl.nr}, (int)mm, (int)nn, 0")
+    out.open("if (pc > 0)")
+    _tile_copy(out, bl, "tile[i * {nr} + j] += ct[i * ldc + cj[j]]")
+    out.close()
+    if epilogue is not None:
+        out(f"if (pc + kc == k) {name}_epilogue(S, tile, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
+    _tile_copy(out, bl, "ct[i * ldc + cj[j]] = tile[i * {nr} + j]")
+    out.close()
+
+
+def _tile_copy(out: Lines, bl: Blocking, assignment: str) -> None:
+    """``assignment`` (NR: ``{nr}``) over the mm x nn elements (i, j) of a tile."""
+    out.open("for (long i = 0; i < mm; i++)")
+    out("#pragma omp simd")
+    out(f"for (long j = 0; j < nn; j++) {assignment.format(nr=bl.nr)};")
+    out.close()
+
+
+def _micro_calls(out: Lines, bl: Blocking, args: str) -> None:
+    """The micro-kernel call on a tile: the last sliver of N runs only the vectors it holds."""
+    if bl.nv == 1:
+        out(f"{_micro_name(bl)}({args});")
+        return
+    out(f"const long vectors = (nn + {bl.vl - 1}) / {bl.vl};")
+    for w in range(bl.nv, 1, -1):
+        out(f"{'if' if w == bl.nv else 'else if'} (vectors == {w}) {_micro_name(bl, w)}({args});")
+    out(f"else {_micro_name(bl, 1)}({args});")
 
 
 def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather, outer_args, extra_args, threads,
@@ -1310,17 +1413,13 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     out.open(f"for (long ir = 0; ir < mc; ir += {bl.mr})")
     out(f"const long nn = nc - jr < {bl.nr} ? nc - jr : {bl.nr};")
     out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
-    out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
-    args = "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0"
-    if bl.nv == 1:
-        out(f"{_micro_name(bl)}({args});")
-    else:  # the last sliver of N: only the vectors it holds
-        out(f"const long vectors = (nn + {bl.vl - 1}) / {bl.vl};")
-        for w in range(bl.nv, 1, -1):
-            out(f"{'if' if w == bl.nv else 'else if'} (vectors == {w}) {_micro_name(bl, w)}({args});")
-        out(f"else {_micro_name(bl, 1)}({args});")
-    if epilogue is not None:
-        out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
+    if problem.fold is not None:
+        _folded_tile(out, name, bl, epilogue, outer_args, extra_args)
+    else:
+        out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
+        _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0")
+        if epilogue is not None:
+            out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
     for _ in range(6 if threads else 5):
         out.close()
 
@@ -1405,7 +1504,7 @@ def param_name(decl: str) -> str:
     return decl.replace("*", " ").split()[-1]
 
 
-__all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "GemmFunction", "GemmProblem", "Helper", "Im2Col", "Lines",
+__all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunction", "GemmProblem", "Helper", "Im2Col", "Lines",
            "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "epilogue_args", "epilogue_function",
            "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "kernel_printer", "narrow_kernel",
            "pack_constant", "packed_size", "packing_floats", "param_name", "print_gemm", "short_kernel",

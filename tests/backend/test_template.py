@@ -473,14 +473,14 @@ def test_packing_buffers_that_cannot_be_allocated_are_a_one_line_resource_error(
 def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
     # 1x1, stride 1, unpadded: packed as a [channels, pixels] matrix, whole rows at a time,
     # across batch and groups; padded, it stays an im2col (20 channels: K past the short
-    # kernel's, which reads a matrix in place)
+    # kernel's, which reads a matrix in place; 9x8 planes: past those whose images fold)
     rng = np.random.default_rng(3)
     b = GraphBuilder("pointwise")
-    x = b.input("x", (2, 20, 5, 7))
+    x = b.input("x", (2, 20, 9, 8))
     w = b.constant(rng.standard_normal((6, 20 // group, 1, 1)).astype(np.float32))
     b.output(b.relu(b.conv(x, w, group=group, pads=pads), name="y"))
     graph = b.build()
-    feeds = {"x": rng.standard_normal((2, 20, 5, 7)).astype(np.float32)}
+    feeds = {"x": rng.standard_normal((2, 20, 9, 8)).astype(np.float32)}
     plan = fusionlang.fuse(graph, "apollo")
     compiled = fusionlang.compile(plan, "c")
     np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
