@@ -1,0 +1,67 @@
+"""bench/torch_zoo.py without its exporter stack: a cached export is timed, a model that
+fails is a row saying why, and the README table reads the JSON."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import model_runtime  # noqa: E402
+import torch_zoo  # noqa: E402
+
+
+def never_built():
+    raise AssertionError("a cached export is not rebuilt")
+
+
+def broken():
+    raise RuntimeError("no such config field\nsecond line")
+
+
+@pytest.fixture
+def zoo(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    onnx.save(model_runtime.mlp_log_softmax(batch=4, sizes=(16, 8, 4)), cache / "tiny.onnx")
+    np.savez(cache / "tiny.npz", x=np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32))
+    monkeypatch.setattr(torch_zoo, "ZOO", {"tiny": ("test", never_built), "broken": ("test", broken)})
+    monkeypatch.setattr(torch_zoo, "cache_dir", lambda: cache)
+    monkeypatch.setattr(torch_zoo, "RESULTS", tmp_path)
+    return tmp_path
+
+
+def test_a_run_times_the_cached_export_and_reports_the_failure_as_a_row(zoo, capsys):
+    assert torch_zoo.main(["--only", "tiny,broken", "--rounds", "1"]) == 0
+    result = json.loads((zoo / "model_runtime_zoo.json").read_text())
+    tiny, failed = result["rows"]
+    assert tiny["inputs"] == {"x": [4, 16]} and {"fused", "ort"} <= set(tiny["timing"])
+    assert tiny["fused_over_ort"] == tiny["timing"]["fused"]["cpu_ms"] / tiny["timing"]["ort"]["cpu_ms"]
+    assert max(tiny["max_rel_diff_from_ort"].values()) < 1e-4
+    assert failed["error"] == "export: RuntimeError: no such config field"
+    assert result["summary"]["timed"] == 1 and result["summary"]["failed"] == ["broken"]
+    assert result["command"] == "python bench/torch_zoo.py --only tiny,broken --rounds 1"
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].startswith("| tiny | test |")
+    assert table[3] == "| broken | test | failed: export: RuntimeError: no such config field | | | | | | |"
+    assert "1 of 2 timed; geomean fl/ORT" in table[5]
+
+
+def test_markdown_reads_the_json_of_each_thread_setting(zoo, capsys, monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # main sets it for --threads all; not beyond this test
+    assert torch_zoo.main(["--only", "broken", "--threads", "all"]) == 0
+    capsys.readouterr()
+    assert torch_zoo.main(["--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| broken | test | failed: export" in out and "all thread(s) (wall time" in out
+    assert "1 thread(s)" not in out  # no one-thread JSON was written
+
+
+def test_unknown_names_are_one_clear_error(zoo, capsys):
+    with pytest.raises(SystemExit) as exc:
+        torch_zoo.main(["--only", "resnet51"])
+    assert exc.value.code == 2 and "--only: unknown resnet51; known: tiny, broken" in capsys.readouterr().err
