@@ -332,8 +332,9 @@ def interleaved(fns: dict, rounds: int) -> dict:
     return timing, results
 
 
-def agreement(results: dict) -> dict:
-    """Largest |difference| from ORT's outputs, relative to the output's largest magnitude."""
+def agreement(results: dict, floor: float = 1.0) -> dict:
+    """Largest |difference| from ORT's outputs, relative to the output's largest magnitude
+    (or to ``floor`` where that is larger; ``floor=0``: relative to the magnitude alone)."""
     base = results["ort"]
     out = {}
     for key, values in results.items():
@@ -342,7 +343,7 @@ def agreement(results: dict) -> dict:
         worst = 0.0
         for got, want in zip(values, base):
             got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-            scale = max(1.0, float(np.abs(want).max()))
+            scale = max(floor, float(np.abs(want).max())) or 1.0
             worst = max(worst, float(np.abs(got.reshape(want.shape) - want).max()) / scale)
         out[key] = worst
     return out

@@ -65,3 +65,15 @@ def test_unknown_names_are_one_clear_error(zoo, capsys):
     with pytest.raises(SystemExit) as exc:
         torch_zoo.main(["--only", "resnet51"])
     assert exc.value.code == 2 and "--only: unknown resnet51; known: tiny, broken" in capsys.readouterr().err
+
+
+def test_batch_norms_are_settled_on_the_inputs_and_left_in_eval_mode():
+    import torch
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Dropout(0.5))
+    x = torch.randn(1, 3, 8, 8) * 50 + 7  # far from the initial statistics (mean 0, variance 1)
+    torch_zoo.settle_batch_norm(torch, module, (x,))
+    assert not module.training
+    y = module(x)
+    # the running variance is the unbiased one: 35/36 of 1 over the 36 positions per channel
+    assert abs(float(y.mean())) < 1e-4 and abs(float(y.var(unbiased=False)) - 35 / 36) < 1e-3
