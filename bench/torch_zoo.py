@@ -303,39 +303,55 @@ def write(rows: list[dict], args, started: list[float]) -> None:
 
 # ----- the README's table -----------------------------------------------------------------
 
-
-def markdown(threads: str) -> list[str]:
-    path = result_path(threads)
-    if not path.exists():
-        return []
-    result = json.loads(path.read_text())
-    clock = "wall" if threads == "all" else "CPU"
-    lines = [f"| model | family | fl ms | ORT ms | OV ms | fl/ORT | fl/OV | fl/best | max diff |",
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
-    for row in result["rows"]:
-        lines.append(_markdown_row(row, "wall_ms" if threads == "all" else "cpu_ms"))
-    s = result["summary"]
-    load = ", ".join(f"{v:.1f}" for v in result["load_average_start"])
-    lines.append(f"\n{threads} thread(s) ({clock} time, medians of {result['rounds']} interleaved rounds, "
-                 f"{result['date']}, load average at start {load}): {s['timed']} of {s['models']} timed; "
-                 f"geomean fl/ORT {s['geomean_fused_over_ort']:.2f} (worst {s['worst_fused_over_ort']:.2f}), "
-                 f"fl/OV {s['geomean_fused_over_ov']:.2f} (worst {s['worst_fused_over_ov']:.2f}), "
-                 f"fl/best {s['geomean_fused_over_best']:.2f} (worst {s['worst_fused_over_best']:.2f}).")
-    return lines
+RATIOS = ("fused_over_ort", "fused_over_ov", "fused_over_best")
 
 
-def _markdown_row(row: dict, clock: str) -> str:
+def load_results() -> dict:
+    """The JSON of each thread setting that has one, by setting ("1", "all")."""
+    return {threads: json.loads(result_path(threads).read_text()) for threads in ("1", "all")
+            if result_path(threads).exists()}
+
+
+def markdown(results: dict) -> list[str]:
+    """One row a model: fusionlang's milliseconds and its ratios to ORT, OpenVINO and the
+    better of the two at each thread setting, the largest output difference; then a line of
+    geomeans and worsts a setting."""
+    settings = list(results)
+    head = ["model", "family"] + [f"{label} {'1t' if t == '1' else t}" for t in settings
+                                  for label in ("fl ms", "fl/ORT", "fl/OV", "fl/best")] + ["max diff"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (len(head) - 2)]
+    rows = {t: {r["workload"]: r for r in results[t]["rows"]} for t in settings}
+    for name in dict.fromkeys(n for t in settings for n in rows[t]):
+        found = [rows[t].get(name) for t in settings]
+        family = next(r["family"] for r in found if r)
+        cells = [cell for t, row in zip(settings, found) for cell in _cells(row, t)]
+        diffs = [max(r["max_rel_diff_from_ort"].values()) for r in found if r and "error" not in r]
+        diff = f"{max(diffs):.1e}" if diffs else ""
+        lines.append(f"| {name} | {family} | " + " | ".join(cells) + f" | {diff} |")
+    return lines + [""] + [_summary_line(results[t]) for t in settings]
+
+
+def _setting(threads: str) -> str:
+    return "1t: 1 thread, CPU time" if threads == "1" else "all: every core, wall time"
+
+
+def _cells(row: dict | None, threads: str) -> list[str]:
+    if row is None:
+        return ["not run", "", "", ""]
     if "error" in row:
-        return f"| {row['workload']} | {row['family']} | failed: {row['error'].replace('|', '/')} | | | | | | |"
-    t = row["timing"]
+        return [f"failed: {row['error'].replace('|', '/')}", "", "", ""]
+    ms = row["timing"]["fused"]["wall_ms" if threads == "all" else "cpu_ms"]
+    return [f"{ms:.1f}"] + [f"{row[ratio]:.2f}" if ratio in row else "-" for ratio in RATIOS]
 
-    def ms(key):
-        return f"{t[key][clock]:.1f}" if key in t else "-"
 
-    ov = f"{row['fused_over_ov']:.2f}" if "fused_over_ov" in row else "-"
-    diff = max(row["max_rel_diff_from_ort"].values())
-    return (f"| {row['workload']} | {row['family']} | {ms('fused')} | {ms('ort')} | {ms('ov')} | "
-            f"{row['fused_over_ort']:.2f} | {ov} | {row['fused_over_best']:.2f} | {diff:.1e} |")
+def _summary_line(result: dict) -> str:
+    s = result["summary"]
+    load = [f"{v:.1f}" for v in result["load_average_start"][:1] + result["load_average_end"][:1]]
+    ratios = ", ".join(f"fl/{peer} {s[f'geomean_{ratio}']:.2f} (worst {s[f'worst_{ratio}']:.2f})"
+                       for peer, ratio in zip(("ORT", "OV", "best"), RATIOS))
+    return (f"{_setting(result['threads'])}: medians of {result['rounds']} interleaved rounds, {result['date']}, "
+            f"load average {load[0]} at the start and {load[1]} at the end; {s['timed']} of {s['models']} "
+            f"timed; geomean {ratios}.")
 
 
 # ----- command line -----------------------------------------------------------------------
@@ -351,8 +367,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.argv = argv
     if args.markdown:
-        for threads in ("1", "all"):
-            print("\n".join(markdown(threads)) + "\n")
+        print("\n".join(markdown(load_results())))
         return 0
     chosen = [w for w in args.only.split(",") if w] or list(ZOO)
     unknown = [w for w in chosen if w not in ZOO]
@@ -367,7 +382,7 @@ def main(argv=None) -> int:
         rows.append(bench_one(name, args.rounds, args.threads, cache_dir()))
         print(f"    {rows[-1].get('error') or round(rows[-1]['fused_over_best'], 2)}", file=sys.stderr, flush=True)
         write(rows, args, started)  # after each model: a stopped run keeps what it measured
-    print("\n".join(markdown(args.threads)))
+    print("\n".join(markdown({args.threads: load_results()[args.threads]})))
     return 0
 
 

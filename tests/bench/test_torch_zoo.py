@@ -46,19 +46,29 @@ def test_a_run_times_the_cached_export_and_reports_the_failure_as_a_row(zoo, cap
     assert result["summary"]["timed"] == 1 and result["summary"]["failed"] == ["broken"]
     assert result["command"] == "python bench/torch_zoo.py --only tiny,broken --rounds 1"
     table = capsys.readouterr().out.splitlines()
-    assert table[2].startswith("| tiny | test |")
-    assert table[3] == "| broken | test | failed: export: RuntimeError: no such config field | | | | | | |"
+    assert table[0] == "| model | family | fl ms 1t | fl/ORT 1t | fl/OV 1t | fl/best 1t | max diff |"
+    ratio = f"{tiny['fused_over_ort']:.2f}"
+    assert table[2].startswith(f"| tiny | test | {tiny['timing']['fused']['cpu_ms']:.1f} | {ratio} |")
+    assert table[3] == "| broken | test | failed: export: RuntimeError: no such config field |  |  |  |  |"
+    assert table[5].startswith("1t: 1 thread, CPU time: medians of 1 interleaved rounds")
     assert "1 of 2 timed; geomean fl/ORT" in table[5]
 
 
-def test_markdown_reads_the_json_of_each_thread_setting(zoo, capsys, monkeypatch):
+def test_markdown_joins_the_thread_settings_by_model(zoo, capsys, monkeypatch):
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # main sets it for --threads all; not beyond this test
     assert torch_zoo.main(["--only", "broken", "--threads", "all"]) == 0
     capsys.readouterr()
     assert torch_zoo.main(["--markdown"]) == 0
-    out = capsys.readouterr().out
-    assert "| broken | test | failed: export" in out and "all thread(s) (wall time" in out
-    assert "1 thread(s)" not in out  # no one-thread JSON was written
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("| fl ms all | fl/ORT all | fl/OV all | fl/best all | max diff |")
+    assert "1t" not in out[0]  # no one-thread JSON was written
+    assert out[2].startswith("| broken | test | failed: export") and out[4].startswith("all: every core, wall time")
+    assert torch_zoo.main(["--only", "tiny", "--rounds", "1"]) == 0
+    capsys.readouterr()
+    assert torch_zoo.main(["--markdown"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[0] for line in table[2:4]] == ["| tiny", "| broken"]
+    assert table[2].split(" | ")[6] == "not run" and table[3].split(" | ")[2] == "not run"
 
 
 def test_unknown_names_are_one_clear_error(zoo, capsys):
