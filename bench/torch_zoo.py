@@ -41,6 +41,7 @@ Only ``--markdown`` and cached exports run without that directory.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -103,7 +104,6 @@ def torchvision_model(name: str):
 
 def timm_model(name: str, size: int = IMAGE):
     def build():
-        _import_torchvision()  # timm imports torchvision's transforms
         import timm
 
         return timm.create_model(name, pretrained=False), _image(size)
@@ -225,6 +225,8 @@ def settle_batch_norm(torch, module, args) -> None:
 def _export(name: str, path: Path, inputs: Path) -> None:
     import torch
 
+    with contextlib.suppress(ImportError):  # a builder that needs it says it is missing
+        _import_torchvision()  # first: timm, transformers and diffusers import it when it is installed
     torch.manual_seed(SEED)
     module, feeds = ZOO[name][1]()
     args = tuple(torch.from_numpy(value) for value in feeds.values())

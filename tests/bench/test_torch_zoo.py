@@ -88,3 +88,24 @@ def test_batch_norms_are_settled_on_the_inputs_and_left_in_eval_mode():
         y = module(x)
     # the running variance is the unbiased one: 35/36 of 1 over the 36 positions per channel
     assert abs(float(y.mean())) < 1e-4 and abs(float(y.var(unbiased=False)) - 35 / 36) < 1e-3
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_torchvision_is_imported_before_any_builder_and_may_be_missing(zoo, monkeypatch, installed):
+    # transformers and diffusers import torchvision themselves when it is installed, and that
+    # import fails beside a CPU-only torch unless torch_zoo's own import came first
+    calls = []
+
+    def import_torchvision():
+        calls.append("torchvision")
+        if not installed:
+            raise ImportError("No module named 'torchvision'")
+
+    def builder():
+        calls.append("builder")
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(torch_zoo, "_import_torchvision", import_torchvision)
+    monkeypatch.setitem(torch_zoo.ZOO, "order", ("test", builder))
+    row = torch_zoo.bench_one("order", 1, "1", torch_zoo.cache_dir())
+    assert calls == ["torchvision", "builder"] and row["error"] == "export: RuntimeError: stop here"
