@@ -273,32 +273,37 @@ def torch_runner(model: onnx.ModelProto):
     return run
 
 
-def competitors(model: onnx.ModelProto, threads: str) -> tuple[dict, dict, dict]:
+def competitors(model: onnx.ModelProto, threads: str, feeds: dict | None = None,
+                unfused: bool = True) -> tuple[dict, dict, dict]:
+    """The timed callables, the inputs they share (``feeds``, or random ones) and build
+    facts; ``unfused=False`` leaves out the unfused build and its profile (two compiles)."""
     graph = fusionlang.from_onnx(model)
-    feeds = feeds_for(model, graph)
+    feeds = feeds if feeds is not None else feeds_for(model, graph)
     openmp = threads == "all"
     plan = fusionlang.fuse(graph, "apollo")
     fused = fusionlang.compile(plan, "c", openmp=openmp)
-    # the same rewritten graph (compound ops opened, conv-BN folded), one group per op
-    per_op = unfused_plan(plan.graph)
-    unfused = fusionlang.compile(per_op, "c", openmp=openmp)
     session = ort_session(model, 0 if openmp else 1)
     outputs = [o.name for o in session.get_outputs()]
 
     def ours(compiled):
         return lambda: [compiled.run(feeds)[name] for name in graph.outputs]
 
-    fns = {"fused": ours(fused), "unfused": ours(unfused), "ort": lambda: session.run(outputs, feeds)}
+    fns = {"fused": ours(fused), "ort": lambda: session.run(outputs, feeds)}
+    info = {"fused_kernels": fused.stats.kernels, "templates": sum(k.strategy == "gemm template" for k in fused.kernels)}
+    if unfused:
+        # the same rewritten graph (compound ops opened, conv-BN folded), one group per op
+        per_op = unfused_plan(plan.graph)
+        unfused_build = fusionlang.compile(per_op, "c", openmp=openmp)
+        fns["unfused"] = ours(unfused_build)
+        info["unfused_kernels"] = unfused_build.stats.kernels
+        if not openmp:
+            info["unfused_profiled"] = fusionlang.compile(per_op, "c", profile=True)
     ov_run = openvino_runner(model, os.cpu_count() if openmp else 1)
     if ov_run is not None:
         fns["ov"] = lambda: ov_run(feeds)
     torch_run = torch_runner(model) if not openmp else None
     if torch_run is not None:
         fns["torch"] = lambda: torch_run(feeds)
-    info = {"fused_kernels": fused.stats.kernels, "unfused_kernels": unfused.stats.kernels,
-            "templates": sum(k.strategy == "gemm template" for k in fused.kernels)}
-    if not openmp:
-        info["unfused_profiled"] = fusionlang.compile(per_op, "c", profile=True)
     return fns, feeds, info
 
 
@@ -327,8 +332,9 @@ def interleaved(fns: dict, rounds: int) -> dict:
     return timing, results
 
 
-def agreement(results: dict) -> dict:
-    """Largest |difference| from ORT's outputs, relative to the output's largest magnitude."""
+def agreement(results: dict, floor: float = 1.0) -> dict:
+    """Largest |difference| from ORT's outputs, relative to the output's largest magnitude
+    (or to ``floor`` where that is larger; ``floor=0``: relative to the magnitude alone)."""
     base = results["ort"]
     out = {}
     for key, values in results.items():
@@ -337,7 +343,7 @@ def agreement(results: dict) -> dict:
         worst = 0.0
         for got, want in zip(values, base):
             got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-            scale = max(1.0, float(np.abs(want).max()))
+            scale = max(floor, float(np.abs(want).max())) or 1.0
             worst = max(worst, float(np.abs(got.reshape(want.shape) - want).max()) / scale)
         out[key] = worst
     return out
