@@ -483,6 +483,27 @@ def _embedding(ctx: FxContext) -> str:
     return ctx.emit("gather", ctx.arg(0, "weight"), ctx.arg(1, "indices"), axis=0)
 
 
+@converts("aten.index.Tensor")
+def _index(ctx: FxContext) -> str:
+    # one index tensor, on the first axis: a row gather (scale_grad_by_freq's counts per token)
+    (index,) = ctx.arg(1, "indices")
+    return ctx.emit("gather", ctx.arg(0, "self"), index, axis=0)
+
+
+@refuses("aten.index.Tensor")
+def _index_form(node) -> str | None:
+    return row_index_refusal("index", node.args[1])
+
+
+def row_index_refusal(op: str, indices) -> str | None:
+    """Why ``op`` (index, index_put) with these index tensors (FX nodes or None) has no
+    converter: the converters take one int64 or int32 index tensor, on the first axis."""
+    if len(indices) != 1 or indices[0] is None:
+        return f"{op} with other than one index tensor, on the first axis, has no converter"
+    index_type = str(getattr(indices[0].meta.get("val"), "dtype", ""))
+    return None if index_type in ("torch.int64", "torch.int32") else f"{op} by {index_type} has no converter"
+
+
 # ----- tensors made from sizes (constants once the sizes are known) ---------------------
 @converts("aten.full.default", "aten.full_like.default", "aten.scalar_tensor.default")
 def _full(ctx: FxContext) -> str:
