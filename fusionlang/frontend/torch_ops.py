@@ -224,7 +224,24 @@ def _copy(ctx: FxContext) -> str:
 # ----- linear algebra and convolution -------------------------------------------------
 @converts("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
 def _matmul(ctx: FxContext) -> str:
-    return ctx.emit("matmul", ctx.arg(0, "self"), ctx.arg(1, "mat2"))
+    a, b = ctx.arg(0, "self"), ctx.arg(1, "mat2")
+    if target_name(ctx.node.target) == "aten.mm.default":
+        # a transposed matrix is read transposed (gemm's trans_a / trans_b: the GEMM template
+        # packs either layout), not copied by a transpose kernel first: the backward's
+        # grad^T @ x and grad @ (W^T)^T, for every weight
+        a_source, b_source = _transposed_matrix(ctx, a), _transposed_matrix(ctx, b)
+        if a_source is not None or b_source is not None:
+            return ctx.emit("gemm", a_source or a, b_source or b, trans_a=int(a_source is not None),
+                            trans_b=int(b_source is not None))
+    return ctx.emit("matmul", a, b)
+
+
+def _transposed_matrix(ctx: FxContext, value: str) -> str | None:
+    """The matrix ``value`` is the transpose of, when a 2-D transpose computes it."""
+    node = ctx.builder.graph.index.producers.get(value)
+    if node is None or node.op != "transpose" or ctx.rank(value) != 2 or tuple(node.attrs["perm"]) != (1, 0):
+        return None
+    return node.inputs[0]
 
 
 @converts("aten.addmm.default")

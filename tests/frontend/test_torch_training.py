@@ -117,6 +117,27 @@ def test_embeddings_backward_is_an_in_order_scatter_add_not_a_product(options):
     assert len(scatters) == 1 + ("scale_grad_by_freq" in options) and all(len(k.nodes) == 1 for k in scatters)
 
 
+def test_a_linear_layers_backward_reads_transposed_matrices_without_copying_them():
+    # grad_W = grad^T @ x and grad_x = grad @ (W^T)^T: as transposes then products, each
+    # transpose was a kernel of its own (Llama's LM head: 3 ms each); a gemm reads the
+    # matrix transposed (trans_a / trans_b) as it packs it
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5, bias=False), torch.nn.Tanh())
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 3, 6, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    assert_gradients_match(model, reference, rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-5, atol=1e-6)
+    nodes = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes]
+    # the one transpose left is the forward's W^T, which AOTAutograd saves for the backward
+    assert [node.op for node in nodes].count("transpose") == 1
+    assert sorted((n.attrs["trans_a"], n.attrs["trans_b"]) for n in nodes if n.op == "gemm") == [(0, 1), (1, 0)]
+
+
 @pytest.mark.parametrize("pool", [
     dict(kernel_size=3, stride=2, padding=1),  # ResNet's: windows overlap, padding
     dict(kernel_size=3, stride=2, ceil_mode=True),  # a last window past the edge
