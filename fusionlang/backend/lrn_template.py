@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 from fusionlang.backend.cexpr import C, ValuePrinter
+from fusionlang.backend.direct import lone_node
 from fusionlang.backend.emit_c import CFunction
 from fusionlang.backend.poly import Array, PolyStmt, build_program
 from fusionlang.ir.graph import Graph
@@ -62,10 +63,8 @@ class LrnKernel:
 def plan_lrn(graph: Graph, names: list[str], constants: dict) -> LrnKernel | None:
     """``names`` as the LRN kernel, or None: it must be one lrn node with a float32 input
     and output, built as the usual init, sum update and finalize statements."""
-    if len(names) != 1:
-        return None
-    node = graph.node(names[0])
-    if node.op != "lrn":
+    node = lone_node(graph, names, "lrn")
+    if node is None:
         return None
     call = op_call(graph, node)
     x, y = call.input(0), call.out_types[0]

@@ -25,6 +25,8 @@ from fusionlang.backend.kernel_build import KernelBuild
 from fusionlang.backend.kernel_info import KernelInfo, KernelTime
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
+from fusionlang.backend.segment_template import SegmentKernel, plan_segment_sum
+from fusionlang.backend.transpose_template import TransposeKernel, plan_transpose
 from fusionlang.backend.machine import host
 from fusionlang.backend.memory import BufferPlan, plan_buffers
 from fusionlang.backend.poly import build_program
@@ -119,7 +121,7 @@ def lower_plan(plan: FusionPlan, target: str = "c", *, fuse: bool = True, templa
     input by input, and run nothing."""
     constants: dict[str, np.ndarray] = dict(plan.graph.constants)
     aliases: dict[str, str] = {}
-    lowered: dict[int, LoweredGroup | LrnKernel | AttentionKernel] = {}
+    lowered: dict[int, LoweredGroup | LrnKernel | AttentionKernel | SegmentKernel | TransposeKernel] = {}
     store = store if store is not None else ScheduleStore()
     written: set[str] = set()  # values kernel groups store to memory
     in_place: dict[str, Group] = {}  # concat output -> its group, run in place
@@ -164,10 +166,14 @@ def _lower_kernel(plan: FusionPlan, group: Group, target: str, fuse: bool, const
         lowered[group.id] = lg
 
 
-def _direct_kernel(plan: FusionPlan, group: Group, constants: dict) -> LrnKernel | AttentionKernel | None:
-    """The C target's kernel of its own for a whole group: an LRN alone, or an attention
-    block (scores, softmax and weighted sum)."""
-    return plan_lrn(plan.graph, list(group.nodes), constants) or plan_attention(plan.graph, list(group.nodes))
+def _direct_kernel(plan: FusionPlan, group: Group, constants: dict
+                   ) -> LrnKernel | AttentionKernel | SegmentKernel | TransposeKernel | None:
+    """The C target's kernel of its own for a whole group: an LRN alone, an attention
+    block (scores, softmax and weighted sum), a segment_sum alone, or a transpose alone
+    that moves the innermost axis."""
+    names = list(group.nodes)
+    return plan_lrn(plan.graph, names, constants) or plan_attention(plan.graph, names) or \
+        plan_segment_sum(plan.graph, names) or plan_transpose(plan.graph, names)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

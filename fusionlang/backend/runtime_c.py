@@ -25,6 +25,8 @@ from fusionlang.backend.kernel_info import KernelInfo
 from fusionlang.backend.lower import LoweredGroup
 from fusionlang.backend.attention_template import AttentionKernel, attention_function
 from fusionlang.backend.lrn_template import LrnKernel, lrn_function
+from fusionlang.backend.segment_template import SegmentKernel, segment_function
+from fusionlang.backend.transpose_template import TransposeKernel, transpose_function
 from fusionlang.backend.memory import ALIGN
 from fusionlang.backend.outputs import stored_as
 from fusionlang.backend.gemm_template import DRIVER_PREFIX
@@ -33,13 +35,19 @@ from fusionlang.instrument import logger, timed
 from fusionlang.stages import CODEGEN, COMPILE, format_seconds
 
 
-def _part_function(part: LoweredGroup | LrnKernel | AttentionKernel, label: str, build: KernelBuild) -> CFunction:
-    """The C function of a loop nest, of an LRN run as the LRN template, or of an
-    attention block run as the attention template."""
+def _part_function(part: LoweredGroup | LrnKernel | AttentionKernel | SegmentKernel | TransposeKernel, label: str,
+                   build: KernelBuild) -> CFunction:
+    """The C function of a loop nest, of an LRN run as the LRN template, of an attention
+    block run as the attention template, or of a segment_sum or a transpose run as its
+    direct kernel."""
     if isinstance(part, LrnKernel):
         return lrn_function(part, label, openmp=build.openmp)
     if isinstance(part, AttentionKernel):
         return attention_function(part, label, openmp=build.openmp)
+    if isinstance(part, SegmentKernel):
+        return segment_function(part, label)
+    if isinstance(part, TransposeKernel):
+        return transpose_function(part, label)
     return emit_function(part, label, openmp=build.openmp, check_indices=build.check_indices,
                          streamed=build.streamed)
 

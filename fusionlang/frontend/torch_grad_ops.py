@@ -1,10 +1,11 @@
 """Converters for the ATen ops AOTAutograd's backward graphs hold (and a few forward ops
 the training models bring): convolution_backward, max pooling with its indices and their
-backward, the index_put that embedding's backward accumulates with, slice_scatter,
+backward, the index_put that embedding's backward accumulates with (a segment_sum: rows
+added in order), slice_scatter,
 hardtanh, and bitwise ops on bool masks.
 
 Each backward op is written with registry ops the forward converters already emit (conv,
-reduce_sum, gather, scatter_elements, pad), so the rules and the partitioner see a
+reduce_sum, gather, segment_sum, pad), so the rules and the partitioner see a
 backward graph as they see a forward one. Registered into ``torch_ops``' tables on import
 (``torch_fx`` imports this module).
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fusionlang.frontend.torch_ops import FxContext, per_axis, converts, refuses
+from fusionlang.frontend.torch_ops import FxContext, per_axis, converts, refuses, row_index_refusal
 
 #: a slice's end before the first row, for a negative step (as the ONNX importer reads it)
 INT64_MIN = np.iinfo(np.int64).min
@@ -321,22 +322,22 @@ def _stepped_slice_scatter(node) -> str | None:
 @converts("aten.index_put.default")
 def _index_put(ctx: FxContext) -> str:
     """self with values added (accumulate) at the rows one index tensor picks along the
-    first axis (what embedding's backward is; values hold one row per index)."""
+    first axis (what embedding's backward is; values hold one row per index): the rows
+    summed into their segments, in order (segment_sum, a scatter-add on the C target),
+    added to self unless self is zeros (embedding's backward starts from zeros)."""
     data, (index,), values = ctx.arg(0, "self"), ctx.arg(1, "indices"), ctx.arg(2, "values")
     rows = int(np.prod(ctx.shape(index)))
     row_shape = ctx.shape(data)[1:]
     flat = ctx.emit("reshape", ctx.cast(index, "int64"), shape=(rows,))
     updates = ctx.emit("reshape", ctx.cast(values, ctx.dtype(data)), shape=(rows, *row_shape))
-    if len(row_shape) == 1 and np.dtype(ctx.dtype(data)).kind == "f":
-        # a table's rows: one_hot(indices) (table rows x indices) times the updates is a
-        # GEMM template; scatter_elements' loop scans every index for every element of the
-        # table (bert's 8000 x 256 embedding, 256 tokens: 269 ms against 1 ms in eager)
-        on_off = ctx.constant(np.asarray([0, 1], ctx.dtype(data)))
-        picks = ctx.emit("one_hot", flat, on_off, depth=ctx.shape(data)[0], axis=0)
-        return ctx.emit("add", data, ctx.emit("matmul", picks, updates))
-    spread = ctx.emit("expand", ctx.emit("reshape", flat, shape=(rows,) + (1,) * len(row_shape)),
-                      shape=(rows, *row_shape))
-    return ctx.emit("scatter_elements", data, spread, updates, axis=0, reduction="add")
+    summed = ctx.emit("segment_sum", updates, flat, num_segments=ctx.shape(data)[0])
+    return summed if _all_zeros(ctx, data) else ctx.emit("add", data, summed)
+
+
+def _all_zeros(ctx: FxContext, value: str) -> bool:
+    """Whether ``value`` is a constant of zeros (what ``aten.full(..., 0)`` imports as)."""
+    array = ctx.builder.graph.constants.get(value)
+    return array is not None and not np.any(array)
 
 
 @refuses("aten.index_put.default")
@@ -345,8 +346,5 @@ def _index_put_form(node) -> str | None:
     accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
     if not accumulate:
         return "index_put without accumulate (an overwrite) has no converter"
-    if len(indices) != 1 or indices[0] is None:
-        return "index_put with other than one index tensor, on the first axis, has no converter"
-    index_type = str(getattr(indices[0].meta.get("val"), "dtype", ""))
-    return None if index_type in ("torch.int64", "torch.int32") else f"index_put by {index_type} has no converter"
+    return row_index_refusal("index_put", indices)
 

@@ -224,7 +224,24 @@ def _copy(ctx: FxContext) -> str:
 # ----- linear algebra and convolution -------------------------------------------------
 @converts("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
 def _matmul(ctx: FxContext) -> str:
-    return ctx.emit("matmul", ctx.arg(0, "self"), ctx.arg(1, "mat2"))
+    a, b = ctx.arg(0, "self"), ctx.arg(1, "mat2")
+    if target_name(ctx.node.target) == "aten.mm.default":
+        # a transposed matrix is read transposed (gemm's trans_a / trans_b: the GEMM template
+        # packs either layout), not copied by a transpose kernel first: the backward's
+        # grad^T @ x and grad @ (W^T)^T, for every weight
+        a_source, b_source = _transposed_matrix(ctx, a), _transposed_matrix(ctx, b)
+        if a_source is not None or b_source is not None:
+            return ctx.emit("gemm", a_source or a, b_source or b, trans_a=int(a_source is not None),
+                            trans_b=int(b_source is not None))
+    return ctx.emit("matmul", a, b)
+
+
+def _transposed_matrix(ctx: FxContext, value: str) -> str | None:
+    """The matrix ``value`` is the transpose of, when a 2-D transpose computes it."""
+    node = ctx.builder.graph.index.producers.get(value)
+    if node is None or node.op != "transpose" or ctx.rank(value) != 2 or tuple(node.attrs["perm"]) != (1, 0):
+        return None
+    return node.inputs[0]
 
 
 @converts("aten.addmm.default")
@@ -481,6 +498,27 @@ def _split(ctx: FxContext) -> tuple:
 def _embedding(ctx: FxContext) -> str:
     # padding_idx only changes the gradient: the forward pass is a row gather
     return ctx.emit("gather", ctx.arg(0, "weight"), ctx.arg(1, "indices"), axis=0)
+
+
+@converts("aten.index.Tensor")
+def _index(ctx: FxContext) -> str:
+    # one index tensor, on the first axis: a row gather (scale_grad_by_freq's counts per token)
+    (index,) = ctx.arg(1, "indices")
+    return ctx.emit("gather", ctx.arg(0, "self"), index, axis=0)
+
+
+@refuses("aten.index.Tensor")
+def _index_form(node) -> str | None:
+    return row_index_refusal("index", node.args[1])
+
+
+def row_index_refusal(op: str, indices) -> str | None:
+    """Why ``op`` (index, index_put) with these index tensors (FX nodes or None) has no
+    converter: the converters take one int64 or int32 index tensor, on the first axis."""
+    if len(indices) != 1 or indices[0] is None:
+        return f"{op} with other than one index tensor, on the first axis, has no converter"
+    index_type = str(getattr(indices[0].meta.get("val"), "dtype", ""))
+    return None if index_type in ("torch.int64", "torch.int32") else f"{op} by {index_type} has no converter"
 
 
 # ----- tensors made from sizes (constants once the sizes are known) ---------------------

@@ -38,6 +38,11 @@ def ranked_product(view, env: dict, shape: Callable[[str], tuple], size: list) -
     product = view.args[0]
     name = target_name(product.target)
     bias, a, b = (product.args[0], *product.args[1:3]) if name == "aten.addmm.default" else (None, *product.args[:2])
+    if name == "aten.mm.default" and _matrix_transpose(b) and len(b.users) == 1:
+        # flat, the product reads the matrix transposed (torch_ops: a gemm with trans_b);
+        # a transpose read elsewhere too (the forward's W^T, saved for the backward) is
+        # copied anyway, and the product at rank keeps its epilogue
+        return None
     a_source = _unflattened(a, env, shape, PRODUCTS[name])
     if a_source is None:
         return None
@@ -85,6 +90,12 @@ def _broadcast_source(expanded: str, full: str, shape: Callable[[str], tuple]) -
     lead_small, lead_big = small[:-2], big[:-2]
     aligned = (1,) * (len(lead_big) - len(lead_small)) + tuple(lead_small)
     return expanded if len(aligned) == len(lead_big) and all(s in (1, t) for s, t in zip(aligned, lead_big)) else full
+
+
+def _matrix_transpose(value) -> bool:
+    """Whether ``value`` (an FX node) transposes a matrix (a backward's ``W^T`` of a weight)."""
+    name = target_name(getattr(value, "target", ""))
+    return name == "aten.t.default" or (name == "aten.permute.default" and list(value.args[1]) == [1, 0])
 
 
 def _plain_scaling(product) -> bool:

@@ -52,6 +52,7 @@ def _register_families() -> None:
         softmax,
         trilu,
         scatter,
+        segment_sum,
         one_hot,
         sorting,
         grid_sample,

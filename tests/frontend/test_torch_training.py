@@ -91,20 +91,51 @@ def compiled_ops(report) -> set[str]:
     return {node.op for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes}
 
 
-def test_embeddings_backward_is_a_matmul_of_one_hot_rows_not_a_scatter():
-    # scatter_elements' loop scans every index for every element of the table: an
-    # 8000 x 256 table's gradient took 269 ms, as one_hot x updates a GEMM 12 ms
+def compiled_kernels(report) -> list:
+    return [kernel for piece in report.pieces for s in piece._cache.values() for kernel in s.compiled.kernels]
+
+
+@pytest.mark.parametrize("options", [{}, dict(padding_idx=4), dict(scale_grad_by_freq=True, padding_idx=0)],
+                         ids=["plain", "padding-row", "scaled-by-frequency"])
+def test_embeddings_backward_is_an_in_order_scatter_add_not_a_product(options):
+    # as one_hot(ids) x updates, an 8000 x 256 table's gradient was a 10 ms GEMM; as
+    # scatter_elements' pull-form loop, 269 ms. Rows added in order: about 1 ms.
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Embedding(20, 6), torch.nn.Tanh())
+    model = torch.nn.Sequential(torch.nn.Embedding(20, 6, **options), torch.nn.Tanh())
     reference = copy.deepcopy(model)
     report = CompileReport()
     compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    ids = torch.tensor([[1, 4, 4], [19, 0, 4]])  # a repeated row accumulates
+    ids = torch.tensor([[1, 4, 4], [19, 0, 4]])  # a repeated row accumulates (the padding row: none)
     compiled(ids).square().sum().backward()
     reference(ids).square().sum().backward()
     assert_gradients_match(model, reference, rtol=1e-5)
     ops = compiled_ops(report)
-    assert report.fallbacks == [] and "one_hot" in ops and "scatter_elements" not in ops
+    assert report.fallbacks == [] and "segment_sum" in ops
+    assert not {"one_hot", "matmul", "scatter_elements"} & ops
+    scatters = [k for k in compiled_kernels(report) if k.strategy == "segment-sum kernel"]
+    # (scaled by frequency: the tokens' counts are a segment sum too)
+    assert len(scatters) == 1 + ("scale_grad_by_freq" in options) and all(len(k.nodes) == 1 for k in scatters)
+
+
+def test_a_linear_layers_backward_reads_transposed_matrices_without_copying_them():
+    # grad_W = grad^T @ x and grad_x = grad @ (W^T)^T: as transposes then products, each
+    # transpose was a kernel of its own (Llama's LM head: 3 ms each); a gemm reads the
+    # matrix transposed (trans_a / trans_b) as it packs it
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5, bias=False), torch.nn.Tanh())
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 3, 6, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    assert_gradients_match(model, reference, rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-5, atol=1e-6)
+    nodes = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes]
+    # the one transpose left is the forward's W^T, which AOTAutograd saves for the backward
+    assert [node.op for node in nodes].count("transpose") == 1
+    assert sorted((n.attrs["trans_a"], n.attrs["trans_b"]) for n in nodes if n.op == "gemm") == [(0, 1), (1, 0)]
 
 
 @pytest.mark.parametrize("pool", [

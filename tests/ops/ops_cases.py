@@ -214,6 +214,20 @@ def _scatter_position(a, arrays, x):
     return OnnxForm("", extra=[positions], graph=graph)
 
 
+def _segment_sum(a, arrays, x):
+    """segment_sum is ONNX ScatterND with reduction add of the rows into zeros (indices as
+    [rows, 1] int64)."""
+    zero = helper.make_tensor("zero", helper.np_dtype_to_tensor_dtype(arrays[0].dtype), [1], [0])
+
+    def graph(ins, out):
+        return [helper.make_node("ConstantOfShape", [ins[2]], ["ss_base"], value=zero),
+                helper.make_node("Cast", [ins[1]], ["ss_i64"], to=TensorProto.INT64),
+                helper.make_node("Unsqueeze", ["ss_i64", ins[3]], ["ss_at"]),
+                helper.make_node("ScatterND", ["ss_base", "ss_at", ins[0]], [out], reduction="add")]
+
+    return OnnxForm("", extra=[_i64([a["num_segments"], *arrays[0].shape[1:]]), _i64([1])], graph=graph, opset=18)
+
+
 def _sort_position(a, arrays, x):
     """onnxruntime's TopK over the whole axis gives the order; scattering each place to the
     position it names inverts it."""
@@ -318,6 +332,7 @@ _SPECIAL: dict[str, Callable[[dict, list, Any], OnnxForm]] = {
                                              [_i64(a["axis"])], opset=26),
     "scatter_elements": lambda a, arrays, x: OnnxForm("ScatterElements", a, opset=18),
     "scatter_position": _scatter_position,
+    "segment_sum": _segment_sum,
     "sort_position": _sort_position,
     "sorted_indices": _sorted_indices,
     "one_hot": _one_hot,
@@ -653,6 +668,8 @@ def _scatter_cases() -> list[Case]:
         Case("scatter_pick", [normal(3, 5), normal(2, 3), const(np.array([[-1, 2, -1, -1, 1], [2, -1, 0, -1, 1],
                                                                           [-1, -1, -1, -1, -1]]))], {"axis": 1},
              oracle="scatter-pick-loop"),
+        Case("segment_sum", [normal(5, 2, 3), const(np.array([2, -1, 0, 2, 2]))], {"num_segments": 4}),
+        Case("segment_sum", [ints(3, 2), const(np.array([0, -2, 0], np.int32))], {"num_segments": 2}),
     ]
 
 

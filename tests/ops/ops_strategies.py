@@ -845,6 +845,21 @@ def _scatter_pick(op):
     return draw()
 
 
+@strategy("segment_sum")
+def _segment_sum(op):
+    @st.composite
+    def draw(d):
+        rows, segments = d(st.integers(0, 6)), d(st.integers(1, 4))
+        row_shape = d(shapes(0, 2))
+        rng = rng_of(d(SEEDS))
+        # few segments: rows landing on one segment (and negative indices) are common
+        indices = rng.integers(-segments, segments, rows).astype(d(st.sampled_from(["int64", "int32"])))
+        make = (lambda s: small_ints(rng, s)) if d(st.booleans()) else (lambda s: normal(rng, s))
+        return [make((rows, *row_shape)), indices], {"num_segments": segments}
+
+    return draw()
+
+
 # ----- sorting and one-hot ----------------------------------------------------------------
 @strategy("sort_position")
 def _sort_position(op):
