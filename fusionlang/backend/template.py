@@ -230,7 +230,7 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
         core = _plan_part(graph, group, [node.name], node, shapes, constants, machine, target)
     if core is None:
         return None
-    if target == "c" and _store_shuffled(graph, group, core, rest):
+    if target == "c" and (_store_shuffled(graph, group, core, rest) or _store_transposed(graph, group, core, rest)):
         rest = []
     core.prologue = staging_prologue(graph, group, first, node, shapes, constants) if first and target != "c" \
         else None
@@ -277,6 +277,38 @@ def _store_shuffled(graph: Graph, group: Group, core: TemplateGroup, rest: list[
         return False
     core.problem = replace(problem, c=replace(problem.c, rows=groups * plane, outer_strides=image_strides + (plane,)))
     c.value = join.outputs[0]
+    return True
+
+
+def _store_transposed(graph: Graph, group: Group, core: TemplateGroup, rest: list[str]) -> bool:
+    """Have the template store its result straight into the transpose that swaps its images
+    and channels, all that follows it, and say whether it does. A conv's weight gradient
+    is a conv of the input with images and channels swapped, transposed back to [O, C, kh,
+    kw]: image b, row i, position p of C is element (i, b, p) of the transpose, so C's rows
+    step images * plane floats and its image step is one plane. Folded, each row of C is
+    then one contiguous run (resnet18's 3x3 weight gradients: the micro-kernel accumulates
+    in place, and the strided copy after the template goes)."""
+    problem, c = core.problem, core.c_param
+    if len(rest) != 1 or not c.value or len(c.shape) not in (3, 4) or len(problem.outer) != (1 if problem.fold else 2):
+        return False
+    swap = graph.node(rest[0])
+    if swap.op != "transpose" or swap.inputs[0] != c.value or c.value in group.outputs:
+        return False
+    rank = len(c.shape)
+    if op_call(graph, swap).attrs["perm"] != (1, 0) + tuple(range(2, rank)):
+        return False
+    images, channels, plane = c.shape[0], c.shape[1], int(np.prod(c.shape[2:], dtype=np.int64))
+    groups = problem.outer[-1]
+    rows = channels // groups
+    image_strides = () if problem.fold else (channels * plane,)
+    if problem.m != rows or problem.c != Operand(plane, 1, 0, image_strides + (rows * plane,)) \
+            or (problem.fold is not None and problem.fold.c_stride != channels * plane) \
+            or (problem.fold is None and problem.outer[0] != images):
+        return False
+    swapped = () if problem.fold else (plane,)
+    fold = replace(problem.fold, c_stride=plane) if problem.fold else None
+    core.problem = replace(problem, c=Operand(images * plane, 1, 0, swapped + (rows * images * plane,)), fold=fold)
+    c.value, c.shape = swap.outputs[0], graph.types[swap.outputs[0]].shape
     return True
 
 

@@ -134,3 +134,33 @@ def test_k_blocks_add_up_in_the_folded_tiles(plane):
     feeds = {"x": rng.standard_normal((3, 600, plane, plane)).astype(np.float32)}
     got = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c").run(feeds)[graph.outputs[0]]
     np.testing.assert_allclose(got, reference.run(graph, feeds)[graph.outputs[0]], rtol=2e-4, atol=2e-3)
+
+
+def _conv_transposed(batch, channels, plane, rank=2, relu=False):
+    """A conv whose images and channels are swapped after it (a weight gradient's shape)."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("wgrad")
+    x = b.input("x", (batch, channels) + (plane,) * rank)
+    w = b.constant(rng.standard_normal((6, channels) + (3,) * rank).astype(np.float32))
+    y = b.conv(x, w, pads=(1,) * 2 * rank)
+    y = b.relu(y) if relu else y
+    b.output(b.transpose(y, perm=(1, 0) + tuple(range(2, rank + 2))))
+    feeds = {"x": rng.standard_normal((batch, channels) + (plane,) * rank).astype(np.float32)}
+    return b.build(), feeds
+
+
+@pytest.mark.parametrize("batch,plane,rank,relu,folded", [(4, 3, 2, False, True), (3, 2, 2, True, True),
+                                                          (2, 10, 2, False, False), (5, 4, 1, True, True)])
+def test_the_template_stores_straight_into_the_images_channels_transpose(batch, plane, rank, relu, folded):
+    graph, feeds = _conv_transposed(batch, 5, plane, rank, relu)
+    plan = fusionlang.fuse(graph, "apollo")
+    (tg,) = [tg for g in plan.groups if (tg := template.plan_template(plan, g, dict(graph.constants))) is not None]
+    # no strided copy after the template: C's rows step every image's plane
+    assert tg.after is None
+    assert (tg.problem.fold is not None) == folded
+    positions = plane ** rank
+    assert tg.problem.c.rows == batch * positions
+    if folded:
+        assert tg.problem.fold.c_stride == positions
+    got = fusionlang.compile(plan, "c").run(feeds)[graph.outputs[0]]
+    np.testing.assert_allclose(got, reference.run(graph, feeds)[graph.outputs[0]], rtol=2e-4, atol=2e-4)
