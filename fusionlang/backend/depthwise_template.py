@@ -95,10 +95,11 @@ class Planes:
         return self.chunks * self.unroll * self.vl
 
     def buffer_floats(self, x: Im2Col) -> int:
-        """Floats of the padded phase planes, with room for the last chunk's furthest tap."""
+        """Floats of the padded phase planes, with room for the last chunk's furthest tap:
+        whole vectors."""
         planes = self.phases[0] * self.phases[1] * self.height * self.width
-        return max(planes, self.span + max(_tap_offset(self, x, ky, kx)
-                                           for ky in range(x.kernel[0]) for kx in range(x.kernel[1])))
+        reach = max(_tap_offset(self, x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1]))
+        return -(-max(planes, self.span + reach) // self.vl) * self.vl
 
 
 #: a strided convolution with few taps per input element (3x3 at stride 2: 2.25) and output
@@ -107,6 +108,9 @@ class Planes:
 #: the rows' speed as depthwise conv and max pool; 84 -> 42: 1.34x; 56 -> 28: 1.8 to 2.6x;
 #: 5x5 stride 2 at 112: 1.5x)
 ROWS_MIN_WIDTH, ROWS_MAX_TAPS_PER_INPUT = 48, 3
+
+#: padding buffers up to this many vectors are filled by single stores
+SMALL_FILL_VECTORS = 16
 
 #: accumulator vectors per chunk: 8 of 32 (AVX-512) or 16 (AVX2) registers, the rest for the
 #: loaded input; at least MIN_UNROLL so that each tap's loads overlap
@@ -204,9 +208,15 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
     size = planes.buffer_floats(x)
     out(f"float pad[{size}] __attribute__((aligned(64)));")
     out(f"float acc[{planes.span}] __attribute__((aligned(64)));")
-    out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
-    _fill_phases(out, x, planes)
     vector, vl = f"fl_dwv{planes.vl}", planes.vl
+    # a small buffer's padding as vector stores one by one: a loop, gcc makes `rep stos`,
+    # which starts slowly (a 7x7 plane's 96 floats)
+    fill = f"({vector}){{0}} + {tap.pad}"
+    if size <= SMALL_FILL_VECTORS * vl:
+        out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
+    else:
+        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+    _fill_phases(out, x, planes)
     out.open(f"for (long t0 = 0; t0 < {planes.span}; t0 += {planes.unroll * vl})")
     accs = [f"a{u}" for u in range(planes.unroll)]
     out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
