@@ -5,7 +5,8 @@ The reference pads the input (asymmetrically: the bottom and right pads come fro
 size) with the tap's padding and slides the window: a weighted sum, a max or a plain sum. The
 kernels run the plane method at every stride (it splits the input by stride phase), on
 vectors of 4, 8 or 16 floats (which changes the chunking), with the epilogues the networks
-fold in: a bias and ReLU6, a batch normalisation and a clip."""
+fold in: a bias and ReLU6, a batch normalisation and a clip (both run over the wide
+accumulator), and a residual read at the element's position (run over the compacted plane)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from test_template_threads import _one_and_two, _threaded, every_size_in_paralle
 from fusionlang.backend import depthwise_template
 from fusionlang.backend.ccompile import TEMPLATE_OPT, build_library, load_library
 from fusionlang.backend.depthwise_template import (DEPTHWISE, MAX_POOL, SUM_POOL, Planes, depthwise_kernel,
-                                                   planes_for)
+                                                   planes_for, reads_position)
 from fusionlang.backend.epilogue import Text
 from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Operand
 
@@ -33,6 +34,13 @@ EPILOGUES = {
                         ("const float *restrict p", "const float *restrict q")),
 }
 ODD_KERNELS = st.sampled_from([1, 3, 5, 7])
+
+
+def _residual(channels: int, plane: int) -> Epilogue:
+    """Adds the element of a second array at the element's own position (``j``): the epilogue
+    must see the compacted plane, not the wide one."""
+    return Epilogue((Text(f"v = v * p[o1] + q[(o0 * {channels} + o1) * {plane} + j];"),),
+                    ("const float *restrict p", "const float *restrict q"))
 
 
 def _out_size(h, w, kernel, stride, dilation, before, after, **_) -> tuple[int, int]:
@@ -67,6 +75,8 @@ def _reference(x, weight, tap: str, kernel, stride, dilation, before, out_size) 
 
 
 def _epilogue_reference(y, epilogue: str, p, q):
+    if epilogue == "residual":
+        return y * p[None, :, None, None] + q.reshape(y.shape)
     if epilogue == "bias_relu6":
         return np.clip(y + p[None, :, None, None], 0.0, 6.0)
     if epilogue == "bn_clip":
@@ -102,14 +112,19 @@ def _pointers(tap: str, x, weight, y, p, q):
 
 
 @settings(max_examples=30, deadline=None)
-@given(conv=convolutions(), tap=st.sampled_from(sorted(TAPS)), epilogue=st.sampled_from(sorted(EPILOGUES)),
-       vl=st.sampled_from([4, 8, 16]), seed=st.integers(0, 2**16))
+@given(conv=convolutions(), tap=st.sampled_from(sorted(TAPS)),
+       epilogue=st.sampled_from(sorted(EPILOGUES) + ["residual"]), vl=st.sampled_from([4, 8, 16]),
+       seed=st.integers(0, 2**16))
 def test_plane_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
     problem, (oh, ow) = _conv(**conv)
     assert planes_for(problem.b, vl) is not None  # these planes are small: the plane method runs
-    source = depthwise_kernel("fl_dw_planes", problem, EPILOGUES[epilogue], tap=TAPS[tap], vl=vl)
+    chosen = _residual(conv["channels"], oh * ow) if epilogue == "residual" else EPILOGUES[epilogue]
+    source = depthwise_kernel("fl_dw_planes", problem, chosen, tap=TAPS[tap], vl=vl)
     fn = load_library(build_library(["#include <math.h>\n" + source], opts=[TEMPLATE_OPT])).fl_dw_planes
     x, weight, p, q = _arrays(conv, seed)
+    if epilogue == "residual":
+        q = np.random.default_rng(seed + 1).standard_normal(conv["batch"] * conv["channels"] * oh * ow)
+        q = q.astype(np.float32)
     y = np.full((conv["batch"], conv["channels"], oh, ow), np.nan, np.float32)
     assert fn(*_pointers(tap, x, weight, y, p, q)) == 0
     want = _reference(x, weight, tap, conv["kernel"], conv["stride"], conv["dilation"], conv["before"], (oh, ow))
@@ -163,3 +178,9 @@ def test_the_chunks_waste_the_fewest_vectors():
     assert planes is not None and (planes.unroll, planes.chunks) == (4, 1)
     planes = _planes(1, 1, 1)  # one float: one vector
     assert planes is not None and (planes.unroll, planes.chunks) == (1, 1)
+
+
+def test_an_epilogue_reads_the_position_where_it_names_the_column_j():
+    assert reads_position(_residual(4, 49))
+    assert not reads_position(EPILOGUES["bn_clip"])
+    assert not reads_position(Epilogue((Text("v = v + obj[o1] * jj;"),), ()))  # names containing j
