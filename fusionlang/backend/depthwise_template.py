@@ -10,7 +10,9 @@ direct kernel has two methods, chosen when it is planned (:func:`planes_for`):
   them at a constant shift of the output's flattened index, so the whole output plane is one
   contiguous run, summed a few vectors at a time in registers over all taps. On 7x7 or 14x14
   planes (and at stride 2) a row is less than one vector: the row method left most lanes idle
-  and paid its per-row overhead 7 to 14 times per channel.
+  and paid its per-row overhead 7 to 14 times per channel. Planes of at most 4x4 outputs go
+  further (:func:`lanes_for`): a vector of channels at a time, one per lane, each tap's
+  weight a vector of theirs.
 * rows: one output row of a channel in an L1 buffer, each tap's weight times a shifted (at
   stride > 1 strided) input row added in; the valid part of each shifted row is computed once
   per tap, so padding costs no test per element. It runs where the planes would not fit the
@@ -156,9 +158,11 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     dh, dw = x.dilation
     ph, pw = x.pads
     planes = planes_for(x, vl or host().vector_floats)
+    lanes = lanes_for(problem, planes)
     out = Lines()
     what = "depthwise" if tap.weighted else "pooling"
     method = "rows" if planes is None else f"planes {planes.unroll}x{planes.vl} x{planes.chunks}"
+    method += f", channels {lanes} at a time in lanes" if lanes else ""
     out(f"/* {what} template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
         f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw}, {method} */")
     if planes is not None:
@@ -168,23 +172,98 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     weights = "const float *restrict W, " if tap.weighted else ""
     out.open(f"{linkage}int {name}({weights}const float *restrict X, float *restrict Y{extra})")
     taps = problem.outer[0] * problem.outer[1] * x.out_h * x.out_w * kh * kw
-    if threads and taps >= gemm_template.PARALLEL_MIN_MACS:  # a small one on the calling thread: see there
-        out("#pragma omp parallel for collapse(2) schedule(static)")
-    out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
-    out.open(f"for (long o1 = 0; o1 < {problem.outer[1]}; o1++)")
-    if tap.weighted:
-        out(f"const float *w = W + {_offset(problem.a)};")
-    out(f"const float *plane = X + {_offset(x)};")
-    out(f"float *y = Y + {_offset(problem.c)};")
-    if planes is not None:
-        _plane_body(out, name, x, planes, epilogue, extra_args, tap)
-    else:
-        _row_body(out, name, x, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap)
-    out.close()
-    out.close()
+    parallel = threads and taps >= gemm_template.PARALLEL_MIN_MACS  # a small one on the calling thread: see there
+    grouped = problem.outer[1] // lanes * lanes if lanes else 0
+    # the channels that fill whole vectors in lanes (if any), then the rest one by one
+    for first, last, step in ((0, grouped, lanes), (grouped, problem.outer[1], 1)):
+        if last <= first:
+            continue
+        if parallel:
+            out("#pragma omp parallel for collapse(2) schedule(static)")
+        out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
+        out.open(f"for (long o1 = {first}; o1 < {last}; o1 += {step})")
+        if tap.weighted:
+            out(f"const float *w = W + {_offset(problem.a)};")
+        out(f"const float *plane = X + {_offset(x)};")
+        out(f"float *y = Y + {_offset(problem.c)};")
+        if step > 1:
+            assert planes is not None  # lanes_for
+            _lanes_body(out, name, problem, planes.vl, epilogue, extra_args, tap)
+        elif planes is not None:
+            _plane_body(out, name, x, planes, epilogue, extra_args, tap)
+        else:
+            _row_body(out, name, x, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap)
+        out.close()
+        out.close()
     out("return 0;")
     out.close()
     return out.text()
+
+
+#: output planes of at most this many elements (4x4) run ``vl`` channels at a time, one per
+#: lane, where the channels fill a vector; their windows span at most LANES_MAX_WINDOW inputs.
+#: Against the plane method at batch 4 (A/B in one process): 2x2 planes of 960 channels 3.5x,
+#: 4x4 of 576 1.9x; larger planes were not measured with lanes and stay planes
+LANES_MAX_OUTPUTS, LANES_MAX_WINDOW = 16, 100
+
+
+def lanes_for(problem: GemmProblem, planes: Planes | None) -> int:
+    """How many channels one pass of the lanes method takes (a vector's floats), or 0 where
+    each channel runs alone: a 2x2 or 4x4 output plane fills less than one vector, and the
+    plane method then spends most of each channel on its fixed costs (the padding, the
+    chunk's stores, the compaction), one channel after another."""
+    x = problem.b
+    assert isinstance(x, Im2Col)
+    if planes is None or x.out_h * x.out_w > LANES_MAX_OUTPUTS or problem.outer[1] < planes.vl:
+        return 0
+    return planes.vl if _window(x)[0] * _window(x)[1] <= LANES_MAX_WINDOW else 0
+
+
+def _window(x: Im2Col) -> tuple[int, int]:
+    """Rows and columns of the padded input the output plane reads."""
+    (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
+    return (x.out_h - 1) * sh + (kh - 1) * dh + 1, (x.out_w - 1) * sw + (kw - 1) * dw + 1
+
+
+def _lanes_body(out: Lines, name, problem: GemmProblem, vl: int, epilogue, extra_args, tap: Tap) -> None:
+    # lane l holds channel o1 + l: the padded windows are gathered across the channels, each
+    # tap's weight is a vector of the channels' weights, and every output element is one
+    # vector of taps summed in registers; then each channel's plane is scattered back
+    # and its epilogue run
+    x = problem.b
+    assert isinstance(x, Im2Col)
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw) = x.kernel, x.stride, x.dilation, x.pads
+    rows, cols = _window(x)
+    vector, outputs = f"fl_dwv{vl}", x.out_h * x.out_w
+    x_step, y_step = x.outer_strides[1], problem.c.outer_strides[1]
+    if tap.weighted:
+        out(f"{vector} wv[{kh * kw}];")
+        out(f"for (long k = 0; k < {kh * kw}; k++) for (long l = 0; l < {vl}; l++) "
+            f"wv[k][l] = w[l * {problem.a.outer_strides[1]}L + k];")
+    out(f"{vector} xt[{rows * cols}], yt[{outputs}];")
+    out(f"for (long t = 0; t < {rows * cols}; t++) xt[t] = ({vector}){{0}} + {tap.pad};")
+    lo_r, hi_r = _valid_columns(-ph, 1, x.in_h, rows)
+    lo_c, hi_c = _valid_columns(-pw, 1, x.in_w, cols)
+    if hi_r > lo_r and hi_c > lo_c:
+        out(f"for (long r = {lo_r}; r < {hi_r}; r++) for (long c = {lo_c}; c < {hi_c}; c++) "
+            f"for (long l = 0; l < {vl}; l++) xt[r * {cols} + c][l] = plane[l * {x_step}L + (r - {ph}) * {x.in_w}L + c - {pw}];")
+    for oh in range(x.out_h):
+        for ow in range(x.out_w):
+            out.open("")
+            out(f"{vector} a = ({vector}){{0}} + {tap.init};")
+            for ky in range(kh):
+                for kx in range(kw):
+                    weight = f"const {vector} tap = wv[{ky * kw + kx}]; " if tap.weighted else ""
+                    update = tap.vector_update.format(acc="a", src="xv", mask=f"fl_dwm{vl}", vector=vector)
+                    out(f"{{ {weight}{vector} xv = xt[{(oh * sh + ky * dh) * cols + ow * sw + kx * dw}]; {update} }}")
+            out(f"yt[{oh * x.out_w + ow}] = a;")
+            out.close()
+    out.open(f"for (long l = 0; l < {vl}; l++)")
+    out(f"float *yl = y + l * {y_step}L;")
+    out(f"for (long j = 0; j < {outputs}; j++) yl[j] = yt[j][l];")
+    if epilogue is not None:
+        out(f"{name}_epilogue(yl, 0, 1, 0, {outputs}, o0, o1 + l{extra_args});")
+    out.close()
 
 
 def _vector_types(out: Lines, vl: int) -> None:
@@ -334,5 +413,5 @@ def _offset(view) -> str:
     return " + ".join(terms)
 
 
-__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Planes", "Tap", "depthwise_kernel", "is_depthwise", "planes_for",
-           "reads_position"]
+__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Planes", "Tap", "depthwise_kernel", "is_depthwise", "lanes_for",
+           "planes_for", "reads_position"]

@@ -4,7 +4,8 @@ output) against a direct NumPy window reference, and where it is chosen.
 The reference pads the input (asymmetrically: the bottom and right pads come from the output
 size) with the tap's padding and slides the window: a weighted sum, a max or a plain sum. The
 kernels run the plane method at every stride (it splits the input by stride phase), on
-vectors of 4, 8 or 16 floats (which changes the chunking), with the epilogues the networks
+vectors of 4, 8 or 16 floats (which changes the chunking; up to 4x4 outputs and 4 or 8
+channels, whole vectors of channels run in lanes), with the epilogues the networks
 fold in: a bias and ReLU6, a batch normalisation and a clip (both run over the wide
 accumulator), and a residual read at the element's position (run over the compacted plane)."""
 
@@ -21,7 +22,7 @@ from test_template_threads import _one_and_two, _threaded, every_size_in_paralle
 from fusionlang.backend import depthwise_template
 from fusionlang.backend.ccompile import TEMPLATE_OPT, build_library, load_library
 from fusionlang.backend.depthwise_template import (DEPTHWISE, MAX_POOL, SUM_POOL, Planes, depthwise_kernel,
-                                                   planes_for, reads_position)
+                                                   lanes_for, planes_for, reads_position)
 from fusionlang.backend.epilogue import Text
 from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Operand
 
@@ -85,15 +86,19 @@ def _epilogue_reference(y, epilogue: str, p, q):
 
 
 @st.composite
-def convolutions(draw):
-    kernel = (draw(ODD_KERNELS), draw(ODD_KERNELS))
+def convolutions(draw, tiny: bool = False):
+    """A depthwise conv's attributes; ``tiny``: inputs up to 4x4 over 4 to 19 channels (the
+    lanes method's when the output has at most 16 elements), else planes up to 15x15 over up
+    to 9 channels (at 4 floats a vector, lanes for whole vectors of them and a rest)."""
+    kernel = (draw(st.sampled_from([1, 3, 5]) if tiny else ODD_KERNELS), draw(ODD_KERNELS))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    before = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
-    after = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
-    size = (draw(st.integers(1, 15)), draw(st.integers(1, 15)))
-    conv = dict(batch=draw(st.integers(1, 2)), channels=draw(st.integers(1, 4)), h=size[0], w=size[1], kernel=kernel,
-                stride=stride, dilation=dilation, before=before, after=after)
+    pad = st.integers(0, 1 if tiny else 3)
+    before, after = (draw(pad), draw(pad)), (draw(pad), draw(pad))
+    side = st.integers(1, 4 if tiny else 15)
+    size = (draw(side), draw(side))
+    conv = dict(batch=draw(st.integers(1, 2)), channels=draw(st.integers(4, 19) if tiny else st.integers(1, 9)),
+                h=size[0], w=size[1], kernel=kernel, stride=stride, dilation=dilation, before=before, after=after)
     assume(min(_out_size(**conv)) >= 1)
     return conv
 
@@ -116,8 +121,23 @@ def _pointers(tap: str, x, weight, y, p, q):
        epilogue=st.sampled_from(sorted(EPILOGUES) + ["residual"]), vl=st.sampled_from([4, 8, 16]),
        seed=st.integers(0, 2**16))
 def test_plane_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
-    problem, (oh, ow) = _conv(**conv)
+    problem, _ = _conv(**conv)
     assert planes_for(problem.b, vl) is not None  # these planes are small: the plane method runs
+    _check_against_the_reference(conv, tap, epilogue, vl, seed)
+
+
+@settings(max_examples=20, deadline=None)
+@given(conv=convolutions(tiny=True), tap=st.sampled_from(sorted(TAPS)),
+       epilogue=st.sampled_from(sorted(EPILOGUES) + ["residual"]), vl=st.sampled_from([4, 8]),
+       seed=st.integers(0, 2**16))
+def test_lanes_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
+    problem, _ = _conv(**conv)
+    assume(lanes_for(problem, planes_for(problem.b, vl)) == vl)
+    _check_against_the_reference(conv, tap, epilogue, vl, seed)
+
+
+def _check_against_the_reference(conv: dict, tap: str, epilogue: str, vl: int, seed: int) -> None:
+    problem, (oh, ow) = _conv(**conv)
     chosen = _residual(conv["channels"], oh * ow) if epilogue == "residual" else EPILOGUES[epilogue]
     source = depthwise_kernel("fl_dw_planes", problem, chosen, tap=TAPS[tap], vl=vl)
     fn = load_library(build_library(["#include <math.h>\n" + source], opts=[TEMPLATE_OPT])).fl_dw_planes
@@ -178,6 +198,18 @@ def test_the_chunks_waste_the_fewest_vectors():
     assert planes is not None and (planes.unroll, planes.chunks) == (4, 1)
     planes = _planes(1, 1, 1)  # one float: one vector
     assert planes is not None and (planes.unroll, planes.chunks) == (1, 1)
+
+
+@pytest.mark.parametrize("plane, kernel, stride, channels, lanes", [
+    (2, 3, 1, 960, 16), (4, 3, 1, 576, 16), (7, 3, 2, 576, 16), (8, 3, 2, 64, 16), (4, 7, 1, 32, 16),
+    (5, 3, 1, 64, 0),  # 25 outputs: the plane method's chunks are full enough
+    (4, 3, 1, 15, 0),  # fewer channels than lanes
+    (4, 9, 1, 64, 0),  # a 12x12 window: too many inputs to gather
+])
+def test_tiny_planes_run_a_vector_of_channels_at_a_time(plane, kernel, stride, channels, lanes):
+    problem, _ = _conv(1, channels, plane, plane, (kernel, kernel), (stride, stride), (1, 1), (kernel // 2,) * 2,
+                       (kernel // 2,) * 2)
+    assert lanes_for(problem, planes_for(problem.b, 16)) == lanes
 
 
 def test_an_epilogue_reads_the_position_where_it_names_the_column_j():
