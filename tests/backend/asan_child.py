@@ -42,6 +42,12 @@ def small_graphs():
     d3 = b.conv(x, w3, pads=[2, 2, 2, 2], dilations=[2, 2], strides=[2, 1], group=4)
     b.output(d2, d3, b.max_pool(d1, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
     yield b.build()
+    # 4x4 planes of 20 channels: 16 in lanes (gathered across the channels), 4 on their own
+    b = GraphBuilder("depthwise_lanes")
+    x = b.input("x", (2, 20, 4, 4))
+    w = b.constant(np.random.default_rng(2).standard_normal((20, 1, 3, 3)).astype(np.float32))
+    b.output(b.relu(b.conv(x, w, pads=[1, 1, 1, 1], group=20)))
+    yield b.build()
 
 
 def check(graph, feeds, plan) -> None:
