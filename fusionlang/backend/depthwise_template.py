@@ -3,12 +3,25 @@ direct kernels.
 
 As a GEMM it would be a 1 x (OH*OW) x (KH*KW) product per channel: a register tile of MR
 rows would hold one useful row, and packing would cost more than the arithmetic. The
-direct kernel instead keeps one output row of a channel in an L1 buffer and adds each tap's
-weight times a shifted input row into it; the row loop is a plain vector loop (contiguous
-at stride 1). The valid part of each shifted row is computed once per tap, so padding costs
-no test per element. The finished row goes through the same epilogue as the GEMM
-template's tiles (:func:`.gemm_template.epilogue_function`), with row 0 and the row's first
-column as its coordinates.
+direct kernel has two methods, chosen when it is planned (:func:`planes_for`):
+
+* planes (:class:`Planes`): the channel's input is copied once into zero-padded planes, one
+  per stride phase, each as wide as the output plus the kernel's reach; every tap then reads
+  them at a constant shift of the output's flattened index, so the whole output plane is one
+  contiguous run, summed a few vectors at a time in registers over all taps. On 7x7 or 14x14
+  planes (and at stride 2) a row is less than one vector: the row method left most lanes idle
+  and paid its per-row overhead 7 to 14 times per channel. Planes of at most 4x4 outputs go
+  further (:func:`lanes_for`): a vector of channels at a time, one per lane, each tap's
+  weight a vector of theirs.
+* rows: one output row of a channel in an L1 buffer, each tap's weight times a shifted (at
+  stride > 1 strided) input row added in; the valid part of each shifted row is computed once
+  per tap, so padding costs no test per element. It runs where the planes would not fit the
+  stack (:data:`PLANE_BYTES`) and on wide strided rows with few taps, where its long runs beat
+  splitting the input into phases.
+
+The finished plane (or row) goes through the same epilogue as the GEMM template's tiles
+(:func:`.gemm_template.epilogue_function`), with row 0 and its first element's flattened
+index as its coordinates.
 
 The problem is described like the GEMM's: ``problem.a`` the weights (one row of KH*KW
 taps per channel, channel = outer index 1), ``problem.b`` the input as :class:`Im2Col` with
@@ -21,11 +34,15 @@ business: the pool's own final statement divides by it (see :mod:`.template`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fusionlang.backend import gemm_template
+from fusionlang.backend.cexpr import C
+from fusionlang.backend.epilogue import statements_text
 from fusionlang.backend.gemm_template import (Epilogue, GemmProblem, Im2Col, Lines, epilogue_args, epilogue_function,
                                               epilogue_params)
+from fusionlang.backend.machine import host
 
 
 @dataclass(frozen=True)
@@ -38,12 +55,17 @@ class Tap:
     #: C statement; ``{acc}`` and ``{src}`` stand for the accumulator and the input element
     update: str
     weighted: bool
+    #: the same on vectors (``{acc}`` a vector variable, ``{src}`` a vector value; ``{mask}``
+    #: the integer vector type of their lanes): GCC's C has no ``?:`` on vectors
+    vector_update: str
 
 
-DEPTHWISE = Tap("0.0f", "0.0f", "{acc} += tap * {src};", True)
+DEPTHWISE = Tap("0.0f", "0.0f", "{acc} += tap * {src};", True, "{acc} += tap * {src};")
 #: NaN wins, as in the reference's np.max; padding never does
-MAX_POOL = Tap("-INFINITY", "-INFINITY", "{acc} = ({src} > {acc} || {src} != {src}) ? {src} : {acc};", False)
-SUM_POOL = Tap("0.0f", "0.0f", "{acc} += {src};", False)
+MAX_POOL = Tap("-INFINITY", "-INFINITY", "{acc} = ({src} > {acc} || {src} != {src}) ? {src} : {acc};", False,
+               "{{ {mask} si = ({mask}){src}, ai = ({mask}){acc}, mi = ({src} > {acc}) | ({src} != {src}); "
+               "{acc} = ({vector})((si & mi) | (ai & ~mi)); }}")
+SUM_POOL = Tap("0.0f", "0.0f", "{acc} += {src};", False, "{acc} += {src};")
 
 #: the plane method's two stack buffers (padded input, wide output) stay under this
 PLANE_BYTES = 128 * 1024
@@ -53,11 +75,80 @@ def is_depthwise(problem: GemmProblem) -> bool:
     return isinstance(problem.b, Im2Col) and problem.b.channels == 1 and problem.m == 1 and len(problem.outer) == 2
 
 
+@dataclass(frozen=True)
+class Planes:
+    """The plane method's layout, decided when the kernel is planned (:func:`planes_for`).
+
+    The channel's zero-padded input is split by stride phase into ``phases`` planes of
+    ``height`` x ``width`` (plane (py, px) holds the padded input's rows py, py + sh, ... and
+    its columns px, px + sw, ...), each as wide as the output plus the kernel's reach in
+    phase columns. Then every tap reads its phase plane at a constant shift of the output's
+    flattened index ``oh * width + ow``, whatever the stride: the whole output plane is one
+    contiguous run of ``span`` floats, accumulated ``unroll`` vectors of ``vl`` floats at a
+    time in registers (``chunks`` of them), every tap added in before the next chunk."""
+
+    phases: tuple[int, int]
+    height: int
+    width: int
+    vl: int
+    unroll: int
+    chunks: int
+
+    @property
+    def span(self) -> int:
+        """Floats of the flattened output the chunks cover (a whole number of chunks)."""
+        return self.chunks * self.unroll * self.vl
+
+    def buffer_floats(self, x: Im2Col) -> int:
+        """Floats of the padded phase planes, with room for the last chunk's furthest tap:
+        whole vectors."""
+        planes = self.phases[0] * self.phases[1] * self.height * self.width
+        reach = max(_tap_offset(self, x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1]))
+        return -(-max(planes, self.span + reach) // self.vl) * self.vl
+
+
+#: a strided convolution with few taps per input element (3x3 at stride 2: 2.25) and output
+#: rows at least this wide runs the row method: its long strided runs cost less than
+#: splitting the input into phase planes (3x3 stride 2, 112 -> 56 wide: planes 0.85 to 0.94x
+#: the rows' speed as depthwise conv and max pool; 84 -> 42: 1.34x; 56 -> 28: 1.8 to 2.6x;
+#: 5x5 stride 2 at 112: 1.5x)
+ROWS_MIN_WIDTH, ROWS_MAX_TAPS_PER_INPUT = 48, 3
+
+#: padding buffers up to this many vectors are filled by single stores
+SMALL_FILL_VECTORS = 16
+
+#: accumulator vectors per chunk: 8 of 32 (AVX-512) or 16 (AVX2) registers, the rest for the
+#: loaded input; at least MIN_UNROLL so that each tap's loads overlap
+MAX_UNROLL, MIN_UNROLL = 8, 4
+
+
+def planes_for(x: Im2Col, vl: int) -> Planes | None:
+    """The plane method's layout for this convolution on ``vl``-float vectors, or None where
+    its two stack buffers (padded phase planes, flattened output) would pass
+    :data:`PLANE_BYTES`, or where the rows are faster (:data:`ROWS_MIN_WIDTH`): then the row
+    method runs."""
+    (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
+    if sh * sw > 1 and kh * kw < ROWS_MAX_TAPS_PER_INPUT * sh * sw and x.out_w >= ROWS_MIN_WIDTH:
+        return None
+    height = x.out_h + (kh - 1) * dh // sh
+    width = x.out_w + (kw - 1) * dw // sw
+    vectors = -(-((x.out_h - 1) * width + x.out_w) // vl)
+    # the unroll that wastes the fewest vectors on the last chunk (ties: the larger)
+    unroll = min(range(min(MIN_UNROLL, vectors), min(MAX_UNROLL, vectors) + 1),
+                 key=lambda u: (-(-vectors // u) * u, -u))
+    planes = Planes((sh, sw), height, width, vl, unroll, -(-vectors // unroll))
+    if 4 * (planes.buffer_floats(x) + planes.span) > PLANE_BYTES:
+        return None
+    return planes
+
+
 def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *,
-                     threads: bool = False, tap: Tap = DEPTHWISE, linkage: str = "") -> str:
+                     threads: bool = False, tap: Tap = DEPTHWISE, linkage: str = "",
+                     vl: int | None = None) -> str:
     """C source of ``int name(const float *W, const float *X, float *Y, <epilogue params>)``
     (always returns 0: it allocates nothing); a pooling ``tap`` drops ``W``; ``linkage``
-    goes before the function (``"static "``)."""
+    goes before the function (``"static "``); ``vl``: floats per vector of the plane method
+    (default: this machine's)."""
     if not is_depthwise(problem):
         raise ValueError("not a depthwise convolution")
     x = problem.b
@@ -66,80 +157,208 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     sh, sw = x.stride
     dh, dw = x.dilation
     ph, pw = x.pads
+    planes = planes_for(x, vl or host().vector_floats)
+    lanes = lanes_for(problem, planes)
     out = Lines()
     what = "depthwise" if tap.weighted else "pooling"
+    method = "rows" if planes is None else f"planes {planes.unroll}x{planes.vl} x{planes.chunks}"
+    method += f", channels {lanes} at a time in lanes" if lanes else ""
     out(f"/* {what} template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
-        f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw} */")
+        f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw}, {method} */")
+    if planes is not None:
+        _vector_types(out, planes.vl)
     epilogue_function(out, name, problem, epilogue)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     weights = "const float *restrict W, " if tap.weighted else ""
     out.open(f"{linkage}int {name}({weights}const float *restrict X, float *restrict Y{extra})")
     taps = problem.outer[0] * problem.outer[1] * x.out_h * x.out_w * kh * kw
-    if threads and taps >= gemm_template.PARALLEL_MIN_MACS:  # a small one on the calling thread: see there
-        out("#pragma omp parallel for collapse(2) schedule(static)")
-    out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
-    out.open(f"for (long o1 = 0; o1 < {problem.outer[1]}; o1++)")
-    if tap.weighted:
-        out(f"const float *w = W + {_offset(problem.a)};")
-    out(f"const float *plane = X + {_offset(x)};")
-    out(f"float *y = Y + {_offset(problem.c)};")
-    if sh == 1 and sw == 1 and _plane_floats(x) * 4 <= PLANE_BYTES:
-        _plane_body(out, name, x, kh, kw, dh, dw, ph, pw, epilogue, extra_args, tap)
-    else:
-        _row_body(out, name, x, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap)
-    out.close()
-    out.close()
+    parallel = threads and taps >= gemm_template.PARALLEL_MIN_MACS  # a small one on the calling thread: see there
+    grouped = problem.outer[1] // lanes * lanes if lanes else 0
+    # the channels that fill whole vectors in lanes (if any), then the rest one by one
+    for first, last, step in ((0, grouped, lanes), (grouped, problem.outer[1], 1)):
+        if last <= first:
+            continue
+        if parallel:
+            out("#pragma omp parallel for collapse(2) schedule(static)")
+        out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
+        out.open(f"for (long o1 = {first}; o1 < {last}; o1 += {step})")
+        if tap.weighted:
+            out(f"const float *w = W + {_offset(problem.a)};")
+        out(f"const float *plane = X + {_offset(x)};")
+        out(f"float *y = Y + {_offset(problem.c)};")
+        if step > 1:
+            assert planes is not None  # lanes_for
+            _lanes_body(out, name, problem, planes.vl, epilogue, extra_args, tap)
+        elif planes is not None:
+            _plane_body(out, name, x, planes, epilogue, extra_args, tap)
+        else:
+            _row_body(out, name, x, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap)
+        out.close()
+        out.close()
     out("return 0;")
     out.close()
     return out.text()
 
 
-def _plane_floats(x: Im2Col) -> int:
-    kh, kw = x.kernel
-    width = x.out_w + (kw - 1) * x.dilation[1]
-    height = x.out_h + (kh - 1) * x.dilation[0]
-    return height * width + x.out_h * width
+#: output planes of at most this many elements (4x4) run ``vl`` channels at a time, one per
+#: lane, where the channels fill a vector; their windows span at most LANES_MAX_WINDOW inputs.
+#: Against the plane method at batch 4 (A/B in one process): 2x2 planes of 960 channels 3.5x,
+#: 4x4 of 576 1.9x; larger planes were not measured with lanes and stay planes
+LANES_MAX_OUTPUTS, LANES_MAX_WINDOW = 16, 100
+
+
+def lanes_for(problem: GemmProblem, planes: Planes | None) -> int:
+    """How many channels one pass of the lanes method takes (a vector's floats), or 0 where
+    each channel runs alone: a 2x2 or 4x4 output plane fills less than one vector, and the
+    plane method then spends most of each channel on its fixed costs (the padding, the
+    chunk's stores, the compaction), one channel after another."""
+    x = problem.b
+    assert isinstance(x, Im2Col)
+    if planes is None or x.out_h * x.out_w > LANES_MAX_OUTPUTS or problem.outer[1] < planes.vl:
+        return 0
+    return planes.vl if _window(x)[0] * _window(x)[1] <= LANES_MAX_WINDOW else 0
+
+
+def _window(x: Im2Col) -> tuple[int, int]:
+    """Rows and columns of the padded input the output plane reads."""
+    (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
+    return (x.out_h - 1) * sh + (kh - 1) * dh + 1, (x.out_w - 1) * sw + (kw - 1) * dw + 1
+
+
+def _lanes_body(out: Lines, name, problem: GemmProblem, vl: int, epilogue, extra_args, tap: Tap) -> None:
+    # lane l holds channel o1 + l: the padded windows are gathered across the channels, each
+    # tap's weight is a vector of the channels' weights, and every output element is one
+    # vector of taps summed in registers; then each channel's plane is scattered back
+    # and its epilogue run
+    x = problem.b
+    assert isinstance(x, Im2Col)
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw) = x.kernel, x.stride, x.dilation, x.pads
+    rows, cols = _window(x)
+    vector, outputs = f"fl_dwv{vl}", x.out_h * x.out_w
+    x_step, y_step = x.outer_strides[1], problem.c.outer_strides[1]
+    if tap.weighted:
+        out(f"{vector} wv[{kh * kw}];")
+        out(f"for (long k = 0; k < {kh * kw}; k++) for (long l = 0; l < {vl}; l++) "
+            f"wv[k][l] = w[l * {problem.a.outer_strides[1]}L + k];")
+    out(f"{vector} xt[{rows * cols}], yt[{outputs}];")
+    out(f"for (long t = 0; t < {rows * cols}; t++) xt[t] = ({vector}){{0}} + {tap.pad};")
+    lo_r, hi_r = _valid_columns(-ph, 1, x.in_h, rows)
+    lo_c, hi_c = _valid_columns(-pw, 1, x.in_w, cols)
+    if hi_r > lo_r and hi_c > lo_c:
+        out(f"for (long r = {lo_r}; r < {hi_r}; r++) for (long c = {lo_c}; c < {hi_c}; c++) "
+            f"for (long l = 0; l < {vl}; l++) xt[r * {cols} + c][l] = plane[l * {x_step}L + (r - {ph}) * {x.in_w}L + c - {pw}];")
+    for oh in range(x.out_h):
+        for ow in range(x.out_w):
+            out.open("")
+            out(f"{vector} a = ({vector}){{0}} + {tap.init};")
+            for ky in range(kh):
+                for kx in range(kw):
+                    weight = f"const {vector} tap = wv[{ky * kw + kx}]; " if tap.weighted else ""
+                    update = tap.vector_update.format(acc="a", src="xv", mask=f"fl_dwm{vl}", vector=vector)
+                    out(f"{{ {weight}{vector} xv = xt[{(oh * sh + ky * dh) * cols + ow * sw + kx * dw}]; {update} }}")
+            out(f"yt[{oh * x.out_w + ow}] = a;")
+            out.close()
+    out.open(f"for (long l = 0; l < {vl}; l++)")
+    out(f"float *yl = y + l * {y_step}L;")
+    out(f"for (long j = 0; j < {outputs}; j++) yl[j] = yt[j][l];")
+    if epilogue is not None:
+        out(f"{name}_epilogue(yl, 0, 1, 0, {outputs}, o0, o1 + l{extra_args});")
+    out.close()
+
+
+def _vector_types(out: Lines, vl: int) -> None:
+    # guarded: a unit holds many depthwise kernels
+    out(f"#ifndef FL_DW_VECTORS_{vl}")
+    out(f"#define FL_DW_VECTORS_{vl}")
+    out(f"typedef float fl_dwv{vl} __attribute__((vector_size({4 * vl})));")
+    out(f"typedef float fl_dwvu{vl} __attribute__((vector_size({4 * vl}), aligned(4), may_alias));")
+    out(f"typedef int fl_dwm{vl} __attribute__((vector_size({4 * vl})));")
+    out("#endif")
+
+
+def _tap_offset(planes: Planes, x: Im2Col, ky: int, kx: int) -> int:
+    """Where tap (ky, kx) reads the output's flattened index 0: its phase plane, shifted."""
+    (sh, sw), (dh, dw) = x.stride, x.dilation
+    phase = (ky * dh % sh) * sw + kx * dw % sw
+    return phase * planes.height * planes.width + ky * dh // sh * planes.width + kx * dw // sw
+
+
+def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_args, tap: Tap) -> None:
+    # the channel's input is copied once into its zero-padded phase planes; then each chunk
+    # of the flattened (wide) output plane sums every tap in registers, a constant shift
+    # each. The extra columns of each wide row are junk and are never stored.
+    size = planes.buffer_floats(x)
+    out(f"float pad[{size}] __attribute__((aligned(64)));")
+    out(f"float acc[{planes.span}] __attribute__((aligned(64)));")
+    vector, vl = f"fl_dwv{planes.vl}", planes.vl
+    # a small buffer's padding as vector stores one by one: a loop, gcc makes `rep stos`,
+    # which starts slowly (a 7x7 plane's 96 floats)
+    fill = f"({vector}){{0}} + {tap.pad}"
+    if size <= SMALL_FILL_VECTORS * vl:
+        out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
+    else:
+        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+    _fill_phases(out, x, planes)
+    out.open(f"for (long t0 = 0; t0 < {planes.span}; t0 += {planes.unroll * vl})")
+    accs = [f"a{u}" for u in range(planes.unroll)]
+    out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
+    for ky in range(x.kernel[0]):
+        for kx in range(x.kernel[1]):
+            out.open("")
+            if tap.weighted:
+                out(f"const float tap = w[{ky * x.kernel[1] + kx}];")
+            out(f"const float *src = pad + t0 + {_tap_offset(planes, x, ky, kx)};")
+            for u, a in enumerate(accs):
+                out(f"{{ {vector} xv = *(const fl_dwvu{vl} *)(src + {u * vl}); "
+                    f"{tap.vector_update.format(acc=a, src='xv', mask=f'fl_dwm{vl}', vector=vector)} }}")
+            out.close()
+    for u, a in enumerate(accs):
+        out(f"*(fl_dwvu{vl} *)(acc + t0 + {u * vl}) = {a};")
+    positional = epilogue is not None and reads_position(epilogue)
+    if epilogue is not None and not positional:
+        # the same at every position (a channel's scale and clip): over the chunk as it is,
+        # junk columns too, in whole vectors; on the stored plane its vector loads waited for
+        # the narrow stores of the rows (7x7: a quarter of the kernel's time)
+        out(f"{name}_epilogue(acc + t0, 0, 1, 0, {planes.unroll * vl}, o0, o1{extra_args});")
+    out.close()
+    out(f"for (long oh = 0; oh < {x.out_h}; oh++) "
+        f"__builtin_memcpy(y + oh * {x.out_w}L, acc + oh * {planes.width}L, {x.out_w} * sizeof(float));")
+    if positional:  # once over the channel's plane: one long vector loop, not a short one per row
+        out(f"{name}_epilogue(y, 0, 1, 0, {x.out_h * x.out_w}, o0, o1{extra_args});")
+
+
+def reads_position(epilogue: Epilogue) -> bool:
+    """Whether the epilogue's statements name the element's column ``j`` (the flattened
+    output position): a load or store at the element (a residual, a second output) does, a
+    per-channel scale or a clip does not."""
+    return any(re.search(r"\bj\b", line) for line in statements_text(epilogue.body, C))
+
+
+def _fill_phases(out: Lines, x: Im2Col, planes: Planes) -> None:
+    """Copy the channel's input into its phase planes (the padding is already there): per
+    phase, the rows and columns that fall inside the input, bounds known here."""
+    (sh, sw), (ph, pw) = x.stride, x.pads
+    for py in range(sh):
+        rows = _valid_columns(py - ph, sh, x.in_h, planes.height)
+        for px in range(sw):
+            cols = _valid_columns(px - pw, sw, x.in_w, planes.width)
+            if rows[1] <= rows[0] or cols[1] <= cols[0]:
+                continue
+            base = (py * sw + px) * planes.height * planes.width
+            out.open(f"for (long q = {rows[0]}; q < {rows[1]}; q++)")
+            out(f"const float *in = plane + (q * {sh} + ({py - ph})) * {x.in_w}L + ({px - pw});")
+            dst = f"pad + {base} + q * {planes.width}L"
+            if sw == 1:
+                out(f"__builtin_memcpy({dst} + {cols[0]}, in + {cols[0]}, {cols[1] - cols[0]} * sizeof(float));")
+            else:
+                out(f"float *d = {dst};")
+                out("#pragma omp simd")
+                out(f"for (long u = {cols[0]}; u < {cols[1]}; u++) d[u] = in[u * {sw}];")
+            out.close()
 
 
 def _update(tap: Tap, acc: str, src: str) -> str:
     return tap.update.format(acc=acc, src=src)
-
-
-def _plane_body(out: Lines, name, x: Im2Col, kh, kw, dh, dw, ph, pw, epilogue, extra_args, tap: Tap) -> None:
-    # stride 1: the channel's input is copied once into a zero-padded plane as wide as the
-    # output plus the kernel's reach; then each tap is ONE long vector loop over the whole
-    # (wide) output plane at a constant shift. The extra columns of each wide row are junk
-    # and are never stored.
-    width = x.out_w + (kw - 1) * dw
-    height = x.out_h + (kh - 1) * dh
-    out(f"float pad[{height * width}] __attribute__((aligned(64)));")
-    out(f"float acc[{x.out_h * width}] __attribute__((aligned(64)));")
-    # padding everywhere, then each input row copied whole into place: GCC 12 at -O3
-    # miscompiled the one-pass form (a select per element between the input and padding,
-    # in a fully unrolled row loop: a 6x6 plane read only 2 of each row's 6 values)
-    out(f"for (long t = 0; t < {height * width}; t++) pad[t] = {tap.pad};")
-    rows = range(max(0, -ph), min(x.in_h, height - ph))
-    cols = max(0, min(x.in_w, width - pw))
-    if cols and len(rows):
-        out(f"for (long iy = {rows.start}; iy < {rows.stop}; iy++) "
-            f"__builtin_memcpy(pad + (iy + {ph}) * {width}L + {pw}, plane + iy * {x.in_w}L, {cols} * sizeof(float));")
-    span = (x.out_h - 1) * width + x.out_w
-    out(f"for (long t = 0; t < {x.out_h * width}; t++) acc[t] = {tap.init};")
-    out.open(f"for (long ky = 0; ky < {kh}; ky++)")
-    out.open(f"for (long kx = 0; kx < {kw}; kx++)")
-    if tap.weighted:
-        out(f"const float tap = w[ky * {kw} + kx];")
-    out(f"const float *src = pad + ky * {dh * width}L + kx * {dw}L;")
-    out("#pragma omp simd")
-    out(f"for (long t = 0; t < {span}; t++) {_update(tap, 'acc[t]', 'src[t]')}")
-    out.close()
-    out.close()
-    out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
-    out(f"float *dst = y + oh * {x.out_w}L;")
-    out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = acc[oh * {width}L + ow];")
-    if epilogue is not None:
-        out(f"{name}_epilogue(dst, 0, 1, oh * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
-    out.close()
 
 
 def _row_body(out: Lines, name, x: Im2Col, kh, kw, sh, sw, dh, dw, ph, pw, epilogue, extra_args, tap: Tap) -> None:
@@ -194,4 +413,5 @@ def _offset(view) -> str:
     return " + ".join(terms)
 
 
-__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Tap", "depthwise_kernel", "is_depthwise"]
+__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Planes", "Tap", "depthwise_kernel", "is_depthwise", "lanes_for",
+           "planes_for", "reads_position"]

@@ -30,6 +30,24 @@ def small_graphs():
     g = b.gather(b.flatten(p, axis=1), b.constant(np.array([4, -1, 0], np.int64)), axis=1)
     b.output(g, b.lrn(a, size=3), b.concat(c, c, axis=1))
     yield b.build()
+    # depthwise convs and pools on the plane method: every tap's furthest read of the
+    # padded phase planes, at strides 1 and 2, odd planes, dilation, asymmetric pads
+    b = GraphBuilder("depthwise")
+    x = b.input("x", (2, 4, 9, 9))
+    rng = np.random.default_rng(1)
+    w3 = b.constant(rng.standard_normal((4, 1, 3, 3)).astype(np.float32))
+    w5 = b.constant(rng.standard_normal((4, 1, 5, 5)).astype(np.float32))
+    d1 = b.relu(b.conv(x, w3, pads=[1, 1, 1, 1], group=4))
+    d2 = b.conv(d1, w5, pads=[2, 1, 2, 2], strides=[2, 2], group=4)
+    d3 = b.conv(x, w3, pads=[2, 2, 2, 2], dilations=[2, 2], strides=[2, 1], group=4)
+    b.output(d2, d3, b.max_pool(d1, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    yield b.build()
+    # 4x4 planes of 20 channels: 16 in lanes (gathered across the channels), 4 on their own
+    b = GraphBuilder("depthwise_lanes")
+    x = b.input("x", (2, 20, 4, 4))
+    w = b.constant(np.random.default_rng(2).standard_normal((20, 1, 3, 3)).astype(np.float32))
+    b.output(b.relu(b.conv(x, w, pads=[1, 1, 1, 1], group=20)))
+    yield b.build()
 
 
 def check(graph, feeds, plan) -> None:

@@ -1,5 +1,5 @@
-"""The depthwise kernel against a direct convolution: both of its bodies (the padded plane
-at stride 1, the row loop otherwise or for large planes), every attribute, an epilogue."""
+"""The depthwise kernel against a direct convolution: both of its methods (the padded phase
+planes, the row loop for wide strided rows or large planes), every attribute, an epilogue."""
 
 from __future__ import annotations
 
