@@ -253,3 +253,57 @@ def test_buffers_a_graph_updates_without_gradients_are_not_left_frozen():
         x = torch.randn(2, 2, 6, 6)
         assert_matches_eager(compiled, reference, x)
         np.testing.assert_allclose(model[1].running_var.numpy(), reference[1].running_var.numpy(), rtol=1e-5)
+
+
+def test_a_weight_saved_transposed_for_the_backward_is_a_view_not_a_copy(monkeypatch):
+    # a linear layer's forward saves its weight transposed: torch's view of the weight,
+    # not a transpose kernel's copy, and the backward feeds the weight's own memory
+    from fusionlang.backend.runtime import CompiledGraph
+
+    model = seeded(torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.Tanh(), torch.nn.Linear(6, 5)))
+    reference = copy.deepcopy(model)
+    compiled, report = compiled_with_report(model)
+    fed = []
+    run_checked = CompiledGraph.run_checked
+
+    def recording(self, feeds):
+        fed.extend(feed.ctypes.data for feed in feeds.values())
+        return run_checked(self, feeds)
+
+    monkeypatch.setattr(CompiledGraph, "run_checked", recording)
+    x = torch.randn(4, 8)
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for got, want in zip(model.parameters(), reference.parameters()):
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-6)
+    forward, backward = (s for piece in report.pieces for s in piece._cache.values())
+    assert forward.views  # the saved transposed weight
+    assert not any(node.op == "transpose" for node in forward.compiled.graph.nodes)  # gemm reads W transposed
+    weight = backward.compiled.graph.inputs[0]  # fed as it lies, and read so: no transpose of it either
+    assert not any(node.op == "transpose" and weight in node.inputs for node in backward.compiled.graph.nodes)
+    assert backward.permuted and fed.count(model[2].weight.data_ptr()) == 2  # forward and backward
+
+
+def test_a_permuted_input_is_fed_as_the_memory_under_it():
+    from fusionlang.frontend.torch_export import dense_order
+
+    tensor = torch.randn(2, 3, 4)
+    view = tensor.permute(2, 0, 1)
+    order = dense_order(view)
+    assert order == (1, 2, 0) and view.permute(order).data_ptr() == tensor.data_ptr()
+    assert view.permute(order).is_contiguous()
+    assert dense_order(tensor[:, :, ::2]) is None and dense_order(tensor[:1].expand(5, 3, 4)) is None
+
+
+def test_a_piece_whose_outputs_are_all_views_runs_no_kernel():
+    def transposes(a, b):
+        return a.t(), b.permute(1, 0)
+
+    compiled, report = compiled_with_report(transposes)
+    a, b = torch.randn(3, 5), torch.randn(4, 2)
+    with torch.no_grad():
+        got_a, got_b = compiled(a, b)
+    assert torch.equal(got_a, a.t()) and torch.equal(got_b, b.t())
+    assert got_a.data_ptr() == a.data_ptr() and got_b.data_ptr() == b.data_ptr()
+    specializations = [s for piece in report.pieces for s in piece._cache.values()]
+    assert report.eager_runs == 0 and specializations and all(s.compiled is None for s in specializations)
