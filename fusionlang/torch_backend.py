@@ -378,7 +378,11 @@ class FusedPiece:
         fused: Any = iter(())
         if specialization.compiled is not None:
             # the cache key matched shapes, dtypes and layouts: the feeds need no check
-            results = specialization.compiled.run_checked(specialization.feeds(tensors))
+            if specialization.permuted:
+                feeds = map(_fed, tensors, specialization.orders)
+            else:
+                feeds = map(as_numpy, tensors)
+            results = specialization.compiled.run_checked(dict(zip(specialization.inputs, feeds)))
             fused = (torch.from_numpy(results[name]) for name in specialization.outputs)
         if specialization.views:
             outputs = self._with_views(specialization.views, args, fused)
@@ -486,12 +490,6 @@ class Specialization:
         self.orders = orders
         self.permuted = any(order is not None for order in orders)
         self.views = views
-
-    def feeds(self, tensors) -> dict[str, np.ndarray]:
-        """The compiled graph's feeds: each tensor argument as numpy, in the layout this
-        specialization reads it in (what a caller that runs ``compiled`` itself passes)."""
-        arrays = map(_fed, tensors, self.orders) if self.permuted else map(as_numpy, tensors)
-        return dict(zip(self.inputs, arrays))
 
 
 __all__ = ["CompileReport", "Fallback", "FrozenWeights", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]
