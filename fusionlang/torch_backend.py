@@ -7,10 +7,8 @@ compiles (C target), and the ops it refuses, which stay in eager between them; t
 ``import`` logger names every op that fell back and why. Each fused piece is compiled per
 concrete input shapes on its first call (FakeTensor example inputs and symbolic sizes
 carry none), and keeps a bounded cache of them, as ``Specializer`` does. Tensors cross to
-fusionlang as numpy arrays without a copy where they are contiguous or a permutation of
-contiguous memory (a transpose's view: fed as that memory, which the graph transposes
-back), and back through ``torch.from_numpy``; an output that is only a view of an input
-(the weight a linear layer saves transposed) is taken by torch, as a view.
+fusionlang as numpy arrays without a copy where they are contiguous, and back through
+``torch.from_numpy``.
 
 torch is imported on use only: ``import fusionlang`` must not pay for it, and torch is an
 optional extra (``pip install 'fusionlang[torch]'``).
