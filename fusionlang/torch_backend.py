@@ -26,7 +26,7 @@ import numpy as np
 
 from fusionlang.api import compile_model, load_rules
 from fusionlang.errors import FuseError, InputError
-from fusionlang.frontend.torch_export import as_numpy, dense_order, input_spec
+from fusionlang.frontend.torch_export import as_numpy, input_spec
 from fusionlang.frontend.torch_fx import GETITEM, InputSpec, fx_refusal, import_fx
 from fusionlang.frontend.torch_ops import SYMBOLIC, target_name
 from fusionlang.instrument import logger
@@ -328,7 +328,7 @@ class FusedPiece:
         self._tensor = torch.Tensor
 
     def __call__(self, *args):
-        key = tuple(_layout_key(a) if isinstance(a, self._tensor) else a for a in args)
+        key = tuple((a.shape, a.dtype) if isinstance(a, self._tensor) else a for a in args)
         compiled = self._cache.get(key, _MISSING)
         if compiled is _MISSING:
             compiled = self._cache[key] = self._specialize(args)
@@ -347,18 +347,10 @@ class FusedPiece:
         return self.module(*(self.constants[name] if name in self.constants else next(free) for name in placeholders))
 
     def _specialize(self, args):
-        import torch
-
-        orders = tuple(None if a.is_contiguous() else dense_order(a) for a in args if isinstance(a, torch.Tensor))
-        specs = _specs(args, iter(orders))
-        views = input_views(self.module, set(self.constants))
-        kept = [node for node in _output_nodes(self.module) if node.name not in views]
+        specs = [input_spec(a) for a in args]
         try:
-            if not kept:  # every output is a view of an input: nothing to compile
-                return Specialization(None, orders, views, ())
             constants = {name: as_numpy(tensor) for name, tensor in self.constants.items()}
-            graph = import_fx(self.module, specs, constants, name=self.name,
-                              outputs=[node.name for node in kept] if views else None)
+            graph = import_fx(self.module, specs, constants, name=self.name)
             compiled = compile_model(graph, self.settings.rules, self.settings.strategy, target="c",
                                      threads=self.settings.threads)
         except FuseError as exc:
@@ -367,127 +359,28 @@ class FusedPiece:
                                    [s.shape if isinstance(s, InputSpec) else s for s in specs], exc)
             return None
         self.specializations += 1
-        return Specialization(compiled, orders, views, tuple(compiled.graph.outputs))
+        return Specialization(compiled)
 
     def _run(self, specialization: "Specialization", args):
         import torch
 
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        fused: Any = iter(())
-        if specialization.compiled is not None:
-            # the cache key matched shapes, dtypes and layouts: the feeds need no check
-            if specialization.permuted:
-                feeds = map(_fed, tensors, specialization.orders)
-            else:
-                feeds = map(as_numpy, tensors)
-            results = specialization.compiled.run_checked(dict(zip(specialization.inputs, feeds)))
-            fused = (torch.from_numpy(results[name]) for name in specialization.outputs)
-        if specialization.views:
-            outputs = self._with_views(specialization.views, args, fused)
-        else:
-            outputs = tuple(fused)
+        # the cache key matched shapes and dtypes: the feeds need no check, only contiguity
+        results = specialization.compiled.run_checked(dict(zip(specialization.inputs, map(as_numpy, tensors))))
+        outputs = tuple(torch.from_numpy(results[name]) for name in specialization.outputs)
         return outputs if self.returns_tuple else outputs[0]
-
-    def _with_views(self, views: dict, args, fused) -> tuple:
-        """The piece's outputs in order: each view of an input taken by torch (the same
-        memory, no kernel), the others from fusionlang's results."""
-        placeholders = [node.name for node in self.module.graph.nodes if node.op == "placeholder"]
-        free = iter(args)
-        env = {name: self.constants[name] if name in self.constants else next(free) for name in placeholders}
-        return tuple(views[node.name](env) if node.name in views else next(fused) for node in _output_nodes(self.module))
-
-
-def _layout_key(tensor) -> tuple:
-    """What a tensor argument specializes on: shape and dtype, and for a tensor that is not
-    contiguous, the order of its axes in memory when it is a permuted dense tensor (fed
-    without a copy), else None (fed as a contiguous copy)."""
-    if tensor.is_contiguous():
-        return (tensor.shape, tensor.dtype)
-    return (tensor.shape, tensor.dtype, dense_order(tensor))
-
-
-def _specs(args, orders) -> list:
-    """Each argument's InputSpec (``orders``: one per tensor, in order) or int."""
-    specs = []
-    for a in args:
-        spec = input_spec(a)
-        specs.append(InputSpec(spec.shape, spec.dtype, next(orders)) if isinstance(spec, InputSpec) else spec)
-    return specs
-
-
-def _fed(tensor, order: tuple[int, ...] | None) -> np.ndarray:
-    """A tensor as the array its specialization reads: a permuted dense one as the memory
-    under it (no copy)."""
-    return as_numpy(tensor if order is None else tensor.permute(order))
-
-
-def _output_nodes(module) -> list:
-    output = next(node for node in module.graph.nodes if node.op == "output")
-    results = output.args[0]
-    return list(results) if isinstance(results, (list, tuple)) else [results]
-
-
-#: ATen ops whose result torch gives as a view of their first argument (no copy)
-VIEW_OPS = frozenset({"aten.permute.default", "aten.t.default", "aten.transpose.int", "aten.view.default",
-                      "aten._unsafe_view.default", "aten.unsqueeze.default", "aten.squeeze.dim",
-                      "aten.squeeze.dims", "aten.alias.default"})
-
-
-def input_views(module, constants) -> dict:
-    """Output node name -> a function of the placeholders' tensors (by name) that takes it,
-    for each output of ``module`` that is a chain of views of one placeholder: torch gives
-    such an output as a view of its input, where fusionlang would copy it out (the weight
-    a linear layer saves transposed for its backward: a 5 MB transpose per step)."""
-    views = {}
-    for node in _output_nodes(module):
-        chain = _view_chain(node)
-        if chain is not None:
-            views[node.name] = functools.partial(_take_views, chain[0].name, tuple(chain[1:]))
-    return views
-
-
-def _view_chain(node) -> list | None:
-    """[placeholder, view, view, ...] ending at ``node``, or None when ``node`` is not a
-    chain of views of a placeholder (or a view reads another node besides its input)."""
-    chain = []
-    while node.op == "call_function" and target_name(node.target) in VIEW_OPS:
-        if any(_reads_a_node(arg) for arg in (*node.args[1:], *node.kwargs.values())):
-            return None
-        chain.append(node)
-        node = node.args[0]
-    if node.op != "placeholder" or not chain:
-        return None
-    return [node, *reversed(chain)]
-
-
-def _reads_a_node(value) -> bool:
-    if isinstance(value, (list, tuple)):
-        return any(map(_reads_a_node, value))
-    return hasattr(value, "op") and hasattr(value, "target")
-
-
-def _take_views(root: str, chain: tuple, env: dict):
-    tensor = env[root].detach()  # a view of the same memory, outside autograd (as fusionlang's results are)
-    for node in chain:
-        tensor = node.target(tensor, *node.args[1:], **node.kwargs)
-    return tensor
 
 
 _MISSING = object()
 
 
 class Specialization:
-    """One compiled shape of a FusedPiece: its input and output names read once, the
-    memory order each tensor argument is fed in (None: as it is), and the outputs torch
-    takes as views of inputs (compiled is None when those are all of them)."""
+    """One compiled shape of a FusedPiece, with its input and output names read once."""
 
-    def __init__(self, compiled, orders: tuple, views: dict, outputs: tuple):
+    def __init__(self, compiled):
         self.compiled = compiled
-        self.inputs = tuple(compiled.graph.inputs) if compiled is not None else ()
-        self.outputs = outputs
-        self.orders = orders
-        self.permuted = any(order is not None for order in orders)
-        self.views = views
+        self.inputs = tuple(compiled.graph.inputs)
+        self.outputs = tuple(compiled.graph.outputs)
 
 
 __all__ = ["CompileReport", "Fallback", "FrozenWeights", "FusedPiece", "Settings", "explain", "fusionlang_backend", "settings_from"]

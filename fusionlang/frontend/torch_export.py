@@ -54,13 +54,3 @@ def as_numpy(tensor) -> np.ndarray:
     if tensor.requires_grad:
         tensor = tensor.detach()
     return (tensor if tensor.is_contiguous() else tensor.contiguous()).numpy()
-
-
-def dense_order(tensor) -> tuple[int, ...] | None:
-    """The axes of a tensor that is not contiguous in the order they lie in memory, when
-    it is a permutation of a contiguous tensor (a transpose's view): ``tensor.permute(order)``
-    is then contiguous, the memory under it, and crosses to numpy without a copy. None
-    for any other layout (a slice's or an expansion's)."""
-    strides = tensor.stride()
-    order = tuple(sorted(range(tensor.dim()), key=lambda axis: -strides[axis]))
-    return order if tensor.permute(order).is_contiguous() else None

@@ -35,14 +35,10 @@ GETITEM = "_operator.getitem"
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One tensor placeholder's concrete shape and dtype (a numpy dtype name); ``order``,
-    when given, says the tensor is fed as its axes in that order (a permuted dense tensor
-    fed as the contiguous array under it: the graph input has the permuted shape and the
-    placeholder is its transpose back)."""
+    """One tensor placeholder's concrete shape and dtype (a numpy dtype name)."""
 
     shape: tuple[int, ...]
     dtype: str
-    order: tuple[int, ...] | None = None
 
 
 def fx_refusal(node) -> str | None:
@@ -105,12 +101,7 @@ class _FxImporter:
         self.env: dict[Any, Any] = {}
 
     def bind_input(self, node, spec: InputSpec | int) -> None:
-        if isinstance(spec, InputSpec) and spec.order is not None:
-            stored = self.builder.input(node.name, tuple(spec.shape[axis] for axis in spec.order),
-                                        canonical_dtype(spec.dtype))
-            back = tuple(int(k) for k in np.argsort(spec.order))
-            self.env[node] = self.builder.op("transpose", stored, perm=back, provenance=(f"torch:{node.name}",))
-        elif isinstance(spec, InputSpec):
+        if isinstance(spec, InputSpec):
             self.env[node] = self.builder.input(node.name, spec.shape, canonical_dtype(spec.dtype))
         else:
             self.env[node] = spec
