@@ -193,13 +193,13 @@ def _shipped_proofs() -> dict:
 
 def test_shipped_rules_proved_for_all_shapes():
     """The shipped rules this fragment proves (a count that moves only on purpose): 11 of
-    46 rewrites and decomposition cases; the others use conv, matmul, reshapes, casts,
+    50 rewrites and decomposition cases; the others use conv, matmul, gemm, reshapes, casts,
     compound ops, or (gelu's erf form) a decimal constant for sqrt(2)/2."""
     proofs = _shipped_proofs()
     proved = sorted(name for name, ok in proofs.values() if ok)
     assert proved == ["add_zero", "decompose gelu", "decompose sigmoid", "decompose silu", "div_one", "drop_dropout",
                       "drop_identity", "mul_one", "sub_zero", "transpose_identity", "transpose_pair"]
-    assert len(proofs) == 46
+    assert len(proofs) == 50
 
 
 def test_a_mean_of_sums_is_not_a_sum_over_both_axis_sets():
