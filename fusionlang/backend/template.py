@@ -33,7 +33,9 @@ import sympy as sp
 
 from fusionlang.backend.epilogue import Assign, Define, Load, Statement, Store
 from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
+from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.failures import ALLOC
+from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, half_refusal, widening_wrapper
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, Fold, GemmProblem, Im2Col, Operand, blocking_for,
                                               gathers, is_gemv, kernel_printer, pack_constant, packing_floats,
                                               vector_types)
@@ -46,6 +48,7 @@ from fusionlang.backend.schedule_store import ScheduleStore, schedule_key
 from fusionlang.engine.cost import CONTRACTIONS
 from fusionlang.engine.plan import FusionPlan, Group, boundary
 from fusionlang.ir.graph import Graph, Node
+from fusionlang.ir.types import HALF_FLOATS
 from fusionlang.ops.access import as_expr, i_sym
 from fusionlang.ops.checking import op_call
 from fusionlang.ops.shape import row_major_strides
@@ -161,11 +164,14 @@ def template_candidate(plan: FusionPlan, group: Group, target: str = "c") -> tup
     node = complex_nodes[0]
     # the C template folds a batch's small planes into its columns; the CUDA one keeps a
     # block grid over the images
-    shapes = _problem(plan.graph, node, ("float32",) if target == "c" else ELEMENT_DTYPES,
+    shapes = _problem(plan.graph, node, C_ELEMENT_DTYPES if target == "c" else ELEMENT_DTYPES,
                       pointwise_as_matrix=target == "c", fold=target == "c")
     if shapes is None:
         return None
     problem = shapes[0]
+    if target == "c" and half_refusal(plan.graph.types[node.outputs[0]].dtype, is_depthwise(problem),
+                                      node.op in POOL_TAPS):
+        return None
     if problem.m * problem.n * problem.k * int(np.prod(problem.outer, dtype=np.int64)) < MIN_MACS:
         return None
     if target != "c" and is_depthwise(problem):
@@ -647,7 +653,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     packers) by name, and the source only declares them (see gemm_template._shared); by
     default the source holds them."""
     names = {id(a): f"p{k}" for k, a in enumerate(tg.params)}
-    decls = [f"{'const ' if a.role == 'input' else ''}float *restrict {names[id(a)]}" for a in tg.params]
+    decls = [f"{'const ' if a.role == 'input' else ''}{ctype(a.dtype, C)} *restrict {names[id(a)]}" for a in tg.params]
     extra = epilogue_arrays(tg)
     epilogue = Epilogue(epilogue_body(tg, names), tuple(d for a, d in zip(tg.params, decls) if any(a is e for e in extra)))
     depthwise = is_depthwise(tg.problem)
@@ -667,7 +673,10 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
         else:
             inner = gemm(f"{name}_gemm")
         call = f"{name}_gemm({', '.join(args)})"
-        if depthwise:  # allocates nothing
+        if tg.element in HALF_FLOATS:  # the float32 GEMM on widened operands
+            wrapper = widening_wrapper(name, decls, f"{name}_gemm", args, [tg.a_param, tg.b_param], tg.c_param,
+                                       (ALLOC, 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)))
+        elif depthwise:  # allocates nothing
             wrapper = f"void {name}({', '.join(decls)}) {{\n    {call};\n}}\n"
         else:
             nbytes = 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)

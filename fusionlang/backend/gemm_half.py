@@ -1,0 +1,88 @@
+"""float16 and bfloat16 matmul, gemm and conv on the CPU GEMM template (:mod:`.gemm_template`).
+
+The template's kernels compute in float32: packed panels, float32 FMAs, a float32 epilogue.
+A 16-bit group runs them unchanged on float32 copies of its operands:
+
+* a constant operand (weights) is packed at compile time, widened to float32 then (exact:
+  every 16-bit float is a float32), so it costs nothing at run time;
+* an operand read at run time (activations, a conv's input image) is widened into a
+  float32 buffer of the same layout before the call (one pass over it: O(m k) or one
+  image, against the GEMM's O(m n k));
+* the GEMM accumulates in a float32 buffer of the output's layout; its epilogue computes
+  in float32 and rounds each statement's value to its dtype as the loop nest does
+  (:mod:`.epilogue`), so the accumulated value it leaves is already a 16-bit value and
+  the final pass stores it exactly.
+
+Numerics are the reference's (:func:`fusionlang.ops.evaluate.evaluate_node`: inputs
+widened to float32, products summed in float32, the result rounded once to nearest even);
+only the order of the float32 sums differs, so a result may differ from the reference's by
+the float32 rounding of a K-long sum (about ``K * 2**-24`` of the sum of ``|a b|``) before
+the final rounding to 16 bits, which then may land one 16-bit unit apart.
+
+Depthwise convolutions and pools keep their loop nests in 16 bits (their kernels read
+their operands as they are and allocate nothing): :func:`half_refusal` says why.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from fusionlang.backend.half import narrow, widen
+from fusionlang.backend.poly import Array
+from fusionlang.ir.types import HALF_FLOATS
+
+#: the dtypes of A, B and C the C template takes: float32, and 16-bit floats widened to it
+C_ELEMENT_DTYPES = ("float32",) + HALF_FLOATS
+
+
+def half_refusal(element: str, depthwise: bool, pool: bool) -> str | None:
+    """Why a 16-bit complex op of this kind stays a loop nest on the C target, or None when
+    the template takes it."""
+    if element not in HALF_FLOATS:
+        return None
+    if pool:
+        return f"a {element} pool runs as a loop nest: the pooling template reads float32 only"
+    if depthwise:
+        return f"a {element} depthwise conv runs as a loop nest: the depthwise template reads float32 only"
+    return None
+
+
+def _elements(array: Array) -> int:
+    return int(prod(array.shape))
+
+
+def widening_wrapper(name: str, decls: list[str], gemm: str, args: list[str], operands: list[Array],
+                     result: Array, alloc: tuple[int, int]) -> str:
+    """``void name(<decls>, int64_t *fl_err)``: widens each 16-bit array of ``operands`` (A
+    and B, passed as ``args[0]`` and ``args[1]``) into a float32 buffer of its layout,
+    calls ``gemm`` on those buffers and a float32 one for ``result`` (``args[2]``; the rest
+    of ``args``, the epilogue's, as they are), then stores the accumulated values into
+    ``result`` in its dtype (a float32 ``result`` the GEMM writes itself). ``alloc``: (the error code, the bytes the GEMM allocates). A
+    buffer that cannot be allocated, or a GEMM that cannot allocate its own, fills the
+    error record with the code and the bytes asked for; nothing is stored then."""
+    code, gemm_bytes = alloc
+    widened = {param: array for param, array in zip(args, operands) if array.dtype in HALF_FLOATS}
+    if result.dtype in HALF_FLOATS:  # else (a cast to float32 in the epilogue) the GEMM writes it
+        widened[args[2]] = result
+    lines = [f"void {name}({', '.join(decls + ['int64_t *restrict fl_err'])}) {{"]
+    # every buffer declared first, so that a failed allocation frees them all
+    lines += [f"    float *restrict {param}_f = NULL;" for param in widened]
+    for param, array in widened.items():  # one operand read as both A and B (x @ x): widened once
+        nbytes = 4 * max(1, _elements(array))
+        lines.append(f"    {param}_f = (float *)fl_alloc({nbytes});")
+        lines.append(f"    if (!{param}_f) {{ fl_err[0] = {code}; fl_err[2] = {nbytes}; goto done; }}")
+        if array is not result:
+            lines.append(f"    for (long i = 0; i < {_elements(array)}; i++) "
+                         f"{param}_f[i] = {widen(array.dtype, f'{param}[i]')};")
+    call = f"{gemm}({', '.join([f'{a}_f' if a in widened else a for a in args[:3]] + args[3:])})"
+    lines.append(f"    if ({call}) {{ fl_err[0] = {code}; fl_err[2] = {gemm_bytes}; goto done; }}")
+    if result.dtype in HALF_FLOATS:
+        lines.append(f"    for (long i = 0; i < {_elements(result)}; i++) "
+                     f"{args[2]}[i] = {narrow(result.dtype, f'{args[2]}_f[i]')};")
+    lines.append("done:")
+    lines += [f"    free({param}_f);" for param in widened]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["C_ELEMENT_DTYPES", "half_refusal", "widening_wrapper"]
