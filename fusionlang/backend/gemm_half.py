@@ -19,14 +19,15 @@ only the order of the float32 sums differs, so a result may differ from the refe
 the float32 rounding of a K-long sum (about ``K * 2**-24`` of the sum of ``|a b|``) before
 the final rounding to 16 bits, which then may land one 16-bit unit apart.
 
-Depthwise convolutions and pools keep their loop nests in 16 bits (their kernels read
-their operands as they are and allocate nothing): :func:`half_refusal` says why.
+Depthwise convolutions and pools (the depthwise template) run the same way: their input
+widened, their float32 kernel, their output stored in 16 bits.
 """
 
 from __future__ import annotations
 
 from math import prod
 
+from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.half import narrow, widen
 from fusionlang.backend.poly import Array
 from fusionlang.ir.types import HALF_FLOATS
@@ -35,35 +36,35 @@ from fusionlang.ir.types import HALF_FLOATS
 C_ELEMENT_DTYPES = ("float32",) + HALF_FLOATS
 
 
-def half_refusal(element: str, depthwise: bool, pool: bool) -> str | None:
-    """Why a 16-bit complex op of this kind stays a loop nest on the C target, or None when
-    the template takes it."""
-    if element not in HALF_FLOATS:
-        return None
-    if pool:
-        return f"a {element} pool runs as a loop nest: the pooling template reads float32 only"
-    if depthwise:
-        return f"a {element} depthwise conv runs as a loop nest: the depthwise template reads float32 only"
-    return None
+def _store_exact(dtype: str, value: str) -> str:
+    """C text of ``value``, a float32 that is exactly a ``dtype`` value, as that dtype: the
+    epilogue rounded it, so a bfloat16 is its top half (a shift that vectorizes, where
+    rounding's NaN test kept GCC from it), a float16 goes through its branch-free rounding."""
+    if dtype == "bfloat16":
+        return f"(unsigned short)(fl_f_bits({value}) >> 16)"
+    return narrow(dtype, value)
 
 
 def _elements(array: Array) -> int:
     return int(prod(array.shape))
 
 
-def widening_wrapper(name: str, decls: list[str], gemm: str, args: list[str], operands: list[Array],
-                     result: Array, alloc: tuple[int, int]) -> str:
-    """``void name(<decls>, int64_t *fl_err)``: widens each 16-bit array of ``operands`` (A
-    and B, passed as ``args[0]`` and ``args[1]``) into a float32 buffer of its layout,
-    calls ``gemm`` on those buffers and a float32 one for ``result`` (``args[2]``; the rest
-    of ``args``, the epilogue's, as they are), then stores the accumulated values into
-    ``result`` in its dtype (a float32 ``result`` the GEMM writes itself). ``alloc``: (the error code, the bytes the GEMM allocates). A
-    buffer that cannot be allocated, or a GEMM that cannot allocate its own, fills the
-    error record with the code and the bytes asked for; nothing is stored then."""
-    code, gemm_bytes = alloc
+def widening_wrapper(name: str, decls: list[str], kernel: str, args: list[str], operands: list[Array],
+                     result: Array, alloc: tuple[int, int] | None) -> str:
+    """``void name(<decls>, int64_t *fl_err)``: widens each 16-bit array of ``operands``
+    (passed as the first ``args``: A and B, or a pool's input) into a float32 buffer of its
+    layout, calls ``kernel`` on those buffers and a float32 one for ``result`` (the next
+    of ``args``; the rest, the epilogue's, as they are), then stores the accumulated values
+    into ``result`` in its dtype (a float32 ``result`` the kernel writes itself).
+    ``alloc``: (the error code, the bytes the kernel allocates), None for a kernel that
+    allocates nothing (and returns nothing). A buffer that cannot be allocated, or a
+    kernel that cannot allocate its own, fills the error record with the code and the
+    bytes asked for; nothing is stored then."""
+    code, kernel_bytes = alloc or (ALLOC, 0)
+    c_arg = args[len(operands)]
     widened = {param: array for param, array in zip(args, operands) if array.dtype in HALF_FLOATS}
-    if result.dtype in HALF_FLOATS:  # else (a cast to float32 in the epilogue) the GEMM writes it
-        widened[args[2]] = result
+    if result.dtype in HALF_FLOATS:  # else (a cast to float32 in the epilogue) the kernel writes it
+        widened[c_arg] = result
     lines = [f"void {name}({', '.join(decls + ['int64_t *restrict fl_err'])}) {{"]
     # every buffer declared first, so that a failed allocation frees them all
     lines += [f"    float *restrict {param}_f = NULL;" for param in widened]
@@ -74,15 +75,17 @@ def widening_wrapper(name: str, decls: list[str], gemm: str, args: list[str], op
         if array is not result:
             lines.append(f"    for (long i = 0; i < {_elements(array)}; i++) "
                          f"{param}_f[i] = {widen(array.dtype, f'{param}[i]')};")
-    call = f"{gemm}({', '.join([f'{a}_f' if a in widened else a for a in args[:3]] + args[3:])})"
-    lines.append(f"    if ({call}) {{ fl_err[0] = {code}; fl_err[2] = {gemm_bytes}; goto done; }}")
+    leading = len(operands) + 1  # the epilogue's arguments keep their 16-bit arrays
+    call = f"{kernel}({', '.join([f'{a}_f' if a in widened else a for a in args[:leading]] + args[leading:])})"
+    lines.append(f"    if ({call}) {{ fl_err[0] = {code}; fl_err[2] = {kernel_bytes}; goto done; }}" if alloc
+                 else f"    {call};")
     if result.dtype in HALF_FLOATS:
         lines.append(f"    for (long i = 0; i < {_elements(result)}; i++) "
-                     f"{args[2]}[i] = {narrow(result.dtype, f'{args[2]}_f[i]')};")
+                     f"{c_arg}[i] = {_store_exact(result.dtype, f'{c_arg}_f[i]')};")
     lines.append("done:")
     lines += [f"    free({param}_f);" for param in widened]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["C_ELEMENT_DTYPES", "half_refusal", "widening_wrapper"]
+__all__ = ["C_ELEMENT_DTYPES", "widening_wrapper"]

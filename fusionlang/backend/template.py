@@ -1,7 +1,8 @@
 """Groups whose complex op runs as a GEMM template: :mod:`.gemm_template` on the CPU, and
 (planned with ``target="cuda"``, float16 and bfloat16 too) :mod:`.cuda_template` on CUDA.
 
-A group qualifies when it holds one float32 ``matmul``, ``gemm`` or 1-D/2-D ``conv`` whose
+A group qualifies when it holds one float32 (on the CPU also float16 or bfloat16, widened
+to float32: :mod:`.gemm_half`) ``matmul``, ``gemm`` or 1-D/2-D ``conv`` whose
 operands come from outside the group (or, with none of those, one 1-D/2-D ``max_pool`` or
 ``average_pool``, run as the depthwise kernel with a max or a sum for its tap), and
 everything else in it is an *epilogue*: statements
@@ -35,7 +36,7 @@ from fusionlang.backend.epilogue import Assign, Define, Load, Statement, Store
 from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.failures import ALLOC
-from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, half_refusal, widening_wrapper
+from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, widening_wrapper
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, Fold, GemmProblem, Im2Col, Operand, blocking_for,
                                               gathers, is_gemv, kernel_printer, pack_constant, packing_floats,
                                               vector_types)
@@ -90,7 +91,7 @@ class TemplateGroup:
     after: LoweredGroup | LrnKernel | None = None
     #: values the parts pass to each other through memory: each needs a buffer
     scratch: tuple[str, ...] = ()
-    #: the dtype of A and B: float32, or (CUDA only) float16 / bfloat16
+    #: the dtype of A and B: float32, float16 or bfloat16 (C: widened to float32 per call)
     element: str = "float32"
     #: CUDA: an elementwise prologue computed while one operand is staged, instead of a loop
     #: nest before the template (see :func:`staging_prologue`)
@@ -169,9 +170,6 @@ def template_candidate(plan: FusionPlan, group: Group, target: str = "c") -> tup
     if shapes is None:
         return None
     problem = shapes[0]
-    if target == "c" and half_refusal(plan.graph.types[node.outputs[0]].dtype, is_depthwise(problem),
-                                      node.op in POOL_TAPS):
-        return None
     if problem.m * problem.n * problem.k * int(np.prod(problem.outer, dtype=np.int64)) < MIN_MACS:
         return None
     if target != "c" and is_depthwise(problem):
@@ -673,9 +671,11 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
         else:
             inner = gemm(f"{name}_gemm")
         call = f"{name}_gemm({', '.join(args)})"
-        if tg.element in HALF_FLOATS:  # the float32 GEMM on widened operands
-            wrapper = widening_wrapper(name, decls, f"{name}_gemm", args, [tg.a_param, tg.b_param], tg.c_param,
-                                       (ALLOC, 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)))
+        if tg.element in HALF_FLOATS:  # the float32 kernel on widened operands
+            operands = [tg.b_param] if pool else [tg.a_param, tg.b_param]
+            alloc = None if depthwise else (ALLOC, 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a,
+                                                                      tg.packed_b))
+            wrapper = widening_wrapper(name, decls, f"{name}_gemm", args, operands, tg.c_param, alloc)
         elif depthwise:  # allocates nothing
             wrapper = f"void {name}({', '.join(decls)}) {{\n    {call};\n}}\n"
         else:
@@ -688,7 +688,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     name = f"fl_t_{hashlib.sha256(text('@NAME@').encode()).hexdigest()[:16]}"
     kind = "pooling" if pool else "depthwise" if depthwise else "GEMM"
     comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
-    return name, comment + text(name), not depthwise, kind
+    return name, comment + text(name), not depthwise or tg.element in HALF_FLOATS, kind
 
 
 def epilogue_arrays(tg: TemplateGroup) -> list[Array]:

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 import fusionlang
 from fusionlang import reference
 from fusionlang.backend import gemm_template, template
-from fusionlang.backend.gemm_half import half_refusal
 from fusionlang.ops import GraphBuilder
 
 HALF = ["bfloat16", "float16"]
@@ -197,21 +196,29 @@ def test_threads_give_the_same_bits_as_one(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", HALF)
-def test_depthwise_convs_and_pools_stay_loop_nests_with_a_reason(dtype):
-    def depthwise(b, value, absolute):
-        return b.conv(value("x", (1, 4, 9, 9)), value("w", (4, 1, 3, 3), constant=True), group=4), 0
+@pytest.mark.parametrize("op", ["depthwise", "max_pool", "average_pool"])
+def test_depthwise_convs_and_pools_run_on_their_template_widened(dtype, op):
+    def body(b, value, absolute):
+        x = value("x", (2, 4, 9, 9))
+        if op == "depthwise":
+            y = b.conv(x, value("w", (4, 1, 3, 3), constant=True), group=4, pads=(1, 0, 1, 2))
+        else:
+            y = getattr(b, op)(x, kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 0, 1))
+        return (y if absolute else b.relu(y)), 1
 
-    def pool(b, value, absolute):
-        return b.max_pool(value("x", (1, 4, 9, 9)), kernel_shape=(3, 3)), 0
+    compiled, _ = _check(Case(6), dtype, body)
+    kinds = [k.detail.split()[0] for k in compiled.kernels if k.strategy == "gemm template"]
+    assert kinds == ["depthwise" if op == "depthwise" else "pooling"], kinds
 
-    _check(Case(6), dtype, depthwise, expect_template=False)
-    _check(Case(6), dtype, pool, expect_template=False)
-    assert half_refusal(dtype, depthwise=True, pool=False) == \
-        f"a {dtype} depthwise conv runs as a loop nest: the depthwise template reads float32 only"
-    assert half_refusal(dtype, depthwise=False, pool=True) == \
-        f"a {dtype} pool runs as a loop nest: the pooling template reads float32 only"
-    assert half_refusal(dtype, depthwise=False, pool=False) is None
-    assert half_refusal("float32", depthwise=True, pool=True) is None
+
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_a_matmul_of_a_dtype_the_c_template_refuses_stays_a_loop_nest(dtype):
+    b = GraphBuilder("refused")
+    x = b.input("x", (16, 16), dtype)
+    b.output(b.matmul(x, b.constant(np.ones((16, 16), dtype))))
+    plan = fusionlang.fuse(b.build(), "apollo")
+    assert all(template.plan_template(plan, g, dict(plan.graph.constants)) is None for g in plan.groups)
+    assert template.C_ELEMENT_DTYPES == ("float32", "float16", "bfloat16")
 
 
 def test_a_widened_buffer_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch):
@@ -241,3 +248,20 @@ def test_a_bf16_matmul_whose_epilogue_casts_to_float32_writes_the_float32_output
     got = compiled.run(feeds)[graph.outputs[0]]
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, reference.run(graph, feeds)[graph.outputs[0]])
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_exact_integer_sums_round_to_nearest_even_bit_for_bit(dtype):
+    # small integers: every order of the float32 sums is exact, so the only rounding is the
+    # one to 16 bits (sums past 256 for bfloat16, 2048 for float16, fall between its values)
+    rng = np.random.default_rng(8)
+    b = GraphBuilder("exact")
+    x = b.input("x", (17, 120), dtype)
+    b.output(b.matmul(x, b.constant(_as(dtype, rng.integers(0, 13, (120, 23))))))
+    graph = b.build()
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"]
+    feeds = {"x": _as(dtype, rng.integers(0, 13, (17, 120)))}
+    got, want = compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]]
+    assert np.abs(want.astype(np.float32)).max() > (2048 if dtype == "float16" else 256)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
