@@ -1,0 +1,161 @@
+"""bfloat16 models on one CPU thread: fusionlang's bf16 build against OpenVINO's bf16.
+
+Two workloads, built in float32 by bench/model_runtime.py's ONNX builder:
+
+* ``resnet_ish``: a ResNet-50 stem (7x7/2 conv, max pool) and bottleneck blocks of its
+  first two stages (1x1 -> 3x3 -> 1x1 with a projection and a residual), batch 1, 224x224;
+* ``bert_layer``: one BERT-base encoder layer, seq 128.
+
+fusionlang compiles the model with every float initializer, the input and the output
+converted to bfloat16 (opset 22: Conv takes bfloat16 from there), so its matmuls and convs
+run on the GEMM template in bf16 (backend.gemm_half); the float32 model compiled by
+fusionlang is timed too (what the bf16 build's widening and rounding cost). OpenVINO runs the float32 model with
+``INFERENCE_PRECISION_HINT=bf16`` (its own bf16 kernels where the CPU has AVX-512 BF16 or
+AMX); ORT runs the float32 model for reference (its CPU provider has no bf16 Conv). All on
+one thread, interleaved rounds, medians of process CPU and wall time.
+
+    python bench/bf16.py [--rounds 7] [--only resnet_ish,bert_layer] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_runtime import RESULTS, _Onnx, bert_layer, interleaved, ort_session  # noqa: E402
+
+import fusionlang  # noqa: E402
+from fusionlang.backend.machine import cpu_features  # noqa: E402
+
+
+def _bottleneck(g: _Onnx, x: str, cin: int, mid: int, cout: int, stride: int) -> str:
+    def conv(t, cin_, cout_, k, s=1):
+        w = g.weight((cout_, cin_, k, k), 1.0 / math.sqrt(k * k * cin_))
+        return g.op("Conv", t, w, g.weight((cout_,), 0.02), kernel_shape=[k, k], strides=[s, s],
+                    pads=[k // 2] * 4)
+
+    h = g.op("Relu", conv(x, cin, mid, 1))
+    h = g.op("Relu", conv(h, mid, mid, 3, stride))
+    h = conv(h, mid, cout, 1)
+    skip = conv(x, cin, cout, 1, stride) if (cin != cout or stride != 1) else x
+    return g.op("Relu", g.op("Add", h, skip))
+
+
+def resnet_ish(size: int = 224) -> onnx.ModelProto:
+    g = _Onnx("resnet_ish", seed=4)
+    h = g.op("Conv", "x", g.weight((64, 3, 7, 7), 1.0 / math.sqrt(147)), g.weight((64,), 0.02),
+             kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3])
+    h = g.op("MaxPool", g.op("Relu", h), kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    h = _bottleneck(g, h, 64, 64, 256, 1)
+    h = _bottleneck(g, h, 256, 64, 256, 1)
+    h = _bottleneck(g, h, 256, 128, 512, 2)
+    h = _bottleneck(g, h, 512, 128, 512, 1)
+    return g.model("x", (1, 3, size, size), h)
+
+
+WORKLOADS = {"resnet_ish": resnet_ish, "bert_layer": bert_layer}
+
+
+def as_bf16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its float initializers, input and output in bfloat16, at opset 22."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for k, init in enumerate(out.graph.initializer):
+        if init.data_type == TensorProto.FLOAT:
+            array = numpy_helper.to_array(init).astype(ml_dtypes.bfloat16)
+            out.graph.initializer[k].CopyFrom(
+                helper.make_tensor(init.name, TensorProto.BFLOAT16, array.shape, array.astype(np.float32).reshape(-1)))
+    for value in list(out.graph.input) + list(out.graph.output):
+        value.type.tensor_type.elem_type = TensorProto.BFLOAT16
+    del out.opset_import[:]
+    out.opset_import.append(helper.make_opsetid("", 22))
+    out.ir_version = helper.find_min_ir_version_for(list(out.opset_import))
+    return out
+
+
+def openvino_bf16(model: onnx.ModelProto):
+    import openvino
+
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU",
+                                  {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "bf16",
+                                   "INFERENCE_NUM_THREADS": 1})
+    request = compiled.create_infer_request()
+    return compiled, request
+
+
+def bench(name: str, rounds: int) -> dict:
+    model = WORKLOADS[name]()
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    graph = fusionlang.from_onnx(as_bf16(model))
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    graph32 = fusionlang.from_onnx(model)
+    compiled32 = fusionlang.compile(fusionlang.fuse(graph32, "apollo"), "c")
+    feeds16 = {graph.inputs[0]: x.astype(ml_dtypes.bfloat16)}
+    ov_model, request = openvino_bf16(model)
+    session = ort_session(model, 1)
+    ort_in = session.get_inputs()[0].name
+    fns = {"fusionlang_bf16": lambda: compiled.run(feeds16)[graph.outputs[0]],
+           "fusionlang_f32": lambda: compiled32.run({graph32.inputs[0]: x})[graph32.outputs[0]],
+           "ov_bf16": lambda: request.infer({0: x})[ov_model.outputs[0]],
+           "ort_f32": lambda: session.run(None, {ort_in: x})[0]}
+    timing, results = interleaved(fns, rounds)
+    reference = np.asarray(results["ort_f32"], np.float64)
+    scale = float(np.abs(reference).max()) or 1.0
+    diffs = {k: float(np.abs(np.asarray(v, np.float32).astype(np.float64).reshape(reference.shape)
+                             - reference).max() / scale) for k, v in results.items() if k != "ort_f32"}
+    strategies = [k.strategy for k in compiled.kernels]
+    return {"workload": name, "timing": timing, "max_rel_diff_from_ort_f32": diffs,
+            "kernels": len(strategies), "templates": strategies.count("gemm template"),
+            "ours_over_ov_cpu": timing["fusionlang_bf16"]["cpu_ms"] / timing["ov_bf16"]["cpu_ms"],
+            "ours_over_ov_wall": timing["fusionlang_bf16"]["wall_ms"] / timing["ov_bf16"]["wall_ms"]}
+
+
+def table(rows: list[dict]) -> str:
+    head = (f"{'workload':12} {'ours ms':>8} {'ours f32':>8} {'OV bf16':>8} {'ORT f32':>8} {'ours/OV cpu':>11} {'ours/OV wall':>12} "
+            f"{'templates':>10} {'diff ours':>9} {'diff OV':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        t = r["timing"]
+        lines.append(f"{r['workload']:12} {t['fusionlang_bf16']['cpu_ms']:8.2f} {t['fusionlang_f32']['cpu_ms']:8.2f} {t['ov_bf16']['cpu_ms']:8.2f} "
+                     f"{t['ort_f32']['cpu_ms']:8.2f} {r['ours_over_ov_cpu']:11.2f} {r['ours_over_ov_wall']:12.2f} "
+                     f"{r['templates']:>4}/{r['kernels']:<5} {r['max_rel_diff_from_ort_f32']['fusionlang_bf16']:9.1e} "
+                     f"{r['max_rel_diff_from_ort_f32']['ov_bf16']:8.1e}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", default="", help="workload names, comma-separated (default: all)")
+    parser.add_argument("--out", default=str(RESULTS / "bf16.json"))
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.only.split(",") if args.only else WORKLOADS:
+        if name not in WORKLOADS:
+            parser.error(f"unknown workload {name}; known: {', '.join(WORKLOADS)}")
+        print(f"... {name}", file=sys.stderr, flush=True)
+        rows.append(bench(name, args.rounds))
+    print(table(rows))
+    flags = sorted(f for f in cpu_features() if f.startswith(("avx512_bf16", "avx512_fp16", "amx")))
+    Path(args.out).write_text(json.dumps({
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpu": platform.processor() or platform.machine(), "bf16_flags": flags},
+        "threads": 1, "rounds": args.rounds, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
