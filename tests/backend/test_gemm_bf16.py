@@ -265,3 +265,23 @@ def test_exact_integer_sums_round_to_nearest_even_bit_for_bit(dtype):
     got, want = compiled.run(feeds)[graph.outputs[0]], reference.run(graph, feeds)[graph.outputs[0]]
     assert np.abs(want.astype(np.float32)).max() > (2048 if dtype == "float16" else 256)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_subnormals_infinities_overflow_and_nan_are_stored_as_the_reference_stores_them(dtype):
+    # K = 2, exact sums: the stored 16-bit patterns are the reference's (NaN: in place)
+    info = np.finfo(np.float16) if dtype == "float16" else ml_dtypes.finfo(ml_dtypes.bfloat16)
+    specials = [float(info.smallest_subnormal), -3 * float(info.smallest_subnormal), float(info.tiny),
+                float(info.max), -float(info.max), np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, 3.0]
+    x = _as(dtype, np.array(specials * 2).reshape(-1, 2))
+    b = GraphBuilder("specials")
+    xi = b.input("x", x.shape, dtype)
+    b.output(b.matmul(xi, b.constant(_as(dtype, [[1.0, 0.5, 1.0], [0.0, 2.0, 1.0]]))))
+    graph = b.build()
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
+    assert [k.strategy for k in compiled.kernels] == ["gemm template"]
+    got, want = compiled.run({"x": x})[graph.outputs[0]], reference.run(graph, {"x": x})[graph.outputs[0]]
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.isinf(want.astype(np.float32)).any() and (np.abs(want.astype(np.float32)) < info.tiny).any()
