@@ -516,6 +516,28 @@ def test_a_stride_1_conv_on_wide_rows_packs_by_copying_runs(width, stride, packe
         == {f"fl_gemm_pack_{packer}"}
 
 
+def test_a_convs_im2col_panel_is_cut_to_a_quarter_of_l2_and_a_matmuls_is_not():
+    # densenet's 3x3 conv of 128 channels at 56x56 to 32: its panel (3136 columns of 384
+    # taps, 4.8 MB) is packed per call and read back by each row block of A: in L2
+    # (0.73 to 0.86 of the time), where a matmul's B of the same shape keeps L3's panel
+    from fusionlang.backend.machine import machine_for
+
+    machine = machine_for("avx512", l1d=48 * 1024, l2=2 << 20, l3=256 << 20)
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("panels")
+    x = b.input("x", (1, 128, 56, 56))
+    b.output(b.relu(b.conv(x, b.constant(rng.standard_normal((32, 128, 3, 3)).astype(np.float32)), pads=[1] * 4),
+                    name="y"))
+    m = b.input("m", (32, 1152))
+    b.output(b.relu(b.matmul(m, b.input("n", (1152, 3136))), name="z"))
+    plan = fusionlang.fuse(b.build(), "apollo")
+    planned = {tg.problem.b.__class__.__name__: tg.blocking for g in plan.groups
+               if (tg := template.plan_template(plan, g, dict(plan.graph.constants), machine))}
+    conv, matmul = planned["Im2Col"], planned["Operand"]
+    assert conv.nc * conv.kc * 4 <= machine.l2 // 4 < (conv.nc + conv.nr) * conv.kc * 4
+    assert matmul.nc == -(-3136 // matmul.nr) * matmul.nr  # the whole N, as blocking_for gives
+
+
 @pytest.mark.parametrize("layer,kind", [("matmul", "column"), ("conv", "column"), ("heads", "narrow"),
                                         ("scores", "short")])
 def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind, monkeypatch):
