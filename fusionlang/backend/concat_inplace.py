@@ -14,7 +14,10 @@ An input is placed inside the output (a ``Placement``) when, conservatively:
   may hand a graph output's memory to the caller, see ``runtime_c.direct_outputs``).
 
 A placed concat's output may itself be placed in a later concat (densenet's blocks concat
-the previous concat with new features): offsets add up along the chain.
+the previous concat with new features): offsets add up along the chain. A concat that
+lists an earlier in-place concat's inputs again, whole and in order (torch's densenet
+concats every feature of its block so far, layer after layer), lays that concat's output
+there instead: the whole block lies in its last concat's bytes.
 
 A policy may fuse a concat into the group of one of its producers (Apollo puts inception's
 concat after a branch's conv, batch norm and relu; densenet's between a conv and the next
