@@ -14,7 +14,10 @@ An input is placed inside the output (a ``Placement``) when, conservatively:
   may hand a graph output's memory to the caller, see ``runtime_c.direct_outputs``).
 
 A placed concat's output may itself be placed in a later concat (densenet's blocks concat
-the previous concat with new features): offsets add up along the chain.
+the previous concat with new features): offsets add up along the chain. A concat that
+lists an earlier in-place concat's inputs again, whole and in order (torch's densenet
+concats every feature of its block so far, layer after layer), lays that concat's output
+there instead: the whole block lies in its last concat's bytes.
 
 A policy may fuse a concat into the group of one of its producers (Apollo puts inception's
 concat after a branch's conv, batch norm and relu; densenet's between a conv and the next
@@ -175,13 +178,42 @@ def concat_placements(plan: FusionPlan, group: Group, written: set[str], taken: 
     if not _lays_end_to_end(graph, node) or node.outputs[0] not in group.outputs:  # unread: no buffer
         return {}
     inputs = node.inputs
-    if len(set(inputs)) != len(inputs) or any(v not in written or v in taken for v in inputs):
+    if len(set(inputs)) != len(inputs) or any(v not in written for v in inputs):
+        return {}
+    laid = _laid_out(inputs, taken)
+    if laid is None:
         return {}
     found, at = {}, 0
-    for value in inputs:
+    for value in laid:
         found[value] = Placement(node.outputs[0], at)
         at += graph.types[value].nbytes
     return found
+
+
+def _laid_out(inputs: list[str], taken: dict[str, Placement]) -> list[str] | None:
+    """The values ``inputs`` lays end to end, with each run of inputs that an earlier concat
+    run in place holds, whole and in its order, read as that concat's output (torch's
+    densenet concats every feature of a block so far, layer after layer: each concat is
+    the one before plus a new feature, so the whole block lies in its last concat's bytes
+    and no layer copies); None when an input is placed elsewhere."""
+    held: dict[str, list[tuple[int, str]]] = {}
+    for value, place in taken.items():
+        held.setdefault(place.root, []).append((place.at, value))
+
+    def leaves(root: str) -> list[str]:  # the inputs a concat run in place holds, nested ones opened
+        return [leaf for _, v in sorted(held[root]) for leaf in (leaves(v) if v in held else [v])]
+
+    laid, k = [], 0
+    while k < len(inputs):
+        root = inputs[k]
+        while root in taken:
+            root = taken[root].root
+        run = leaves(root) if root != inputs[k] else [root]
+        if inputs[k:k + len(run)] != run:
+            return None
+        laid.append(root)
+        k += len(run)
+    return laid
 
 
 def drop_output_bound(placements: dict[str, Placement], outputs: set[str], aliases: dict[str, str]) -> set[str]:

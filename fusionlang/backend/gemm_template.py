@@ -501,9 +501,13 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
         pack = f"fl_gemm_pack_a_{bl.mr}"
         called.append(Helper(pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, bl)))
     if _gathered(problem, packed_b):
-        gather = f"fl_gemm_pack_gather_{bl.nr}"
+        gather = _gather_name(problem, bl)
         called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
-        called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_gather(o, bl)))
+        if gather.startswith(_COPIES_NAME):
+            called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_copies(o, bl),
+                                 vector_types(bl.vl)))
+        else:
+            called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_gather(o, bl)))
     elif not packed_b and isinstance(problem.b, Im2Col):
         pack = f"fl_gemm_pack_im2col_{bl.nr}"
         called.append(Helper(pack, _IM2COL_SIGNATURE.format(name=pack), lambda o: _pack_im2col(o, bl)))
@@ -511,6 +515,16 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
         pack = f"fl_gemm_pack_b_{bl.nr}"
         called.append(Helper(pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, bl)))
     return called
+
+
+_COPIES_NAME = "fl_gemm_pack_copies_"
+
+
+def _gather_name(problem: GemmProblem, bl: Blocking) -> str:
+    """The routine packing a gathered im2col operand: by copies of runs or by gathers."""
+    assert isinstance(problem.b, Im2Col), "only an im2col operand is gathered"
+    copies = copies_runs(problem.b, problem.fold, bl.vl)
+    return f"{_COPIES_NAME if copies else 'fl_gemm_pack_gather_'}{bl.nr}"
 
 
 def _drive_signature(drive: str, epilogue: Epilogue | None) -> str:
@@ -1124,6 +1138,71 @@ def _pack_gather(out: Lines, bl: Blocking) -> None:
     out.close()
 
 
+#: whether a gathered im2col operand of stride 1 along rows copies its runs of consecutive
+#: taps (:func:`_pack_copies`) rather than gathering each vector (tests turn it off to
+#: cover the gathers of every geometry)
+COPY_RUNS = True
+
+
+def copies_runs(b: Im2Col, fold: Fold | None, vl: int) -> bool:
+    """Whether a gathered im2col operand is packed by copying runs: a stride of 1 along rows
+    (the taps of one output row are consecutive in a padded plane), output rows at least
+    half a vector long (a shorter run's copy fills under half its lanes: 3x3 convs of 128
+    channels, one core, AVX-512, copies / gathers: 56x56 0.86, 28x28 0.80, 14x14 0.82, 7x7
+    1.20), and positions enough that the index array after the planes holds the up to
+    ``vl - 1`` floats a run's last vector reads past the planes."""
+    images = fold.images if fold is not None else 1
+    return COPY_RUNS and b.stride[1] == 1 and 2 * b.out_w >= vl and b.out_h * b.out_w * images >= vl
+
+
+def _pack_copies(out: Lines, bl: Blocking) -> None:
+    # as _pack_gather, but stride 1 along rows: the columns of a sliver are runs of
+    # consecutive offsets in the planes (an output row's, or its part in the sliver), found
+    # once per sliver from the index, and each row of taps is copied run by run, a vector
+    # at a time. A run's last vector may spill past it: into the next run's columns,
+    # copied after it, or past nn, zeroed after; where it would leave the sliver's row it
+    # ends at the run's end instead (the run's own columns copied twice)
+    vf = f"fl_vfu{bl.vl}"
+    out("const long kh = taps / kw, first_ch = pc / taps, first_ky = pc % taps / kw, first_kx = pc % kw;")
+    out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
+    out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
+    out("const int *ix = index + n0 + j0;")
+    out(f"long start[{bl.nr + 1}], runs = 0;")
+    out("for (long t = 0; t < nn; t++) if (t == 0 || ix[t] != ix[t - 1] + 1) start[runs++] = t;")
+    out("start[runs] = nn;")
+    out("long ch = first_ch, kyi = first_ky, kxi = first_kx;")
+    out.open("for (long p = 0; p < kc; p++)")
+    out("const float *s = planes + ch * plane + kyi * dh * wp + kxi * dw;")
+    out(f"float *d = dst + p * {bl.nr};")
+    out.open("for (long r = 0; r < runs; r++)")
+    out("const long t0 = start[r], t1 = start[r + 1];")
+    out("const float *from = s + ix[t0] - t0;  /* from[t]: column t's tap */")
+    out("long t = t0;")
+    out(f"for (; t + {bl.vl} <= t1; t += {bl.vl}) *({vf} *)(d + t) = *(const {vf} *)(from + t);")
+    out.open("if (t < t1)")
+    out(f"if (t + {bl.vl} <= {bl.nr}) *({vf} *)(d + t) = *(const {vf} *)(from + t);")
+    out(f"else if (t1 - {bl.vl} >= t0) *({vf} *)(d + t1 - {bl.vl}) = *(const {vf} *)(from + t1 - {bl.vl});")
+    out("else for (; t < t1; t++) d[t] = from[t];")
+    out.close()
+    out.close()
+    out(f"for (long t = nn; t < {bl.nr}; t++) d[t] = 0.0f;")
+    out("if (++kxi == kw) { kxi = 0; if (++kyi == kh) { kyi = 0; ch++; } }")
+    out.close()
+    out.close()
+
+
+def im2col_blocking(machine: Machine, problem: GemmProblem, bl: Blocking) -> Blocking:
+    """``bl`` with the B panel of an (unfolded) im2col operand cut to a quarter of L2: the
+    panel is packed on every call and read back by each MR-row block of A, from L2 rather
+    than L3 (a conv's few output channels read it few times: 3x3 convs, one core, AVX-512,
+    time with the panel in L2 / in L3: densenet's 128 -> 32 at 56x56 0.73 to 0.86, 28x28
+    0.86, resnet18's 64 -> 64 at 56x56 0.80, its 7x7/2 stem 0.92, 64 -> 128 /2 0.97)."""
+    if not isinstance(problem.b, Im2Col) or problem.fold is not None:
+        return bl
+    nc = max(bl.nr, machine.l2 // 4 // (bl.kc * 4) // bl.nr * bl.nr)
+    return replace(bl, nc=min(bl.nc, nc))
+
+
 def _pack_im2col(out: Lines, bl: Blocking) -> None:
     # B rows pc..pc+kc of the implicit patch matrix, columns n0.. of the output plane.
     # A sliver's columns run along output rows; within one output row the taps of one
@@ -1450,7 +1529,8 @@ def _b_packing(problem: GemmProblem, bl: Blocking, gather: bool, num: Numbers):
         hp, wp = _padded_extent(b)
         (kh, kw), (dh, dw) = b.kernel, b.dilation
         tail = f"{num(kh * kw)}, {num(kw)}, {num(dh)}, {num(dw)}, {num(hp * wp)}, {num(wp)}"
-        return lambda first, count, dst: f"fl_gemm_pack_gather_{bl.nr}(gp, gix, pc, kc, {first}, {count}, {dst}, {tail});"
+        gather = _gather_name(problem, bl)
+        return lambda first, count, dst: f"{gather}(gp, gix, pc, kc, {first}, {count}, {dst}, {tail});"
     if isinstance(b, Im2Col):
         geometry = _im2col_args(b, num)
         return lambda first, count, dst: f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, {first}, {count}, {dst}, {geometry});"
@@ -1504,8 +1584,8 @@ def param_name(decl: str) -> str:
     return decl.replace("*", " ").split()[-1]
 
 
-__all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunction", "GemmProblem", "Helper", "Im2Col", "Lines",
-           "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "epilogue_args", "epilogue_function",
-           "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "kernel_printer", "narrow_kernel",
-           "pack_constant", "packed_size", "packing_floats", "param_name", "print_gemm", "short_kernel",
-           "vector_types"]
+__all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunction", "GemmProblem", "Helper",
+           "Im2Col", "Lines", "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "copies_runs",
+           "epilogue_args", "epilogue_function", "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel",
+           "gemv_kind", "im2col_blocking", "is_gemv", "kernel_printer", "narrow_kernel", "pack_constant",
+           "packed_size", "packing_floats", "param_name", "print_gemm", "short_kernel", "vector_types"]

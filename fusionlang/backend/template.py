@@ -38,8 +38,8 @@ from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, widening_wrapper
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, Fold, GemmProblem, Im2Col, Operand, blocking_for,
-                                              gathers, is_gemv, kernel_printer, pack_constant, packing_floats,
-                                              vector_types)
+                                              gathers, im2col_blocking, is_gemv, kernel_printer, pack_constant,
+                                              packing_floats, vector_types)
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import Machine, host
@@ -192,6 +192,8 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     if c_array is None or any(a.dtype not in ("float32", element) for a in prog.arrays):
         return None
     blocking = blocking_for(machine, problem)
+    if target == "c" and not is_depthwise(problem):
+        blocking = im2col_blocking(machine, problem, blocking)
     # the depthwise and GEMV kernels read their weights as they are, and so does CUDA
     packs = {} if is_depthwise(problem) or is_gemv(problem) or target != "c" else constants
     a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a", element)

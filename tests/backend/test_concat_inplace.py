@@ -261,3 +261,55 @@ def test_a_concat_of_two_thousand_inputs_runs_in_bounded_isl_problems(monkeypatc
     assert compiled.stats.concats_in_place == 22
     output = graph.outputs[0]
     np.testing.assert_array_equal(compiled.run(feeds)[output], reference.run(graph, feeds)[output])
+
+
+def _torch_dense_block(layers=3, order=None, last_is_output=False):
+    """torch's densenet block: every layer concats all the block's features so far (the
+    block's input first, then each layer's conv in order) and computes one more from them;
+    ``order(features)`` reorders the inputs of the block's last concat."""
+    b = GraphBuilder("torch_dense")
+    x = b.input("x", (1, 3, 5, 5))
+    features = [b.relu(x, name="f0")]
+    for k in range(1, layers + 1):
+        into = features[0] if k == 1 else b.concat(*features, axis=1, name=f"cat{k - 1}")
+        channels = 3 + 2 * (k - 1)
+        act = b.relu(b.add(into, b.constant(_weights(1, channels, 1, 1))), name=f"act{k}")
+        features.append(b.conv(act, b.constant(_weights(2, channels, 3, 3)), pads=[1, 1, 1, 1], name=f"f{k}"))
+    last = b.concat(*(order or list)(features), axis=1, name=f"cat{layers}")
+    if last_is_output:
+        b.output(last)
+    else:
+        b.output(b.reduce_sum(last, axes=[1], name="y"))
+    return b.build(), {"x": RNG.standard_normal((1, 3, 5, 5)).astype(np.float32)}
+
+
+def test_a_torch_dense_block_lies_in_its_last_concat_and_copies_nothing():
+    graph, feeds = _torch_dense_block()
+    compiled = _compiled(graph, per_node_plan(graph))
+    _agrees(compiled, graph, feeds)
+    buffers = compiled.buffers.buffers
+    assert _concat_kernels(compiled) == [] and compiled.stats.concats_in_place == 3
+    base = buffers["cat3"].offset
+    for value, channels_before in (("cat1", 0), ("cat2", 0), ("f0", 0), ("f1", 3), ("f2", 5), ("f3", 7)):
+        assert buffers[value].inside == "cat3"
+        assert buffers[value].offset == base + channels_before * 25 * 4
+
+
+@pytest.mark.parametrize("case", ["a run out of order", "a run cut short"])
+def test_a_concat_that_reads_an_earlier_ones_inputs_otherwise_copies(case):
+    def reorder(features):
+        return [features[1], features[0], *features[2:]] if case == "a run out of order" else features[1:]
+
+    graph, feeds = _torch_dense_block(order=reorder)
+    compiled = _compiled(graph, per_node_plan(graph))
+    _agrees(compiled, graph, feeds)
+    assert [k.nodes for k in _concat_kernels(compiled)] == [["cat3"]]
+    assert compiled.buffers.buffers["f1"].inside == "cat2"
+
+
+def test_a_dense_block_whose_last_concat_is_a_graph_output_copies_only_that_one():
+    graph, feeds = _torch_dense_block(last_is_output=True)
+    compiled = _compiled(graph, per_node_plan(graph))
+    _agrees(compiled, graph, feeds)
+    assert [k.nodes for k in _concat_kernels(compiled)] == [["cat3"]]
+    assert compiled.buffers.buffers["cat1"].inside == "cat2" and compiled.buffers.buffers["cat2"].inside is None

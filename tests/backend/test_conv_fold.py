@@ -164,3 +164,20 @@ def test_the_template_stores_straight_into_the_images_channels_transpose(batch, 
         assert tg.problem.fold.c_stride == positions
     got = fusionlang.compile(plan, "c").run(feeds)[graph.outputs[0]]
     np.testing.assert_allclose(got, reference.run(graph, feeds)[graph.outputs[0]], rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_folded_images_of_wide_rows_pack_by_copying_runs_that_stop_at_each_image(threads):
+    # 8-wide rows (half an AVX-512 vector): the taps of one output row are a run in the padded
+    # planes; a sliver holding two images' positions has runs that end where an image does
+    graph = _conv(3, 5, 8)
+    plan = fusionlang.fuse(graph, "apollo")
+    (planned,) = [tg for g in plan.groups if (tg := template.plan_template(plan, g, dict(graph.constants)))]
+    assert planned.problem.fold is not None
+    copies = gemm_template.copies_runs(planned.problem.b, planned.problem.fold, planned.blocking.vl)
+    assert copies == (planned.blocking.vl <= 16)
+    feeds = {"x": np.random.default_rng(2).standard_normal((3, 5, 8, 8)).astype(np.float32)}
+    got = fusionlang.compile(plan, "c", threads=threads).run(feeds)
+    want = reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)

@@ -139,17 +139,28 @@ def _conv_reference(x, w, stride, dilation, pads, group):
 
 @contextlib.contextmanager
 def im2col_packing(how: str):
-    """Pack every im2col operand by ``how``: "gather" (from padded planes) or "runs" (of
-    input rows), whatever its width."""
-    saved = gemm_template.GATHER_MAX_FLOATS
-    gemm_template.GATHER_MAX_FLOATS = 1 << 40 if how == "gather" else -1
+    """Pack every im2col operand by ``how``: "gather" (from padded planes, a gather per
+    vector), "copies" (from padded planes, copies of runs where the stride along rows is 1)
+    or "runs" (of input rows), whatever its width."""
+    saved = gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS
+    gemm_template.GATHER_MAX_FLOATS = -1 if how == "runs" else 1 << 40
+    gemm_template.COPY_RUNS = how == "copies"
     try:
         yield
     finally:
-        gemm_template.GATHER_MAX_FLOATS = saved
+        gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS = saved
 
 
-@pytest.mark.parametrize("packing", ["gather", "runs"])
+def _packer(how: str, problem: GemmProblem, vl: int) -> str:
+    """The packing routine ``im2col_packing(how)`` picks for ``problem``."""
+    if how == "runs":
+        return "im2col"
+    b = problem.b
+    copies = b.stride[1] == 1 and 2 * b.out_w >= vl and b.out_h * b.out_w >= vl
+    return "copies" if how == "copies" and copies else "gather"
+
+
+@pytest.mark.parametrize("packing", ["gather", "copies", "runs"])
 @settings(max_examples=20)
 # stride 2, which packs through its own vectorized loop, with padding on both sides
 @example(batch=1, group=1, cg=3, mg=4, h=9, wd=11, kh=3, kw=3, stride=(2, 2), dilation=(1, 1), pads=(1, 1),
@@ -183,7 +194,7 @@ def test_implicit_gemm_conv_matches_a_direct_convolution(packing, batch, group, 
     packed = pack_constant(w, problem, blocking, "a")
     with im2col_packing(packing):
         source = gemm_kernel("fl_gemm_test", problem, blocking, packed_a=True)
-    assert f"fl_gemm_pack_{'gather' if packing == 'gather' else 'im2col'}_" in source
+    assert f"fl_gemm_pack_{_packer(packing, problem, blocking.vl)}_" in source
     assert _loaded(source, blocking)(_ptr(packed), _ptr(x), _ptr(y)) == 0
     np.testing.assert_allclose(y, _conv_reference(x, w, stride, dilation, pads, group), rtol=1e-4, atol=1e-4 * kg)
 

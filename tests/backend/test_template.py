@@ -490,8 +490,52 @@ def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
     b_packers = {helper.name.rsplit("_", 1)[0] for helper in kernel.driver.called
                  if "_pack_" in helper.name and "_pack_a_" not in helper.name}
     padded = any(pads)
-    assert len(b_packers) == 1 and b_packers <= ({"fl_gemm_pack_im2col", "fl_gemm_pack_gather"} if padded
-                                                 else {"fl_gemm_pack_b"})
+    im2col = {"fl_gemm_pack_im2col", "fl_gemm_pack_gather", "fl_gemm_pack_copies"}
+    assert len(b_packers) == 1 and b_packers <= (im2col if padded else {"fl_gemm_pack_b"})
+
+
+@pytest.mark.parametrize("width,stride,packer", [(64, 1, "copies"), (64, 2, "gather"), (1, 1, "gather")])
+def test_a_stride_1_conv_on_wide_rows_packs_by_copying_runs(width, stride, packer):
+    # densenet's 3x3 convs of 128 channels at 56x56 to 14x14 pack 1.2x faster copying runs of
+    # taps than gathering them; a strided conv's taps are no run, nor are those of rows
+    # under half a vector (7x7 planes: 1.2x slower)
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("copies")
+    x = b.input("x", (1, 5, 4, width))
+    w = b.constant(rng.standard_normal((6, 5, 3, 3)).astype(np.float32))
+    b.output(b.relu(b.conv(x, w, pads=[1, 1, 1, 1], strides=[stride, stride]), name="y"))
+    graph = b.build()
+    feeds = {"x": rng.standard_normal((1, 5, 4, width)).astype(np.float32)}
+    plan = fusionlang.fuse(graph, "apollo")
+    np.testing.assert_allclose(fusionlang.compile(plan, "c").run(feeds)["y"], reference.run(graph, feeds)["y"],
+                               rtol=1e-5, atol=1e-5)
+    (planned,) = [tg for g in plan.groups if (tg := template.plan_template(plan, g, dict(plan.graph.constants)))]
+    kernel = gemm_template.gemm_function("k", planned.problem, planned.blocking, packed_a=planned.packed_a,
+                                         packed_b=planned.packed_b)
+    assert {h.name.rsplit("_", 1)[0] for h in kernel.driver.called if "_pack_" in h.name and "_pack_a_" not in h.name} \
+        == {f"fl_gemm_pack_{packer}"}
+
+
+def test_a_convs_im2col_panel_is_cut_to_a_quarter_of_l2_and_a_matmuls_is_not():
+    # densenet's 3x3 conv of 128 channels at 56x56 to 32: its panel (3136 columns of 384
+    # taps, 4.8 MB) is packed per call and read back by each row block of A: in L2
+    # (0.73 to 0.86 of the time), where a matmul's B of the same shape keeps L3's panel
+    from fusionlang.backend.machine import machine_for
+
+    machine = machine_for("avx512", l1d=48 * 1024, l2=2 << 20, l3=256 << 20)
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("panels")
+    x = b.input("x", (1, 128, 56, 56))
+    b.output(b.relu(b.conv(x, b.constant(rng.standard_normal((32, 128, 3, 3)).astype(np.float32)), pads=[1] * 4),
+                    name="y"))
+    m = b.input("m", (32, 1152))
+    b.output(b.relu(b.matmul(m, b.input("n", (1152, 3136))), name="z"))
+    plan = fusionlang.fuse(b.build(), "apollo")
+    planned = {tg.problem.b.__class__.__name__: tg.blocking for g in plan.groups
+               if (tg := template.plan_template(plan, g, dict(plan.graph.constants), machine))}
+    conv, matmul = planned["Im2Col"], planned["Operand"]
+    assert conv.nc * conv.kc * 4 <= machine.l2 // 4 < (conv.nc + conv.nr) * conv.kc * 4
+    assert matmul.nc == -(-3136 // matmul.nr) * matmul.nr  # the whole N, as blocking_for gives
 
 
 @pytest.mark.parametrize("layer,kind", [("matmul", "column"), ("conv", "column"), ("heads", "narrow"),

@@ -79,7 +79,7 @@ def test_a_matmul_on_two_threads_is_bit_equal_to_one(m, n, k, packed_a, packed_b
 
 
 @settings(max_examples=20, deadline=None)
-@given(packing=st.sampled_from(["gather", "runs"]), group=st.integers(1, 3), cg=st.integers(1, 3),
+@given(packing=st.sampled_from(["gather", "copies", "runs"]), group=st.integers(1, 3), cg=st.integers(1, 3),
        mg=st.sampled_from([1, 3, 17]), h=st.integers(1, 13), wd=st.integers(1, 13), kh=st.integers(1, 3),
        kw=st.integers(1, 3), stride=st.tuples(st.integers(1, 4), st.integers(1, 4)),
        dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), pads=st.tuples(st.integers(0, 2), st.integers(0, 2)),
