@@ -1517,8 +1517,10 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     else:
         a = problem.a
         rows, cols = num(a.rows), num(a.cols)
-        once = _one_a_block(problem, bl.kc, bl.mc)
-        if once:  # the same block for every B panel: packed for the first only
+        # the same block for every B panel: packed for the first only (with one panel the
+        # text stays as it was, and so does the driver's hash)
+        once = _one_a_block(problem, bl.kc, bl.mc) and problem.n > bl.nc
+        if once:
             out.open("if (jc == 0)")
         _pack(out, threads, "mc", bl.mr, "ap", lambda first, count, dst:
               f"{_pack_a_name(problem, bl)}(a_o + ({first}) * {rows} + pc * {cols}, {rows}, {cols}, {count}, kc, {dst});",
