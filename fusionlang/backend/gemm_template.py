@@ -8,7 +8,7 @@ The structure is Goto's, as BLIS, MLAS and Inductor's CPU GEMM template share it
         for pc in K by KC:
           pack B[pc:pc+KC, jc:jc+NC] into NR-wide slivers
           for ic in M by MC:              A block (MC x KC) packed, lives in L2
-            pack A[ic:ic+MC, pc:pc+KC] into MR-tall slivers
+            pack A[ic:ic+MC, pc:pc+KC] into MR-tall slivers (all of A one block: for the first jc only)
             for jr in NC by NR:           one B sliver (KC x NR) stays in L1
               for ir in MC by MR:
                 micro-kernel: C[MR x NR] (+)= A sliver . B sliver
@@ -20,7 +20,10 @@ vectors and one broadcast A value fill 31 of the 32 registers. Packing zero-pads
 edges, so the micro-kernel always runs whole; only the store of an edge tile goes
 element by element (no scalar cliff in the compute).
 
-Operands are strided views, so transposed inputs cost nothing beyond packing. B may be
+Operands are strided views, so transposed inputs cost nothing beyond packing (A^T and B^T,
+the transposes of row-major matrices, have packing routines of their own that read their
+contiguous runs). A matmul whose batch shares one B runs as one GEMM of the batch's rows
+(:func:`plan_matmul`). B may be
 the implicit im2col matrix of a convolution (:class:`Im2Col`): the patch is gathered
 while packing and never materialized. A constant operand can be packed once, at compile
 time (:func:`pack_constant`), and passed in packed form. A conv on small planes may fold a
@@ -1632,5 +1635,5 @@ def param_name(decl: str) -> str:
 __all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunction", "GemmProblem", "Helper", "Im2Col", "Lines",
            "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "epilogue_args", "epilogue_function",
            "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel", "gemv_kind", "is_gemv", "kernel_printer", "narrow_kernel",
-           "pack_constant", "packed_size", "packing_floats", "param_name", "print_gemm", "short_kernel",
+           "pack_constant", "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "short_kernel",
            "vector_types"]
