@@ -1106,11 +1106,13 @@ def _pack_b_rows(out: Lines, bl: Blocking) -> None:
     # transposed in registers (VL column runs loaded, VL rows of the sliver stored), VL
     # columns at a time down K. _pack_b's strided path read NR columns kc apart for every
     # step, float by float (n=8000 k=256 packed: 1.3 to 1.6 ms, this 0.86 to 0.92; a row-
-    # major B 0.6 to 0.8). __builtin_shufflevector: GCC 12 and clang
+    # major B 0.6 to 0.8). __builtin_shufflevector is GCC 12's and clang's: an older GCC
+    # runs the step-by-step loop below alone
     vl, nr = bl.vl, bl.nr
     vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
     out.open(f"for (long j0 = 0; j0 < n; j0 += {nr}, dst += {nr} * kc)")
     out(f"const long nn = n - j0 < {nr} ? n - j0 : {nr};")
+    out("#if defined(__clang__) || __GNUC__ >= 12")
     out(f"const long whole = nn == {nr} ? kc / {vl} * {vl} : 0;  /* steps done by blocks */")
     out.open(f"for (long jb = 0; jb < {nr} && whole; jb += {vl})")
     out.open(f"for (long p0 = 0; p0 < whole; p0 += {vl})")
@@ -1131,6 +1133,9 @@ def _pack_b_rows(out: Lines, bl: Blocking) -> None:
         out(f"*({vfu} *)(dst + (p0 + {r}) * {nr} + jb) = r{r}_{stage};")
     out.close()
     out.close()
+    out("#else")
+    out("const long whole = 0;")
+    out("#endif")
     out.open("for (long p = whole; p < kc; p++)")
     out(f"for (long j = 0; j < nn; j++) dst[p * {nr} + j] = src[(j0 + j) * cols + p];")
     out(f"for (long j = nn; j < {nr}; j++) dst[p * {nr} + j] = 0.0f;")
