@@ -17,7 +17,16 @@ depended on who ran before it. All three are measured the same way, warm.
 Reported: GFLOP/s from process CPU time (median of rounds, wall time beside), the template
 as a fraction of the peak and of NumPy. Writes bench/results/gemm.json.
 
+With ``--shapes`` it measures the template on exact shapes instead, each against
+``numpy.matmul`` and ``torch.matmul`` (one thread each, interleaved the same way): a shape
+is ``m,n,k[,batch[,ta,tb]]``; a batch multiplies A[batch, m, k] by one B[k, n] shared by
+every batch element (a transformer's activations by a weight: B's batch stride is 0),
+``ta``/``tb`` 1 read A (B) transposed, as a view of a row-major [k, m] ([n, k]) array. The
+template's problem is planned as the compiler plans a matmul's (:func:`plan_matmul`, the
+batch folded into M where it folds). Prints a table, writes --output (JSON).
+
     python bench/gemm.py [--size 1024] [--rounds 7]
+    python bench/gemm.py --shapes 64,8000,256,4 256,256,8000 8000,256,256,1,0,1 [--output FILE]
 """
 
 from __future__ import annotations
@@ -33,13 +42,15 @@ import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import _checkout  # noqa: E402,F401  (first of ours: this checkout's fusionlang)
 from fusionlang.backend.ccompile import build_library, load_library  # noqa: E402
-from fusionlang.backend.gemm_template import GemmProblem, Operand, blocking_for, gemm_kernel, vector_types  # noqa: E402
+from fusionlang.backend.gemm_template import (GemmProblem, Operand, blocking_for, gemm_kernel, plan_matmul,  # noqa: E402
+                                              vector_types)
 from fusionlang.backend.machine import host  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -73,7 +84,10 @@ def peak_probe(vector_floats: int):
 
 
 def template_gemm(n: int):
-    problem = GemmProblem(n, n, n, Operand(n, 1), Operand(n, 1), Operand(n, 1))
+    return compiled(GemmProblem(n, n, n, Operand(n, 1), Operand(n, 1), Operand(n, 1)))
+
+
+def compiled(problem: GemmProblem):
     blocking = blocking_for(host(), problem)
     src = "#include <stdlib.h>\n" + vector_types(blocking.vl) + gemm_kernel("fl_bench_gemm", problem, blocking)
     fn = load_library(build_library([src])).fl_bench_gemm
@@ -91,7 +105,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--shapes", nargs="+", type=parse_shape, metavar="M,N,K[,BATCH[,TA,TB]]",
+                        help="time the template on these shapes against numpy and torch (see above)")
+    parser.add_argument("--output", type=Path, default=RESULTS / "gemm_shapes.json")
     args = parser.parse_args(argv)
+    if args.shapes:
+        return shapes_main(args.shapes, args.rounds, args.output)
     n = args.size
     machine = host()
     rng = np.random.default_rng(0)
@@ -130,6 +149,92 @@ def main(argv=None) -> int:
           f"{result['template_over_numpy']:.2f}, max |error| {err:.2e}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "gemm.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+@dataclass(frozen=True)
+class Shape:
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    ta: bool = False
+    tb: bool = False
+
+    def label(self) -> str:
+        return (f"m={self.m} n={self.n} k={self.k}" + (f" x{self.batch}" if self.batch > 1 else "")
+                + (" A^T" if self.ta else "") + (" B^T" if self.tb else ""))
+
+
+def parse_shape(text: str) -> Shape:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: integers m,n,k[,batch[,ta,tb]]") from None
+    if len(values) not in (3, 4, 6) or min(values[:4]) < 1 or any(v not in (0, 1) for v in values[4:]):
+        raise argparse.ArgumentTypeError(f"shape {text!r}: m,n,k[,batch[,ta,tb]] (sizes >= 1, ta and tb 0 or 1)")
+    return Shape(*values[:4], *(bool(v) for v in values[4:]))
+
+
+def shape_operands(shape: Shape, rng):
+    """(A, B) as NumPy arrays of the shape (A [batch, m, k] or [m, k], B [k, n]), views of
+    transposed row-major arrays where ``ta``/``tb``."""
+    lead = (shape.batch,) if shape.batch > 1 else ()
+    a = rng.standard_normal(lead + (shape.k, shape.m) if shape.ta else lead + (shape.m, shape.k)).astype(np.float32)
+    b = rng.standard_normal((shape.n, shape.k) if shape.tb else (shape.k, shape.n)).astype(np.float32)
+    return (np.swapaxes(a, -1, -2) if shape.ta else a), (b.T if shape.tb else b)
+
+
+def shape_problem(shape: Shape) -> GemmProblem:
+    """The template's problem for the shape, planned as a matmul's is."""
+    m, n, k = shape.m, shape.n, shape.k
+    outer = (shape.batch,) if shape.batch > 1 else ()
+    a = Operand(1, m, 0, (m * k,) if outer else ()) if shape.ta else Operand(k, 1, 0, (m * k,) if outer else ())
+    b = Operand(1, k, 0, (0,) if outer else ()) if shape.tb else Operand(n, 1, 0, (0,) if outer else ())
+    return plan_matmul(GemmProblem(m, n, k, a, b, Operand(n, 1, 0, (m * n,) if outer else ()), outer))
+
+
+def shapes_main(shapes: list[Shape], rounds: int, output: Path) -> int:
+    import torch  # here: the square benchmark runs without torch
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    rows = []
+    print(f"{'shape':28} {'numpy':>8} {'torch':>8} {'ours':>8} {'ours/torch':>10}  GFLOP/s cpu, median of {rounds}; "
+          "problem as planned")
+    for shape in shapes:
+        a, b = shape_operands(shape, rng)
+        problem = shape_problem(shape)
+        gemm, blocking = compiled(problem)
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        a_flat, b_flat = (np.ascontiguousarray(np.swapaxes(a, -1, -2)) if shape.ta else a), \
+            (np.ascontiguousarray(b.T) if shape.tb else b)
+        c = np.zeros(a.shape[:-1] + (shape.n,), np.float32)
+        ptrs = [x.ctypes.data_as(ctypes.c_void_p) for x in (a_flat, b_flat, c)]
+        fns = {"numpy": lambda: np.matmul(a, b), "torch": lambda: torch.matmul(ta, tb), "ours": lambda: gemm(*ptrs)}
+        for fn in fns.values():
+            fn()
+        samples: dict = {}
+        for _ in range(rounds):
+            for key, fn in fns.items():
+                fn()
+                measure(fn, samples, key)
+        err = float(np.abs(c - np.matmul(a, b)).max())
+        flops = 2 * shape.m * shape.n * shape.k * shape.batch
+        row = {"shape": shape.__dict__, "label": shape.label(), "max_abs_error": err,
+               "problem": f"m={problem.m} n={problem.n} k={problem.k} outer={list(problem.outer)}",
+               "blocking": blocking.__dict__}
+        for key, rows_of in samples.items():
+            cpu = statistics.median(r[0] for r in rows_of)
+            row[key] = {"cpu_s": cpu, "gflops_cpu": flops / cpu / 1e9}
+        rows.append(row)
+        gf = {key: row[key]["gflops_cpu"] for key in fns}
+        print(f"{shape.label():28} {gf['numpy']:8.1f} {gf['torch']:8.1f} {gf['ours']:8.1f} "
+              f"{gf['ours'] / gf['torch']:10.2f}  {row['problem']} kc={blocking.kc} mc={blocking.mc} "
+              f"nc={blocking.nc} err {err:.1e}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "isa": host().isa,
+                                  "rounds": rounds, "date": time.strftime("%Y-%m-%d"), "shapes": rows}, indent=2) + "\n")
     return 0
 
 

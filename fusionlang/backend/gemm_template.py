@@ -8,7 +8,7 @@ The structure is Goto's, as BLIS, MLAS and Inductor's CPU GEMM template share it
         for pc in K by KC:
           pack B[pc:pc+KC, jc:jc+NC] into NR-wide slivers
           for ic in M by MC:              A block (MC x KC) packed, lives in L2
-            pack A[ic:ic+MC, pc:pc+KC] into MR-tall slivers
+            pack A[ic:ic+MC, pc:pc+KC] into MR-tall slivers (all of A one block: for the first jc only)
             for jr in NC by NR:           one B sliver (KC x NR) stays in L1
               for ir in MC by MR:
                 micro-kernel: C[MR x NR] (+)= A sliver . B sliver
@@ -20,7 +20,10 @@ vectors and one broadcast A value fill 31 of the 32 registers. Packing zero-pads
 edges, so the micro-kernel always runs whole; only the store of an edge tile goes
 element by element (no scalar cliff in the compute).
 
-Operands are strided views, so transposed inputs cost nothing beyond packing. B may be
+Operands are strided views, so transposed inputs cost nothing beyond packing (A^T and B^T,
+the transposes of row-major matrices, have packing routines of their own that read their
+contiguous runs). A matmul whose batch shares one B runs as one GEMM of the batch's rows
+(:func:`plan_matmul`). B may be
 the implicit im2col matrix of a convolution (:class:`Im2Col`): the patch is gathered
 while packing and never materialized. A constant operand can be packed once, at compile
 time (:func:`pack_constant`), and passed in packed form. A conv on small planes may fold a
@@ -144,6 +147,31 @@ class Epilogue:
     params: tuple[str, ...] = ()
 
 
+def plan_matmul(problem: GemmProblem) -> GemmProblem:
+    """The problem a matmul runs as: a batch sharing one B (a weight: B's outer strides all
+    0) whose A and C rows lie evenly spaced over the batch folds into M, one GEMM of
+    m * batch rows (row r of it is row r % m of batch element r // m). B is then packed
+    once, not once per element (Llama's LM head, A [4, 64, 256] by B [256, 8000]: 8 MiB
+    of B packed 4 times, for 1 GFLOP); otherwise the problem is unchanged."""
+    if not problem.outer or any(problem.b.outer_strides) or not _rows_span_outer(problem.a, problem) \
+            or not _rows_span_outer(problem.c, problem):
+        return problem
+    batch = math.prod(problem.outer)
+    return replace(problem, m=problem.m * batch, a=Operand(problem.a.rows, 1, problem.a.offset),
+                   b=replace(problem.b, outer_strides=()), c=Operand(problem.c.rows, 1, problem.c.offset), outer=())
+
+
+def _rows_span_outer(view: Operand, problem: GemmProblem) -> bool:
+    """Whether ``view``'s rows over all outer indices are one run of rows ``view.rows``
+    apart: row-contiguous, each outer index's rows right after the one before."""
+    step = problem.m * view.rows
+    for extent, stride in reversed(list(zip(problem.outer, view.outer_strides))):
+        if stride != step:
+            return False
+        step *= extent
+    return view.cols == 1
+
+
 # ----- blocking ------------------------------------------------------------------------
 
 
@@ -191,8 +219,19 @@ def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocki
         blocks = max(1, -(-problem.k // kc))
         kc = max(1, -(-problem.k // blocks))  # K in equal blocks: 576 is 288 + 288, not 384 + 192
         mc = min(mc, _round_up(problem.m, mr))
+        if _one_a_block(problem, kc, mc) and isinstance(problem.b, Operand):
+            # A is packed once (see _blocked_loops), so a B panel half of L2 costs no
+            # repacking and is read back from L2, not L3: m=256 n=8000 k=256, nc 8000 ->
+            # 1024 ran 115 -> 134 GFLOP/s (torch 128). A conv's gathered B (im2col) keeps
+            # its panel: not measured
+            nc = _clamp(machine.l2 // 2 // (kc * 4), nr, nc) // nr * nr
         nc = min(nc, _round_up(problem.n, nr))
     return Blocking(vl, mr, nv, kc, mc, nc)
+
+
+def _one_a_block(problem: GemmProblem, kc: int, mc: int) -> bool:
+    """Whether all of A (per outer index) is one packed MC x KC block."""
+    return problem.k <= kc and problem.m <= mc
 
 
 def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple[int, int]:
@@ -498,8 +537,9 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
     called = [Helper(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
                      lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
     if not packed_a:
-        pack = f"fl_gemm_pack_a_{bl.mr}"
-        called.append(Helper(pack, _PACK_A_SIGNATURE.format(name=pack), lambda o: _pack_a(o, bl)))
+        pack_a = _pack_a_columns if _columns_contiguous(problem.a) else _pack_a
+        called.append(Helper(_pack_a_name(problem, bl), _PACK_A_SIGNATURE.format(name=_pack_a_name(problem, bl)),
+                             lambda o: pack_a(o, bl)))
     if _gathered(problem, packed_b):
         gather = _gather_name(problem, bl)
         called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
@@ -512,8 +552,9 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
         pack = f"fl_gemm_pack_im2col_{bl.nr}"
         called.append(Helper(pack, _IM2COL_SIGNATURE.format(name=pack), lambda o: _pack_im2col(o, bl)))
     elif not packed_b:
-        pack = f"fl_gemm_pack_b_{bl.nr}"
-        called.append(Helper(pack, _PACK_B_SIGNATURE.format(name=pack), lambda o: _pack_b(o, bl)))
+        pack_b = _pack_b_rows if _columns_contiguous(problem.b) else _pack_b
+        called.append(Helper(_pack_b_name(problem, bl), _PACK_B_SIGNATURE.format(name=_pack_b_name(problem, bl)),
+                             lambda o: pack_b(o, bl), vector_types(bl.vl)))
     return called
 
 
@@ -525,6 +566,20 @@ def _gather_name(problem: GemmProblem, bl: Blocking) -> str:
     assert isinstance(problem.b, Im2Col), "only an im2col operand is gathered"
     copies = copies_runs(problem.b, problem.fold, bl.vl)
     return f"{_COPIES_NAME if copies else 'fl_gemm_pack_gather_'}{bl.nr}"
+
+
+def _columns_contiguous(view: Operand | Im2Col) -> bool:
+    """Whether a matrix view is the transpose of a row-major one (rows 1 apart, columns
+    not): its packing reads each column as a run."""
+    return isinstance(view, Operand) and view.rows == 1 and view.cols > 1
+
+
+def _pack_a_name(problem: GemmProblem, bl: Blocking) -> str:
+    return f"fl_gemm_pack_a{'t' if _columns_contiguous(problem.a) else ''}_{bl.mr}"
+
+
+def _pack_b_name(problem: GemmProblem, bl: Blocking) -> str:
+    return f"fl_gemm_pack_b{'t' if _columns_contiguous(problem.b) else ''}_{bl.nr}"
 
 
 def _drive_signature(drive: str, epilogue: Epilogue | None) -> str:
@@ -1001,6 +1056,34 @@ def _pack_a(out: Lines, bl: Blocking) -> None:
     out.close()
 
 
+#: slivers of A^T packed together, step by step of K (see _pack_a_columns)
+A_COLUMN_SLIVERS = 8
+
+
+def _pack_a_columns(out: Lines, bl: Blocking) -> None:
+    # A^T row-major (rows == 1: A's columns contiguous): A_COLUMN_SLIVERS slivers at a
+    # time, step by step of K, each step's MR floats of a sliver one short copy from the
+    # source's row. _pack_a's path read its MR columns kc rows apart, float by float (m=8000
+    # k=256 packed: 3.1 to 3.3 ms; this 0.96; a row-major A 0.7 to 0.9); the whole row a
+    # step, 1.6 ms: each step wrote every sliver, MR * kc floats apart, into two L1 sets
+    group = A_COLUMN_SLIVERS * bl.mr
+    out(f"const long whole = m / {bl.mr} * {bl.mr};")
+    out.open(f"for (long g0 = 0; g0 < whole; g0 += {group})")
+    out(f"const long g1 = whole - g0 < {group} ? whole : g0 + {group};")
+    out.open("for (long p = 0; p < kc; p++)")
+    out("const float *row = src + p * cols;")
+    out(f"float *d = dst + g0 * kc + p * {bl.mr};")
+    out(f"for (long i0 = g0; i0 < g1; i0 += {bl.mr}, d += {bl.mr} * kc) "
+        f"__builtin_memcpy(d, row + i0, {4 * bl.mr});")
+    out.close()
+    out.close()
+    out.open("if (whole < m)")
+    out("float *d = dst + whole * kc;")
+    out(f"for (long p = 0; p < kc; p++) for (long i = 0; i < {bl.mr}; i++) "
+        f"d[p * {bl.mr} + i] = whole + i < m ? src[p * cols + whole + i] : 0.0f;")
+    out.close()
+
+
 def _pack_b(out: Lines, bl: Blocking) -> None:
     # dst: NR-wide slivers, each kc rows of NR values
     # row-major B: row by row, each row dealt out to the slivers (sliver by sliver touched
@@ -1028,6 +1111,48 @@ def _pack_b(out: Lines, bl: Blocking) -> None:
     out(f"float *d = dst + p * {bl.nr};")
     out("for (long j = 0; j < nn; j++) d[j] = row[j * cols];")
     out(f"for (long j = nn; j < {bl.nr}; j++) d[j] = 0.0f;")
+    out.close()
+    out.close()
+
+
+def _pack_b_rows(out: Lines, bl: Blocking) -> None:
+    # B^T row-major (rows == 1: B's columns contiguous): a whole sliver as VL x VL blocks
+    # transposed in registers (VL column runs loaded, VL rows of the sliver stored), VL
+    # columns at a time down K. _pack_b's strided path read NR columns kc apart for every
+    # step, float by float (n=8000 k=256 packed: 1.3 to 1.6 ms, this 0.86 to 0.92; a row-
+    # major B 0.6 to 0.8). __builtin_shufflevector is GCC 12's and clang's: an older GCC
+    # runs the step-by-step loop below alone
+    vl, nr = bl.vl, bl.nr
+    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
+    out.open(f"for (long j0 = 0; j0 < n; j0 += {nr}, dst += {nr} * kc)")
+    out(f"const long nn = n - j0 < {nr} ? n - j0 : {nr};")
+    out("#if defined(__clang__) || __GNUC__ >= 12")
+    out(f"const long whole = nn == {nr} ? kc / {vl} * {vl} : 0;  /* steps done by blocks */")
+    out.open(f"for (long jb = 0; jb < {nr} && whole; jb += {vl})")
+    out.open(f"for (long p0 = 0; p0 < whole; p0 += {vl})")
+    out("const float *s = src + (j0 + jb) * cols + p0;")
+    out(f"{vf} " + ", ".join(f"r{r}_0 = *(const {vfu} *)(s + {r} * cols)" for r in range(vl)) + ";")
+    stage, h = 0, vl // 2
+    while h:
+        for r in range(vl):
+            if r & h:
+                continue
+            low = [c if not c & h else vl + c - h for c in range(vl)]
+            high = [c + h if not c & h else vl + c for c in range(vl)]
+            pair = f"r{r}_{stage}, r{r + h}_{stage}"
+            out(f"const {vf} r{r}_{stage + 1} = __builtin_shufflevector({pair}, {', '.join(map(str, low))});")
+            out(f"const {vf} r{r + h}_{stage + 1} = __builtin_shufflevector({pair}, {', '.join(map(str, high))});")
+        stage, h = stage + 1, h // 2
+    for r in range(vl):
+        out(f"*({vfu} *)(dst + (p0 + {r}) * {nr} + jb) = r{r}_{stage};")
+    out.close()
+    out.close()
+    out("#else")
+    out("const long whole = 0;")
+    out("#endif")
+    out.open("for (long p = whole; p < kc; p++)")
+    out(f"for (long j = 0; j < nn; j++) dst[p * {nr} + j] = src[(j0 + j) * cols + p];")
+    out(f"for (long j = nn; j < {nr}; j++) dst[p * {nr} + j] = 0.0f;")
     out.close()
     out.close()
 
@@ -1479,9 +1604,16 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     else:
         a = problem.a
         rows, cols = num(a.rows), num(a.cols)
+        # the same block for every B panel: packed for the first only (with one panel the
+        # text stays as it was, and so does the driver's hash)
+        once = _one_a_block(problem, bl.kc, bl.mc) and problem.n > bl.nc
+        if once:
+            out.open("if (jc == 0)")
         _pack(out, threads, "mc", bl.mr, "ap", lambda first, count, dst:
-              f"fl_gemm_pack_a_{bl.mr}(a_o + ({first}) * {rows} + pc * {cols}, {rows}, {cols}, {count}, kc, {dst});",
+              f"{_pack_a_name(problem, bl)}(a_o + ({first}) * {rows} + pc * {cols}, {rows}, {cols}, {count}, kc, {dst});",
               start="ic")
+        if once:
+            out.close()
         out("const float *apan = ap;")
     if threads:
         # the tiles of the panel, not just its slivers: a 7x7 plane is one 64-wide sliver
@@ -1535,7 +1667,8 @@ def _b_packing(problem: GemmProblem, bl: Blocking, gather: bool, num: Numbers):
         geometry = _im2col_args(b, num)
         return lambda first, count, dst: f"fl_gemm_pack_im2col_{bl.nr}(b_o, pc, kc, {first}, {count}, {dst}, {geometry});"
     rows, cols = num(b.rows), num(b.cols)
-    return lambda first, count, dst: f"fl_gemm_pack_b_{bl.nr}(b_o + pc * {rows} + {first} * {cols}, {rows}, {cols}, kc, {count}, {dst});"
+    pack = _pack_b_name(problem, bl)
+    return lambda first, count, dst: f"{pack}(b_o + pc * {rows} + {first} * {cols}, {rows}, {cols}, kc, {count}, {dst});"
 
 
 def _pack(out: Lines, threads: bool, extent: str, step: int, buffer: str, call, start: str = "jc") -> None:
@@ -1588,4 +1721,4 @@ __all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunct
            "Im2Col", "Lines", "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "copies_runs",
            "epilogue_args", "epilogue_function", "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel",
            "gemv_kind", "im2col_blocking", "is_gemv", "kernel_printer", "narrow_kernel", "pack_constant",
-           "packed_size", "packing_floats", "param_name", "print_gemm", "short_kernel", "vector_types"]
+           "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "short_kernel", "vector_types"]

@@ -27,6 +27,7 @@ the polyhedral loop nest, so the template is a speed-up and never a restriction.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -39,7 +40,7 @@ from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, widening_wrapper
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, Fold, GemmProblem, Im2Col, Operand, blocking_for,
                                               gathers, im2col_blocking, is_gemv, kernel_printer, pack_constant,
-                                              packing_floats, vector_types)
+                                              packing_floats, plan_matmul, vector_types)
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import Machine, host
@@ -404,13 +405,13 @@ def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix:
     1x1, stride-1, unpadded conv reads its input as a plain matrix, not as an im2col (the C
     template; the CUDA one stages a conv's prologue through its im2col gather). ``fold``: a
     conv on small planes folds its images into the GEMM's columns where that pays
-    (:func:`folds`)."""
+    (:func:`folds`), and a matmul's batch sharing one B folds into M (plan_matmul)."""
     call = op_call(graph, node)
     types = [t for t in call.in_types if t is not None] + list(call.out_types)
     if len({t.dtype for t in types}) != 1 or types[0].dtype not in dtypes:
         return None
     if node.op == "matmul":
-        return _matmul_problem(call, node)
+        return _matmul_problem(call, node, fold)
     if node.op == "gemm":
         return _gemm_problem(call, node)
     if node.op in POOL_TAPS:
@@ -418,7 +419,7 @@ def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix:
     return _conv_problem(call, node, pointwise_as_matrix, fold)
 
 
-def _matmul_problem(call, node: Node):
+def _matmul_problem(call, node: Node, fold: bool = False):
     a, b = call.input(0), call.input(1)
     out = call.out_types[0]
     if a.rank < 2 or b.rank < 2:
@@ -432,12 +433,29 @@ def _matmul_problem(call, node: Node):
         lead = len(batch) - len(own)
         return tuple(0 if d < lead or t.shape[d - lead] == 1 else own[d - lead] for d in range(len(batch)))
 
-    problem = GemmProblem(m, n, k, Operand(k, 1, 0, batch_strides(a)), Operand(n, 1, 0, batch_strides(b)),
+    batched = GemmProblem(m, n, k, Operand(k, 1, 0, batch_strides(a)), Operand(n, 1, 0, batch_strides(b)),
                           Operand(n, 1, 0, tuple(out_strides)), tuple(batch))
-    coords = {i_sym(d): sp.Symbol(f"o{d}", integer=True, nonnegative=True) for d in range(len(batch))}
-    coords[i_sym(len(batch))] = _I
+    problem = plan_matmul(batched) if fold else batched
+    if problem.outer:
+        coords = {i_sym(d): sp.Symbol(f"o{d}", integer=True, nonnegative=True) for d in range(len(batch))}
+        coords[i_sym(len(batch))] = _I
+    else:
+        coords = _folded_rows(tuple(batch), m)
     coords[i_sym(len(batch) + 1)] = _J
     return problem, coords, node.inputs[0], node.inputs[1]
+
+
+def _folded_rows(batch: tuple[int, ...], m: int) -> dict[sp.Symbol, sp.Expr]:
+    """The batch and row coordinates of row i of a batch folded into M (plan_matmul): index
+    d is floor(i / rows below d) less its extent times the enclosing index, so a row-major
+    offset cancels to i's."""
+    extents = tuple(batch) + (m,)
+    coords: dict[sp.Symbol, sp.Expr] = {}
+    for d, extent in enumerate(extents):
+        below = math.prod(extents[d + 1:])
+        index = _I if below == 1 else sp.floor(_I / below)
+        coords[i_sym(d)] = index if d == 0 else index - extent * sp.floor(_I / (below * extent))
+    return coords
 
 
 def _gemm_problem(call, node: Node):

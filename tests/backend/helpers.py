@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import fusionlang
+from fusionlang import reference
 from fusionlang.backend.codegen_passes import CodegenOptions, plan_codegen
 from fusionlang.backend.loopir import For, walk
 from fusionlang.backend.runtime import lower_group
@@ -126,3 +128,15 @@ def planned_loops(plan: FusionPlan, target: str = "c", **options) -> list:
         lowered = plan_codegen(lower_group(plan, group, target), CodegenOptions(target, **options))
         loops += [n for n in walk(lowered.body) if isinstance(n, For)]
     return loops
+
+
+def check_one_and_two_threads(graph: Graph, feeds: dict, tolerance: float = 2e-4) -> None:
+    """Graph compiled for C (apollo's plan) on one thread matches the reference
+    interpreter, and on two threads matches the one-thread run bit for bit."""
+    plan = fusionlang.fuse(graph, "apollo")
+    want = reference.run(graph, feeds)
+    one = fusionlang.compile(plan, "c").run(feeds)
+    two = fusionlang.compile(plan, "c", threads=2).run(feeds)
+    for name in want:
+        np.testing.assert_allclose(one[name], want[name], rtol=tolerance, atol=tolerance)
+        np.testing.assert_array_equal(two[name], one[name])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import check_one_and_two_threads
 
 import fusionlang
 from fusionlang import reference
@@ -84,13 +85,7 @@ def test_folded_convs_match_the_reference_on_one_and_two_threads(case):
     graph, feeds, depthwise = case
     # a conv of one channel per group runs as the depthwise template, unfolded
     assert all((fold is not None and fold.images == feeds["x"].shape[0]) != depthwise for fold in _folds(graph))
-    plan = fusionlang.fuse(graph, "apollo")
-    want = reference.run(graph, feeds)
-    one = fusionlang.compile(plan, "c").run(feeds)
-    two = fusionlang.compile(plan, "c", threads=2).run(feeds)
-    for name in want:
-        np.testing.assert_allclose(one[name], want[name], rtol=2e-4, atol=2e-4)
-        np.testing.assert_array_equal(two[name], one[name])
+    check_one_and_two_threads(graph, feeds)
 
 
 def _conv(batch, channels, plane, kernel=3, out_channels=8):

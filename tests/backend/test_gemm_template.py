@@ -504,3 +504,62 @@ def test_a_column_written_with_a_stride_keeps_the_blocked_kernel():
     # a short K with B's columns strided and too wide for the stack copy
     assert gemm_template.gemv_kind(GemmProblem(5, 4096, 8, Operand(8, 1), Operand(1, 8), Operand(4096, 1))) is None
     assert "GEMM template" in gemm_kernel("fl_gemm_test", problem, blocking_for(host(), problem))
+
+
+@st.composite
+def long_k_blockings(draw):
+    """Blockings of the machine's tiles with KC of 16 to 40: the transposed packs' whole
+    VL x VL blocks (and their K remainder) come into play."""
+    isa = draw(st.sampled_from(ISAS))
+    vl = machine_for(isa).vector_floats
+    mr, nv = draw(st.sampled_from(MICRO_TILES[isa]))
+    return Blocking(vl, mr, nv, draw(st.integers(16, 40)), mr * draw(st.integers(1, 12)),
+                    vl * nv * draw(st.integers(1, 2)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(1, 80), n=st.integers(1, 150), k=st.integers(1, 90), trans_a=st.booleans(),
+       trans_b=st.booleans(), batch=st.sampled_from([(), (2,)]), blocking=long_k_blockings(),
+       seed=st.integers(0, 2**16))
+def test_transposed_operands_are_packed_from_their_column_runs(m, n, k, trans_a, trans_b, batch, blocking, seed):
+    # A^T and B^T (rows 1 apart) run their own packing routines: A^T's slivers copied from
+    # runs of its rows, B^T's transposed VL x VL in registers; every edge of both
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(batch + ((k, m) if trans_a else (m, k))).astype(np.float32)
+    b = rng.standard_normal(batch + ((n, k) if trans_b else (k, n))).astype(np.float32)
+    outer = (m * k,) if batch else ()
+    a_view = Operand(1, m, 0, outer) if trans_a else Operand(k, 1, 0, outer)
+    b_view = Operand(1, k, 0, (n * k,) if batch else ()) if trans_b else Operand(n, 1, 0, (n * k,) if batch else ())
+    problem = GemmProblem(m, n, k, a_view, b_view, Operand(n, 1, 0, (m * n,) if batch else ()), batch)
+    source = gemm_kernel("fl_gemm_test", problem, blocking)
+    if not gemm_template.is_gemv(problem):
+        assert ("fl_gemm_pack_at_" in source) == (trans_a and m > 1) and ("fl_gemm_pack_bt_" in source) == trans_b
+    c = np.full(batch + (m, n), np.nan, np.float32)
+    assert _loaded(source, blocking)(_ptr(a), _ptr(b), _ptr(c)) == 0
+    am = np.swapaxes(a, -1, -2) if trans_a else a
+    bm = np.swapaxes(b, -1, -2) if trans_b else b
+    np.testing.assert_allclose(c, np.matmul(am.astype(np.float64), bm.astype(np.float64)), rtol=1e-4,
+                               atol=1e-4 * k)
+
+
+def test_one_block_of_a_is_packed_once_for_every_panel_of_b():
+    # all of A one MC x KC block: packed for the first B panel only, and B's panels sized
+    # to L2 (the LM head's m=256 n=8000 k=256: one panel of 8000 columns was read from L3)
+    machine = machine_for("avx512", l1d=48 * 1024, l2=2 << 20, l3=256 << 20)
+    head = GemmProblem(256, 8000, 256, Operand(256, 1), Operand(8000, 1), Operand(8000, 1))
+    bl = blocking_for(machine, head)
+    assert bl.nc == 1024 and bl.kc * bl.nc * 4 <= machine.l2 // 2 and bl.mc >= 256
+    square = GemmProblem(1024, 1024, 1024, Operand(1024, 1), Operand(1024, 1), Operand(1024, 1))
+    assert blocking_for(machine, square).nc == 1024  # A in several blocks: the L3 panel
+    rng = np.random.default_rng(5)
+    m, n, k = 10, 200, 20
+    (mr, nv), vl = MICRO_TILES[host().isa][0], host().vector_floats
+    blocking = Blocking(vl, mr, nv, 24, mr * 2, vl * nv)  # four B panels
+    problem = GemmProblem(m, n, k, Operand(k, 1), Operand(n, 1), Operand(n, 1))
+    source = gemm_kernel("fl_gemm_test", problem, blocking, _written("v = v + (float)j;", ()))
+    assert "if (jc == 0)" in source
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    assert _loaded(source, blocking)(_ptr(a), _ptr(b), _ptr(c)) == 0
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b + np.arange(n), rtol=1e-4, atol=1e-4 * k)

@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_depthwise_template import _problem as depthwise_problem
-from test_gemm_template import _conv_reference, _ptr, blockings, im2col_packing
+from test_gemm_template import _conv_reference, _ptr, blockings, im2col_packing, long_k_blockings
 
 from fusionlang.backend import gemm_template
 from fusionlang.backend.ccompile import build_library, load_library
@@ -76,6 +76,27 @@ def test_a_matmul_on_two_threads_is_bit_equal_to_one(m, n, k, packed_a, packed_b
     one, two = _one_and_two(fn, set_threads, c, _ptr(a_arg), _ptr(b_arg), _ptr(c))
     np.testing.assert_array_equal(two, one)
     np.testing.assert_allclose(one, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * k)
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=ODD, n=st.integers(1, 150), k=st.integers(16, 60), trans_a=st.booleans(), trans_b=st.booleans(),
+       blocking=long_k_blockings(), seed=st.integers(0, 2**16))
+def test_a_transposed_operands_matmul_on_two_threads_is_bit_equal_to_one(m, n, k, trans_a, trans_b, blocking, seed):
+    # A^T's and B^T's packing routines split by whole slivers too; one A block for several
+    # B panels is packed once by the team
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
+    problem = GemmProblem(m, n, k, Operand(1, m) if trans_a else Operand(k, 1),
+                          Operand(1, k) if trans_b else Operand(n, 1), Operand(n, 1))
+    with every_size_in_parallel():
+        source = gemm_kernel("fl_gemm_test", problem, blocking, threads=True)
+    fn, set_threads = _threaded(source, blocking)
+    one, two = _one_and_two(fn, set_threads, c, _ptr(a), _ptr(b), _ptr(c))
+    np.testing.assert_array_equal(two, one)
+    want = (a.T if trans_a else a).astype(np.float64) @ (b.T if trans_b else b)
+    np.testing.assert_allclose(one, want, rtol=1e-4, atol=1e-4 * k)
 
 
 @settings(max_examples=20, deadline=None)
