@@ -550,3 +550,48 @@ def test_gelu_epilogues_keep_special_values_in_every_kernel(m, k, n, gelu):
     y = b.add(b.matmul(x, b.constant(rng.standard_normal((k, n)).astype(np.float32))), b.input("s", (m, n)))
     b.output(_gelu(b, y, gelu))
     _check(b.build(), feeds)
+
+
+def _reshaped_gelu_graph(rng, back: bool, bias: bool):
+    # BERT's feed-forward: a GEMM over [B*S, N], the GELU over [B, S, N] (the reshape the
+    # importer put between them), and (training) a reshape back to [B*S, N]
+    b = GraphBuilder("reshaped_gelu")
+    x = b.input("x", (8, 6))
+    h = b.reshape(b.matmul(x, b.constant(rng.standard_normal((6, 10)).astype(np.float32))), shape=[2, 4, 10])
+    if bias:
+        h = b.add(h, b.input("r", (2, 4, 10)))
+    y = b.mul(_gelu(b, h, "gelu_erf"), b.input("g", (4, 10)))
+    y = b.reshape(y, shape=[8, 10]) if back else y
+    b.output(y)
+    graph = b.build()
+    shapes = {"x": (8, 6), "r": (2, 4, 10), "g": (4, 10)}
+    return graph, y, {name: rng.standard_normal(shapes[name]).astype(np.float32) for name in graph.inputs}
+
+
+@pytest.mark.parametrize("back", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_reshape_between_the_gemm_and_its_elementwise_chain_keeps_the_chain_in_the_epilogue(back, bias):
+    rng = np.random.default_rng(7)
+    graph, y, feeds = _reshaped_gelu_graph(rng, back, bias)
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert planned.after is None and planned.epilogue_refused is None
+    assert len(planned.epilogue) >= 5
+    compiled = fusionlang.compile(plan, "c")
+    assert [(k.strategy, k.nests) for k in compiled.kernels] == [("gemm template", 1)]  # the call alone
+    assert "epilogue statement(s)" in compiled.kernels[0].source and "0 epilogue statement(s)" not in compiled.kernels[0].source
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_a_reshape_that_moves_elements_is_refused_with_its_reason():
+    # [8, 10] -> [10, 8] is a reshape too, but a transpose after it reads other elements
+    rng = np.random.default_rng(8)
+    b = GraphBuilder("moved")
+    x = b.input("x", (8, 6))
+    h = b.transpose(b.reshape(b.matmul(x, b.constant(rng.standard_normal((6, 10)).astype(np.float32))), shape=[10, 8]),
+                    perm=[1, 0])
+    b.output(b.tanh(h))
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert planned.after is not None and "at another element" in planned.epilogue_refused
