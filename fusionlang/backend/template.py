@@ -395,10 +395,29 @@ def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str, sch
     # (densenet121's concat + batch norm + relu: channels innermost at a stride of a whole
     # plane, 25 ms of the model's 113; one contiguous nest per statement: 10 ms)
     # (one op alone schedules as its own group would: LRN's three statements share its rows)
-    fuse = len(names) == 1
+    # An elementwise chain moves nothing: one fused nest, not a temporary per op (BERT's
+    # training step: a mask's where and layer norm pieces beside the pooler's GEMM, 7 nests)
     prog = build_program(graph, names, constants=constants)
+    fuse = len(names) == 1 or _elementwise(prog)
     key = schedule_key(graph, names, constants, target, fuse)
     return lower(schedules.store.scheduled(prog, key, target, fuse, schedules.planned.get(which)))
+
+
+def _elementwise(prog: PolyProgram) -> bool:
+    """Whether every statement of ``prog`` computes one element of one common box, reading
+    what ``prog`` computes only at that element (inputs at any index: a broadcast)."""
+    if not prog.stmts:
+        return False
+    box = prog.stmts[0].out_extents
+    written: set[int] = set()
+    for s in prog.stmts:
+        if s.kind != "compute" or s.out_extents != box or s.constraints or s.write.guarded \
+                or not _identity(s.write.index, box):
+            return False
+        if any(r.array is not None and r.array.id in written and not _identity(r.index, box) for r in s.reads):
+            return False
+        written.add(s.write.array.id)
+    return True
 
 
 def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix: bool = False, fold: bool = False):

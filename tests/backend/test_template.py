@@ -595,3 +595,27 @@ def test_a_reshape_that_moves_elements_is_refused_with_its_reason():
     plan = _one_group(graph)
     planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
     assert planned.after is not None and "at another element" in planned.epilogue_refused
+
+
+def test_an_elementwise_chain_after_the_template_runs_as_one_loop_nest():
+    # BERT's training step: a mask's where and layer norm pieces share the pooler GEMM's
+    # group over another box; they ran as one nest per op, each through its own temporary
+    rng = np.random.default_rng(9)
+    b = GraphBuilder("beside")
+    x, u, w = b.input("x", (4, 6)), b.input("u", (2, 3, 5)), b.input("w", (3, 1))
+    y = b.matmul(x, b.constant(rng.standard_normal((6, 10)).astype(np.float32)))
+    t = b.sub(u, w)
+    z = b.mul(b.tanh(t), b.mul(t, b.constant(np.float32(2.0))))
+    b.output(y)
+    b.output(z)
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert planned.after is not None and planned.after.nests == 1
+    assert "runs over [2, 3, 5]" in planned.epilogue_refused
+    feeds = {"x": rng.standard_normal((4, 6)).astype(np.float32), "u": rng.standard_normal((2, 3, 5)).astype(np.float32),
+             "w": rng.standard_normal((3, 1)).astype(np.float32)}
+    compiled = fusionlang.compile(plan, "c")
+    got, want = compiled.run(feeds), reference.run(graph, feeds)
+    for value in (y, z):
+        np.testing.assert_allclose(got[value], want[value], rtol=2e-4, atol=2e-4)
