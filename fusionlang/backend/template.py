@@ -190,8 +190,9 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     element = graph.types[a_value].dtype
     if c_array is None:
         return "the group exports nothing the GEMM could accumulate into"
-    if any(a.dtype not in ("float32", element) for a in prog.arrays):
-        return f"the group touches an array that is neither float32 nor {element}"
+    other = next((a for a in prog.arrays if a.dtype not in ("float32", element)), None)
+    if other is not None:  # the template's parameters are float pointers (a bool mask is not)
+        return f"the group reads or writes {other.value or 'an array'} as {other.dtype}"
     blocking = blocking_for(machine, problem)
     # the depthwise and GEMV kernels read their weights as they are, and so does CUDA
     packs = {} if is_depthwise(problem) or is_gemv(problem) or target != "c" else constants
@@ -432,7 +433,7 @@ def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix:
     if len({t.dtype for t in types}) != 1 or types[0].dtype not in dtypes:
         return None
     if node.op == "matmul":
-        return _matmul_problem(call, node)
+        return _matmul_problem(call, node, fold)
     if node.op == "gemm":
         return _gemm_problem(call, node)
     if node.op in POOL_TAPS:
@@ -440,13 +441,15 @@ def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix:
     return _conv_problem(call, node, pointwise_as_matrix, fold)
 
 
-def _matmul_problem(call, node: Node):
+def _matmul_problem(call, node: Node, fold: bool = False):
     a, b = call.input(0), call.input(1)
     out = call.out_types[0]
     if a.rank < 2 or b.rank < 2:
         return None  # matrix-vector products stay loop nests
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = out.shape[:-2]
+    if fold and batch and tuple(a.shape[:-2]) == tuple(batch) and all(d == 1 for d in b.shape[:-2]):
+        return _rows_problem(m, n, k, batch, node)
     out_strides = row_major_strides(out.shape)[:-2]
 
     def batch_strides(t):
@@ -460,6 +463,26 @@ def _matmul_problem(call, node: Node):
     coords[i_sym(len(batch))] = _I
     coords[i_sym(len(batch) + 1)] = _J
     return problem, coords, node.inputs[0], node.inputs[1]
+
+
+def _rows_problem(m: int, n: int, k: int, batch: tuple[int, ...], node: Node):
+    """A batched product whose B is one matrix for every batch (a Linear on [B, S, E]) as
+    one GEMM over the batch's rows: A and C are contiguous, so their batches are rows on
+    end. One product of B*S rows packs B once; B products of S rows pack it B times (BERT's
+    feed-forward in training, where the weights are inputs: 1 MB each time)."""
+    rows = m * int(np.prod(batch, dtype=np.int64))
+    problem = GemmProblem(rows, n, k, Operand(k, 1), Operand(n, 1), Operand(n, 1))
+    coords = dict(zip((i_sym(d) for d in range(len(batch) + 1)), _row_coords(_I, batch + (m,))))
+    coords[i_sym(len(batch) + 1)] = _J
+    return problem, coords, node.inputs[0], node.inputs[1]
+
+
+def _row_coords(row: sp.Expr, shape: tuple[int, ...]) -> list[sp.Expr]:
+    """The indices into ``shape`` of flat row ``row``, each a division less ``extent`` times
+    the next division out, so an identity read's offset cancels back to the row."""
+    strides = row_major_strides(shape)
+    return [sp.floor(row / stride) - (shape[d] * sp.floor(row / strides[d - 1]) if d else 0)
+            for d, stride in enumerate(strides)]
 
 
 def _gemm_problem(call, node: Node):

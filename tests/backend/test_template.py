@@ -619,3 +619,42 @@ def test_an_elementwise_chain_after_the_template_runs_as_one_loop_nest():
     got, want = compiled.run(feeds), reference.run(graph, feeds)
     for value in (y, z):
         np.testing.assert_allclose(got[value], want[value], rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("weight", [(6, 10), (1, 6, 10)])
+def test_a_batched_product_with_one_weight_matrix_is_one_gemm_over_the_batches_rows(weight):
+    # a Linear on [B, S, E]: B products of S rows packed the weights B times (BERT's
+    # feed-forward, m=64 x4: 1.9 ms where one product of 256 rows takes 0.9)
+    rng = np.random.default_rng(10)
+    b = GraphBuilder("linear3d")
+    x = b.input("x", (2, 3, 4, 6))
+    y = b.matmul(x, b.input("w", weight))
+    y = b.mul(b.add(y, b.input("per_image", (2, 1, 1, 10))), b.input("per_row", (3, 4, 1)))
+    b.output(y)
+    graph = b.build()
+    plan = _one_group(graph)
+    planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
+    assert (planned.problem.m, planned.problem.outer, len(planned.epilogue)) == (24, (), 2)
+    feeds = {name: rng.standard_normal(graph.types[name].shape).astype(np.float32) for name in graph.inputs}
+    compiled = fusionlang.compile(plan, "c")
+    assert [k.detail for k in compiled.kernels] == ["GEMM m=24 n=10 k=6"]
+    np.testing.assert_allclose(compiled.run(feeds)[y], reference.run(graph, feeds)[y], rtol=2e-4, atol=2e-4)
+
+
+def test_a_batched_product_with_a_matrix_per_batch_keeps_its_outer_loop():
+    b = GraphBuilder("scores")
+    y = b.matmul(b.input("q", (2, 4, 6)), b.input("k", (2, 6, 5)))
+    b.output(y)
+    plan = _one_group(b.build())
+    planned = template.plan_template(plan, plan.groups[0], {})
+    assert (planned.problem.m, planned.problem.outer) == (4, (2,))
+
+
+def test_a_boolean_mask_after_the_product_is_refused_naming_the_mask():
+    # Llama's causal mask: the template's parameters are float pointers
+    b = GraphBuilder("masked")
+    scores = b.matmul(b.input("q", (4, 6)), b.input("k", (6, 5)))
+    b.output(b.where(b.input("keep", (4, 5), dtype="bool"), scores, b.constant(np.float32(-1e9))))
+    plan = _one_group(b.build())
+    planned = template.plan_template(plan, plan.groups[0], {})
+    assert planned.epilogue_refused == "the group reads or writes keep as bool"
