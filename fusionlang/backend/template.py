@@ -44,7 +44,7 @@ from fusionlang.backend.gemm_template import (Blocking, Epilogue, Fold, GemmProb
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import Machine, host
-from fusionlang.backend.poly import Array, PolyProgram, PolyStmt, build_program
+from fusionlang.backend.poly import Access, Array, PolyProgram, PolyStmt, build_program
 from fusionlang.backend.schedule import ScheduleChoice
 from fusionlang.backend.schedule_store import ScheduleStore, schedule_key
 from fusionlang.engine.cost import CONTRACTIONS
@@ -97,6 +97,9 @@ class TemplateGroup:
     #: CUDA: an elementwise prologue computed while one operand is staged, instead of a loop
     #: nest before the template (see :func:`staging_prologue`)
     prologue: StagedPrologue | None = None
+    #: why the rest of the group is not the template's epilogue (then it runs after the
+    #: call, as a loop nest through memory), or None when it is
+    epilogue_refused: str | None = None
 
 
 @dataclass(eq=False)
@@ -179,19 +182,22 @@ def template_candidate(plan: FusionPlan, group: Group, target: str = "c") -> tup
 
 
 def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes, constants: dict,
-               machine: Machine, target: str) -> TemplateGroup | None:
-    """``names`` (the complex node and what follows it) as one template call, or None."""
+               machine: Machine, target: str) -> TemplateGroup | str:
+    """``names`` (the complex node and what follows it) as one template call, or why not."""
     problem, coords, a_value, b_value = shapes
     prog = build_program(graph, names, constants=constants)
-    stmts = split_epilogue(prog, node)
-    if stmts is None:
-        return None
+    stmts = epilogue_split(prog, node)
+    if isinstance(stmts, str):
+        return stmts
     final, epilogue = stmts
     c_array = _accumulator_target(prog, final, epilogue)
     _tables_as_float(prog)
     element = graph.types[a_value].dtype
-    if c_array is None or any(a.dtype not in ("float32", element) for a in prog.arrays):
-        return None
+    if c_array is None:
+        return "the group exports nothing the GEMM could accumulate into"
+    other = next((a for a in prog.arrays if a.dtype not in ("float32", element)), None)
+    if other is not None:  # the template's parameters are float pointers (a bool mask is not)
+        return f"the group reads or writes {other.value or 'an array'} as {other.dtype}"
     blocking = blocking_for(machine, problem)
     if target == "c" and not is_depthwise(problem):
         blocking = im2col_blocking(machine, problem, blocking)
@@ -224,19 +230,23 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
     # the template takes what follows it as its epilogue if it can (with no prologue: the
     # whole group, one call), else the elementwise run right after it (shufflenet's conv +
     # relu before a channel shuffle), else only the op
-    core = _plan_part(graph, group, [n for n in group.nodes if n not in before], node, shapes, constants,
-                      machine, target) if rest else None
+    whole = _plan_part(graph, group, [n for n in group.nodes if n not in before], node, shapes, constants,
+                       machine, target) if rest else None
+    core = whole if isinstance(whole, TemplateGroup) else None
     if core is not None:
         rest = []
     run = _same_shape_run(graph, node, rest)
     if core is None and 0 < len(run) < len(rest):
-        core = _plan_part(graph, group, [n for n in group.nodes if n == node.name or n in run], node, shapes,
-                          constants, machine, target)
+        found = _plan_part(graph, group, [n for n in group.nodes if n == node.name or n in run], node, shapes,
+                           constants, machine, target)
+        core = found if isinstance(found, TemplateGroup) else None
         rest = rest[len(run):] if core is not None else rest
     if core is None:
-        core = _plan_part(graph, group, [node.name], node, shapes, constants, machine, target)
+        alone = _plan_part(graph, group, [node.name], node, shapes, constants, machine, target)
+        core = alone if isinstance(alone, TemplateGroup) else None
     if core is None:
         return None
+    core.epilogue_refused = whole if isinstance(whole, str) else None
     if target == "c" and (_store_shuffled(graph, group, core, rest) or _store_transposed(graph, group, core, rest)):
         rest = []
     core.prologue = staging_prologue(graph, group, first, node, shapes, constants) if first and target != "c" \
@@ -393,10 +403,29 @@ def _loop_nest(graph: Graph, names: list[str], constants: dict, target: str, sch
     # (densenet121's concat + batch norm + relu: channels innermost at a stride of a whole
     # plane, 25 ms of the model's 113; one contiguous nest per statement: 10 ms)
     # (one op alone schedules as its own group would: LRN's three statements share its rows)
-    fuse = len(names) == 1
+    # An elementwise chain moves nothing: one fused nest, not a temporary per op (BERT's
+    # training step: a mask's where and layer norm pieces beside the pooler's GEMM, 7 nests)
     prog = build_program(graph, names, constants=constants)
+    fuse = len(names) == 1 or _elementwise(prog)
     key = schedule_key(graph, names, constants, target, fuse)
     return lower(schedules.store.scheduled(prog, key, target, fuse, schedules.planned.get(which)))
+
+
+def _elementwise(prog: PolyProgram) -> bool:
+    """Whether every statement of ``prog`` computes one element of one common box, reading
+    what ``prog`` computes only at that element (inputs at any index: a broadcast)."""
+    if not prog.stmts:
+        return False
+    box = prog.stmts[0].out_extents
+    written: set[int] = set()
+    for s in prog.stmts:
+        if s.kind != "compute" or s.out_extents != box or s.constraints or s.write.guarded \
+                or not _identity(s.write.index, box):
+            return False
+        if any(r.array is not None and r.array.id in written and not _identity(r.index, box) for r in s.reads):
+            return False
+        written.add(s.write.array.id)
+    return True
 
 
 def _problem(graph: Graph, node: Node, dtypes=("float32",), pointwise_as_matrix: bool = False, fold: bool = False):
@@ -579,35 +608,115 @@ _J = sp.Symbol("j", integer=True, nonnegative=True)
 
 def split_epilogue(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolyStmt]] | None:
     """(the complex op's final statement, the epilogue statements in order), or None when
-    the rest of ``prog`` is not an epilogue of ``node``: statements over the complex op's
-    output box, each writing its own element and reading what the group computed only at
-    that element, and the complex op reading nothing the group computes (a prologue)."""
+    the rest of ``prog`` is not an epilogue of ``node`` (:func:`epilogue_split` says why)."""
+    split = epilogue_split(prog, node)
+    return None if isinstance(split, str) else split
+
+
+def epilogue_split(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolyStmt]] | str:
+    """(the complex op's final statement, the epilogue statements in order), or a one-line
+    reason why the rest of ``prog`` is not an epilogue of ``node``: statements over the
+    complex op's output box (or a contiguous reshape of it, seen through the box: BERT's
+    [B*S, N] GEMM feeding a GELU over [B, S, N]), each writing its own element and reading
+    what the group computed only at that element, and the complex op reading nothing the
+    group computes (a prologue)."""
     own = [s for s in prog.stmts if s.node is node]
     finals = [s for s in own if s.kind in ("final", "compute")]
     if len(finals) != 1 or {s.kind for s in own} - {"init", "update", "final", "compute"}:
-        return None
+        return f"{node.name} is not one contraction"
     others = {s.write.array.id for s in prog.stmts if s.node is not node}
     if any(r.array is not None and r.array.id in others for s in own for r in s.reads):
-        return None
+        return f"{node.name} reads a value the group computes (a prologue)"
     final = finals[0]
-    epilogue = [s for s in prog.stmts if s.node is not node]
     box = final.out_extents
+    epilogue = []
+    for s in prog.stmts:
+        if s.node is not node:
+            seen = _seen_through(s, box)
+            if isinstance(seen, str):
+                return seen
+            epilogue.append(seen)
     written = {final.write.array.id}
     for s in [final] + epilogue:
-        if s is not final and (s.kind != "compute" or s.out_extents != box):
-            return None
-        if not _identity(s.write.index, box) or s.write.guarded:
-            return None
+        if not _same_element(s.write.index, s.write.array, box) or s.write.guarded:
+            return f"{s.node.name} writes other than its own element of {node.name}'s output"
         for r in s.reads:
             if r.guarded or r.is_indirect():
-                return None
+                return f"{s.node.name} reads through a guard or an index it loads"
             if r.array is not None and r.array.internal and r.array.role != "acc" and \
-                    (r.array.id not in written or not _identity(r.index, box)):
-                return None
-            if r.array is not None and r.array.role == "output" and r.array.id in written and not _identity(r.index, box):
-                return None
+                    (r.array.id not in written or not _same_element(r.index, r.array, box)):
+                return f"{s.node.name} reads a value of the group at another element"
+            if r.array is not None and r.array.role == "output" and r.array.id in written and \
+                    not _same_element(r.index, r.array, box):
+                return f"{s.node.name} reads an output of the group at another element"
         written.add(s.write.array.id)
     return final, epilogue
+
+
+def _seen_through(s: PolyStmt, box: tuple[int, ...]) -> PolyStmt | str:
+    """Statement ``s`` over ``box``: itself when it runs over the box, else (an elementwise
+    statement over a contiguous reshape of the box) with each of its dims written as the
+    box's element at the same row-major offset; or why it is not over the box."""
+    if s.kind != "compute":
+        return f"{s.node.name} is a reduction after the contraction"
+    if s.out_extents == box:
+        return s
+    view = _reshape_view(box, s.out_extents)
+    if view is None or s.constraints:
+        return f"{s.node.name} runs over {list(s.out_extents)}, not the contraction's {list(box)} or a reshape of it"
+
+    def seen(access: Access) -> Access:
+        return replace(access, index=tuple(as_expr(e).subs(view, simultaneous=True) for e in access.index))
+
+    return replace(s, out_extents=box, reads=[seen(r) for r in s.reads], write=seen(s.write),
+                   expr=as_expr(s.expr).subs(view, simultaneous=True))
+
+
+def _reshape_view(box: tuple[int, ...], shape: tuple[int, ...]) -> dict[sp.Symbol, sp.Expr] | None:
+    """Dim k of ``shape`` -> its index at the element of ``box`` with the same row-major
+    offset, when ``shape`` is a reshape of ``box`` (the same size), else None. Dims are
+    matched in runs of equal size, so a split dim is a division and a remainder of the box's
+    (written ``i - 64*floor(i/64)``, so a read's flat offset cancels back to ``i``), and a
+    merged one a sum."""
+    if int(np.prod(box, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
+        return None
+    view: dict[sp.Symbol, sp.Expr] = {i_sym(k): sp.Integer(0) for k, n in enumerate(shape) if n == 1}
+    left = [k for k, n in enumerate(box) if n != 1]
+    right = [k for k, n in enumerate(shape) if n != 1]
+    while left:
+        run_left, run_right = [left.pop(0)], [right.pop(0)]
+        size_left, size_right = box[run_left[0]], shape[run_right[0]]
+        while size_left != size_right:
+            if size_left < size_right:
+                run_left.append(left.pop(0))
+                size_left *= box[run_left[-1]]
+            else:
+                run_right.append(right.pop(0))
+                size_right *= shape[run_right[-1]]
+        offset = sum((i_sym(k) * stride for k, stride in
+                      zip(run_left, row_major_strides(tuple(box[k] for k in run_left)))), sp.Integer(0))
+        outer = None
+        for k, stride in zip(run_right, row_major_strides(tuple(shape[k] for k in run_right))):
+            view[i_sym(k)] = sp.floor(offset / stride) - (0 if outer is None else shape[k] * sp.floor(offset / outer))
+            outer = stride
+    return view
+
+
+def _same_element(index, array: Array, box: tuple[int, ...]) -> bool:
+    """Whether ``index`` into ``array`` is the box's element (i0, i1, ...) itself: the same
+    indices, or (an array of the box's size seen through a reshape) the same row-major
+    offset once a remainder is written as a division."""
+    if _identity(index, box):
+        return True
+    if array.size != int(np.prod(box, dtype=np.int64)) or len(index) != len(array.shape):
+        return False
+    return sp.expand(_flat(index, array.shape) - _flat(tuple(i_sym(k) for k in range(len(box))), box)) == 0
+
+
+def _flat(index, shape) -> sp.Expr:
+    """The row-major offset of ``index`` into ``shape``, ``a % n`` written ``a - n*floor(a/n)``."""
+    offset = sum((as_expr(e) * stride for e, stride in zip(index, row_major_strides(tuple(shape)))), sp.Integer(0))
+    return sp.expand(offset.replace(sp.Mod, lambda a, n: a - n * sp.floor(a / n)))
 
 
 def _identity(index, shape) -> bool:
@@ -763,4 +872,4 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
 
 
 __all__ = ["COMPLEX_OPS", "PartSchedules", "StagedPrologue", "TemplateGroup", "chain_statements", "emit_template",
-           "epilogue_body", "part_schedules", "plan_template", "split_epilogue", "staging_prologue"]
+           "epilogue_body", "epilogue_split", "part_schedules", "plan_template", "split_epilogue", "staging_prologue"]

@@ -188,3 +188,24 @@ def test_a_depthwise_weight_gradient_is_a_gathered_product_not_a_convolution_per
     convs = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
              if node.op == "conv"]
     assert len(convs) == 1  # the forward's
+
+
+def test_a_transformer_feed_forwards_gelu_runs_in_its_gemms_epilogue_and_gives_eagers_gradients():
+    # a Linear on [B, S, E] is a GEMM on [B*S, E] and a reshape back to [B, S, N]: the GELU
+    # (and its backward) over [B, S, N] ran as a loop nest per op after the GEMM, through a
+    # temporary each (BERT's training step: 2.7 ms where the GEMM alone takes 0.9)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16),
+                                torch.nn.LayerNorm(16))
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    assert_gradients_match(model, reference, rtol=1e-4)
+    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
+    gelu = [k for k in compiled_kernels(report) if k.strategy == "gemm template" and
+            any("erf" in node for node in k.nodes)]
+    assert len(gelu) == 2 and all(k.nests == 1 for k in gelu), [(k.nodes, k.nests) for k in gelu]  # forward, backward
