@@ -271,19 +271,29 @@ def _max_pool_backward(ctx: FxContext) -> str:
 
 
 def _depthwise_grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
-    """A depthwise convolution's weight gradient: per channel and tap, the input's values
-    that tap read (gathered, padding read as 0) times the output's gradient, summed over
-    batch and positions. (As the batch-for-channel grouped convolution, its kernel is the
-    output's plane: GEMM templates per channel, most of MobileNetV2's training step.)"""
-    batch, channels, height, width = ctx.shape(x)
-    out_plane = tuple(ctx.shape(grad)[2:])
-    geometry = PoolWindow((height, width), out_plane, tuple(ctx.shape(weight)[2:]), *window)
-    flat = ctx.emit("reshape", x, shape=(batch, channels, height * width))
-    padded = ctx.emit("pad", flat, pads=(0, 0, 0, 0, 0, 1))
-    taps = ctx.emit("gather", padded, ctx.constant(geometry.taps()), axis=2)
-    grads = ctx.emit("reshape", grad, shape=(batch, channels, out_plane[0] * out_plane[1], 1))
-    summed = ctx.emit("reduce_sum", ctx.emit("mul", taps, grads), axes=(0, 2), keepdims=0)
-    return ctx.emit("reshape", summed, shape=ctx.shape(weight))
+    """A depthwise convolution's weight gradient: per image and channel, the input's plane
+    correlated with the output's gradient (a depthwise convolution of N*C channels whose
+    kernel is the gradient's plane, the forward's dilation as stride and its stride as
+    dilation: the template's correlation method), summed over the images. (Gathering
+    every tap's inputs wrote 9 copies of the input, a kernel of its own; as the
+    batch-for-channel grouped convolution, a GEMM template per channel.)"""
+    stride, padding, dilation = window
+    batch, channels, *space = ctx.shape(x)
+    out_space, kernel = ctx.shape(grad)[2:], ctx.shape(weight)[2:]
+    planes = ctx.emit("reshape", x, shape=(1, batch * channels, *space))
+    taps = ctx.emit("reshape", grad, shape=(batch * channels, 1, *out_space))
+    # the bottom (right) padding only the stride's leftover windows read is dropped
+    after = [p - (n + 2 * p - s * (o - 1) - 1 - d * (k - 1)) for n, p, s, o, d, k in
+             zip(space, padding, stride, out_space, dilation, kernel)]
+    cropped = min(after) >= 0
+    correlated = ctx.emit("conv", planes, taps, kernel_shape=tuple(out_space), strides=dilation,
+                          pads=tuple(padding) + tuple(after if cropped else padding), dilations=stride,
+                          group=batch * channels)
+    if not cropped:  # windows past the kernel (stride leftovers beyond the padding)
+        correlated = ctx.emit("slice", correlated, starts=(0,) * len(kernel), ends=tuple(kernel),
+                              axes=tuple(range(2, 2 + len(kernel))))
+    per_image = ctx.emit("reshape", correlated, shape=(batch, *ctx.shape(weight)))
+    return ctx.emit("reduce_sum", per_image, axes=(0,), keepdims=0)
 
 
 # ----- scatters -------------------------------------------------------------------------------

@@ -69,7 +69,9 @@ def test_a_training_step_gives_eagers_loss_and_gradients(name):
     dict(in_channels=4, out_channels=6, kernel_size=(1, 3), stride=(2, 1), groups=2, bias=False),
     dict(in_channels=3, out_channels=4, kernel_size=1, stride=2, padding=1),  # padding past the kernel
     dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, padding=1, groups=4),  # MobileNet's
-], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise", "depthwise-strided"])
+    dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, groups=4),  # a column past the last window
+], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise", "depthwise-strided",
+        "depthwise-leftover"])
 def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(**conv), torch.nn.Tanh())
@@ -173,18 +175,24 @@ def test_max_pooling_indices_are_torchs_first_maxima():
     assert report.fallbacks == [] and report.eager_runs == 0
 
 
-def test_a_depthwise_weight_gradient_is_a_gathered_product_not_a_convolution_per_channel():
-    # as a batch-for-channel grouped convolution its kernel is the output's plane: a GEMM
-    # template per channel, most of MobileNetV2's training step
+def test_a_depthwise_weight_gradient_is_a_correlation_per_image_and_channel_not_a_gather():
+    # each image's and channel's input plane correlated with its output gradient: a
+    # depthwise conv of N*C channels whose 9x8 kernel is the gradient's plane (the
+    # template's correlation method), then summed over the images. Gathering every tap's
+    # inputs wrote 9 copies of the input in a kernel of its own; as the batch-for-channel
+    # grouped convolution it was a GEMM template per channel.
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), torch.nn.Tanh())
     reference = copy.deepcopy(model)
     report = CompileReport()
     compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, 4, 9, 8)  # no input gradient: the backward holds the weight's only
+    x = torch.randn(2, 4, 17, 16)  # no input gradient: the backward holds the weight's only
     compiled(x).square().sum().backward()
     reference(x).square().sum().backward()
     assert_gradients_match(model, reference, rtol=1e-4)
     convs = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
              if node.op == "conv"]
-    assert len(convs) == 1  # the forward's
+    assert sorted(node.attrs["group"] for node in convs) == [4, 2 * 4]  # the forward's, the weight gradient's
+    assert "gather" not in compiled_ops(report)
+    kernels = [k for k in compiled_kernels(report) if k.detail.startswith("depthwise m=1 n=9 k=72")]
+    assert len(kernels) == 1 and "correlation" in kernels[0].source
