@@ -122,15 +122,20 @@ def _spread(ctx: FxContext, grad: str, stride) -> str:
 
 
 def _transposed_kernel(ctx: FxContext, weight: str, groups: int) -> str:
-    """(G*Co, Ci, *k) -> (G*Ci, Co, *k) flipped along every spatial axis."""
+    """(G*Co, Ci, *k) -> (G*Ci, Co, *k) flipped along every spatial axis longer than one
+    (flipping a 1x1 kernel changes nothing, and its slice was a copy of the weight, a
+    kernel of its own per pointwise conv)."""
     outputs, per_group_in, *kernel = ctx.shape(weight)
     per_group_out = outputs // groups
     spatial = tuple(range(3, 3 + len(kernel)))
     swapped = ctx.emit("reshape", weight, shape=(groups, per_group_out, per_group_in, *kernel))
     swapped = ctx.emit("transpose", swapped, perm=(0, 2, 1) + spatial)
     swapped = ctx.emit("reshape", swapped, shape=(groups * per_group_in, per_group_out, *kernel))
-    return ctx.emit("slice", swapped, starts=(-1,) * len(kernel), ends=(INT64_MIN,) * len(kernel),
-                    axes=tuple(range(2, 2 + len(kernel))), steps=(-1,) * len(kernel))
+    flipped = tuple(axis for axis, extent in enumerate(kernel, start=2) if extent > 1)
+    if not flipped:
+        return swapped
+    return ctx.emit("slice", swapped, starts=(-1,) * len(flipped), ends=(INT64_MIN,) * len(flipped), axes=flipped,
+                    steps=(-1,) * len(flipped))
 
 
 def _grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:

@@ -196,3 +196,23 @@ def test_a_depthwise_weight_gradient_is_a_correlation_per_image_and_channel_not_
     assert "gather" not in compiled_ops(report)
     kernels = [k for k in compiled_kernels(report) if k.detail.startswith("depthwise m=1 n=9 k=72")]
     assert len(kernels) == 1 and "correlation" in kernels[0].source
+
+
+def test_a_pointwise_convs_input_gradient_reads_its_weight_unflipped():
+    # flipping a 1x1 kernel in space changes nothing: its slice was a copy of the weight,
+    # a kernel of its own per pointwise conv (34 of MobileNetV2's training step)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 1), torch.nn.Tanh(), torch.nn.Conv2d(16, 8, (1, 3)))
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x = torch.randn(2, 8, 6, 7, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert_gradients_match(model, reference, rtol=1e-4)
+    slices = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
+              if node.op == "slice"]
+    # the 1x3 kernel flips its columns alone
+    assert [(node.attrs["axes"], node.attrs["steps"]) for node in slices] == [((3,), (-1,))]
