@@ -44,6 +44,21 @@ def assert_gradients_match(model, reference, rtol=1e-3):
         np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=rtol, atol=floor, err_msg=name)
 
 
+def step_against_eager(model, x, atol: float = 1e-5) -> CompileReport:
+    """One compiled training step of ``model`` on ``x`` and one in eager on a copy: the
+    input's gradient (where ``x`` asks for one) and the parameters' as eager's; the report."""
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x_ref = x.detach().clone().requires_grad_(x.requires_grad)
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    if x.requires_grad:
+        np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=atol)
+    assert_gradients_match(model, reference, rtol=1e-4)
+    return report
+
+
 @pytest.mark.parametrize("name", torch_bench_models.MODELS)
 def test_a_training_step_gives_eagers_loss_and_gradients(name):
     model, example = torch_bench_models.build(name, "test")
@@ -75,15 +90,7 @@ def test_a_training_step_gives_eagers_loss_and_gradients(name):
 def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(**conv), torch.nn.Tanh())
-    reference = copy.deepcopy(model)
-    report = CompileReport()
-    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, conv["in_channels"], 7, 8, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    compiled(x).square().sum().backward()
-    reference(x_ref).square().sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
-    assert_gradients_match(model, reference, rtol=1e-4)
+    report = step_against_eager(model, torch.randn(2, conv["in_channels"], 7, 8, requires_grad=True))
     assert report.fallbacks == [] and report.eager_runs == 0
     # the input's gradient is a convolution (the GEMM template's), not a conv_transpose loop nest
     assert "conv_transpose" not in compiled_ops(report)
@@ -150,15 +157,7 @@ def test_max_pooling_and_its_backward_are_converted_and_give_eagers_gradients(po
     # the ReLU makes ties (zeros) in windows: the gradient goes to the first, as in eager
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(**pool),
                                 torch.nn.Tanh())
-    reference = copy.deepcopy(model)
-    report = CompileReport()
-    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, 2, 9, 10, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    compiled(x).square().sum().backward()
-    reference(x_ref).square().sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-6)
-    assert_gradients_match(model, reference, rtol=1e-4)
+    report = step_against_eager(model, torch.randn(2, 2, 9, 10, requires_grad=True), atol=1e-6)
     assert report.fallbacks == [] and report.eager_runs == 0
 
 
@@ -183,13 +182,8 @@ def test_a_depthwise_weight_gradient_is_a_correlation_per_image_and_channel_not_
     # grouped convolution it was a GEMM template per channel.
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), torch.nn.Tanh())
-    reference = copy.deepcopy(model)
-    report = CompileReport()
-    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, 4, 17, 16)  # no input gradient: the backward holds the weight's only
-    compiled(x).square().sum().backward()
-    reference(x).square().sum().backward()
-    assert_gradients_match(model, reference, rtol=1e-4)
+    # no input gradient: the backward holds the weight's only
+    report = step_against_eager(model, torch.randn(2, 4, 17, 16))
     convs = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
              if node.op == "conv"]
     assert sorted(node.attrs["group"] for node in convs) == [4, 2 * 4]  # the forward's, the weight gradient's
@@ -203,15 +197,7 @@ def test_a_pointwise_convs_input_gradient_reads_its_weight_unflipped():
     # a kernel of its own per pointwise conv (34 of MobileNetV2's training step)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 1), torch.nn.Tanh(), torch.nn.Conv2d(16, 8, (1, 3)))
-    reference = copy.deepcopy(model)
-    report = CompileReport()
-    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, 8, 6, 7, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    compiled(x).square().sum().backward()
-    reference(x_ref).square().sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
-    assert_gradients_match(model, reference, rtol=1e-4)
+    report = step_against_eager(model, torch.randn(2, 8, 6, 7, requires_grad=True))
     slices = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
               if node.op == "slice"]
     # the 1x3 kernel flips its columns alone
