@@ -287,7 +287,9 @@ class Correlation:
     plus the furthest output's shift) and ``phase_floats`` long. The kernel is copied as
     wide as the planes, zeros in its extra columns, ``length`` floats (whole vectors): each
     output is then one dot product of the wide kernel with its phase plane at a constant
-    shift, all the kernel's taps in ``length / vl`` vector steps."""
+    shift, all the kernel's taps in ``length / vl`` vector steps. (The zero columns meet
+    input elements other outputs read: an infinite input there makes this output NaN where
+    the exact sum might stay finite.)"""
 
     dilation: tuple[int, int]
     width: int
