@@ -3,7 +3,8 @@ direct kernels.
 
 As a GEMM it would be a 1 x (OH*OW) x (KH*KW) product per channel: a register tile of MR
 rows would hold one useful row, and packing would cost more than the arithmetic. The
-direct kernel has two methods, chosen when it is planned (:func:`planes_for`):
+direct kernel has three methods, chosen when it is planned (:func:`correlation_for`,
+:func:`planes_for`):
 
 * planes (:class:`Planes`): the channel's input is copied once into zero-padded planes, one
   per stride phase, each as wide as the output plus the kernel's reach; every tap then reads
@@ -18,6 +19,10 @@ direct kernel has two methods, chosen when it is planned (:func:`planes_for`):
   per tap, so padding costs no test per element. It runs where the planes would not fit the
   stack (:data:`PLANE_BYTES`) and on wide strided rows with few taps, where its long runs beat
   splitting the input into phases.
+* correlation (:class:`Correlation`): a kernel far larger than the output plane (a depthwise
+  weight gradient, whose kernel is the forward's output gradient and whose output is the
+  forward's 3x3 taps): each output is one long dot product of the kernel, copied as wide as
+  the input's zero-padded phase planes, with its plane at a constant shift.
 
 The finished plane (or row) goes through the same epilogue as the GEMM template's tiles
 (:func:`.gemm_template.epilogue_function`), with row 0 and its first element's flattened
@@ -157,16 +162,19 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     sh, sw = x.stride
     dh, dw = x.dilation
     ph, pw = x.pads
-    planes = planes_for(x, vl or host().vector_floats)
+    correlation = correlation_for(x, vl or host().vector_floats) if tap.weighted else None
+    planes = None if correlation else planes_for(x, vl or host().vector_floats)
     lanes = lanes_for(problem, planes)
     out = Lines()
     what = "depthwise" if tap.weighted else "pooling"
     method = "rows" if planes is None else f"planes {planes.unroll}x{planes.vl} x{planes.chunks}"
     method += f", channels {lanes} at a time in lanes" if lanes else ""
+    method = f"correlation {correlation.vl} x{correlation.length // correlation.vl}" if correlation else method
     out(f"/* {what} template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
         f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw}, {method} */")
-    if planes is not None:
-        _vector_types(out, planes.vl)
+    vector_floats = correlation.vl if correlation else planes.vl if planes else 0
+    if vector_floats:
+        _vector_types(out, vector_floats)
     epilogue_function(out, name, problem, epilogue)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     weights = "const float *restrict W, " if tap.weighted else ""
@@ -186,7 +194,9 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
             out(f"const float *w = W + {_offset(problem.a)};")
         out(f"const float *plane = X + {_offset(x)};")
         out(f"float *y = Y + {_offset(problem.c)};")
-        if step > 1:
+        if correlation is not None:
+            _correlation_body(out, name, x, correlation, epilogue, extra_args)
+        elif step > 1:
             assert planes is not None  # lanes_for
             _lanes_body(out, name, problem, planes.vl, epilogue, extra_args, tap)
         elif planes is not None:
@@ -266,6 +276,96 @@ def _lanes_body(out: Lines, name, problem: GemmProblem, vl: int, epilogue, extra
     out.close()
 
 
+@dataclass(frozen=True)
+class Correlation:
+    """The correlation method's layout, for a kernel far larger than its output plane (a
+    depthwise weight gradient: the forward's output gradient is the kernel, the 3x3 taps
+    are the output; see frontend/torch_grad_ops.py).
+
+    Output (p, q) reads the padded input at rows p*sh + i*dh: rows of one phase of the
+    dilation, ``dilation`` phase planes in all, each ``width`` columns wide (the kernel's
+    plus the furthest output's shift) and ``phase_floats`` long. The kernel is copied as
+    wide as the planes, zeros in its extra columns, ``length`` floats (whole vectors): each
+    output is then one dot product of the wide kernel with its phase plane at a constant
+    shift, all the kernel's taps in ``length / vl`` vector steps. (The zero columns meet
+    input elements other outputs read: an infinite input there makes this output NaN where
+    the exact sum might stay finite.)"""
+
+    dilation: tuple[int, int]
+    width: int
+    phase_floats: int
+    length: int
+    vl: int
+
+    def shift(self, x: Im2Col, p: int, q: int) -> int:
+        """Where output (p, q) reads its phase planes' buffer at the kernel's first tap."""
+        (sh, sw), (dh, dw) = x.stride, self.dilation
+        phase = (p * sh % dh) * dw + q * sw % dw
+        return phase * self.phase_floats + p * sh // dh * self.width + q * sw // dw
+
+
+#: the correlation method runs where the kernel has at least this many taps per output
+#: element and at least CORRELATION_MIN_TAPS in all (a 3x3 weight gradient's kernel is the
+#: forward's output plane: 4 to 12544 taps); a forward convolution's kernel (up to 7x7) on
+#: a small plane keeps the plane or lanes method
+CORRELATION_MIN_TAPS_PER_OUTPUT, CORRELATION_MIN_TAPS = 4, 64
+
+#: outputs summed in one pass over the kernel: each holds a vector accumulator in registers
+CORRELATION_OUTPUTS_PER_PASS = 8
+
+
+def correlation_for(x: Im2Col, vl: int) -> Correlation | None:
+    """The correlation method's layout, or None where the kernel is not much larger than the
+    output plane (:data:`CORRELATION_MIN_TAPS_PER_OUTPUT`, :data:`CORRELATION_MIN_TAPS`) or its buffers would pass
+    :data:`PLANE_BYTES`."""
+    (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
+    if kh * kw < max(CORRELATION_MIN_TAPS, CORRELATION_MIN_TAPS_PER_OUTPUT * x.out_h * x.out_w):
+        return None
+    width = kw + (x.out_w - 1) * sw // dw
+    length = -(-kh * width // vl) * vl
+    # the furthest output's shift in its phase plane, then the whole wide kernel
+    reach = (x.out_h - 1) * sh // dh * width + (x.out_w - 1) * sw // dw
+    phase_floats = -(-(reach + length) // vl) * vl
+    layout = Correlation((dh, dw), width, phase_floats, length, vl)
+    if 4 * (dh * dw * phase_floats + length) > PLANE_BYTES:
+        return None
+    return layout
+
+
+def _correlation_body(out: Lines, name, x: Im2Col, layout: Correlation, epilogue, extra_args) -> None:
+    # the channel's input into its zero-padded dilation phase planes and its kernel into the
+    # planes' width; then each pass of up to CORRELATION_OUTPUTS_PER_PASS outputs runs over
+    # the wide kernel once, one vector accumulator per output, each reading its plane at its
+    # own constant shift (the kernel's vector serves them all)
+    (kh, kw), vl = x.kernel, layout.vl
+    vector, loaded = f"fl_dwv{vl}", f"fl_dwvu{vl}"
+    (dh, dw), size = layout.dilation, layout.dilation[0] * layout.dilation[1] * layout.phase_floats
+    out(f"float pad[{size}] __attribute__((aligned(64)));")
+    out(f"float wide[{layout.length}] __attribute__((aligned(64)));")
+    out(f"__builtin_memset(pad, 0, sizeof pad); __builtin_memset(wide, 0, sizeof wide);")
+    out(f"for (long i = 0; i < {kh}; i++) __builtin_memcpy(wide + i * {layout.width}L, w + i * {kw}L, "
+        f"{kw} * sizeof(float));")
+    _fill_phases(out, x, layout.dilation, layout.width, layout.phase_floats, height=layout.phase_floats // layout.width)
+    outputs = [(p, q) for p in range(x.out_h) for q in range(x.out_w)]
+    passes = -(-len(outputs) // CORRELATION_OUTPUTS_PER_PASS)
+    each = -(-len(outputs) // passes)
+    for first in range(0, len(outputs), each):
+        chosen = outputs[first:first + each]
+        out.open("")
+        accs = [f"a{u}" for u in range(len(chosen))]
+        out(f"{vector} {', '.join(f'{a} = ({vector}){{0}}' for a in accs)};")
+        out.open(f"for (long t = 0; t < {layout.length}; t += {vl})")
+        out(f"const {vector} tap = *(const {vector} *)(wide + t);")
+        for a, (p, q) in zip(accs, chosen):
+            out(f"{a} += tap * *(const {loaded} *)(pad + t + {layout.shift(x, p, q)});")
+        out.close()
+        for a, (p, q) in zip(accs, chosen):
+            out(f"{{ float s = 0.0f; for (int l = 0; l < {vl}; l++) s += {a}[l]; y[{p * x.out_w + q}] = s; }}")
+        out.close()
+    if epilogue is not None:
+        out(f"{name}_epilogue(y, 0, 1, 0, {x.out_h * x.out_w}, o0, o1{extra_args});")
+
+
 def _vector_types(out: Lines, vl: int) -> None:
     # guarded: a unit holds many depthwise kernels
     out(f"#ifndef FL_DW_VECTORS_{vl}")
@@ -298,7 +398,7 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
         out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
     else:
         out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
-    _fill_phases(out, x, planes)
+    _fill_phases(out, x, planes.phases, planes.width, planes.height * planes.width, planes.height)
     out.open(f"for (long t0 = 0; t0 < {planes.span}; t0 += {planes.unroll * vl})")
     accs = [f"a{u}" for u in range(planes.unroll)]
     out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
@@ -334,20 +434,22 @@ def reads_position(epilogue: Epilogue) -> bool:
     return any(re.search(r"\bj\b", line) for line in statements_text(epilogue.body, C))
 
 
-def _fill_phases(out: Lines, x: Im2Col, planes: Planes) -> None:
-    """Copy the channel's input into its phase planes (the padding is already there): per
-    phase, the rows and columns that fall inside the input, bounds known here."""
-    (sh, sw), (ph, pw) = x.stride, x.pads
+def _fill_phases(out: Lines, x: Im2Col, steps: tuple[int, int], width: int, phase_floats: int, height: int) -> None:
+    """Copy the channel's input into its phase planes of ``steps`` (the stride's for the
+    plane method, the dilation's for the correlation), ``height`` x ``width`` each,
+    ``phase_floats`` apart (the padding is already there): per phase, the rows and columns
+    that fall inside the input, bounds known here."""
+    (sh, sw), (ph, pw) = steps, x.pads
     for py in range(sh):
-        rows = _valid_columns(py - ph, sh, x.in_h, planes.height)
+        rows = _valid_columns(py - ph, sh, x.in_h, height)
         for px in range(sw):
-            cols = _valid_columns(px - pw, sw, x.in_w, planes.width)
+            cols = _valid_columns(px - pw, sw, x.in_w, width)
             if rows[1] <= rows[0] or cols[1] <= cols[0]:
                 continue
-            base = (py * sw + px) * planes.height * planes.width
+            base = (py * sw + px) * phase_floats
             out.open(f"for (long q = {rows[0]}; q < {rows[1]}; q++)")
             out(f"const float *in = plane + (q * {sh} + ({py - ph})) * {x.in_w}L + ({px - pw});")
-            dst = f"pad + {base} + q * {planes.width}L"
+            dst = f"pad + {base} + q * {width}L"
             if sw == 1:
                 out(f"__builtin_memcpy({dst} + {cols[0]}, in + {cols[0]}, {cols[1] - cols[0]} * sizeof(float));")
             else:
@@ -413,5 +515,5 @@ def _offset(view) -> str:
     return " + ".join(terms)
 
 
-__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Planes", "Tap", "depthwise_kernel", "is_depthwise", "lanes_for",
-           "planes_for", "reads_position"]
+__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "Planes", "Tap", "correlation_for", "depthwise_kernel",
+           "is_depthwise", "lanes_for", "planes_for", "reads_position"]

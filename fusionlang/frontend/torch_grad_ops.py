@@ -122,15 +122,20 @@ def _spread(ctx: FxContext, grad: str, stride) -> str:
 
 
 def _transposed_kernel(ctx: FxContext, weight: str, groups: int) -> str:
-    """(G*Co, Ci, *k) -> (G*Ci, Co, *k) flipped along every spatial axis."""
+    """(G*Co, Ci, *k) -> (G*Ci, Co, *k) flipped along every spatial axis longer than one
+    (flipping a 1x1 kernel changes nothing, and its slice was a copy of the weight, a
+    kernel of its own per pointwise conv)."""
     outputs, per_group_in, *kernel = ctx.shape(weight)
     per_group_out = outputs // groups
     spatial = tuple(range(3, 3 + len(kernel)))
     swapped = ctx.emit("reshape", weight, shape=(groups, per_group_out, per_group_in, *kernel))
     swapped = ctx.emit("transpose", swapped, perm=(0, 2, 1) + spatial)
     swapped = ctx.emit("reshape", swapped, shape=(groups * per_group_in, per_group_out, *kernel))
-    return ctx.emit("slice", swapped, starts=(-1,) * len(kernel), ends=(INT64_MIN,) * len(kernel),
-                    axes=tuple(range(2, 2 + len(kernel))), steps=(-1,) * len(kernel))
+    flipped = tuple(axis for axis, extent in enumerate(kernel, start=2) if extent > 1)
+    if not flipped:
+        return swapped
+    return ctx.emit("slice", swapped, starts=(-1,) * len(flipped), ends=(INT64_MIN,) * len(flipped), axes=flipped,
+                    steps=(-1,) * len(flipped))
 
 
 def _grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
@@ -271,19 +276,29 @@ def _max_pool_backward(ctx: FxContext) -> str:
 
 
 def _depthwise_grad_weight(ctx: FxContext, grad: str, x: str, weight: str, window, groups: int) -> str:
-    """A depthwise convolution's weight gradient: per channel and tap, the input's values
-    that tap read (gathered, padding read as 0) times the output's gradient, summed over
-    batch and positions. (As the batch-for-channel grouped convolution, its kernel is the
-    output's plane: GEMM templates per channel, most of MobileNetV2's training step.)"""
-    batch, channels, height, width = ctx.shape(x)
-    out_plane = tuple(ctx.shape(grad)[2:])
-    geometry = PoolWindow((height, width), out_plane, tuple(ctx.shape(weight)[2:]), *window)
-    flat = ctx.emit("reshape", x, shape=(batch, channels, height * width))
-    padded = ctx.emit("pad", flat, pads=(0, 0, 0, 0, 0, 1))
-    taps = ctx.emit("gather", padded, ctx.constant(geometry.taps()), axis=2)
-    grads = ctx.emit("reshape", grad, shape=(batch, channels, out_plane[0] * out_plane[1], 1))
-    summed = ctx.emit("reduce_sum", ctx.emit("mul", taps, grads), axes=(0, 2), keepdims=0)
-    return ctx.emit("reshape", summed, shape=ctx.shape(weight))
+    """A depthwise convolution's weight gradient: per image and channel, the input's plane
+    correlated with the output's gradient (a depthwise convolution of N*C channels whose
+    kernel is the gradient's plane, the forward's dilation as stride and its stride as
+    dilation: the template's correlation method), summed over the images. (Gathering
+    every tap's inputs wrote 9 copies of the input, a kernel of its own; as the
+    batch-for-channel grouped convolution, a GEMM template per channel.)"""
+    stride, padding, dilation = window
+    batch, channels, *space = ctx.shape(x)
+    out_space, kernel = ctx.shape(grad)[2:], ctx.shape(weight)[2:]
+    planes = ctx.emit("reshape", x, shape=(1, batch * channels, *space))
+    taps = ctx.emit("reshape", grad, shape=(batch * channels, 1, *out_space))
+    # the bottom (right) padding only the stride's leftover windows read is dropped
+    after = [p - (n + 2 * p - s * (o - 1) - 1 - d * (k - 1)) for n, p, s, o, d, k in
+             zip(space, padding, stride, out_space, dilation, kernel)]
+    cropped = min(after) >= 0
+    correlated = ctx.emit("conv", planes, taps, kernel_shape=tuple(out_space), strides=dilation,
+                          pads=tuple(padding) + tuple(after if cropped else padding), dilations=stride,
+                          group=batch * channels)
+    if not cropped:  # windows past the kernel (stride leftovers beyond the padding)
+        correlated = ctx.emit("slice", correlated, starts=(0,) * len(kernel), ends=tuple(kernel),
+                              axes=tuple(range(2, 2 + len(kernel))))
+    per_image = ctx.emit("reshape", correlated, shape=(batch, *ctx.shape(weight)))
+    return ctx.emit("reduce_sum", per_image, axes=(0,), keepdims=0)
 
 
 # ----- scatters -------------------------------------------------------------------------------

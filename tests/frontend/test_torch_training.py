@@ -44,6 +44,21 @@ def assert_gradients_match(model, reference, rtol=1e-3):
         np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=rtol, atol=floor, err_msg=name)
 
 
+def step_against_eager(model, x, atol: float = 1e-5) -> CompileReport:
+    """One compiled training step of ``model`` on ``x`` and one in eager on a copy: the
+    input's gradient (where ``x`` asks for one) and the parameters' as eager's; the report."""
+    reference = copy.deepcopy(model)
+    report = CompileReport()
+    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
+    x_ref = x.detach().clone().requires_grad_(x.requires_grad)
+    compiled(x).square().sum().backward()
+    reference(x_ref).square().sum().backward()
+    if x.requires_grad:
+        np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=atol)
+    assert_gradients_match(model, reference, rtol=1e-4)
+    return report
+
+
 @pytest.mark.parametrize("name", torch_bench_models.MODELS)
 def test_a_training_step_gives_eagers_loss_and_gradients(name):
     model, example = torch_bench_models.build(name, "test")
@@ -69,19 +84,13 @@ def test_a_training_step_gives_eagers_loss_and_gradients(name):
     dict(in_channels=4, out_channels=6, kernel_size=(1, 3), stride=(2, 1), groups=2, bias=False),
     dict(in_channels=3, out_channels=4, kernel_size=1, stride=2, padding=1),  # padding past the kernel
     dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, padding=1, groups=4),  # MobileNet's
-], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise", "depthwise-strided"])
+    dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, groups=4),  # a column past the last window
+], ids=["strided", "depthwise-dilated", "grouped-no-bias", "padded-pointwise", "depthwise-strided",
+        "depthwise-leftover"])
 def test_convolution_backward_is_converted_and_gives_eagers_gradients(conv):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(**conv), torch.nn.Tanh())
-    reference = copy.deepcopy(model)
-    report = CompileReport()
-    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, conv["in_channels"], 7, 8, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    compiled(x).square().sum().backward()
-    reference(x_ref).square().sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
-    assert_gradients_match(model, reference, rtol=1e-4)
+    report = step_against_eager(model, torch.randn(2, conv["in_channels"], 7, 8, requires_grad=True))
     assert report.fallbacks == [] and report.eager_runs == 0
     # the input's gradient is a convolution (the GEMM template's), not a conv_transpose loop nest
     assert "conv_transpose" not in compiled_ops(report)
@@ -148,15 +157,7 @@ def test_max_pooling_and_its_backward_are_converted_and_give_eagers_gradients(po
     # the ReLU makes ties (zeros) in windows: the gradient goes to the first, as in eager
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(**pool),
                                 torch.nn.Tanh())
-    reference = copy.deepcopy(model)
-    report = CompileReport()
-    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, 2, 9, 10, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    compiled(x).square().sum().backward()
-    reference(x_ref).square().sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-4, atol=1e-6)
-    assert_gradients_match(model, reference, rtol=1e-4)
+    report = step_against_eager(model, torch.randn(2, 2, 9, 10, requires_grad=True), atol=1e-6)
     assert report.fallbacks == [] and report.eager_runs == 0
 
 
@@ -173,21 +174,34 @@ def test_max_pooling_indices_are_torchs_first_maxima():
     assert report.fallbacks == [] and report.eager_runs == 0
 
 
-def test_a_depthwise_weight_gradient_is_a_gathered_product_not_a_convolution_per_channel():
-    # as a batch-for-channel grouped convolution its kernel is the output's plane: a GEMM
-    # template per channel, most of MobileNetV2's training step
+def test_a_depthwise_weight_gradient_is_a_correlation_per_image_and_channel_not_a_gather():
+    # each image's and channel's input plane correlated with its output gradient: a
+    # depthwise conv of N*C channels whose 9x8 kernel is the gradient's plane (the
+    # template's correlation method), then summed over the images. Gathering every tap's
+    # inputs wrote 9 copies of the input in a kernel of its own; as the batch-for-channel
+    # grouped convolution it was a GEMM template per channel.
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), torch.nn.Tanh())
-    reference = copy.deepcopy(model)
-    report = CompileReport()
-    compiled = torch.compile(model, backend=functools.partial(fusionlang_backend, report=report))
-    x = torch.randn(2, 4, 9, 8)  # no input gradient: the backward holds the weight's only
-    compiled(x).square().sum().backward()
-    reference(x).square().sum().backward()
-    assert_gradients_match(model, reference, rtol=1e-4)
+    # no input gradient: the backward holds the weight's only
+    report = step_against_eager(model, torch.randn(2, 4, 17, 16))
     convs = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
              if node.op == "conv"]
-    assert len(convs) == 1  # the forward's
+    assert sorted(node.attrs["group"] for node in convs) == [4, 2 * 4]  # the forward's, the weight gradient's
+    assert "gather" not in compiled_ops(report)
+    kernels = [k for k in compiled_kernels(report) if k.detail.startswith("depthwise m=1 n=9 k=72")]
+    assert len(kernels) == 1 and "correlation" in kernels[0].source
+
+
+def test_a_pointwise_convs_input_gradient_reads_its_weight_unflipped():
+    # flipping a 1x1 kernel in space changes nothing: its slice was a copy of the weight,
+    # a kernel of its own per pointwise conv (34 of MobileNetV2's training step)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 1), torch.nn.Tanh(), torch.nn.Conv2d(16, 8, (1, 3)))
+    report = step_against_eager(model, torch.randn(2, 8, 6, 7, requires_grad=True))
+    slices = [node for piece in report.pieces for s in piece._cache.values() for node in s.compiled.graph.nodes
+              if node.op == "slice"]
+    # the 1x3 kernel flips its columns alone
+    assert [(node.attrs["axes"], node.attrs["steps"]) for node in slices] == [((3,), (-1,))]
 
 
 def test_a_transformer_feed_forwards_gelu_runs_in_its_gemms_epilogue_and_gives_eagers_gradients():
