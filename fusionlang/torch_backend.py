@@ -117,13 +117,20 @@ def fusionlang_backend(gm, example_inputs, options: Mapping[str, Any] | None = N
     from torch._dynamo.backends.common import aot_autograd
 
     from torch._decomp import core_aten_decompositions
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     settings = settings_from(options)
     report = report if report is not None else CompileReport()
 
     def backend(frozen: Mapping[int, Any]):
         compiler = functools.partial(compile_aten, settings=settings, report=report, frozen=frozen)
-        return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=core_aten_decompositions())
+        # Inductor's partitioner: the backward recomputes cheap values (a weight's transpose, a
+        # mask) instead of the forward saving them; with the default one the forward wrote
+        # W^T for the backward (LM heads: 8 MB a step). One training step, 9 interleaved
+        # rounds, ms default -> min-cut: bert 88.0 -> 77.0, llama 89.6 -> 86.0, resnet18
+        # 112.9 -> 112.2, mobilenet_v2 91.8 -> 94.9
+        return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=core_aten_decompositions(),
+                            partition_fn=min_cut_rematerialization_partition)
 
     if _trains(gm, example_inputs):
         _attention_as_math(gm)
