@@ -247,7 +247,8 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
     if core is None:
         return None
     core.epilogue_refused = whole if isinstance(whole, str) else None
-    if target == "c" and (_store_shuffled(graph, group, core, rest) or _store_transposed(graph, group, core, rest)):
+    if target == "c" and (_store_shuffled(graph, group, core, rest) or _store_transposed(graph, group, core, rest)
+                          or _store_permuted(graph, group, core, rest)):
         rest = []
     core.prologue = staging_prologue(graph, group, first, node, shapes, constants) if first and target != "c" \
         else None
@@ -327,6 +328,97 @@ def _store_transposed(graph: Graph, group: Group, core: TemplateGroup, rest: lis
     core.problem = replace(problem, c=Operand(images * plane, 1, 0, swapped + (rows * images * plane,)), fold=fold)
     c.value, c.shape = swap.outputs[0], graph.types[swap.outputs[0]].shape
     return True
+
+
+#: the most elements :func:`_store_permuted` maps one by one (its check holds a few int64
+#: arrays of that many; a larger product keeps its copy after the template)
+PERMUTED_STORE_ELEMENTS = 1 << 24
+
+
+def _store_permuted(graph: Graph, group: Group, core: TemplateGroup, rest: list[str]) -> bool:
+    """Have a product store its result straight through the transposes and reshapes that
+    are all that follows it, when C's elements land at an affine place in the last view
+    (column step 1), and say whether it does. Attention merging its heads back: P.V is
+    [B, H, S, D], transposed to [B, S, H, D] and reshaped to [B, S, H * D], so C's rows
+    step H * D floats and its head step is D; the copy after the template (two loop nests
+    through a scratch buffer) goes."""
+    problem, c = core.problem, core.c_param
+    if problem.fold is not None or not rest or not c.value or c.value in group.outputs:
+        return False
+    final = _view_chain(graph, group, c.value, rest)
+    shape = tuple(c.shape)
+    size = int(np.prod(shape, dtype=np.int64)) if all(isinstance(d, int) for d in shape) else 0
+    if final is None or not 0 < size <= PERMUTED_STORE_ELEMENTS:
+        return False
+    where = np.arange(size).reshape(shape)
+    for name in rest:
+        where = _view(graph, graph.node(name), where)
+    problem = _outer_split(problem, graph.types[graph.node(rest[0]).outputs[0]].shape)
+    moved = _moved_view(problem, where)
+    if moved is None:
+        return False
+    core.problem = replace(problem, c=moved)
+    c.value, c.shape = final, graph.types[final].shape
+    return True
+
+
+def _outer_split(problem: GemmProblem, shape: tuple) -> GemmProblem:
+    """The problem with its one outer loop split as ``shape``'s leading dims when that
+    reshape of C only splits it (attention's backward: [B*H, S, D] products viewed as
+    [B, H, S, D] before the heads merge), so each becomes an affine index of its own;
+    else the problem as it is. An outer index o = i * f + j steps s * f and s in every
+    operand."""
+    lead = tuple(shape[:-2])
+    if len(problem.outer) != 1 or len(lead) < 2 or tuple(shape[-2:]) != (problem.m, problem.n) \
+            or int(np.prod(lead, dtype=np.int64)) != problem.outer[0] or not isinstance(problem.b, Operand):
+        return problem
+    steps = [int(np.prod(lead[k + 1:], dtype=np.int64)) for k in range(len(lead))]
+
+    def split(view: Operand) -> Operand:
+        return replace(view, outer_strides=tuple(view.outer_strides[0] * step for step in steps))
+
+    return replace(problem, a=split(problem.a), b=split(problem.b), c=split(problem.c), outer=lead)
+
+
+def _view_chain(graph: Graph, group: Group, value: str, rest: list[str]) -> str | None:
+    """The value at the end of ``rest`` when it is a chain of transposes and reshapes from
+    ``value`` that nothing outside the group reads midway, else None."""
+    for name in rest:
+        node = graph.node(name)
+        if node.op not in ("reshape", "transpose") or node.inputs[0] != value or value in group.outputs:
+            return None
+        value = node.outputs[0]
+    return value
+
+
+def _view(graph: Graph, node: Node, where: np.ndarray) -> np.ndarray:
+    if node.op == "transpose":
+        return np.transpose(where, op_call(graph, node).attrs["perm"])
+    return where.reshape(graph.types[node.outputs[0]].shape)
+
+
+def _moved_view(problem: GemmProblem, where: np.ndarray) -> Operand | None:
+    """C's view of the last array, whose element at each flat position came from element
+    ``where`` of C's own array, or None when that is not an operand (not affine in C's
+    indices, or its columns not contiguous)."""
+    landing = np.empty(where.size, dtype=np.int64)
+    landing[where.ravel()] = np.arange(where.size)
+    c = problem.c
+    dims = problem.outer + (problem.m, problem.n)
+    indices = np.meshgrid(*(np.arange(d) for d in dims), indexing="ij")
+    flat = np.asarray(c.offset + sum(i * s for i, s in zip(indices, c.outer_strides + (c.rows, c.cols))))
+    if flat.min() < 0 or flat.max() >= where.size:
+        return None
+    moved = landing[flat]
+    origin = int(moved.flat[0])
+    steps = [int(moved[tuple(1 if a == axis else 0 for a in range(len(dims)))]) - origin if d > 1 else 0
+             for axis, d in enumerate(dims)]
+    if problem.n > 1 and steps[-1] != 1:
+        return None
+    steps[-1] = 1
+    if not np.array_equal(moved, origin + sum(i * s for i, s in zip(indices, steps))):
+        return None
+    return Operand(steps[-2], 1, origin, tuple(steps[:-2]))
 
 
 def staging_prologue(graph: Graph, group: Group, first: list[str], node: Node, shapes, constants: dict

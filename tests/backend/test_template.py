@@ -369,18 +369,24 @@ def test_a_grouped_convs_shuffle_is_where_the_template_stores(case):
     b.output(y)
     if case == "relu read outside":
         b.output(c)
-    graph = b.build()
+    stored = case == "shuffled"
+    planned = _stored_through_views(b.build(), y, stored, rng)
+    assert planned.problem.c.rows == (groups * 35 if stored else 35)
+
+
+def _stored_through_views(graph, last, stored: bool, rng):
+    """The graph's one group planned and run: the template stores into ``last`` (no loop
+    nest after it) exactly when ``stored``, and the numbers are the reference's either way."""
     plan = _one_group(graph)
     planned = template.plan_template(plan, plan.groups[0], dict(graph.constants))
-    stored = case == "shuffled"
-    assert (planned.after is None) == stored and (planned.c_param.value == y) == stored
-    assert planned.problem.c.rows == (groups * 35 if stored else 35)
-    feeds = {"x": rng.standard_normal((2, 6, 5, 7)).astype(np.float32)}
+    assert (planned.after is None) == stored and (planned.c_param.value == last) == stored
+    feeds = {name: rng.standard_normal(graph.types[name].shape).astype(np.float32) for name in graph.inputs}
     compiled = fusionlang.compile(plan, "c")
     assert (compiled.kernels[0].nests == 1) == stored
     got, want = compiled.run(feeds), reference.run(graph, feeds)
     for name in graph.outputs:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)
+    return planned
 
 
 def test_templates_can_be_switched_off_and_give_the_same_numbers():
@@ -702,3 +708,31 @@ def test_a_boolean_mask_after_the_product_is_refused_naming_the_mask():
     plan = _one_group(b.build())
     planned = template.plan_template(plan, plan.groups[0], {})
     assert planned.epilogue_refused == "the group reads or writes keep as bool"
+
+
+@pytest.mark.parametrize("case", ["heads merged", "batch of heads merged", "rows and columns swapped",
+                                  "heads read outside"])
+def test_attention_heads_merged_back_are_where_the_product_stores(case):
+    """P.V is [B, H, S, D]; transposed to [B, S, H, D] and reshaped to [B, S, H*D] the
+    template stores there directly (C's rows step H*D floats, its head step D) and no copy
+    runs after it; also from a [B*H, S, D] product viewed as [B, H, S, D] (its outer loop
+    split in two). Not when the transpose swaps C's rows and columns (no contiguous
+    columns) or something outside reads the product before the views."""
+    rng = np.random.default_rng(11)
+    batch, heads, seq, dim = 2, 3, 4, 5
+    b = GraphBuilder("merge")
+    if case == "batch of heads merged":
+        pv = b.matmul(b.input("p", (batch * heads, seq, seq)), b.input("v", (batch * heads, seq, dim)))
+        pv = b.reshape(pv, shape=[batch, heads, seq, dim], name="pv")
+    else:
+        pv = b.matmul(b.input("p", (batch, heads, seq, seq)), b.input("v", (batch, heads, seq, dim)), name="pv")
+    perm = [0, 1, 3, 2] if case == "rows and columns swapped" else [0, 2, 1, 3]
+    merged = b.transpose(pv, perm=perm)
+    y = b.reshape(merged, shape=[batch, -1, heads * (dim if perm[1] == 2 else seq)], name="y")
+    b.output(y)
+    if case == "heads read outside":
+        b.output(pv)
+    stored = case in ("heads merged", "batch of heads merged")
+    planned = _stored_through_views(b.build(), y, stored, rng)
+    if stored:
+        assert planned.problem.c == gemm_template.Operand(heads * dim, 1, 0, (seq * heads * dim, dim))

@@ -225,3 +225,16 @@ def test_a_transformer_feed_forwards_gelu_runs_in_its_gemms_epilogue_and_gives_e
     gelu = [k for k in compiled_kernels(report) if k.strategy == "gemm template" and
             any("erf" in node for node in k.nodes)]
     assert len(gelu) == 2 and all(k.nests == 1 for k in gelu), [(k.nodes, k.nests) for k in gelu]  # forward, backward
+
+
+def test_attention_stores_its_heads_merged_back_from_the_product_and_gives_eagers_gradients():
+    # P.V [B, H, S, D] transposed and reshaped to [B, S, H*D] (and its backward's dV,
+    # [B*H, S, D] viewed as [B, H, S, D] first) ran as loop nests copying the product
+    # after it: the template stores through the views, C's rows stepping H*D floats
+    torch.manual_seed(0)
+    model = torch_bench_models.EncoderLayer(32, 2)
+    x = torch.randn(2, 32, 32, requires_grad=True)
+    report = step_against_eager(model, x)
+    merged = [k for k in compiled_kernels(report) if k.strategy == "gemm template"
+              and [n.split("_")[0] for n in k.nodes][-2:] == ["transpose", "reshape"]]
+    assert len(merged) == 2 and all(k.nests == 1 for k in merged), [(k.nodes, k.nests) for k in merged]
