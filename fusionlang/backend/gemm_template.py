@@ -614,7 +614,8 @@ def gemv_kind(problem: GemmProblem) -> str | None:
     row, the matrix B), "column" (n = 1: the vector is B's column, the matrix A), "narrow"
     (2 to NARROW_N columns: attention's P.V with 4-wide heads, :func:`narrow_kernel`),
     "short" (K up to SHORT_K: attention's Q.K^T with 4-wide heads, :func:`short_kernel`), or
-    None for the blocked GEMM."""
+    "rows" (2 to FEW_ROWS rows, A and B contiguous along K: a small batch through a
+    transposed weight, :func:`gemv_kernel`), or None for the blocked GEMM."""
     if not isinstance(problem.b, Operand):
         return None
     if problem.m == 1:
@@ -625,7 +626,9 @@ def gemv_kind(problem: GemmProblem) -> str | None:
         return "column" if problem.c.rows == 1 else None
     if _narrow(problem):
         return "narrow"
-    return "short" if _short(problem) else None
+    if _short(problem):
+        return "short"
+    return "rows" if _few_rows(problem) else None
 
 
 #: the widest N the narrow kernel takes, and the most floats of B it transposes (on the
@@ -654,6 +657,19 @@ def _short(problem: GemmProblem) -> bool:
             and (b.cols == 1 or problem.n * problem.k <= NARROW_FLOATS))
 
 
+#: the most rows of A the few-rows GEMV takes: the blocked GEMM packed all of B for them
+#: on every call (m=4 n=1280 k=1000, a classifier's input gradient: a 5 MB copy for 10 MFLOP)
+FEW_ROWS = GEMV_ROWS
+
+
+def _few_rows(problem: GemmProblem) -> bool:
+    # A's rows and B's columns contiguous along K (dot products of vectors), C's rows
+    # contiguous (the epilogue's loop)
+    b = problem.b
+    return (isinstance(b, Operand) and 2 <= problem.m <= FEW_ROWS and problem.a.cols == 1 and b.rows == 1
+            and problem.c.cols == 1)
+
+
 @dataclass(frozen=True)
 class _Gemv:
     """A GEMV as the kernel reads it: out[t] = sum_p x[p] * w[t, p] for t < outputs, with
@@ -672,7 +688,7 @@ class _Gemv:
 def _gemv_view(problem: GemmProblem) -> _Gemv:
     a, b, c = problem.a, problem.b, problem.c
     assert isinstance(b, Operand), "a GEMV reads B in place (is_gemv)"
-    if gemv_kind(problem) == "row":
+    if gemv_kind(problem) in ("row", "rows"):
         return _Gemv("a_o", a.cols, "b_o", b.cols, b.rows, c.cols, problem.n)
     return _Gemv("b_o", b.rows, "a_o", a.rows, a.cols, c.rows, problem.m)
 
@@ -692,6 +708,8 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
         return narrow_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=vl or 4, linkage=linkage)
     if gemv_kind(problem) == "short":
         return short_kernel(name, problem, epilogue, threads=threads, linkage=linkage)
+    if gemv_kind(problem) == "rows":
+        vl = vl or 4  # it always runs the dot routines (A and B are contiguous along K)
     g = _gemv_view(problem)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
@@ -715,23 +733,36 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out(f"const float *b_o = B + {_outer_offset(problem.b, False, problem, None, 'b')};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, None, 'c')};")
     if shared_dots and vl is not None:
-        args = f"{problem.k}L, {g.x}, {g.w} + j * {g.w_out}L, {g.w_out}L, c_o + j * {g.c_step}L, {g.c_step}L"
-        if threads:
-            out("#pragma omp parallel for schedule(static)")
-        for rows, first, end in spans:
-            out(f"for (long j = {first}; j < {end}; j += {rows}) {_gemv_dot_name(rows, vl)}({args});")
+        _gemv_dot_calls(out, problem, g, spans, vl, threads)
     elif g.w_k == 1 or g.w_out != 1:
         _gemv_strided_dots(out, g, problem.k, whole, threads)
     else:
         _gemv_axpy(out, g, problem.k)
     if epilogue is not None:
-        rows, cols = (1, problem.n) if gemv_kind(problem) == "row" else (problem.m, 1)
+        # the row GEMV's C is one row, the column GEMV's one column, the few-rows' all of C
+        rows, cols = (1 if gemv_kind(problem) == "row" else problem.m), (1 if gemv_kind(problem) == "column" else problem.n)
         out(f"{name}_epilogue(c_o, 0, {rows}, 0, {cols}{outer_args}{extra_args});")
     for _ in problem.outer:
         out.close()
     out("return 0;")
     out.close()
     return out.text()
+
+
+def _gemv_dot_calls(out: Lines, problem: GemmProblem, g: _Gemv, spans, vl: int, threads: bool) -> None:
+    # each span's outputs a call at a time; with several rows of A (the "rows" kind) every
+    # row runs against one block of B's columns before the next block, which stays in cache
+    rows_of_a = problem.m if gemv_kind(problem) == "rows" else 1
+    x = f"{g.x} + i * {problem.a.rows}L" if rows_of_a > 1 else g.x
+    c = f"c_o + i * {problem.c.rows}L + j * {g.c_step}L" if rows_of_a > 1 else f"c_o + j * {g.c_step}L"
+    args = f"{problem.k}L, {x}, {g.w} + j * {g.w_out}L, {g.w_out}L, {c}, {g.c_step}L"
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    for rows, first, end in spans:
+        call = f"{_gemv_dot_name(rows, vl)}({args});"
+        if rows_of_a > 1:
+            call = f"for (long i = 0; i < {rows_of_a}; i++) {call}"
+        out(f"for (long j = {first}; j < {end}; j += {rows}) {call}")
 
 
 def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
