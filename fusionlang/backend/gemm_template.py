@@ -609,6 +609,14 @@ def is_gemv(problem: GemmProblem) -> bool:
     return gemv_kind(problem) is not None
 
 
+def reads_in_place(problem: GemmProblem) -> bool:
+    """Whether the template reads the operands as they lie, so a constant one is not packed
+    at compile time: the GEMV kinds but few rows, whose constant B packed once runs faster
+    in the blocked kernel (m=4 n=1280 k=1000: 0.24 against 0.45 ms); an input B, packed on
+    every call there, runs the few-rows GEMV."""
+    return is_gemv(problem) and gemv_kind(problem) != "rows"
+
+
 def gemv_kind(problem: GemmProblem) -> str | None:
     """The kernel the template runs for a skinny problem: "row" (m = 1: the vector is A's
     row, the matrix B), "column" (n = 1: the vector is B's column, the matrix A), "narrow"
@@ -1752,4 +1760,5 @@ __all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunct
            "Im2Col", "Lines", "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "copies_runs",
            "epilogue_args", "epilogue_function", "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel",
            "gemv_kind", "im2col_blocking", "is_gemv", "kernel_printer", "narrow_kernel", "pack_constant",
-           "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "short_kernel", "vector_types"]
+           "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "reads_in_place", "short_kernel",
+           "vector_types"]
