@@ -728,7 +728,9 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     whole = g.outputs - g.outputs % GEMV_ROWS
     # (outputs a call computes, first output, end): GEMV_ROWS at a time, then one by one
     spans = [span for span in ((GEMV_ROWS, 0, whole), (1, whole, g.outputs)) if span[1] < span[2]]
-    if shared_dots and vl is not None:
+    if gemv_kind(problem) == "rows" and vl is not None:
+        _few_rows_helpers(out, problem.m, vl, helpers)
+    elif shared_dots and vl is not None:
         for rows, _, _ in spans:
             dot = _gemv_dot_name(rows, vl)
             _shared(out, helpers, dot, _GEMV_DOT_SIGNATURE.format(name=dot),
@@ -740,8 +742,10 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out(f"const float *a_o = A + {_outer_offset(problem.a, False, problem, None, 'a')};")
     out(f"const float *b_o = B + {_outer_offset(problem.b, False, problem, None, 'b')};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, None, 'c')};")
-    if shared_dots and vl is not None:
-        _gemv_dot_calls(out, problem, g, spans, vl, threads)
+    if gemv_kind(problem) == "rows" and vl is not None:
+        _few_rows_calls(out, problem, g, vl, threads)
+    elif shared_dots and vl is not None:
+        _gemv_dot_calls(out, g, problem.k, spans, vl, threads)
     elif g.w_k == 1 or g.w_out != 1:
         _gemv_strided_dots(out, g, problem.k, whole, threads)
     else:
@@ -757,20 +761,86 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     return out.text()
 
 
-def _gemv_dot_calls(out: Lines, problem: GemmProblem, g: _Gemv, spans, vl: int, threads: bool) -> None:
-    # each span's outputs a call at a time; with several rows of A (the "rows" kind) every
-    # row runs against one block of B's columns before the next block, which stays in cache
-    rows_of_a = problem.m if gemv_kind(problem) == "rows" else 1
-    x = f"{g.x} + i * {problem.a.rows}L" if rows_of_a > 1 else g.x
-    c = f"c_o + i * {problem.c.rows}L + j * {g.c_step}L" if rows_of_a > 1 else f"c_o + j * {g.c_step}L"
-    args = f"{problem.k}L, {x}, {g.w} + j * {g.w_out}L, {g.w_out}L, {c}, {g.c_step}L"
+def _gemv_dot_calls(out: Lines, g: _Gemv, k: int, spans, vl: int, threads: bool) -> None:
+    args = f"{k}L, {g.x}, {g.w} + j * {g.w_out}L, {g.w_out}L, c_o + j * {g.c_step}L, {g.c_step}L"
     if threads:
         out("#pragma omp parallel for schedule(static)")
     for rows, first, end in spans:
-        call = f"{_gemv_dot_name(rows, vl)}({args});"
-        if rows_of_a > 1:
-            call = f"for (long i = 0; i < {rows_of_a}; i++) {call}"
-        out(f"for (long j = {first}; j < {end}; j += {rows}) {call}")
+        out(f"for (long j = {first}; j < {end}; j += {rows}) {_gemv_dot_name(rows, vl)}({args});")
+
+
+#: accumulators of the few-rows routine (rows of A x columns of B): 16 of the 32 vector
+#: registers, and each vector of B loaded once for every row of A
+FEW_ROWS_SUMS = 16
+
+
+def _few_rows_columns(rows: int) -> int:
+    """Columns of B the few-rows routine dots with ``rows`` rows of A at a time."""
+    return max(1, FEW_ROWS_SUMS // rows)
+
+
+def _few_rows_helpers(out: Lines, rows: int, vl: int, helpers: dict[str, str] | None) -> None:
+    for width in sorted({_few_rows_columns(rows), 1}):
+        name = _few_rows_name(rows, width, vl)
+        _shared(out, helpers, name, _FEW_ROWS_SIGNATURE.format(name=name),
+                lambda o, width=width: _few_rows_dots(o, rows, width, vl), vector_types(vl))
+
+
+def _few_rows_calls(out: Lines, problem: GemmProblem, g: _Gemv, vl: int, threads: bool) -> None:
+    # every row of A against a few of B's columns at a time: each vector of B loaded once
+    # for all rows (the GEMV's routine loaded it once per row: 0.44 ms for m=4 n=1280 k=1000)
+    m, n = problem.m, problem.n
+    cols = _few_rows_columns(m)
+    whole = n - n % cols
+    args = (f"{problem.k}L, {g.x}, {problem.a.rows}L, {g.w} + j * {g.w_out}L, {g.w_out}L, "
+            f"c_o + j * {g.c_step}L, {problem.c.rows}L, {g.c_step}L")
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    for width, first, end in ((cols, 0, whole), (1, whole, n)):
+        if first < end:
+            out(f"for (long j = {first}; j < {end}; j += {width}) {_few_rows_name(m, width, vl)}({args});")
+
+
+_FEW_ROWS_SIGNATURE = ("void {name}(long k, const float *restrict a, long lda, const float *restrict w, long ldw, "
+                       "float *restrict c, long ldc, long ldcj)")
+
+
+def _few_rows_name(rows: int, cols: int, vl: int) -> str:
+    return f"fl_gemv_rows{rows}x{cols}v{vl}"
+
+
+def _few_rows_dots(out: Lines, rows: int, cols: int, vl: int, column_step: str = "ldcj", w: str = "w",
+                   ldw: str = "ldw") -> None:
+    # c[i * ldc + r * column_step] = a[i * lda ..] . w[r * ldw ..]: a vector accumulator per
+    # pair (row 0 alone names no lda or ldc: the GEMV's routine has neither); the GEMV's and
+    # the narrow kernel's routines are this one with their own names
+    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
+
+    def row(i: int, step: str) -> str:
+        return f"{i} * {step} + " if i else ""
+
+    pairs = [(i, r) for i in range(rows) for r in range(cols)]
+    out(f"{vf} " + ", ".join(f"s{i}_{r} = {{0}}" for i, r in pairs) + ";")
+    out("long p = 0;")
+    out.open(f"for (; p + {vl} <= k; p += {vl})")
+    for r in range(cols):
+        out(f"const {vf} w{r} = *(const {vfu} *)({w} + {r} * {ldw} + p);")
+    for i in range(rows):
+        out(f"const {vf} x{i} = *(const {vfu} *)(a + {row(i, 'lda')}p);")
+        for r in range(cols):
+            out(f"s{i}_{r} += x{i} * w{r};")
+    out.close()
+    out("float " + ", ".join(f"t{i}_{r} = 0.0f" for i, r in pairs) + ";")
+    out.open(f"for (int l = 0; l < {vl}; l++)")
+    for i, r in pairs:
+        out(f"t{i}_{r} += s{i}_{r}[l];")
+    out.close()
+    out.open("for (; p < k; p++)")
+    for i, r in pairs:
+        out(f"t{i}_{r} += a[{row(i, 'lda')}p] * {w}[{r} * {ldw} + p];")
+    out.close()
+    for i, r in pairs:
+        out(f"c[{row(i, 'ldc')}{r} * {column_step}] = t{i}_{r};")
 
 
 def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
@@ -888,29 +958,7 @@ def _narrow_name(rows: int, n: int, vl: int) -> str:
 def _narrow_dots(out: Lines, rows: int, n: int, vl: int) -> None:
     # c[r * ldc + j] = a[r * lda ..] . bt[j * k ..]: a vector accumulator per (r, j), each
     # vector of A and of B^T loaded once for all of them
-    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
-    pairs = [(r, j) for r in range(rows) for j in range(n)]
-    out(f"{vf} " + ", ".join(f"s{r}_{j} = {{0}}" for r, j in pairs) + ";")
-    out("long p = 0;")
-    out.open(f"for (; p + {vl} <= k; p += {vl})")
-    for j in range(n):
-        out(f"const {vf} b{j} = *(const {vfu} *)(bt + {j} * k + p);")
-    for r in range(rows):
-        out(f"const {vf} x{r} = *(const {vfu} *)(a + {r} * lda + p);")
-        for j in range(n):
-            out(f"s{r}_{j} += x{r} * b{j};")
-    out.close()
-    out("float " + ", ".join(f"t{r}_{j} = 0.0f" for r, j in pairs) + ";")
-    out.open(f"for (int l = 0; l < {vl}; l++)")
-    for r, j in pairs:
-        out(f"t{r}_{j} += s{r}_{j}[l];")
-    out.close()
-    out.open("for (; p < k; p++)")
-    for r, j in pairs:
-        out(f"t{r}_{j} += a[{r} * lda + p] * bt[{j} * k + p];")
-    out.close()
-    for r, j in pairs:
-        out(f"c[{r} * ldc + {j}] = t{r}_{j};")
+    _few_rows_dots(out, rows, n, vl, column_step="1", w="bt", ldw="k")
 
 
 def _gemv_strided_dots(out: Lines, g: _Gemv, k: int, whole: int, threads: bool) -> None:
@@ -962,28 +1010,7 @@ def _gemv_dots(out: Lines, rows: int, vl: int) -> None:
     # c[r * ldc] = a . w[r * ldw ..] for r < rows: a vector accumulator per row, each vector
     # of a loaded once for all rows; written as vectors, so gcc compiles it in no time, and
     # once per library (a loop nest per layer, vectorized by gcc, took it 0.02 s a layer)
-    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
-    sums = [f"s{r}" for r in range(rows)]
-    out(f"{vf} " + ", ".join(f"{x} = {{0}}" for x in sums) + ";")
-    out("long p = 0;")
-    out.open(f"for (; p + {vl} <= k; p += {vl})")
-    out(f"const {vf} x = *(const {vfu} *)(a + p);")
-    for r, x in enumerate(sums):
-        out(f"{x} += x * *(const {vfu} *)(w + {r} * ldw + p);")
-    out.close()
-    totals = [f"t{r}" for r in range(rows)]
-    out("float " + ", ".join(f"{t} = 0.0f" for t in totals) + ";")
-    out.open(f"for (int l = 0; l < {vl}; l++)")
-    for x, t in zip(sums, totals):
-        out(f"{t} += {x}[l];")
-    out.close()
-    out.open("for (; p < k; p++)")
-    out("const float x = a[p];")
-    for r, t in enumerate(totals):
-        out(f"{t} += x * w[{r} * ldw + p];")
-    out.close()
-    for r, t in enumerate(totals):
-        out(f"c[{r} * ldc] = {t};")
+    _few_rows_dots(out, 1, rows, vl, column_step="ldc")
 
 
 #: how a helper is declared when one copy serves every unit of a library: hidden, so the
