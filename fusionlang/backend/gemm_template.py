@@ -609,12 +609,21 @@ def is_gemv(problem: GemmProblem) -> bool:
     return gemv_kind(problem) is not None
 
 
+def reads_in_place(problem: GemmProblem) -> bool:
+    """Whether the template reads the operands as they lie, so a constant one is not packed
+    at compile time: the GEMV kinds but few rows, whose constant B packed once runs faster
+    in the blocked kernel (m=4 n=1280 k=1000: 0.23 against 0.27 ms, 8x1024x1024: 0.22
+    against 0.42); an input B, packed on every call there (0.79 ms), runs the few-rows GEMV."""
+    return is_gemv(problem) and gemv_kind(problem) != "rows"
+
+
 def gemv_kind(problem: GemmProblem) -> str | None:
     """The kernel the template runs for a skinny problem: "row" (m = 1: the vector is A's
     row, the matrix B), "column" (n = 1: the vector is B's column, the matrix A), "narrow"
     (2 to NARROW_N columns: attention's P.V with 4-wide heads, :func:`narrow_kernel`),
     "short" (K up to SHORT_K: attention's Q.K^T with 4-wide heads, :func:`short_kernel`), or
-    None for the blocked GEMM."""
+    "rows" (2 to FEW_ROWS rows, A and B contiguous along K: a small batch through a
+    transposed weight, :func:`gemv_kernel`), or None for the blocked GEMM."""
     if not isinstance(problem.b, Operand):
         return None
     if problem.m == 1:
@@ -625,7 +634,9 @@ def gemv_kind(problem: GemmProblem) -> str | None:
         return "column" if problem.c.rows == 1 else None
     if _narrow(problem):
         return "narrow"
-    return "short" if _short(problem) else None
+    if _short(problem):
+        return "short"
+    return "rows" if _few_rows(problem) else None
 
 
 #: the widest N the narrow kernel takes, and the most floats of B it transposes (on the
@@ -654,6 +665,19 @@ def _short(problem: GemmProblem) -> bool:
             and (b.cols == 1 or problem.n * problem.k <= NARROW_FLOATS))
 
 
+#: the most rows of A the few-rows GEMV takes: the blocked GEMM packed all of B for them
+#: on every call (m=4 n=1280 k=1000, a classifier's input gradient: a 5 MB copy for 10 MFLOP)
+FEW_ROWS = GEMV_ROWS
+
+
+def _few_rows(problem: GemmProblem) -> bool:
+    # A's rows and B's columns contiguous along K (dot products of vectors), C's rows
+    # contiguous (the epilogue's loop)
+    b = problem.b
+    return (isinstance(b, Operand) and 2 <= problem.m <= FEW_ROWS and problem.a.cols == 1 and b.rows == 1
+            and problem.c.cols == 1)
+
+
 @dataclass(frozen=True)
 class _Gemv:
     """A GEMV as the kernel reads it: out[t] = sum_p x[p] * w[t, p] for t < outputs, with
@@ -672,7 +696,7 @@ class _Gemv:
 def _gemv_view(problem: GemmProblem) -> _Gemv:
     a, b, c = problem.a, problem.b, problem.c
     assert isinstance(b, Operand), "a GEMV reads B in place (is_gemv)"
-    if gemv_kind(problem) == "row":
+    if gemv_kind(problem) in ("row", "rows"):
         return _Gemv("a_o", a.cols, "b_o", b.cols, b.rows, c.cols, problem.n)
     return _Gemv("b_o", b.rows, "a_o", a.rows, a.cols, c.rows, problem.m)
 
@@ -692,6 +716,8 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
         return narrow_kernel(name, problem, epilogue, threads=threads, helpers=helpers, vl=vl or 4, linkage=linkage)
     if gemv_kind(problem) == "short":
         return short_kernel(name, problem, epilogue, threads=threads, linkage=linkage)
+    if gemv_kind(problem) == "rows":
+        vl = vl or 4  # it always runs the dot routines (A and B are contiguous along K)
     g = _gemv_view(problem)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     outer_args = "".join(f", o{d}" for d in range(len(problem.outer)))
@@ -702,7 +728,9 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     whole = g.outputs - g.outputs % GEMV_ROWS
     # (outputs a call computes, first output, end): GEMV_ROWS at a time, then one by one
     spans = [span for span in ((GEMV_ROWS, 0, whole), (1, whole, g.outputs)) if span[1] < span[2]]
-    if shared_dots and vl is not None:
+    if gemv_kind(problem) == "rows" and vl is not None:
+        _few_rows_helpers(out, problem.m, vl, helpers)
+    elif shared_dots and vl is not None:
         for rows, _, _ in spans:
             dot = _gemv_dot_name(rows, vl)
             _shared(out, helpers, dot, _GEMV_DOT_SIGNATURE.format(name=dot),
@@ -714,24 +742,105 @@ def gemv_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = Non
     out(f"const float *a_o = A + {_outer_offset(problem.a, False, problem, None, 'a')};")
     out(f"const float *b_o = B + {_outer_offset(problem.b, False, problem, None, 'b')};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, None, 'c')};")
-    if shared_dots and vl is not None:
-        args = f"{problem.k}L, {g.x}, {g.w} + j * {g.w_out}L, {g.w_out}L, c_o + j * {g.c_step}L, {g.c_step}L"
-        if threads:
-            out("#pragma omp parallel for schedule(static)")
-        for rows, first, end in spans:
-            out(f"for (long j = {first}; j < {end}; j += {rows}) {_gemv_dot_name(rows, vl)}({args});")
+    if gemv_kind(problem) == "rows" and vl is not None:
+        _few_rows_calls(out, problem, g, vl, threads)
+    elif shared_dots and vl is not None:
+        _gemv_dot_calls(out, g, problem.k, spans, vl, threads)
     elif g.w_k == 1 or g.w_out != 1:
         _gemv_strided_dots(out, g, problem.k, whole, threads)
     else:
         _gemv_axpy(out, g, problem.k)
     if epilogue is not None:
-        rows, cols = (1, problem.n) if gemv_kind(problem) == "row" else (problem.m, 1)
+        # the row GEMV's C is one row, the column GEMV's one column, the few-rows' all of C
+        rows, cols = (1 if gemv_kind(problem) == "row" else problem.m), (1 if gemv_kind(problem) == "column" else problem.n)
         out(f"{name}_epilogue(c_o, 0, {rows}, 0, {cols}{outer_args}{extra_args});")
     for _ in problem.outer:
         out.close()
     out("return 0;")
     out.close()
     return out.text()
+
+
+def _gemv_dot_calls(out: Lines, g: _Gemv, k: int, spans, vl: int, threads: bool) -> None:
+    args = f"{k}L, {g.x}, {g.w} + j * {g.w_out}L, {g.w_out}L, c_o + j * {g.c_step}L, {g.c_step}L"
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    for rows, first, end in spans:
+        out(f"for (long j = {first}; j < {end}; j += {rows}) {_gemv_dot_name(rows, vl)}({args});")
+
+
+#: accumulators of the few-rows routine (rows of A x columns of B): 16 of the 32 vector
+#: registers, and each vector of B loaded once for every row of A
+FEW_ROWS_SUMS = 16
+
+
+def _few_rows_columns(rows: int) -> int:
+    """Columns of B the few-rows routine dots with ``rows`` rows of A at a time."""
+    return max(1, FEW_ROWS_SUMS // rows)
+
+
+def _few_rows_helpers(out: Lines, rows: int, vl: int, helpers: dict[str, str] | None) -> None:
+    for width in sorted({_few_rows_columns(rows), 1}):
+        name = _few_rows_name(rows, width, vl)
+        _shared(out, helpers, name, _FEW_ROWS_SIGNATURE.format(name=name),
+                lambda o, width=width: _few_rows_dots(o, rows, width, vl), vector_types(vl))
+
+
+def _few_rows_calls(out: Lines, problem: GemmProblem, g: _Gemv, vl: int, threads: bool) -> None:
+    # every row of A against a few of B's columns at a time: each vector of B loaded once
+    # for all rows (the GEMV's routine loaded it once per row: 0.44 ms for m=4 n=1280 k=1000)
+    m, n = problem.m, problem.n
+    cols = _few_rows_columns(m)
+    whole = n - n % cols
+    args = (f"{problem.k}L, {g.x}, {problem.a.rows}L, {g.w} + j * {g.w_out}L, {g.w_out}L, "
+            f"c_o + j * {g.c_step}L, {problem.c.rows}L, {g.c_step}L")
+    if threads:
+        out("#pragma omp parallel for schedule(static)")
+    for width, first, end in ((cols, 0, whole), (1, whole, n)):
+        if first < end:
+            out(f"for (long j = {first}; j < {end}; j += {width}) {_few_rows_name(m, width, vl)}({args});")
+
+
+_FEW_ROWS_SIGNATURE = ("void {name}(long k, const float *restrict a, long lda, const float *restrict w, long ldw, "
+                       "float *restrict c, long ldc, long ldcj)")
+
+
+def _few_rows_name(rows: int, cols: int, vl: int) -> str:
+    return f"fl_gemv_rows{rows}x{cols}v{vl}"
+
+
+def _few_rows_dots(out: Lines, rows: int, cols: int, vl: int, column_step: str = "ldcj", w: str = "w",
+                   ldw: str = "ldw") -> None:
+    # c[i * ldc + r * column_step] = a[i * lda ..] . w[r * ldw ..]: a vector accumulator per
+    # pair (row 0 alone names no lda or ldc: the GEMV's routine has neither); the GEMV's and
+    # the narrow kernel's routines are this one with their own names
+    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
+
+    def row(i: int, step: str) -> str:
+        return f"{i} * {step} + " if i else ""
+
+    pairs = [(i, r) for i in range(rows) for r in range(cols)]
+    out(f"{vf} " + ", ".join(f"s{i}_{r} = {{0}}" for i, r in pairs) + ";")
+    out("long p = 0;")
+    out.open(f"for (; p + {vl} <= k; p += {vl})")
+    for r in range(cols):
+        out(f"const {vf} w{r} = *(const {vfu} *)({w} + {r} * {ldw} + p);")
+    for i in range(rows):
+        out(f"const {vf} x{i} = *(const {vfu} *)(a + {row(i, 'lda')}p);")
+        for r in range(cols):
+            out(f"s{i}_{r} += x{i} * w{r};")
+    out.close()
+    out("float " + ", ".join(f"t{i}_{r} = 0.0f" for i, r in pairs) + ";")
+    out.open(f"for (int l = 0; l < {vl}; l++)")
+    for i, r in pairs:
+        out(f"t{i}_{r} += s{i}_{r}[l];")
+    out.close()
+    out.open("for (; p < k; p++)")
+    for i, r in pairs:
+        out(f"t{i}_{r} += a[{row(i, 'lda')}p] * {w}[{r} * {ldw} + p];")
+    out.close()
+    for i, r in pairs:
+        out(f"c[{row(i, 'ldc')}{r} * {column_step}] = t{i}_{r};")
 
 
 def narrow_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None = None, *, threads: bool = False,
@@ -849,29 +958,7 @@ def _narrow_name(rows: int, n: int, vl: int) -> str:
 def _narrow_dots(out: Lines, rows: int, n: int, vl: int) -> None:
     # c[r * ldc + j] = a[r * lda ..] . bt[j * k ..]: a vector accumulator per (r, j), each
     # vector of A and of B^T loaded once for all of them
-    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
-    pairs = [(r, j) for r in range(rows) for j in range(n)]
-    out(f"{vf} " + ", ".join(f"s{r}_{j} = {{0}}" for r, j in pairs) + ";")
-    out("long p = 0;")
-    out.open(f"for (; p + {vl} <= k; p += {vl})")
-    for j in range(n):
-        out(f"const {vf} b{j} = *(const {vfu} *)(bt + {j} * k + p);")
-    for r in range(rows):
-        out(f"const {vf} x{r} = *(const {vfu} *)(a + {r} * lda + p);")
-        for j in range(n):
-            out(f"s{r}_{j} += x{r} * b{j};")
-    out.close()
-    out("float " + ", ".join(f"t{r}_{j} = 0.0f" for r, j in pairs) + ";")
-    out.open(f"for (int l = 0; l < {vl}; l++)")
-    for r, j in pairs:
-        out(f"t{r}_{j} += s{r}_{j}[l];")
-    out.close()
-    out.open("for (; p < k; p++)")
-    for r, j in pairs:
-        out(f"t{r}_{j} += a[{r} * lda + p] * bt[{j} * k + p];")
-    out.close()
-    for r, j in pairs:
-        out(f"c[{r} * ldc + {j}] = t{r}_{j};")
+    _few_rows_dots(out, rows, n, vl, column_step="1", w="bt", ldw="k")
 
 
 def _gemv_strided_dots(out: Lines, g: _Gemv, k: int, whole: int, threads: bool) -> None:
@@ -923,28 +1010,7 @@ def _gemv_dots(out: Lines, rows: int, vl: int) -> None:
     # c[r * ldc] = a . w[r * ldw ..] for r < rows: a vector accumulator per row, each vector
     # of a loaded once for all rows; written as vectors, so gcc compiles it in no time, and
     # once per library (a loop nest per layer, vectorized by gcc, took it 0.02 s a layer)
-    vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
-    sums = [f"s{r}" for r in range(rows)]
-    out(f"{vf} " + ", ".join(f"{x} = {{0}}" for x in sums) + ";")
-    out("long p = 0;")
-    out.open(f"for (; p + {vl} <= k; p += {vl})")
-    out(f"const {vf} x = *(const {vfu} *)(a + p);")
-    for r, x in enumerate(sums):
-        out(f"{x} += x * *(const {vfu} *)(w + {r} * ldw + p);")
-    out.close()
-    totals = [f"t{r}" for r in range(rows)]
-    out("float " + ", ".join(f"{t} = 0.0f" for t in totals) + ";")
-    out.open(f"for (int l = 0; l < {vl}; l++)")
-    for x, t in zip(sums, totals):
-        out(f"{t} += {x}[l];")
-    out.close()
-    out.open("for (; p < k; p++)")
-    out("const float x = a[p];")
-    for r, t in enumerate(totals):
-        out(f"{t} += x * w[{r} * ldw + p];")
-    out.close()
-    for r, t in enumerate(totals):
-        out(f"c[{r} * ldc] = {t};")
+    _few_rows_dots(out, 1, rows, vl, column_step="ldc")
 
 
 #: how a helper is declared when one copy serves every unit of a library: hidden, so the
@@ -1721,4 +1787,5 @@ __all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunct
            "Im2Col", "Lines", "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "copies_runs",
            "epilogue_args", "epilogue_function", "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel",
            "gemv_kind", "im2col_blocking", "is_gemv", "kernel_printer", "narrow_kernel", "pack_constant",
-           "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "short_kernel", "vector_types"]
+           "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "reads_in_place", "short_kernel",
+           "vector_types"]

@@ -39,8 +39,8 @@ from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, widening_wrapper
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, Fold, GemmProblem, Im2Col, Operand, blocking_for,
-                                              gathers, im2col_blocking, is_gemv, kernel_printer, pack_constant,
-                                              packing_floats, plan_matmul, vector_types)
+                                              gathers, im2col_blocking, kernel_printer, pack_constant,
+                                              packing_floats, plan_matmul, reads_in_place, vector_types)
 from fusionlang.backend.lower import LoweredGroup, lower
 from fusionlang.backend.lrn_template import LrnKernel, plan_lrn
 from fusionlang.backend.machine import Machine, host
@@ -202,9 +202,9 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     if target == "c" and not is_depthwise(problem):
         blocking = im2col_blocking(machine, problem, blocking)
     # the depthwise and GEMV kernels read their weights as they are, and so does CUDA
-    packs = {} if is_depthwise(problem) or is_gemv(problem) or target != "c" else constants
+    packs = {} if is_depthwise(problem) or reads_in_place(problem) or target != "c" else constants
     a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a", element)
-    b_constants = {} if is_gemv(problem) or target != "c" else constants
+    b_constants = {} if reads_in_place(problem) or target != "c" else constants
     b_param, packed_b = _operand_param(prog, b_value, b_constants, problem, blocking, "b", element)
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,

@@ -464,6 +464,15 @@ def test_short_problems_run_the_short_kernel_and_match_numpy(m, n, k, trans_a, t
     _check_skinny("short", m, n, k, trans_a, trans_b, batch, epilogue, seed)
 
 
+@settings(max_examples=15)
+@given(m=st.integers(2, 8), n=st.integers(9, 67), k=st.integers(9, 67), batch=st.integers(1, 3),
+       epilogue=st.integers(0, 3), seed=st.integers(0, 2**16))
+def test_few_rows_through_a_transposed_weight_run_the_gemv_kernel(m, n, k, batch, epilogue, seed):
+    # a batch of 2 to 8 through a classifier's weight read along K (its input gradient):
+    # dot products against B in place, no packing; every row and column of C checked
+    _check_skinny("rows", m, n, k, False, True, batch, epilogue, seed)
+
+
 def _check_skinny(kind, m, n, k, trans_a, trans_b, batch, epilogue, seed):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((batch,) + ((k, m) if trans_a else (m, k))).astype(np.float32)
@@ -501,8 +510,11 @@ def test_a_column_written_with_a_stride_keeps_the_blocked_kernel():
     for m, n, k, a in ((5, 4, 15, Operand(15, 1)), (5, 9, 32, Operand(32, 1)), (5, 4, 32, Operand(1, 5)),
                        (5, 8, 4096, Operand(4096, 1)), (5, 9, 9, Operand(9, 1))):
         assert gemm_template.gemv_kind(GemmProblem(m, n, k, a, Operand(n, 1), Operand(n, 1))) is None
-    # a short K with B's columns strided and too wide for the stack copy
-    assert gemm_template.gemv_kind(GemmProblem(5, 4096, 8, Operand(8, 1), Operand(1, 8), Operand(4096, 1))) is None
+    # a short K with B's columns too wide for the stack copy: contiguous along K, the
+    # few-rows GEMV reads them in place; strided along K, the blocked kernel packs them
+    assert gemm_template.gemv_kind(GemmProblem(5, 4096, 8, Operand(8, 1), Operand(1, 8), Operand(4096, 1))) == "rows"
+    assert gemm_template.gemv_kind(GemmProblem(5, 4096, 8, Operand(1, 5), Operand(1, 8), Operand(4096, 1))) is None
+    assert gemm_template.gemv_kind(GemmProblem(9, 4096, 8, Operand(8, 1), Operand(1, 8), Operand(4096, 1))) is None
     assert "GEMM template" in gemm_kernel("fl_gemm_test", problem, blocking_for(host(), problem))
 
 

@@ -584,6 +584,28 @@ def test_skinny_gemms_are_planned_onto_the_gemv_and_narrow_kernels(layer, kind, 
         np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("constant", [False, True])
+def test_a_few_rows_run_the_gemv_unless_the_weight_is_packed_at_compile_time(constant):
+    # a batch of 4 through a transposed weight [29, 37]: an input weight (torch training's
+    # classifier gradient) is read in place by the few-rows GEMV, not packed on every call;
+    # a constant one is packed once, at compile time, for the blocked kernel
+    rng = np.random.default_rng(7)
+    b = GraphBuilder("few_rows")
+    w = rng.standard_normal((29, 37)).astype(np.float32)
+    feeds = {"x": rng.standard_normal((4, 37)).astype(np.float32)}
+    if not constant:
+        feeds["w"] = w
+    b.output(b.relu(b.gemm(b.input("x", (4, 37)), b.constant(w) if constant else b.input("w", (29, 37)), trans_b=1),
+                    name="y"))
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    planned = template.plan_template(plan, plan.groups[0], dict(plan.graph.constants))
+    assert gemv_kind(planned.problem) == "rows" and planned.packed_b == constant
+    compiled = fusionlang.compile(plan, "c")
+    assert ("template (rows)" in compiled.sources) != constant
+    np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("gelu", ["gelu_tanh", "gelu_erf"])
 @pytest.mark.parametrize("m,k,n", [(1, 19, 37), (37, 19, 1), (29, 37, 4), (29, 4, 37), (40, 30, 50)])
 def test_gelu_epilogues_keep_special_values_in_every_kernel(m, k, n, gelu):
