@@ -30,8 +30,8 @@ from fusionlang.backend.poly import build_program
 from fusionlang.backend.schedule import ScheduleChoice
 from fusionlang.backend.schedule_store import ScheduleStore, schedule_key
 from fusionlang.backend.signature import group_signature, in_graph_order
-from fusionlang.backend.template import (COMPLEX_OPS, POOL_TAPS, PartSchedules, part_schedules, plan_template,
-                                         split_epilogue, template_candidate)
+from fusionlang.backend.template import (COMPLEX_OPS, POOL_TAPS, PartSchedules, epilogue_split, part_schedules,
+                                         plan_template, template_candidate)
 from fusionlang.engine.plan import FusionPlan
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph
@@ -171,14 +171,14 @@ def _one_statement_or_epilogue(prog) -> bool:
 
 
 def _complex_op_with_epilogue(prog) -> bool:
-    """One conv, matmul or gemm and an epilogue of it (:func:`.template.split_epilogue`):
+    """One conv, matmul or gemm and an epilogue of it (:func:`.template.epilogue_split`):
     one loop nest by construction (every statement after the reduction reads and writes
     only its own output element), so no schedule search is needed to say so; compile
     schedules it only if it does not run as the CPU template (inception_v1: 48 conv + relu
     groups took 1.0 s of its 1.6 s of planning)."""
     complex_nodes = {s.node.name: s.node for s in prog.stmts if s.node.op in COMPLEX_OPS}
     # a prologue (bn + relu before the conv, recomputed in its reads) is no epilogue: searched
-    return len(complex_nodes) == 1 and split_epilogue(prog, next(iter(complex_nodes.values()))) is not None
+    return len(complex_nodes) == 1 and not isinstance(epilogue_split(prog, next(iter(complex_nodes.values()))), str)
 
 
 def _reason(graph: Graph, node_names: list[str], choice: ScheduleChoice) -> str | None:

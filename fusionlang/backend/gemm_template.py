@@ -543,7 +543,7 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
     if _gathered(problem, packed_b):
         gather = _gather_name(problem, bl)
         called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
-        if gather.startswith(_COPIES_NAME):
+        if _copies(problem, bl):
             called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_copies(o, bl),
                                  vector_types(bl.vl)))
         else:
@@ -558,14 +558,15 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
     return called
 
 
-_COPIES_NAME = "fl_gemm_pack_copies_"
+def _copies(problem: GemmProblem, bl: Blocking) -> bool:
+    """Whether a gathered im2col operand is packed by copies of runs (else by gathers)."""
+    assert isinstance(problem.b, Im2Col), "only an im2col operand is gathered"
+    return copies_runs(problem.b, problem.fold, bl.vl)
 
 
 def _gather_name(problem: GemmProblem, bl: Blocking) -> str:
-    """The routine packing a gathered im2col operand: by copies of runs or by gathers."""
-    assert isinstance(problem.b, Im2Col), "only an im2col operand is gathered"
-    copies = copies_runs(problem.b, problem.fold, bl.vl)
-    return f"{_COPIES_NAME if copies else 'fl_gemm_pack_gather_'}{bl.nr}"
+    """The routine packing a gathered im2col operand."""
+    return f"fl_gemm_pack_{'copies' if _copies(problem, bl) else 'gather'}_{bl.nr}"
 
 
 def _columns_contiguous(view: Operand | Im2Col) -> bool:

@@ -230,6 +230,10 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
     # the template takes what follows it as its epilogue if it can (with no prologue: the
     # whole group, one call), else the elementwise run right after it (shufflenet's conv +
     # relu before a channel shuffle), else only the op
+    def part(names: list[str]) -> TemplateGroup | None:
+        found = _plan_part(graph, group, names, node, shapes, constants, machine, target)
+        return found if isinstance(found, TemplateGroup) else None
+
     whole = _plan_part(graph, group, [n for n in group.nodes if n not in before], node, shapes, constants,
                        machine, target) if rest else None
     core = whole if isinstance(whole, TemplateGroup) else None
@@ -237,13 +241,10 @@ def _plan_parts(plan: FusionPlan, group: Group, node: Node, shapes, constants: d
         rest = []
     run = _same_shape_run(graph, node, rest)
     if core is None and 0 < len(run) < len(rest):
-        found = _plan_part(graph, group, [n for n in group.nodes if n == node.name or n in run], node, shapes,
-                           constants, machine, target)
-        core = found if isinstance(found, TemplateGroup) else None
+        core = part([n for n in group.nodes if n == node.name or n in run])
         rest = rest[len(run):] if core is not None else rest
     if core is None:
-        alone = _plan_part(graph, group, [node.name], node, shapes, constants, machine, target)
-        core = alone if isinstance(alone, TemplateGroup) else None
+        core = part([node.name])
     if core is None:
         return None
     core.epilogue_refused = whole if isinstance(whole, str) else None
@@ -567,16 +568,13 @@ def _matmul_problem(call, node: Node, fold: bool = False):
 
 
 def _folded_rows(batch: tuple[int, ...], m: int) -> dict[sp.Symbol, sp.Expr]:
-    """The batch and row coordinates of row i of a batch folded into M (plan_matmul): index
-    d is floor(i / rows below d) less its extent times the enclosing index, so a row-major
-    offset cancels to i's."""
+    """The batch and row coordinates of row i of a batch folded into M (plan_matmul): the
+    flat row seen through the reshape to [*batch, m] (:func:`_reshape_view`), so a
+    row-major offset cancels to i's."""
     extents = tuple(batch) + (m,)
-    coords: dict[sp.Symbol, sp.Expr] = {}
-    for d, extent in enumerate(extents):
-        below = math.prod(extents[d + 1:])
-        index = _I if below == 1 else sp.floor(_I / below)
-        coords[i_sym(d)] = index if d == 0 else index - extent * sp.floor(_I / (below * extent))
-    return coords
+    view = _reshape_view((math.prod(extents),), extents)
+    assert view is not None, "a reshape of the same size"
+    return {sym: index.subs(i_sym(0), _I) for sym, index in view.items()}
 
 
 def _gemm_problem(call, node: Node):
@@ -696,13 +694,6 @@ def _plane_coords(rank: int, position: sp.Expr, ow: int) -> dict[sp.Symbol, sp.E
 
 _I = sp.Symbol("i", integer=True, nonnegative=True)
 _J = sp.Symbol("j", integer=True, nonnegative=True)
-
-
-def split_epilogue(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolyStmt]] | None:
-    """(the complex op's final statement, the epilogue statements in order), or None when
-    the rest of ``prog`` is not an epilogue of ``node`` (:func:`epilogue_split` says why)."""
-    split = epilogue_split(prog, node)
-    return None if isinstance(split, str) else split
 
 
 def epilogue_split(prog: PolyProgram, node: Node) -> tuple[PolyStmt, list[PolyStmt]] | str:
@@ -964,4 +955,4 @@ def _flat_offset(shape, index, coords: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
 
 
 __all__ = ["COMPLEX_OPS", "PartSchedules", "StagedPrologue", "TemplateGroup", "chain_statements", "emit_template",
-           "epilogue_body", "epilogue_split", "part_schedules", "plan_template", "split_epilogue", "staging_prologue"]
+           "epilogue_body", "epilogue_split", "part_schedules", "plan_template", "staging_prologue"]
