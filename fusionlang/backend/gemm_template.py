@@ -163,10 +163,12 @@ def plan_matmul(problem: GemmProblem) -> GemmProblem:
 
 def _rows_span_outer(view: Operand, problem: GemmProblem) -> bool:
     """Whether ``view``'s rows over all outer indices are one run of rows ``view.rows``
-    apart: row-contiguous, each outer index's rows right after the one before."""
+    apart: row-contiguous, each outer index's rows right after the one before. An outer
+    dimension of extent 1 never steps, so its stride is no constraint (an A broadcast over
+    it reads stride 0 where C's stride is real: ConvNeXt's Linear on [1, 7, 7, 768])."""
     step = problem.m * view.rows
     for extent, stride in reversed(list(zip(problem.outer, view.outer_strides))):
-        if stride != step:
+        if extent != 1 and stride != step:
             return False
         step *= extent
     return view.cols == 1

@@ -41,7 +41,7 @@ EPILOGUES = ["bias", "row_bias", "batch_bias", "residual", "relu", "tanh"]
 def shared_weight_matmul(draw):
     """x [*batch, m, k] . w [k, n] (a constant or an input, 2-D or [1, k, n]) with random
     epilogues; (graph, feeds, batch)."""
-    batch = draw(st.sampled_from([(2,), (3,), (2, 3)]))
+    batch = draw(st.sampled_from([(2,), (3,), (2, 3), (1, 3)]))
     m, n, k = draw(st.integers(1, 13)), draw(st.integers(9, 70)), draw(st.integers(9, 40))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     b = GraphBuilder("fold")
@@ -84,6 +84,7 @@ def _matmul(x_shape, w_shape):
 @pytest.mark.parametrize("x_shape,w_shape,rows", [
     ((4, 64, 32), (32, 80), 256),          # Llama's LM head: one weight for the batch
     ((2, 3, 5, 32), (1, 32, 80), 30),      # two batch dims, B broadcast over both
+    ((1, 7, 7, 32), (32, 80), 49),         # ConvNeXt's channels-last Linear: a batch of 1 first
     ((4, 64, 32), (4, 32, 80), None),      # a B per batch element: batched, as before
     ((1, 64, 32), (3, 32, 80), None),      # A broadcast: its rows do not run on
 ])
