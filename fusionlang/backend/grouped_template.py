@@ -71,15 +71,27 @@ def grouped_layout(problem: GemmProblem, vl: int) -> GroupedLayout:
     x = problem.b
     assert isinstance(x, Im2Col)  # is_grouped
     (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
-    passes = -(-problem.m // MAX_ROWS)
-    rows = -(-problem.m // passes)
-    blocks = tuple((first, min(rows, problem.m - first)) for first in range(0, problem.m, rows))
     height = x.out_h + (kh - 1) * dh // sh
     width = x.out_w + (kw - 1) * dw // sw
     vectors = -(-((x.out_h - 1) * width + x.out_w) // vl)
-    unroll = max(1, min(4, ACCUMULATORS.get(vl, 12) // rows, vectors))
+    rows, unroll = _tile(problem.m, vectors, ACCUMULATORS.get(vl, 12))
+    blocks = tuple((first, min(rows, problem.m - first)) for first in range(0, problem.m, rows))
     planes = Planes((sh, sw), height, width, vl, unroll, -(-vectors // unroll))
     return GroupedLayout(planes, planes.buffer_floats(x), blocks)
+
+
+def _tile(m: int, vectors: int, accumulators: int) -> tuple[int, int]:
+    """(rows, unroll) of the register tile over ``m`` output channels and ``vectors`` vectors
+    of the wide output: the fewest issue cycles, each tap of each channel costing a chunk
+    max(FMAs, loads) = max(rows * unroll, rows + unroll) (two of each a cycle), over the row
+    blocks (split evenly) and the chunks, rounded-up chunks included; ties: the larger tile.
+    A 7x7 plane (4 vectors) runs 8 rows x 2 vectors in 2 chunks where 8 x 3 computed 6."""
+    def cost(tile: tuple[int, int]) -> tuple[int, int]:
+        rows, unroll = tile
+        return -(-m // rows) * -(-vectors // unroll) * max(rows * unroll, rows + unroll), -rows * unroll
+
+    tiles = [(-(-m // passes), unroll) for passes in range(1, m + 1) for unroll in range(1, 5)]
+    return min((t for t in tiles if t[0] <= MAX_ROWS and t[0] * t[1] <= accumulators and t[1] <= vectors), key=cost)
 
 
 def scratch_bytes(problem: GemmProblem, threads: int = 1, vl: int | None = None) -> int:

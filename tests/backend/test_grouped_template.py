@@ -140,15 +140,22 @@ def test_grouped_kernel_on_two_threads_gives_the_one_thread_result(conv, seed):
     np.testing.assert_allclose(one, _expected(conv, x, weight, p, p, False), rtol=1e-4, atol=1e-4)
 
 
-def test_the_tile_holds_at_most_eight_rows_and_splits_wider_groups_evenly():
+def test_the_tile_holds_at_most_eight_rows_and_wastes_the_fewest_vectors():
     conv = dict(batch=1, groups=4, cin=8, cout=8, h=14, w=14, kernel=(3, 3), stride=(1, 1), dilation=(1, 1),
                 before=(1, 1), after=(1, 1))
+    # 14x14: 13 * 16 + 14 floats, 14 vectors: 7 chunks of 2 (3 a chunk would compute 15)
     layout = grouped_layout(_problem(conv)[0], 16)
-    assert layout.blocks == ((0, 8),) and layout.planes.unroll == 3  # 24 accumulators
-    layout = grouped_layout(_problem(dict(conv, cout=13))[0], 16)
-    assert layout.blocks == ((0, 7), (7, 6)) and layout.planes.unroll == 3
-    layout = grouped_layout(_problem(dict(conv, cout=3))[0], 8)
-    assert layout.blocks == ((0, 3),) and layout.planes.unroll == 4
+    assert layout.blocks == ((0, 8),) and (layout.planes.unroll, layout.planes.chunks) == (2, 7)
+    layout = grouped_layout(_problem(dict(conv, cout=13))[0], 16)  # two blocks, split evenly
+    assert layout.blocks == ((0, 7), (7, 6)) and layout.planes.unroll == 2
+    # 7x7: 6 * 9 + 7 floats, 4 vectors: 2 chunks of 2 (of 3, RegNet's 440-channel stage computed 6)
+    layout = grouped_layout(_problem(dict(conv, h=7, w=7))[0], 16)
+    assert layout.blocks == ((0, 8),) and (layout.planes.unroll, layout.planes.chunks) == (2, 2)
+    # 28x28: 27 * 30 + 28 floats, 53 vectors: 18 chunks of 3, 24 accumulators
+    layout = grouped_layout(_problem(dict(conv, h=28, w=28))[0], 16)
+    assert layout.blocks == ((0, 8),) and (layout.planes.unroll, layout.planes.chunks) == (3, 18)
+    layout = grouped_layout(_problem(conv)[0], 8)  # AVX2: 12 accumulators
+    assert layout.blocks == ((0, 4), (4, 4)) and layout.planes.unroll == 2
 
 
 def test_depthwise_wide_groups_and_folded_batches_are_not_grouped():
