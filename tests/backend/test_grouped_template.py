@@ -22,6 +22,8 @@ from test_template import _epilogue
 from test_template_threads import _one_and_two, _threaded, every_size_in_parallel
 
 import fusionlang
+from fusionlang import reference
+from fusionlang.api import compile_model
 from fusionlang.backend import template
 from fusionlang.backend.ccompile import LOOP_OPT, build_library, load_library
 from fusionlang.backend.epilogue import Text
@@ -29,6 +31,7 @@ from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Oper
 from fusionlang.backend.grouped_template import MAX_GROUP_CHANNELS, grouped_kernel, grouped_layout, is_grouped
 from fusionlang.errors import ResourceError
 from fusionlang.ops import GraphBuilder
+from fusionlang.testing.values import compare, magnitude
 
 BIAS_RELU = Epilogue((Text("v = v + p[o1 * ROWS + i];"), Text("v = v < 0.0f ? 0.0f : v;")),
                      ("const float *restrict p", "const float *restrict q"))
@@ -211,3 +214,22 @@ def test_a_failed_scratch_allocation_is_a_resource_error(monkeypatch):
     assert "grouped conv template" in compiled.sources
     with pytest.raises(ResourceError, match="out of memory allocating"):
         compiled.run(feeds)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_16_bit_grouped_conv_runs_the_float_kernel_on_widened_operands(dtype):
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("grouped16")
+    x = b.input("x", (1, 24, 9, 9), dtype)
+    w = b.input("w", (24, 8, 3, 3), dtype)
+    b.output(b.relu(b.conv(x, w, pads=(1, 1, 1, 1), group=3)))
+    graph = b.build()
+    feeds = {"x": rng.uniform(-2.0, 2.0, (1, 24, 9, 9)).astype(dtype),
+             "w": rng.uniform(-2.0, 2.0, (24, 8, 3, 3)).astype(dtype)}
+    compiled = compile_model(graph)
+    assert "grouped conv template" in compiled.sources
+    got, want = compiled.run(feeds), reference.run(graph, feeds)
+    scale = magnitude(list(feeds.values()) + list(want.values()))
+    for name in want:
+        assert got[name].dtype == want[name].dtype
+        assert compare(want[name], got[name], scale=scale) is None, compare(want[name], got[name], scale=scale)
