@@ -108,7 +108,7 @@ class Planes:
         """Floats of the padded phase planes, with room for the last chunk's furthest tap:
         whole vectors."""
         planes = self.phases[0] * self.phases[1] * self.height * self.width
-        reach = max(_tap_offset(self, x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1]))
+        reach = max(tap_offset(self, x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1]))
         return -(-max(planes, self.span + reach) // self.vl) * self.vl
 
 
@@ -174,7 +174,7 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
         f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw}, {method} */")
     vector_floats = correlation.vl if correlation else planes.vl if planes else 0
     if vector_floats:
-        _vector_types(out, vector_floats)
+        plane_vector_types(out, vector_floats)
     epilogue_function(out, name, problem, epilogue)
     extra, extra_args = epilogue_params(epilogue), epilogue_args(epilogue)
     weights = "const float *restrict W, " if tap.weighted else ""
@@ -191,9 +191,9 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
         out.open(f"for (long o0 = 0; o0 < {problem.outer[0]}; o0++)")
         out.open(f"for (long o1 = {first}; o1 < {last}; o1 += {step})")
         if tap.weighted:
-            out(f"const float *w = W + {_offset(problem.a)};")
-        out(f"const float *plane = X + {_offset(x)};")
-        out(f"float *y = Y + {_offset(problem.c)};")
+            out(f"const float *w = W + {view_offset(problem.a)};")
+        out(f"const float *plane = X + {view_offset(x)};")
+        out(f"float *y = Y + {view_offset(problem.c)};")
         if correlation is not None:
             _correlation_body(out, name, x, correlation, epilogue, extra_args)
         elif step > 1:
@@ -345,7 +345,7 @@ def _correlation_body(out: Lines, name, x: Im2Col, layout: Correlation, epilogue
     out(f"__builtin_memset(pad, 0, sizeof pad); __builtin_memset(wide, 0, sizeof wide);")
     out(f"for (long i = 0; i < {kh}; i++) __builtin_memcpy(wide + i * {layout.width}L, w + i * {kw}L, "
         f"{kw} * sizeof(float));")
-    _fill_phases(out, x, layout.dilation, layout.width, layout.phase_floats, height=layout.phase_floats // layout.width)
+    fill_phases(out, x, layout.dilation, layout.width, layout.phase_floats, height=layout.phase_floats // layout.width)
     outputs = [(p, q) for p in range(x.out_h) for q in range(x.out_w)]
     passes = -(-len(outputs) // CORRELATION_OUTPUTS_PER_PASS)
     each = -(-len(outputs) // passes)
@@ -366,7 +366,7 @@ def _correlation_body(out: Lines, name, x: Im2Col, layout: Correlation, epilogue
         out(f"{name}_epilogue(y, 0, 1, 0, {x.out_h * x.out_w}, o0, o1{extra_args});")
 
 
-def _vector_types(out: Lines, vl: int) -> None:
+def plane_vector_types(out: Lines, vl: int) -> None:
     # guarded: a unit holds many depthwise kernels
     out(f"#ifndef FL_DW_VECTORS_{vl}")
     out(f"#define FL_DW_VECTORS_{vl}")
@@ -376,7 +376,7 @@ def _vector_types(out: Lines, vl: int) -> None:
     out("#endif")
 
 
-def _tap_offset(planes: Planes, x: Im2Col, ky: int, kx: int) -> int:
+def tap_offset(planes: Planes, x: Im2Col, ky: int, kx: int) -> int:
     """Where tap (ky, kx) reads the output's flattened index 0: its phase plane, shifted."""
     (sh, sw), (dh, dw) = x.stride, x.dilation
     phase = (ky * dh % sh) * sw + kx * dw % sw
@@ -398,7 +398,7 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
         out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
     else:
         out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
-    _fill_phases(out, x, planes.phases, planes.width, planes.height * planes.width, planes.height)
+    fill_phases(out, x, planes.phases, planes.width, planes.height * planes.width, planes.height)
     out.open(f"for (long t0 = 0; t0 < {planes.span}; t0 += {planes.unroll * vl})")
     accs = [f"a{u}" for u in range(planes.unroll)]
     out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
@@ -407,7 +407,7 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
             out.open("")
             if tap.weighted:
                 out(f"const float tap = w[{ky * x.kernel[1] + kx}];")
-            out(f"const float *src = pad + t0 + {_tap_offset(planes, x, ky, kx)};")
+            out(f"const float *src = pad + t0 + {tap_offset(planes, x, ky, kx)};")
             for u, a in enumerate(accs):
                 out(f"{{ {vector} xv = *(const fl_dwvu{vl} *)(src + {u * vl}); "
                     f"{tap.vector_update.format(acc=a, src='xv', mask=f'fl_dwm{vl}', vector=vector)} }}")
@@ -434,7 +434,7 @@ def reads_position(epilogue: Epilogue) -> bool:
     return any(re.search(r"\bj\b", line) for line in statements_text(epilogue.body, C))
 
 
-def _fill_phases(out: Lines, x: Im2Col, steps: tuple[int, int], width: int, phase_floats: int, height: int) -> None:
+def fill_phases(out: Lines, x: Im2Col, steps: tuple[int, int], width: int, phase_floats: int, height: int) -> None:
     """Copy the channel's input into its phase planes of ``steps`` (the stride's for the
     plane method, the dilation's for the correlation), ``height`` x ``width`` each,
     ``phase_floats`` apart (the padding is already there): per phase, the rows and columns
@@ -510,10 +510,11 @@ def _valid_columns(x0: int, sw: int, in_w: int, out_w: int) -> tuple[int, int]:
     return lo, min(hi, out_w)
 
 
-def _offset(view) -> str:
+def view_offset(view) -> str:
     terms = [f"{view.offset}L"] + [f"o{d} * {s}L" for d, s in enumerate(view.outer_strides) if s]
     return " + ".join(terms)
 
 
 __all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "Planes", "Tap", "correlation_for", "depthwise_kernel",
-           "is_depthwise", "lanes_for", "planes_for", "reads_position"]
+           "fill_phases", "is_depthwise", "lanes_for", "plane_vector_types", "planes_for", "reads_position",
+           "tap_offset", "view_offset"]

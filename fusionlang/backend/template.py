@@ -35,6 +35,7 @@ import sympy as sp
 
 from fusionlang.backend.epilogue import Assign, Define, Load, Statement, Store
 from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
+from fusionlang.backend.grouped_template import grouped_kernel, is_grouped, scratch_bytes
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, widening_wrapper
@@ -199,10 +200,11 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     if other is not None:  # the template's parameters are float pointers (a bool mask is not)
         return f"the group reads or writes {other.value or 'an array'} as {other.dtype}"
     blocking = blocking_for(machine, problem)
-    if target == "c" and not is_depthwise(problem):
+    direct = is_depthwise(problem) or is_grouped(problem)
+    if target == "c" and not direct:
         blocking = im2col_blocking(machine, problem, blocking)
-    # the depthwise and GEMV kernels read their weights as they are, and so does CUDA
-    packs = {} if is_depthwise(problem) or reads_in_place(problem) or target != "c" else constants
+    # the depthwise, grouped and GEMV kernels read their weights as they are, and so does CUDA
+    packs = {} if direct or reads_in_place(problem) or target != "c" else constants
     a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a", element)
     b_constants = {} if reads_in_place(problem) or target != "c" else constants
     b_param, packed_b = _operand_param(prog, b_value, b_constants, problem, blocking, "b", element)
@@ -867,17 +869,20 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     extra = epilogue_arrays(tg)
     epilogue = Epilogue(epilogue_body(tg, names), tuple(d for a, d in zip(tg.params, decls) if any(a is e for e in extra)))
     depthwise = is_depthwise(tg.problem)
+    grouped = is_grouped(tg.problem)
     pool = POOL_TAPS.get(tg.final.node.op)
     args = [names[id(tg.a_param)]] if pool is None else []
     args += [names[id(tg.b_param)], names[id(tg.c_param)]] + [names[id(a)] for a in extra]
 
-    gemm = None if depthwise else kernel_printer(tg.problem, tg.blocking, epilogue, packed_a=tg.packed_a,
-                                                 packed_b=tg.packed_b, threads=openmp, helpers=helpers,
-                                                 linkage="static ")
+    gemm = None if depthwise or grouped else kernel_printer(tg.problem, tg.blocking, epilogue,
+                                                            packed_a=tg.packed_a, packed_b=tg.packed_b,
+                                                            threads=openmp, helpers=helpers, linkage="static ")
 
     def text(name: str) -> str:
         """The kernel named ``name``: the template's function and a wrapper taking the group's parameters."""
-        if gemm is None:
+        if grouped:
+            inner = grouped_kernel(f"{name}_gemm", tg.problem, epilogue, threads=openmp, linkage="static ")
+        elif gemm is None:
             inner = depthwise_kernel(f"{name}_gemm", tg.problem, epilogue, threads=openmp, tap=pool or DEPTHWISE,
                                      linkage="static ")
         else:
@@ -885,22 +890,29 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
         call = f"{name}_gemm({', '.join(args)})"
         if tg.element in HALF_FLOATS:  # the float32 kernel on widened operands
             operands = [tg.b_param] if pool else [tg.a_param, tg.b_param]
-            alloc = None if depthwise else (ALLOC, 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a,
-                                                                      tg.packed_b))
+            alloc = None if depthwise else (ALLOC, _scratch_bytes(tg))
             wrapper = widening_wrapper(name, decls, f"{name}_gemm", args, operands, tg.c_param, alloc)
         elif depthwise:  # allocates nothing
             wrapper = f"void {name}({', '.join(decls)}) {{\n    {call};\n}}\n"
         else:
-            nbytes = 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)
+            nbytes = _scratch_bytes(tg)
             wrapper = (f"void {name}({', '.join(decls + ['int64_t *restrict fl_err'])}) {{\n"
                        f"    if ({call}) {{ fl_err[0] = {ALLOC}; fl_err[2] = {nbytes}; }}\n}}\n")
         return vector_types(tg.blocking.vl) + inner + wrapper
 
     # named by the hash of its text under a stand-in name (the same for every kernel)
     name = f"fl_t_{hashlib.sha256(text('@NAME@').encode()).hexdigest()[:16]}"
-    kind = "pooling" if pool else "depthwise" if depthwise else "GEMM"
+    kind = "pooling" if pool else "depthwise" if depthwise else "grouped" if grouped else "GEMM"
     comment = f"/* {label}: {tg.final.node.op} as the {kind} template, {len(tg.epilogue)} epilogue statement(s) */\n"
     return name, comment + text(name), not depthwise or tg.element in HALF_FLOATS, kind
+
+
+def _scratch_bytes(tg: TemplateGroup) -> int:
+    """Bytes the group's template kernel allocates: the GEMM's packing buffers, or the grouped
+    conv's scratch."""
+    if is_grouped(tg.problem):
+        return scratch_bytes(tg.problem)
+    return 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)
 
 
 def epilogue_arrays(tg: TemplateGroup) -> list[Array]:
