@@ -88,6 +88,20 @@ def batched(batch: int, m: int, n: int, k: int) -> onnx.ModelProto:
                   {}, "z")
 
 
+def conv_relu(channels: int, plane: int, kernel: int = 3) -> onnx.ModelProto:
+    """relu(conv(x, W) + b), ``channels`` in and out, a ``kernel``-square window padded to keep
+    the ``plane``-square plane: a ResNet body layer."""
+    pad = kernel // 2
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[pad] * 4),
+             helper.make_node("Relu", ["y"], ["z"])]
+    inits = {"w": _weight((channels, channels, kernel, kernel)), "b": np.full(channels, 0.01, np.float32)}
+    return _model("conv", nodes, {"x": (1, channels, plane, plane)}, inits, "z")
+
+
+def _conv_flops(channels: int, plane: int, kernel: int = 3) -> int:
+    return 2 * channels * channels * kernel * kernel * plane * plane
+
+
 #: name -> (model builder, flops)
 WORKLOADS = {
     "gemm_gpt2": (lambda: matmul(128, 3072, 768), 2 * 128 * 3072 * 768),
@@ -99,6 +113,11 @@ WORKLOADS = {
     "heads_pv_n4": (lambda: batched(8, 1024, 4, 1024), 2 * 8 * 1024 * 4 * 1024),
     "heads_qk_k4": (lambda: batched(8, 1024, 1024, 4), 2 * 8 * 1024 * 1024 * 4),
     "heads_swin": (lambda: batched(64 * 3, 49, 32, 49), 2 * 192 * 49 * 32 * 49),
+    # ResNet-18's 3x3 body convs (issue 35's dense convs: narrow M at 56x56, 7x7 planes)
+    "conv_64_56": (lambda: conv_relu(64, 56), _conv_flops(64, 56)),
+    "conv_128_28": (lambda: conv_relu(128, 28), _conv_flops(128, 28)),
+    "conv_256_14": (lambda: conv_relu(256, 14), _conv_flops(256, 14)),
+    "conv_512_7": (lambda: conv_relu(512, 7), _conv_flops(512, 7)),
 }
 
 
