@@ -1399,8 +1399,14 @@ def _pack_copies(out: Lines, bl: Blocking) -> None:
 
 #: a conv reads its planes in place (:func:`reads_planes`) where the columns it computes
 #: then, padding columns included, are at most this many times the output's (both in whole
-#: vectors): 3x3 convs at 56x56 compute 58 columns a row (1.04), at 7x7 9 (64 against 64)
+#: vectors): 3x3 convs at 56x56 compute 58 columns a row (1.04), at 7x7 9 (64 against 64);
+#: or at most 1 + DIRECT_ROWS / m times: the packing it saves is shared by fewer rows of A
+#: (one core, AVX-512, time in place / packed: 3x3 convs of 128 channels at 28x28 (1.08)
+#: 1.00 to 1.05, grouped ones of 8 channels a group 0.45 to 0.46)
 DIRECT_MAX_COLUMNS = 1.08
+DIRECT_ROWS = 8
+#: whether any conv reads its planes in place (tests turn it off to cover the packers)
+READ_PLANES = True
 
 
 def reads_planes(problem: GemmProblem, vl: int, packed_b: bool = False) -> bool:
@@ -1412,9 +1418,11 @@ def reads_planes(problem: GemmProblem, vl: int, packed_b: bool = False) -> bool:
     result is copied into C. The im2col panel packed on every call was a sixth of a 3x3
     conv of 64 channels at 56x56 (one core, AVX-512)."""
     b = problem.b
-    if not isinstance(b, Im2Col) or problem.fold is not None or b.stride != (1, 1) or not _gathered(problem, packed_b):
+    if not READ_PLANES or not isinstance(b, Im2Col) or problem.fold is not None or b.stride != (1, 1) \
+            or not _gathered(problem, packed_b):
         return False
-    return _round_up(_direct_columns(b), vl) <= DIRECT_MAX_COLUMNS * _round_up(problem.n, vl)
+    limit = max(DIRECT_MAX_COLUMNS, 1 + DIRECT_ROWS / problem.m)
+    return _round_up(_direct_columns(b), vl) <= limit * _round_up(problem.n, vl)
 
 
 def _direct_columns(b: Im2Col) -> int:

@@ -55,13 +55,14 @@ def test_stride_1_convs_read_in_place_with_random_epilogues_match_the_reference(
     check_one_and_two_threads(graph, feeds)
 
 
-def _conv(height: int, width: int, stride: int, channels: int = 5, residual: bool = False):
+def _conv(height: int, width: int, stride: int, channels: int = 5, residual: bool = False, out_channels: int = 0):
     rng = np.random.default_rng(width * 7 + stride)
     b = GraphBuilder("direct")
     shape = (1, channels, height, width)
+    out_channels = out_channels or channels
     x = b.input("x", shape)
-    w = b.constant(rng.standard_normal((channels, channels, 3, 3)).astype(np.float32))
-    y = b.conv(x, w, b.constant(rng.standard_normal(channels).astype(np.float32)), pads=[1, 1, 1, 1],
+    w = b.constant(rng.standard_normal((out_channels, channels, 3, 3)).astype(np.float32))
+    y = b.conv(x, w, b.constant(rng.standard_normal(out_channels).astype(np.float32)), pads=[1, 1, 1, 1],
                strides=[stride, stride])
     if residual:  # a ResNet block's add of its input
         y = b.add(y, x)
@@ -69,13 +70,16 @@ def _conv(height: int, width: int, stride: int, channels: int = 5, residual: boo
     return b.build(), {"x": rng.standard_normal(shape).astype(np.float32)}
 
 
-@pytest.mark.parametrize("height,width,stride,direct", [(6, 40, 1, True), (7, 7, 1, True), (6, 40, 2, False),
-                                                        (6, 9, 1, False)])
-def test_a_stride_1_conv_reads_its_planes_in_place_where_the_padded_width_costs_little(height, width, stride, direct):
+@pytest.mark.parametrize("height,width,stride,rows,direct", [(6, 40, 1, 128, True), (7, 7, 1, 128, True),
+                                                             (6, 40, 2, 128, False), (6, 9, 1, 128, False),
+                                                             (6, 9, 1, 8, True)])
+def test_a_stride_1_conv_reads_its_planes_in_place_where_the_padded_width_costs_little(height, width, stride, rows,
+                                                                                       direct):
     # 6 rows of 40 at the padded width 42: 252 columns against 240 (16 vectors each); a 7x7
     # plane (ResNet's last): 63 against 49 (4 vectors each); 6 rows of 9: 66 against 54 (5
-    # vectors against 4), and a strided conv's taps are no run of the planes: both packed
-    graph, feeds = _conv(height, width, stride)
+    # vectors against 4): packed for 128 output channels, in place for 8 (the packing saved
+    # weighs more against fewer rows), and a strided conv's taps are no run of the planes
+    graph, feeds = _conv(height, width, stride, out_channels=rows)
     assert _reads_planes(graph) == [direct]
     check_one_and_two_threads(graph, feeds)
 

@@ -143,14 +143,17 @@ def im2col_packing(how: str):
     vector), "copies" (from padded planes, copies of runs where the stride along rows is 1)
     or "runs" (of input rows), whatever its width; or "direct": read in place from padded
     planes where the stride is 1 (:func:`reads_planes`), else as "copies"."""
-    saved = gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.DIRECT_MAX_COLUMNS
+    saved = gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES, \
+        gemm_template.DIRECT_MAX_COLUMNS
     gemm_template.GATHER_MAX_FLOATS = -1 if how == "runs" else 1 << 40
     gemm_template.COPY_RUNS = how in ("copies", "direct")
-    gemm_template.DIRECT_MAX_COLUMNS = 1e9 if how == "direct" else 0.0
+    gemm_template.READ_PLANES = how == "direct"
+    gemm_template.DIRECT_MAX_COLUMNS = 1e9
     try:
         yield
     finally:
-        gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.DIRECT_MAX_COLUMNS = saved
+        (gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES,
+         gemm_template.DIRECT_MAX_COLUMNS) = saved
 
 
 def _packer(how: str, problem: GemmProblem, vl: int) -> str:
@@ -208,7 +211,7 @@ def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers(monkeypa
     # two convs of different shapes, same blocking: the micro-kernel and the im2col packing
     # are printed in both sources, compiled once in a unit holding both, and serve both
     # (both packed: the stride-1 one does not read its planes in place)
-    monkeypatch.setattr(gemm_template, "DIRECT_MAX_COLUMNS", 0.0)
+    monkeypatch.setattr(gemm_template, "READ_PLANES", False)
     blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
                         host().vector_floats * MICRO_TILES[host().isa][0][1])
     rng = np.random.default_rng(0)
@@ -239,7 +242,7 @@ def test_gemms_that_differ_only_in_their_numbers_share_one_driver(monkeypatch):
     # a residual read at a shape-dependent offset: one driver is printed for both (once in
     # the library's helpers), each kernel passes its own numbers, and both compute right
     # (both packed: a conv reading its planes in place has a driver of its own)
-    monkeypatch.setattr(gemm_template, "DIRECT_MAX_COLUMNS", 0.0)
+    monkeypatch.setattr(gemm_template, "READ_PLANES", False)
     blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
                         host().vector_floats * MICRO_TILES[host().isa][0][1])
     rng = np.random.default_rng(1)

@@ -505,7 +505,7 @@ def test_a_stride_1_conv_on_wide_rows_packs_by_copying_runs(width, stride, packe
     # densenet's 3x3 convs of 128 channels at 56x56 to 14x14 pack 1.2x faster copying runs of
     # taps than gathering them; a strided conv's taps are no run, nor are those of rows
     # under half a vector (7x7 planes: 1.2x slower). Packed, not read in place (test_conv_direct)
-    monkeypatch.setattr(gemm_template, "DIRECT_MAX_COLUMNS", 0.0)
+    monkeypatch.setattr(gemm_template, "READ_PLANES", False)
     rng = np.random.default_rng(4)
     b = GraphBuilder("copies")
     x = b.input("x", (1, 5, 4, width))
