@@ -88,6 +88,21 @@ def batched(batch: int, m: int, n: int, k: int) -> onnx.ModelProto:
                   {}, "z")
 
 
+def conv_relu(channels: int, plane: int, kernel: int = 3, out_channels: int | None = None) -> onnx.ModelProto:
+    """relu(conv(x, W) + b), ``channels`` in (and out, unless ``out_channels``), a
+    ``kernel``-square window padded to keep the ``plane``-square plane: a ResNet body layer."""
+    pad = kernel // 2
+    out_channels = out_channels or channels
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[pad] * 4),
+             helper.make_node("Relu", ["y"], ["z"])]
+    inits = {"w": _weight((out_channels, channels, kernel, kernel)), "b": np.full(out_channels, 0.01, np.float32)}
+    return _model("conv", nodes, {"x": (1, channels, plane, plane)}, inits, "z")
+
+
+def _conv_flops(channels: int, plane: int, kernel: int = 3, out_channels: int | None = None) -> int:
+    return 2 * channels * (out_channels or channels) * kernel * kernel * plane * plane
+
+
 #: name -> (model builder, flops)
 WORKLOADS = {
     "gemm_gpt2": (lambda: matmul(128, 3072, 768), 2 * 128 * 3072 * 768),
@@ -99,6 +114,19 @@ WORKLOADS = {
     "heads_pv_n4": (lambda: batched(8, 1024, 4, 1024), 2 * 8 * 1024 * 4 * 1024),
     "heads_qk_k4": (lambda: batched(8, 1024, 1024, 4), 2 * 8 * 1024 * 1024 * 4),
     "heads_swin": (lambda: batched(64 * 3, 49, 32, 49), 2 * 192 * 49 * 32 * 49),
+    # ResNet-18's 3x3 body convs (issue 35's dense convs: narrow M at 56x56, 7x7 planes)
+    "conv_64_56": (lambda: conv_relu(64, 56), _conv_flops(64, 56)),
+    "conv_128_28": (lambda: conv_relu(128, 28), _conv_flops(128, 28)),
+    "conv_256_14": (lambda: conv_relu(256, 14), _conv_flops(256, 14)),
+    "conv_512_7": (lambda: conv_relu(512, 7), _conv_flops(512, 7)),
+    # DenseNet-121's 3x3 convs (128 channels to 32)
+    "conv_128_32_56": (lambda: conv_relu(128, 56, 3, 32), _conv_flops(128, 56, 3, 32)),
+    "conv_128_32_28": (lambda: conv_relu(128, 28, 3, 32), _conv_flops(128, 28, 3, 32)),
+    # ResNet-50's 1x1 convs: its bottlenecks' reduction and expansion at 56x56, 28x28, 7x7
+    "conv1x1_256_64_56": (lambda: conv_relu(256, 56, 1, 64), _conv_flops(256, 56, 1, 64)),
+    "conv1x1_64_256_56": (lambda: conv_relu(64, 56, 1, 256), _conv_flops(64, 56, 1, 256)),
+    "conv1x1_512_128_28": (lambda: conv_relu(512, 28, 1, 128), _conv_flops(512, 28, 1, 128)),
+    "conv1x1_512_2048_7": (lambda: conv_relu(512, 7, 1, 2048), _conv_flops(512, 7, 1, 2048)),
 }
 
 

@@ -536,13 +536,18 @@ def print_gemm(fn: GemmFunction, helpers: dict[str, str] | None = None) -> str:
 def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[Helper]:
     """Each shape-free helper the driver calls: the micro-kernels and the packing routines
     of the operands not passed packed."""
-    called = [Helper(_micro_name(bl, w), f"__attribute__((noinline)) {_MICRO_SIGNATURE.format(name=_micro_name(bl, w))}",
-                     lambda o, w=w: _micro_kernel(o, bl, w), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
+    direct = reads_planes(problem, bl.vl, packed_b)
+    signature = _DIRECT_MICRO_SIGNATURE if direct else _MICRO_SIGNATURE
+    called = [Helper(_micro_name(bl, w, direct),
+                     f"__attribute__((noinline)) {signature.format(name=_micro_name(bl, w, direct))}",
+                     lambda o, w=w: _micro_kernel(o, bl, w, direct), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
     if not packed_a:
         pack_a = _pack_a_columns if _columns_contiguous(problem.a) else _pack_a
         called.append(Helper(_pack_a_name(problem, bl), _PACK_A_SIGNATURE.format(name=_pack_a_name(problem, bl)),
                              lambda o: pack_a(o, bl)))
-    if _gathered(problem, packed_b):
+    if direct:
+        called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
+    elif _gathered(problem, packed_b):
         gather = _gather_name(problem, bl)
         called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
         if _copies(problem, bl):
@@ -1051,23 +1056,30 @@ def _shared(out: Lines, helpers: dict[str, str] | None, name: str, signature: st
 
 _MICRO_SIGNATURE = ("void {name}(long kc, const float *restrict a, const float *restrict b, float *restrict c, "
                     "long ldc, int mm, int nn, int accumulate)")
+#: the micro-kernel reading B in place (:func:`reads_planes`): row p of its sliver at b + koff[p]
+_DIRECT_MICRO_SIGNATURE = ("void {name}(long kc, const float *restrict a, const float *restrict b, "
+                           "const long *restrict koff, float *restrict c, long ldc, int mm, int nn, int accumulate)")
 _PACK_A_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols, long m, long kc, float *restrict dst)"
 _PACK_B_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols, long kc, long n, float *restrict dst)"
 
 
-def _micro_name(bl: Blocking, vectors: int | None = None) -> str:
+def _micro_name(bl: Blocking, vectors: int | None = None, direct: bool = False) -> str:
     """The micro-kernel of ``bl``'s tile, or of its first ``vectors`` vectors (a narrower
-    kernel over the same packed slivers, for the last columns of a problem)."""
+    kernel over the same packed slivers, for the last columns of a problem); ``direct``:
+    the one reading B's rows in place (:func:`reads_planes`)."""
+    kind = "direct_" if direct else ""
     if vectors is None or vectors == bl.nv:
-        return f"fl_gemm_micro_{bl.mr}x{bl.nv}v{bl.vl}"
-    return f"fl_gemm_micro_{bl.mr}x{vectors}v{bl.vl}_of{bl.nv}"
+        return f"fl_gemm_micro_{kind}{bl.mr}x{bl.nv}v{bl.vl}"
+    return f"fl_gemm_micro_{kind}{bl.mr}x{vectors}v{bl.vl}_of{bl.nv}"
 
 
-def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None) -> None:
+def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None, direct: bool = False) -> None:
     # noinline (in its signature): shared by the unit's kernels; a call per MR x NR tile of
     # kc steps costs nothing. ``vectors`` < NV: the same slivers (NR floats a step), only
-    # their first vectors computed: the last columns of N cost what they hold, not a tile
+    # their first vectors computed: the last columns of N cost what they hold, not a tile.
+    # ``direct``: step p's B row is read where it lies, at b + koff[p], not packed
     nv = vectors or bl.nv
+    row = "b + koff[p] + " if direct else "b + "
     width = nv * bl.vl
     vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
     accs = [[f"c{i}_{v}" for v in range(nv)] for i in range(bl.mr)]
@@ -1078,12 +1090,12 @@ def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None) -> None:
     for v in range(nv):
         # element-aligned loads: a packed constant from NumPy need not be 64-byte aligned,
         # and an unaligned-type load of aligned data costs the same
-        out(f"const {vf} b{v} = *(const {vfu} *)(b + {v * bl.vl});")
+        out(f"const {vf} b{v} = *(const {vfu} *)({row}{v * bl.vl});")
     for i in range(bl.mr):
         out(f"const float a{i} = a[{i}];")
         for v in range(nv):
             out(f"{accs[i][v]} += a{i} * b{v};")
-    out(f"a += {bl.mr}; b += {bl.nr};")
+    out(f"a += {bl.mr};" if direct else f"a += {bl.mr}; b += {bl.nr};")
     out.close()
     out.open(f"if (mm == {bl.mr} && nn == {width})")
     for i in range(bl.mr):
@@ -1385,6 +1397,95 @@ def _pack_copies(out: Lines, bl: Blocking) -> None:
     out.close()
 
 
+#: a conv reads its planes in place (:func:`reads_planes`) where the columns it computes
+#: then, padding columns included, are at most this many times the output's (both in whole
+#: vectors): 3x3 convs at 56x56 compute 58 columns a row (1.04), at 7x7 9 (64 against 64);
+#: or at most 1 + DIRECT_ROWS / m times: the packing it saves is shared by fewer rows of A
+#: (one core, AVX-512, time in place / packed: 3x3 convs of 128 channels at 28x28 (1.08)
+#: 1.00 to 1.05, grouped ones of 8 channels a group 0.45 to 0.46)
+DIRECT_MAX_COLUMNS = 1.08
+DIRECT_ROWS = 8
+#: whether any conv reads its planes in place (tests turn it off to cover the packers)
+READ_PLANES = True
+
+
+def reads_planes(problem: GemmProblem, vl: int, packed_b: bool = False) -> bool:
+    """Whether a conv's B is read in place from its padded planes instead of packed: stride
+    1, so the taps of one (channel, ky, kx) for consecutive positions of a padded row are
+    consecutive floats of the planes. The GEMM then runs over the padded width (column
+    oh * wp + ow, :func:`_direct_columns`): row p of B is the planes from offset koff[p],
+    and the wp - out_w columns past each output row are computed and dropped when the
+    result is copied into C. The im2col panel packed on every call was a sixth of a 3x3
+    conv of 64 channels at 56x56 (one core, AVX-512)."""
+    b = problem.b
+    if not READ_PLANES or not isinstance(b, Im2Col) or problem.fold is not None or b.stride != (1, 1) \
+            or not _gathered(problem, packed_b):
+        return False
+    limit = max(DIRECT_MAX_COLUMNS, 1 + DIRECT_ROWS / problem.m)
+    return _round_up(_direct_columns(b), vl) <= limit * _round_up(problem.n, vl)
+
+
+def _direct_columns(b: Im2Col) -> int:
+    """The columns a conv read in place computes: its output rows at the padded width."""
+    return b.out_h * _padded_extent(b)[1]
+
+
+@dataclass(frozen=True)
+class _DirectBuffer:
+    """Where the parts of a conv's buffer read in place start, in floats, each on a 64-byte
+    line: the padded planes at 0, then zeros for the last rows' reads past them (up to a
+    vector past the last padded row's taps), the positions' index (_pad_planes writes it),
+    each step's offset in the planes (a long in two floats' slots) and the result over the
+    padded width (``row`` floats a row); ``size`` floats in all."""
+
+    zeros: int
+    index: int
+    offsets: int
+    result: int
+    row: int
+    size: int
+
+
+def _direct_buffer(problem: GemmProblem) -> _DirectBuffer:
+    b = problem.b
+    assert isinstance(b, Im2Col), "only a conv reads planes"
+    zeros = _round_up(_padded_floats(b), 16)
+    index = zeros + _round_up((b.kernel[1] - 1) * b.dilation[1] + 64, 16)
+    offsets = index + _round_up(b.out_h * b.out_w, 16)
+    result = offsets + _round_up(2 * problem.k, 16)
+    row = _round_up(_direct_columns(b), 16)
+    return _DirectBuffer(zeros, index, offsets, result, row, result + problem.m * row)
+
+
+def _direct_offsets(out: Lines, problem: GemmProblem, num: Numbers) -> None:
+    # koff[p]: where row p = (channel, ky, kx) of B starts in the planes; and the zeros
+    # after them that the last columns' vectors read
+    b, buffer = problem.b, _direct_buffer(problem)
+    assert isinstance(b, Im2Col), "only a conv reads planes"
+    hp, wp = _padded_extent(b)
+    (kh, kw), (dh, dw) = b.kernel, b.dilation
+    out(f"for (long t = {num(_padded_floats(b))}; t < {num(buffer.index)}; t++) gp[t] = 0.0f;")
+    out(f"const long taps = {num(kh * kw)}, kw = {num(kw)};")
+    out(f"for (long p = 0; p < {num(b.channels * kh * kw)}; p++) koff[p] = p / taps * {num(hp * wp)} + "
+        f"p % taps / kw * {num(dh * wp)} + p % kw * {num(dw)};")
+
+
+def _direct_store(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None, outer_args: str,
+                  extra_args: str, num: Numbers) -> None:
+    # the result's rows at the padded width, row by row of the output plane into C, then
+    # the epilogue on C's row (its columns are the output positions again)
+    b = problem.b
+    assert isinstance(b, Im2Col), "only a conv reads planes"
+    wp, width = num(_padded_extent(b)[1]), num(_direct_buffer(problem).row)
+    out_h, out_w, ldc = num(b.out_h), num(b.out_w), num(problem.c.rows)
+    out.open(f"for (long i = 0; i < {num(problem.m)}; i++)")
+    out(f"for (long y = 0; y < {out_h}; y++) "
+        f"__builtin_memcpy(c_o + i * {ldc} + y * {out_w}, xp + i * {width} + y * {wp}, 4 * {out_w});")
+    if epilogue is not None:
+        out(f"{name}_epilogue(S, c_o + i * {ldc}, i, 1, 0, {num(problem.n)}{outer_args}{extra_args});")
+    out.close()
+
+
 def im2col_blocking(machine: Machine, problem: GemmProblem, bl: Blocking) -> Blocking:
     """``bl`` with the B panel of an (unfolded) im2col operand cut to a quarter of L2: the
     panel is packed on every call and read back by each MR-row block of A, from L2 rather
@@ -1511,6 +1612,8 @@ def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, p
     """Floats of packing buffers the kernel allocates on each call."""
     if is_gemv(problem) and not (packed_a or packed_b):
         return 0
+    if reads_planes(problem, bl.vl, packed_b):
+        return (0 if packed_a else _a_block(bl)) + _direct_buffer(problem).size
     gather = _gather_floats(problem.b, problem.fold) if _gathered(problem, packed_b) and isinstance(problem.b, Im2Col) \
         else 0
     return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl)) + gather
@@ -1539,12 +1642,15 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     out.open(linkage + _drive_signature(name, epilogue))
     if not packed_a:
         out(f"float *ap = {name}_alloc({num(4 * _a_block(bl))});")
-    if not packed_b:
+    direct = reads_planes(problem, bl.vl, packed_b)
+    if not packed_b and not direct:
         out(f"float *bp = {name}_alloc({num(4 * _b_panel(bl))});")
     gather = _gathered(problem, packed_b)
-    if gather and isinstance(problem.b, Im2Col):
+    if direct:
+        out(f"float *gp = {name}_alloc({num(4 * _direct_buffer(problem).size)});")
+    elif gather and isinstance(problem.b, Im2Col):
         out(f"float *gp = {name}_alloc({num(4 * _gather_floats(problem.b, problem.fold))});")
-    checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b), ("gp", not gather)) if not skip]
+    checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b or direct), ("gp", not gather)) if not skip]
     if checks:
         out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
     for d, extent in enumerate(problem.outer):
@@ -1552,7 +1658,13 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     out(f"const float *a_o = A + {_outer_offset(problem.a, packed_a, problem, bl, 'a', num)};")
     out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b', num)};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c', num)};")
-    if gather and problem.k > 0 and isinstance(problem.b, Im2Col):
+    if direct and problem.k > 0 and isinstance(problem.b, Im2Col):
+        buffer = _direct_buffer(problem)
+        _pad_call(out, problem.b, num, buffer.index)
+        out(f"long *koff = (long *)(gp + {num(buffer.offsets)});")
+        out(f"float *xp = gp + {num(buffer.result)};")
+        _direct_offsets(out, problem, num)
+    elif gather and problem.k > 0 and isinstance(problem.b, Im2Col):
         if problem.fold is None:
             _pad_call(out, problem.b, num)
         else:
@@ -1562,6 +1674,8 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     else:
         _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather, outer_args, extra_args, threads,
                        num)
+        if direct:
+            _direct_store(out, name, problem, epilogue, outer_args, extra_args, num)
     for _ in problem.outer:
         out.close()
     for v in checks:
@@ -1570,11 +1684,12 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     out.close()
 
 
-def _pad_call(out: Lines, b: Im2Col, num: Numbers) -> None:
-    # this image's (and group's) channels into padded planes, once for all its blocks
+def _pad_call(out: Lines, b: Im2Col, num: Numbers, index_at: int | None = None) -> None:
+    # this image's (and group's) channels into padded planes, once for all its blocks; the
+    # positions' index right after them, or ``index_at`` floats into the buffer
     hp, wp = _padded_extent(b)
     (sh, sw), (ph, pw) = b.stride, b.pads
-    out(f"int *gix = (int *)(gp + {num(_padded_floats(b))});")
+    out(f"int *gix = (int *)(gp + {num(_padded_floats(b) if index_at is None else index_at)});")
     values = (b.channels, b.in_h, b.in_w, ph, pw, hp, wp, b.out_h, b.out_w, sh, sw)
     out(f"{_PAD_NAME}(b_o, gp, gix, {', '.join(num(v) for v in values)});")
 
@@ -1637,23 +1752,28 @@ def _tile_copy(out: Lines, bl: Blocking, assignment: str) -> None:
     out.close()
 
 
-def _micro_calls(out: Lines, bl: Blocking, args: str) -> None:
+def _micro_calls(out: Lines, bl: Blocking, args: str, direct: bool = False) -> None:
     """The micro-kernel call on a tile: the last sliver of N runs only the vectors it holds."""
     if bl.nv == 1:
-        out(f"{_micro_name(bl)}({args});")
+        out(f"{_micro_name(bl, None, direct)}({args});")
         return
     out(f"const long vectors = (nn + {bl.vl - 1}) / {bl.vl};")
     for w in range(bl.nv, 1, -1):
-        out(f"{'if' if w == bl.nv else 'else if'} (vectors == {w}) {_micro_name(bl, w)}({args});")
-    out(f"else {_micro_name(bl, 1)}({args});")
+        out(f"{'if' if w == bl.nv else 'else if'} (vectors == {w}) {_micro_name(bl, w, direct)}({args});")
+    out(f"else {_micro_name(bl, 1, direct)}({args});")
 
 
 def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather, outer_args, extra_args, threads,
                    num) -> None:
     m, n, k = problem.m, problem.n, problem.k
     mpad, npad = _round_up(m, bl.mr), _round_up(n, bl.nr)
+    direct = reads_planes(problem, bl.vl, packed_b)
+    ldc = problem.c.rows
+    if direct:  # over the padded width, into the buffer's rows (_direct_store copies them to C)
+        assert isinstance(problem.b, Im2Col), "only a conv reads planes"
+        n, ldc = _direct_columns(problem.b), _direct_buffer(problem).row
     # one slot per number, printed once, so the loops below read locals
-    out(f"const long m = {num(m)}, n = {num(n)}, k = {num(k)}, ldc = {num(problem.c.rows)};")
+    out(f"const long m = {num(m)}, n = {num(n)}, k = {num(k)}, ldc = {num(ldc)};")
     out(f"const long kc_max = {num(bl.kc)}, mc_max = {num(bl.mc)}, nc_max = {num(bl.nc)};")
     if threads:
         _open_team(out, num(math.prod(problem.outer)))
@@ -1663,6 +1783,8 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     out("const long kc = k - pc < kc_max ? k - pc : kc_max;")
     if packed_b:
         out(f"const float *bpan = b_o + pc * {num(npad)} + jc * kc;")
+    elif direct:
+        out("const float *bpan = gp + jc;")
     else:
         _pack(out, threads, "nc", bl.nr, "bp", _b_packing(problem, bl, gather, num))
         out("const float *bpan = bp;")
@@ -1695,6 +1817,9 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     out(f"const long mm = mc - ir < {bl.mr} ? mc - ir : {bl.mr};")
     if problem.fold is not None:
         _folded_tile(out, name, bl, epilogue, outer_args, extra_args)
+    elif direct:
+        out("float *ct = xp + (ic + ir) * ldc + jc + jr;")
+        _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr, koff + pc, ct, ldc, (int)mm, (int)nn, pc > 0", direct)
     else:
         out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
         _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0")
@@ -1790,5 +1915,6 @@ __all__ = ["DRIVER_PREFIX", "Blocking", "Driver", "Epilogue", "Fold", "GemmFunct
            "Im2Col", "Lines", "NumberedIndex", "Numbers", "Operand", "SHARED_LINKAGE", "blocking_for", "copies_runs",
            "epilogue_args", "epilogue_function", "epilogue_params", "gemm_function", "gemm_kernel", "gemv_kernel",
            "gemv_kind", "im2col_blocking", "is_gemv", "kernel_printer", "narrow_kernel", "pack_constant",
-           "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "reads_in_place", "short_kernel",
+           "packed_size", "packing_floats", "param_name", "plan_matmul", "print_gemm", "reads_in_place", "reads_planes",
+           "short_kernel",
            "vector_types"]

@@ -48,6 +48,16 @@ def small_graphs():
     w = b.constant(np.random.default_rng(2).standard_normal((20, 1, 3, 3)).astype(np.float32))
     b.output(b.relu(b.conv(x, w, pads=[1, 1, 1, 1], group=20)))
     yield b.build()
+    # dense stride-1 convs read in place from their padded planes: the last rows' vectors
+    # read past the planes (a 7x7 plane, a dilated window, pads on one side)
+    b = GraphBuilder("dense_in_place")
+    x = b.input("x", (1, 8, 7, 7))
+    rng = np.random.default_rng(3)
+    c1 = b.relu(b.conv(x, b.constant(rng.standard_normal((8, 8, 3, 3)).astype(np.float32)), pads=[1, 1, 1, 1]))
+    c2 = b.conv(c1, b.constant(rng.standard_normal((6, 8, 3, 3)).astype(np.float32)), pads=[2, 0, 2, 0],
+                dilations=[2, 1])
+    b.output(b.add(c1, x), c2)
+    yield b.build()
 
 
 def check(graph, feeds, plan) -> None:

@@ -141,26 +141,34 @@ def _conv_reference(x, w, stride, dilation, pads, group):
 def im2col_packing(how: str):
     """Pack every im2col operand by ``how``: "gather" (from padded planes, a gather per
     vector), "copies" (from padded planes, copies of runs where the stride along rows is 1)
-    or "runs" (of input rows), whatever its width."""
-    saved = gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS
+    or "runs" (of input rows), whatever its width; or "direct": read in place from padded
+    planes where the stride is 1 (:func:`reads_planes`), else as "copies"."""
+    saved = gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES, \
+        gemm_template.DIRECT_MAX_COLUMNS
     gemm_template.GATHER_MAX_FLOATS = -1 if how == "runs" else 1 << 40
-    gemm_template.COPY_RUNS = how == "copies"
+    gemm_template.COPY_RUNS = how in ("copies", "direct")
+    gemm_template.READ_PLANES = how == "direct"
+    gemm_template.DIRECT_MAX_COLUMNS = 1e9
     try:
         yield
     finally:
-        gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS = saved
+        (gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES,
+         gemm_template.DIRECT_MAX_COLUMNS) = saved
 
 
 def _packer(how: str, problem: GemmProblem, vl: int) -> str:
-    """The packing routine ``im2col_packing(how)`` picks for ``problem``."""
+    """The routine ``im2col_packing(how)`` has read B for ``problem``: a packing routine, or
+    the micro-kernel reading B in place."""
     if how == "runs":
-        return "im2col"
+        return "pack_im2col"
     b = problem.b
+    if how == "direct" and b.stride == (1, 1):
+        return "micro_direct"
     copies = b.stride[1] == 1 and 2 * b.out_w >= vl and b.out_h * b.out_w >= vl
-    return "copies" if how == "copies" and copies else "gather"
+    return "pack_copies" if how in ("copies", "direct") and copies else "pack_gather"
 
 
-@pytest.mark.parametrize("packing", ["gather", "copies", "runs"])
+@pytest.mark.parametrize("packing", ["gather", "copies", "runs", "direct"])
 @settings(max_examples=20)
 # stride 2, which packs through its own vectorized loop, with padding on both sides
 @example(batch=1, group=1, cg=3, mg=4, h=9, wd=11, kh=3, kw=3, stride=(2, 2), dilation=(1, 1), pads=(1, 1),
@@ -194,14 +202,16 @@ def test_implicit_gemm_conv_matches_a_direct_convolution(packing, batch, group, 
     packed = pack_constant(w, problem, blocking, "a")
     with im2col_packing(packing):
         source = gemm_kernel("fl_gemm_test", problem, blocking, packed_a=True)
-    assert f"fl_gemm_pack_{_packer(packing, problem, blocking.vl)}_" in source
+    assert f"fl_gemm_{_packer(packing, problem, blocking.vl)}_" in source
     assert _loaded(source, blocking)(_ptr(packed), _ptr(x), _ptr(y)) == 0
     np.testing.assert_allclose(y, _conv_reference(x, w, stride, dilation, pads, group), rtol=1e-4, atol=1e-4 * kg)
 
 
-def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers():
+def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers(monkeypatch):
     # two convs of different shapes, same blocking: the micro-kernel and the im2col packing
     # are printed in both sources, compiled once in a unit holding both, and serve both
+    # (both packed: the stride-1 one does not read its planes in place)
+    monkeypatch.setattr(gemm_template, "READ_PLANES", False)
     blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
                         host().vector_floats * MICRO_TILES[host().isa][0][1])
     rng = np.random.default_rng(0)
@@ -227,10 +237,12 @@ def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers():
                                    atol=1e-4)
 
 
-def test_gemms_that_differ_only_in_their_numbers_share_one_driver():
+def test_gemms_that_differ_only_in_their_numbers_share_one_driver(monkeypatch):
     # two convs of different sizes, strides and output channels, each with a bias by row and
     # a residual read at a shape-dependent offset: one driver is printed for both (once in
     # the library's helpers), each kernel passes its own numbers, and both compute right
+    # (both packed: a conv reading its planes in place has a driver of its own)
+    monkeypatch.setattr(gemm_template, "READ_PLANES", False)
     blocking = Blocking(host().vector_floats, *MICRO_TILES[host().isa][0], 8, MICRO_TILES[host().isa][0][0],
                         host().vector_floats * MICRO_TILES[host().isa][0][1])
     rng = np.random.default_rng(1)
