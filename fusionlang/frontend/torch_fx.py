@@ -148,7 +148,8 @@ class _FxImporter:
         """A view of a deferred product: the product at its operands' rank when the view
         restores the axes they flattened, else the product and the view as they are."""
         types = self.builder.graph.types
-        operands = ranked_product(ctx.node, self.env, lambda value: types[value].shape, ctx.arg(1, "size"))
+        operands = ranked_product(ctx.node, self.env, lambda value: types[value].shape, ctx.arg(1, "size"),
+                                  lambda value: value in self.builder.graph.constants)
         if operands is None:
             product = ctx.node.args[0]
             self.env[product] = self._converted(product, self._context(product))

@@ -231,9 +231,15 @@ def _matmul(ctx: FxContext) -> str:
         # grad^T @ x and grad @ (W^T)^T, for every weight
         a_source, b_source = _transposed_matrix(ctx, a), _transposed_matrix(ctx, b)
         if a_source is not None or b_source is not None:
-            return ctx.emit("gemm", a_source or a, b_source or b, trans_a=int(a_source is not None),
-                            trans_b=int(b_source is not None))
+            return _transposed_gemm(ctx, a, b, a_source, b_source)
     return ctx.emit("matmul", a, b)
+
+
+def _transposed_gemm(ctx: FxContext, a: str, b: str, a_source: str | None, b_source: str | None, *bias: str,
+                     **scaling: float) -> str:
+    """A gemm reading ``a`` and ``b`` as the matrices they transpose, where they do."""
+    return ctx.emit("gemm", a_source or a, b_source or b, *bias, trans_a=int(a_source is not None),
+                    trans_b=int(b_source is not None), **scaling)
 
 
 def _transposed_matrix(ctx: FxContext, value: str) -> str | None:
@@ -247,7 +253,9 @@ def _transposed_matrix(ctx: FxContext, value: str) -> str | None:
 @converts("aten.addmm.default")
 def _addmm(ctx: FxContext) -> str:
     bias, a, b = ctx.arg(0, "self"), ctx.arg(1, "mat1"), ctx.arg(2, "mat2")
-    return ctx.emit("gemm", a, b, bias, beta=float(ctx.arg(3, "beta", 1)), alpha=float(ctx.arg(4, "alpha", 1)))
+    # a Linear's x W^T + b reads W transposed, as mm does
+    return _transposed_gemm(ctx, a, b, _transposed_matrix(ctx, a), _transposed_matrix(ctx, b), bias,
+                            beta=float(ctx.arg(3, "beta", 1)), alpha=float(ctx.arg(4, "alpha", 1)))
 
 
 @converts("aten.t.default")

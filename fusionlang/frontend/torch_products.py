@@ -21,6 +21,7 @@ VIEWS = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default
 PRODUCTS = {"aten.mm.default": 1, "aten.addmm.default": 1, "aten.bmm.default": 2}
 EXPAND = "aten.expand.default"
 CLONE = "aten.clone.default"
+SPLITS = ("aten.split.Tensor", "aten.split_with_sizes.default")
 
 
 def deferred_product(node) -> bool:
@@ -31,16 +32,22 @@ def deferred_product(node) -> bool:
     return target_name(next(iter(node.users)).target) in VIEWS and _plain_scaling(node)
 
 
-def ranked_product(view, env: dict, shape: Callable[[str], tuple], size: list) -> tuple | None:
+def ranked_product(view, env: dict, shape: Callable[[str], tuple], size: list,
+                   constant: Callable[[str], bool] = lambda value: False) -> tuple | None:
     """The operands of ``view``'s product at their unflattened rank: ``(a, b, bias)`` graph
     values (bias None for mm/bmm), or None when the product's operands are not views that
-    flatten the leading axes ``size`` (the view's resolved target size) restores."""
+    flatten the leading axes ``size`` (the view's resolved target size) restores, or when
+    the product reads a variable matrix transposed (``constant`` says which graph values
+    are constants, whose transposes fold away)."""
     product = view.args[0]
     name = target_name(product.target)
     bias, a, b = (product.args[0], *product.args[1:3]) if name == "aten.addmm.default" else (None, *product.args[:2])
-    if name == "aten.mm.default" and _matrix_transpose(b) and len(b.users) == 1:
-        # flat, the product reads the matrix transposed (torch_ops: a gemm with trans_b);
-        # a transpose read elsewhere too (the forward's W^T, saved for the backward) is
+    if name != "aten.bmm.default" and _matrix_transpose(b) and len(b.users) == 1 and not _split(view) \
+            and (name == "aten.mm.default" or not constant(env[b.args[0]])):
+        # flat, the product reads the matrix transposed (torch_ops: a gemm with trans_b),
+        # and its epilogue carries through the view back to rank (a trained Linear's W^T
+        # was a transpose kernel per Linear and step: BERT's forward, 1.3 ms of 60); a
+        # transpose read elsewhere too (the forward's W^T, saved for the backward) is
         # copied anyway, and the product at rank keeps its epilogue
         return None
     a_source = _unflattened(a, env, shape, PRODUCTS[name])
@@ -96,6 +103,14 @@ def _matrix_transpose(value) -> bool:
     """Whether ``value`` (an FX node) transposes a matrix (a backward's ``W^T`` of a weight)."""
     name = target_name(getattr(value, "target", ""))
     return name == "aten.t.default" or (name == "aten.permute.default" and list(value.args[1]) == [1, 0])
+
+
+def _split(view) -> bool:
+    """Whether ``view`` (an FX node) is split: a fused QKV projection's Q, K and V. At rank,
+    the product's epilogue stores each part where its heads go; flat, the view back to rank
+    stands between the product and the split, which then copies each part in a kernel of
+    its own (3 per layer, where the weight's transpose is one, and smaller)."""
+    return any(target_name(user.target) in SPLITS for user in view.users)
 
 
 def _plain_scaling(product) -> bool:
