@@ -328,7 +328,8 @@ def _call(expr: A.Call, ctx: Context):
     name = expr.func.text
     args = expr.args
     graph = ctx.graph
-    if name in ("const", "one_use", "broadcasting", "same_shape", "is_scalar", "is_float", "all_equal"):
+    if name in ("const", "one_use", "reduced_only", "broadcasting", "same_shape", "is_scalar", "is_float",
+                "all_equal"):
         return predicate_failure(expr, ctx) is None
     if name in ("rank", "shape", "dim", "size", "dtype", "value"):
         var, value_name = ctx.tensor_var(args[0])
@@ -438,6 +439,8 @@ def predicate_failure(expr: A.Call, ctx: Context) -> str | None:
                 names = ", ".join(repr(u.name) for u in users[:4]) + (", ..." if len(users) > 4 else "")
                 return f"{a.name!r} has {len(users)} users" + (f": {names}" if users else "")
         return None
+    if name == "reduced_only":
+        return _reduced_only_failure(ctx, values)
     if name == "same_shape":
         shapes = [(a, graph.types[v].shape) for a, v in values]
         for a, s in shapes[1:]:
@@ -465,6 +468,18 @@ def predicate_failure(expr: A.Call, ctx: Context) -> str | None:
     raise GuardError(f"unknown predicate {name!r}", expr.func.span)
 
 
+def _reduced_only_failure(ctx: Context, values) -> str | None:
+    """Why some value is not read by reductions only (None: each is)."""
+    for a, v in values:
+        if v in ctx.graph.outputs:
+            return f"{a.name!r} is a graph output"
+        users = ctx.consumers.get(v, [])
+        others = [u for u in users if not u.op.startswith("reduce_")]
+        if not users or others:
+            return f"{a.name!r} is read by {', '.join(repr(u.name) + f' ({u.op})' for u in others[:4]) or 'no node'}"
+    return None
+
+
 def _origin(ctx: Context, value: str) -> str:
     if value in ctx.graph.inputs:
         return "is a graph input"
@@ -482,8 +497,8 @@ def explain_guard(expr, ctx: Context) -> tuple[Span, str] | None:
                 and part.name not in ctx.bindings.statics:
             part = as_call(part)
         try:
-            if isinstance(part, A.Call) and part.func.text in ("const", "one_use", "broadcasting", "same_shape",
-                                                                 "is_scalar", "is_float", "all_equal"):
+            if isinstance(part, A.Call) and part.func.text in ("const", "one_use", "reduced_only", "broadcasting",
+                                                                 "same_shape", "is_scalar", "is_float", "all_equal"):
                 reason = predicate_failure(part, ctx)
                 if reason is not None:
                     return part.span, f"guard {_text(part)} failed: {reason}"

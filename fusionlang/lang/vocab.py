@@ -51,6 +51,8 @@ PREDICATES: dict[str, Signature] = {
     "same_shape": Signature(("tensor", "tensor*"), "bool", "all arguments have the same shape"),
     "is_scalar": Signature(("tensor",), "bool", "the tensor has exactly one element"),
     "is_float": Signature(("tensor",), "bool", "the tensor has a floating-point dtype"),
+    "reduced_only": Signature(("tensor*",), "bool",
+                              "every argument is read by reductions (reduce_*) only and is not a graph output"),
     "all_equal": Signature(("tensor", "value"), "bool", "the tensor is a constant whose elements all equal the number"),
 }
 
