@@ -34,14 +34,17 @@ class KernelInfo:
 class KernelTime:
     """What :meth:`CompiledGraph.profile` measured of one kernel: wall seconds per run
     (CLOCK_MONOTONIC around each call; a template's parts before and after it included),
-    and its ``share`` of the time of all kernels."""
+    its ``share`` of the wall time of all kernels, and ``cpu_seconds``, the process's CPU
+    time per run over its calls (every thread's: on one thread, the kernel's cost without
+    the moments a busy machine kept it off a core)."""
 
     kernel: KernelInfo
     seconds: float
     share: float
+    cpu_seconds: float
 
     def to_dict(self) -> dict:
-        return {**self.kernel.to_dict(), "seconds": self.seconds, "share": self.share}
+        return {**self.kernel.to_dict(), "seconds": self.seconds, "share": self.share, "cpu_seconds": self.cpu_seconds}
 
 
 __all__ = ["KernelInfo", "KernelTime"]

@@ -309,7 +309,7 @@ class CompiledGraph:
 
     def profile(self, feeds: Mapping[str, np.ndarray], runs: int = 10) -> list[KernelTime]:
         """Run once untimed, then ``runs`` times, and return each kernel's mean wall time
-        per run, in launch order (compile with ``profile=True``; C target). Where the time goes, kernel by
+        and process CPU time per run, in launch order (compile with ``profile=True``; C target). Where the time goes, kernel by
         kernel: the sum of the rest over the whole is what fusing them away could save."""
         if not self.profiled:
             raise CodegenError("profile() times kernels compiled with profile=True")
@@ -322,8 +322,9 @@ class CompiledGraph:
         for _ in range(runs):
             runtime.execute(arrays)
         seconds = [s / runs for s in runtime.kernel_seconds()]
+        cpu_seconds = [s / runs for s in runtime.kernel_seconds("cpu")]
         total = sum(seconds) or 1.0
-        return [KernelTime(k, s, s / total) for k, s in zip(self.kernels, seconds)]
+        return [KernelTime(k, s, s / total, c) for k, s, c in zip(self.kernels, seconds, cpu_seconds)]
 
     def launch(self):
         """CUDA target: enqueue one run on the inputs of the last ``run``/``execute``, copying

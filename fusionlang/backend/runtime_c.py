@@ -87,12 +87,13 @@ class CRuntime:
         self.helpers = helpers
         #: (function, slot of each parameter) in launch order
         self.calls = calls
-        #: nanoseconds spent in each call since the last reset_profile (profile=True only)
+        #: nanoseconds spent in each call since the last reset_profile (profile=True only):
+        #: call k's wall time at [2k], the process's CPU time over the call at [2k + 1]
         self.profile_ns: np.ndarray | None = None
         profile_slot = None
         if build.profile:
             profile_slot = self.slots[("aux", "profile")] = len(self.slots)
-            self.profile_ns = self.slot_arrays[profile_slot] = np.zeros(max(1, len(calls)), np.int64)
+            self.profile_ns = self.slot_arrays[profile_slot] = np.zeros(max(2, 2 * len(calls)), np.int64)
         self.driver = self._driver(calls, build, profile_slot)
         self.source = C_PRELUDE + "\n" + "".join(helpers.values()) + "\n".join(functions.values()) + "\n" + self.driver
         units = self._units(functions, vector_code)
@@ -181,8 +182,10 @@ class CRuntime:
     def _driver(calls, build: KernelBuild, profile_slot: int | None = None) -> str:
         """``int fl_run(void** slots, int64_t* err)``: the kernels in order; it stops after a
         fallible kernel that filled the error record, noting which call that was. With a
-        ``profile_slot``, each call's time (CLOCK_MONOTONIC: wall time, threads included)
-        is added to the int64 array in that slot."""
+        ``profile_slot``, each call's wall time (CLOCK_MONOTONIC) and the process's CPU time
+        over it (CLOCK_PROCESS_CPUTIME_ID: every thread's) are added to the int64 array in
+        that slot, at [2k] and [2k + 1]. CPU time is what a kernel costs on a shared, busy
+        machine, where wall time also counts the moments the kernel waited for a core."""
         protos, body = {}, []
         for k, (fn, args) in enumerate(calls):
             params = []
@@ -200,8 +203,9 @@ class CRuntime:
             if profile_slot is None:
                 body.append(f"  {call}")
             else:
-                body.append(f"  clock_gettime(CLOCK_MONOTONIC, &t0); {call} clock_gettime(CLOCK_MONOTONIC, &t1);")
-                body.append(f"  prof[{k}] += (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);")
+                body.append(f"  clock_gettime(CLOCK_MONOTONIC, &t0); clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0); "
+                            f"{call} clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1); clock_gettime(CLOCK_MONOTONIC, &t1);")
+                body.append(f"  prof[{2 * k}] += FL_NS(t0, t1); prof[{2 * k + 1}] += FL_NS(c0, c1);")
             if fn.fallible:
                 body.append(f"  if (err[0]) {{ err[3] = {k}; return 1; }}")
         head = "#include <stdint.h>\n#include <stddef.h>\n"
@@ -210,7 +214,8 @@ class CRuntime:
             body.insert(0, f"  omp_set_num_threads({build.threads});")
         if profile_slot is not None:
             head += "#include <time.h>\n"
-            body.insert(0, f"  int64_t *prof = (int64_t *)s[{profile_slot}];\n  struct timespec t0, t1;")
+            head += "#define FL_NS(a, b) (((b).tv_sec - (a).tv_sec) * 1000000000LL + ((b).tv_nsec - (a).tv_nsec))\n"
+            body.insert(0, f"  int64_t *prof = (int64_t *)s[{profile_slot}];\n  struct timespec t0, t1, c0, c1;")
         return (head + "\n".join(protos.values())
                 + "\nint fl_run(void** s, int64_t* err) {\n" + "\n".join(body) + "\n  return 0;\n}\n")
 
@@ -257,12 +262,14 @@ class CRuntime:
         assert self.profile_ns is not None, "compiled without profile=True"
         self.profile_ns[:] = 0
 
-    def kernel_seconds(self) -> list[float]:
+    def kernel_seconds(self, clock: str = "wall") -> list[float]:
         """Seconds spent in each kernel (in ``kernels`` order) since the last reset, its
-        parts before and after a template included."""
+        parts before and after a template included: wall time, or with ``clock="cpu"`` the
+        process's CPU time (all threads) over its calls."""
         totals = [0.0] * len(self.kernels)
         assert self.profile_ns is not None, "compiled without profile=True"
-        for k, ns in zip(self.call_kernel, self.profile_ns.tolist()):
+        column = {"wall": 0, "cpu": 1}[clock]
+        for k, ns in zip(self.call_kernel, self.profile_ns[column::2].tolist()):
             totals[k] += ns * 1e-9
         return totals
 

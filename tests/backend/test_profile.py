@@ -33,7 +33,7 @@ def test_each_kernel_gets_its_time_and_the_results_do_not_change():
     assert [t.kernel for t in times] == compiled.kernels
     assert all(t.seconds > 0 for t in times)
     assert sum(t.share for t in times) == pytest.approx(1.0)
-    assert {"seconds", "share", "nodes", "strategy"} <= set(times[0].to_dict())
+    assert {"seconds", "share", "cpu_seconds", "nodes", "strategy"} <= set(times[0].to_dict())
     np.testing.assert_allclose(compiled.run(feeds)["y"], reference.run(graph, feeds)["y"], rtol=1e-4, atol=1e-6)
 
 
@@ -69,3 +69,19 @@ def test_profile_needs_the_clock_compiled_in():
     for runs in (0, -1, 1.5, True):
         with pytest.raises(CodegenError, match="runs="):
             compiled.profile(feeds, runs=runs)
+
+
+def test_each_kernel_gets_the_process_cpu_time_over_its_calls():
+    """CPU time beside wall time (what a kernel costs on a busy machine): every kernel
+    that computes takes some, and all of them together no more than the process spent
+    in profile() (the clock is the process's, read around each call)."""
+    import time
+
+    graph, feeds = _graph()
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c", profile=True, threads=1)
+    started = time.process_time()
+    times = compiled.profile(feeds, runs=20)
+    spent = time.process_time() - started
+    assert all(t.cpu_seconds > 0 for t in times)
+    # profile() runs 21 times and reports the mean of the last 20
+    assert sum(t.cpu_seconds for t in times) * 20 <= spent
