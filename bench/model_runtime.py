@@ -8,7 +8,7 @@ residual, a 10-op elementwise chain), timed through ``CompiledGraph.run`` like t
 
 Competitors, all fed the same arrays:
 
-* ``fused``: ``fusionlang.fuse(graph, "apollo")`` compiled to C;
+* ``fused``: ``fusionlang.fuse(graph)`` (the C target's default rules, apollo_patterns) compiled to C;
 * ``unfused``: the graph as ``fuse`` rewrote it, one group per op (views excepted), the
   same C emitter and templates, so ``unfused / fused`` is what partitioning saves;
 * ``ort``: onnxruntime on one thread (``intra_op_num_threads=1``, ``ORT_ENABLE_ALL``);
@@ -280,7 +280,7 @@ def competitors(model: onnx.ModelProto, threads: str, feeds: dict | None = None,
     graph = fusionlang.from_onnx(model)
     feeds = feeds if feeds is not None else feeds_for(model, graph)
     openmp = threads == "all"
-    plan = fusionlang.fuse(graph, "apollo")
+    plan = fusionlang.fuse(graph)  # the C target's default rules (apollo_patterns)
     fused = fusionlang.compile(plan, "c", openmp=openmp)
     session = ort_session(model, 0 if openmp else 1)
     outputs = [o.name for o in session.get_outputs()]

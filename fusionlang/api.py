@@ -52,15 +52,24 @@ def load_rules(name_or_path):
     return _load_rules(name_or_path)
 
 
+def default_rules(target: str = "c", strategy: str | None = None) -> str:
+    """The rule set fuse() and compile_model() use when none is named: "apollo_patterns"
+    for the C target under the apollo strategy (apollo whose pattern entries make each
+    scaled dot-product attention block one group, which the C backend runs as one
+    attention kernel), else "apollo" (CUDA runs each matmul as a template of its own and
+    would refuse those groups; tvm and dp take no pattern entries)."""
+    return "apollo_patterns" if target == "c" and strategy in (None, "apollo") else "apollo"
+
+
 def _ruleset(rules):
     return load_rules(rules) if isinstance(rules, str) else rules
 
 
 @paused
-def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: dict[str, Any] | None = None,
+def fuse(graph: Graph, rules=None, strategy: str | None = None, *, options: dict[str, Any] | None = None,
          feedback: bool = True, target: str = "c") -> FusionPlan:
-    """Rewrite ``graph`` with ``rules`` and partition it into fused groups for ``target``
-    ("c", "cuda" or "cuda-emu").
+    """Rewrite ``graph`` with ``rules`` (default: ``default_rules(target, strategy)``) and
+    partition it into fused groups for ``target`` ("c", "cuda" or "cuda-emu").
 
     ``strategy`` is apollo, tvm or dp (default: the rule set's own). With ``feedback``
     the backend's loop fuser vets every group for ``target``, groups it cannot fuse are
@@ -69,6 +78,8 @@ def fuse(graph: Graph, rules="apollo", strategy: str | None = None, *, options: 
     (``plan.schedules``) and for the loop nests around a group's compute template
     (``plan.template_schedules``), so ``compile(plan)`` replays them and searches none.
     """
+    if rules is None:
+        rules = default_rules(target, strategy)
     if not feedback:
         return _fuse(graph, _ruleset(rules), strategy, options=options)
     # imported on use: the backend loads islpy (about a second), which a plan without
@@ -109,6 +120,7 @@ def save_fused_onnx(model, plan: FusionPlan, path):
     return _save(model, plan, path)
 
 
-def compile_model(graph: Graph, rules="apollo", strategy: str | None = None, *, target: str = "c", **options):
-    """fuse() then compile(): the whole pipeline for one graph, for ``target``."""
+def compile_model(graph: Graph, rules=None, strategy: str | None = None, *, target: str = "c", **options):
+    """fuse() then compile(): the whole pipeline for one graph, for ``target`` (``rules``
+    default: ``default_rules(target, strategy)``)."""
     return compile(fuse(graph, rules, strategy, target=target), target, **options)

@@ -37,12 +37,12 @@ from fusionlang.ops.interpreter import run as interpret
 from fusionlang.specialize import Specializer
 
 
-def executor(graph: Graph, target: str, rules: str = "apollo"):
+def executor(graph: Graph, target: str, rules: str | None = None):
     """(run function, fallback reason or None) for ``graph`` on ``target``."""
     if target == "reference":
         return (lambda feeds: interpret(graph, feeds)), None
     try:
-        compiled = fusionlang.compile(fusionlang.fuse(graph, rules), target)
+        compiled = fusionlang.compile(fusionlang.fuse(graph, rules, target=target), target)
     except CodegenError as exc:
         warnings.warn(f"fusionlang: running {graph.name!r} on the reference interpreter: {exc}", stacklevel=3)
         return (lambda feeds: interpret(graph, feeds)), str(exc)
@@ -52,7 +52,7 @@ def executor(graph: Graph, target: str, rules: str = "apollo"):
 class FusionlangRep(BackendRep):
     """A prepared model: ``run(inputs)`` returns its outputs in graph output order."""
 
-    def __init__(self, graph: Graph, target: str | None = None, rules: str = "apollo"):
+    def __init__(self, graph: Graph, target: str | None = None, rules: str | None = None):
         self.graph = graph
         self.target = target or default_target()
         self._run, self.fallback = executor(graph, self.target, rules)
@@ -72,7 +72,7 @@ class SpecializingRep(BackendRep):
     """A model prepared lazily: each run compiles it for that run's input shapes and the
     values of its shape-like inputs, or reuses the compile of an earlier run with the same."""
 
-    def __init__(self, model: onnx.ModelProto, target: str, rules: str = "apollo",
+    def __init__(self, model: onnx.ModelProto, target: str, rules: str | None = None,
                  input_shapes: Mapping[str, Sequence[int]] | None = None):
         self.target = target
         self.specializer = Specializer(model, input_shapes=input_shapes,
@@ -109,13 +109,13 @@ class FusionlangBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> BackendRep:
         """Import, fuse and compile ``model``. Keywords: ``target`` ("c", "cuda",
-        "reference"; default from ``device``), ``rules`` (default "apollo"),
+        "reference"; default from ``device``), ``rules`` (default: the target's, ``default_rules``),
         ``input_shapes`` for symbolic input dims. A model that needs run-time shapes or
         values (symbolic dims, axes/pads/shape fed as inputs) gets a SpecializingRep."""
         if not cls.supports_device(device):
             raise ModelError(f"fusionlang's ONNX backend cannot run on {device!r} here")
         target = kwargs.get("target") or ("cuda" if Device(device).type == DeviceType.CUDA else "c")
-        rules = kwargs.get("rules", "apollo")
+        rules = kwargs.get("rules")
         try:
             graph = from_onnx(model, kwargs.get("input_shapes"))
         except RuntimeInputError:

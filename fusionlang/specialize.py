@@ -34,13 +34,14 @@ class Specializer:
         model.run({"x": np.ones((5, 8), np.float32)})     # compiles for batch 5
         model.specializations                              # 2
 
-    ``target`` is "c", "cuda" or "reference"; ``rules`` the rule set; ``input_shapes``
+    ``target`` is "c", "cuda" or "reference"; ``rules`` the rule set (default: the target's,
+    ``fusionlang.api.default_rules``); ``input_shapes``
     fixes dims the runs need not give. ``capacity`` bounds the cache (least recently
     used specialization evicted first). ``build`` replaces how a specialized graph is
     compiled: graph -> run function.
     """
 
-    def __init__(self, model: Any, *, target: str = "c", rules: Any = "apollo",
+    def __init__(self, model: Any, *, target: str = "c", rules: Any = None,
                  input_shapes: Mapping[str, Sequence[int]] | None = None, capacity: int = 8,
                  build: Callable[[Graph], Runner] | None = None):
         # imported on use, as fusionlang.api does: only importing needs onnx

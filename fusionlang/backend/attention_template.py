@@ -65,6 +65,9 @@ class View:
     batch: tuple[int, ...]
     rows: int
     cols: int
+    #: a ``mul`` or ``div`` of every element by a one-element tensor on the way to the
+    #: product (a scale on Q or K computed in the group): (op, that tensor)
+    scale: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ class AttentionKernel:
     steps: tuple[ScoreStep, ...]
     #: probabilities as ``e * (1 / sum)`` (the opened softmax) or ``e / sum``
     reciprocal: bool
+    #: the one-element tensor a NaN probability is replaced with (torch's SDPA export:
+    #: ``where(is_nan(p), 0, p)``, so a fully masked row gives 0s), or None
+    nan_to: str | None = None
 
     #: what the kernel list and the profile call it
     strategy = "attention template"
@@ -154,11 +160,17 @@ class _Match:
         out = outputs[0]
         types = self.graph.types
         stored = self._stored(out)
+        # float32 throughout, but for the NaN guard's test (bool)
+        tests = {v for n in self.nodes.values() if n.op == "is_nan" for v in n.outputs}
         if stored is None or any(types[v].dtype != "float32" for n in self.nodes.values()
-                                 for v in n.present_inputs() + n.outputs):
+                                 for v in n.present_inputs() + n.outputs if v not in tests):
             return None
         pv, o = stored
-        softmax = self._softmax(pv.inputs[0])
+        guard = self._nan_guard(pv.inputs[0])
+        if guard is None:
+            return None
+        probabilities, nan_to = guard
+        softmax = self._softmax(probabilities)
         if softmax is None:
             return None
         logits, reciprocal = softmax
@@ -169,7 +181,8 @@ class _Match:
         batch = types[pv.outputs[0]].shape[:-2]
         if types[qk.outputs[0]].shape[:-2] != batch or types[pv.inputs[0]].shape != types[qk.outputs[0]].shape:
             return None
-        q, kt, v = (self._view(x, batch) for x in (qk.inputs[0], qk.inputs[1], pv.inputs[1]))
+        q, kt = (self._view(x, batch, scaled=True) for x in qk.inputs[:2])
+        v = self._view(pv.inputs[1], batch)
         mask_steps = [step for step in (self._step(s, batch) for s in steps) if step is not None]
         if q is None or kt is None or v is None or len(mask_steps) != len(steps):
             return None
@@ -177,11 +190,13 @@ class _Match:
         d, e = types[qk.inputs[0]].shape[-1], types[pv.outputs[0]].shape[-1]
         if n > MAX_KEYS or 0 in types[out].shape or n == 0 or d == 0:
             return None
-        inputs = [q.value, kt.value, v.value] + [s.view.value for s in mask_steps]
+        inputs = [q.value, kt.value, v.value] + [x.scale[1] for x in (q, kt) if x.scale] \
+            + [s.view.value for s in mask_steps] + ([nan_to] if nan_to else [])
         values = tuple(dict.fromkeys(inputs)) + (out,)
         params = tuple(Array(k, types[value].shape, "float32", "output" if value == out else "input", value)
                        for k, value in enumerate(values))
-        kernel = AttentionKernel(params, values, tuple(batch), m, n, d, e, q, kt, v, o, tuple(mask_steps), reciprocal)
+        kernel = AttentionKernel(params, values, tuple(batch), m, n, d, e, q, kt, v, o, tuple(mask_steps), reciprocal,
+                                 nan_to)
         return self.used, kernel
 
     def _stored(self, out: str) -> tuple[Node, View] | None:
@@ -206,6 +221,20 @@ class _Match:
         stored = row_major_strides(self.graph.types[layout].shape)
         strides = [stored[perm.index(d)] if perm is not None else stored[d] for d in range(rank)]
         return pv, View(out, tuple(strides[:-2]), strides[-2], strides[-1])
+
+    def _nan_guard(self, value: str) -> tuple[str, str | None] | None:
+        """(the probabilities, the one-element tensor that replaces their NaNs or None):
+        ``value`` itself, or ``where(is_nan(p), z, p)``; None for another ``where``."""
+        node = self._inner(value, "where")
+        if node is None:
+            return value, None
+        cond, z, p = node.inputs
+        test = self._inner(cond, "is_nan")
+        types = self.graph.types
+        if test is None or test.inputs[0] != p or z in self.producer or types[z].size != 1 \
+                or types[value].shape != types[p].shape:
+            return None
+        return p, z
 
     def _leaves_group(self, value: str) -> bool:
         readers = self.graph.index.consumers.get(value, ())
@@ -248,17 +277,24 @@ class _Match:
         present = [v for v in node.inputs[1:] if v]
         return not present and axes == (rank - 1,) and bool(node.attrs.get("keepdims", 1))
 
-    def _steps(self, value: str) -> tuple[Node, list[tuple[str, str, bool]]] | None:
+    def _steps(self, value: str) -> tuple[Node, list[tuple[str, str, bool, tuple[int, ...]]]] | None:
         """(the QK^T matmul, the steps from it to ``value`` in order as (op, other operand,
-        scores on the right))."""
-        steps: list[tuple[str, str, bool]] = []
+        scores on the right, the scores' shape there)). Reshapes that keep the last two
+        dims (Swin's shifted windows split the windows' dim to add the mask, then merge it
+        back) only relabel the batch dims, so they are no steps of their own."""
+        steps: list[tuple[str, str, bool, tuple[int, ...]]] = []
         types = self.graph.types
         while True:
-            node = self._inner(value, ("matmul", "div", "mul", "add"))
+            node = self._inner(value, ("matmul", "div", "mul", "add", "reshape"))
             if node is None:
                 return None
             if node.op == "matmul":
                 return node, steps[::-1]
+            if node.op == "reshape":
+                if types[node.inputs[0]].shape[-2:] != types[value].shape[-2:] or types[value].rank < 2:
+                    return None
+                value = node.inputs[0]
+                continue
             mine = [k for k, v in enumerate(node.inputs) if self.producer.get(v) is not None]
             if len(mine) != 1 or types[node.outputs[0]].shape != types[node.inputs[mine[0]]].shape:
                 return None
@@ -267,21 +303,29 @@ class _Match:
             other = node.inputs[1 - mine[0]]
             if node.op != "add" and types[other].size != 1:
                 return None
-            steps.append((node.op, other, mine[0] == 1))
+            steps.append((node.op, other, mine[0] == 1, types[value].shape))
             value = node.inputs[mine[0]]
 
-    def _step(self, step: tuple[str, str, bool], batch) -> ScoreStep | None:
-        op, other, left = step
-        view = self._view(other, batch, matrix=op == "add")
-        return None if view is None else ScoreStep(op, view, left)
+    def _step(self, step: tuple[str, str, bool, tuple[int, ...]], batch) -> ScoreStep | None:
+        op, other, left, shape = step
+        if op != "add":
+            return ScoreStep(op, View(other, (0,) * len(batch), 0, 0), left)
+        view = self._view(other, shape[:-2])
+        return None if view is None else _rebatched(view, shape[:-2], batch, left, op)
 
-    def _view(self, value: str, batch, matrix: bool = True) -> View | None:
-        """``value`` (through the group's transposes) as strides over the output's batch
-        dims and its last two dims, broadcasting as numpy does; None when it is computed
-        in the group otherwise, or has more batch dims than the output."""
+    def _view(self, value: str, batch, scaled: bool = False) -> View | None:
+        """``value`` (through the group's transposes and, when ``scaled``, one scale by a
+        one-element tensor, which commutes with them exactly) as strides over the output's
+        batch dims and its last two dims, broadcasting as numpy does; None when it is
+        computed in the group otherwise, or has more batch dims than the output."""
         perm: list[int] | None = None
+        scale: tuple[str, str] | None = None
         while value in self.producer:
             node = self._inner(value, "transpose")
+            if node is None and scaled and scale is None:
+                scale, value = self._scale(value) or (None, value)
+                if scale is not None:
+                    continue
             if node is None:
                 return None
             own = list(node.attrs["perm"] or range(self.graph.types[value].rank)[::-1])
@@ -292,13 +336,41 @@ class _Match:
         shape = t.shape
         if perm is not None:
             shape, strides = tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
-        if not matrix:
-            return View(value, (0,) * len(batch), 0, 0)
         if len(shape) < 2 or len(shape) - 2 > len(batch):
             return None
         lead = len(batch) - (len(shape) - 2)
         own = [0 if d < lead or shape[d - lead] == 1 else strides[d - lead] for d in range(len(batch))]
-        return View(value, tuple(own), 0 if shape[-2] == 1 else strides[-2], 0 if shape[-1] == 1 else strides[-1])
+        return View(value, tuple(own), 0 if shape[-2] == 1 else strides[-2], 0 if shape[-1] == 1 else strides[-1], scale)
+
+    def _scale(self, value: str) -> tuple[tuple[str, str], str] | None:
+        """((op, the one-element tensor), the scaled operand) when ``value`` is a ``mul`` by
+        (or ``div`` by) a one-element tensor from outside the group, else None."""
+        node = self._inner(value, ("mul", "div"))
+        if node is None:
+            return None
+        types = self.graph.types
+        outside = [k for k, v in enumerate(node.inputs) if v not in self.producer and types[v].size == 1]
+        if not outside or types[node.outputs[0]].shape != types[node.inputs[1 - outside[-1]]].shape \
+                or (node.op == "div" and outside[-1] != 1):
+            self.used.discard(node.name)
+            return None
+        k = outside[-1]
+        return (node.op, node.inputs[k]), node.inputs[1 - k]
+
+
+def _rebatched(view: View, own: tuple[int, ...], batch, left: bool, op: str) -> ScoreStep | None:
+    """The step of a mask ``view`` over the batch dims ``own`` of a reshaped scores tensor
+    as strides over the output's ``batch`` dims: the reshapes kept each row whole, so when
+    both list the same extents apart from 1s, the k-th dim above 1 of one is that of the
+    other; any other regrouping (dims merged or split) gives None."""
+    kept = [(extent, stride) for extent, stride in zip(own, view.batch) if extent != 1]
+    targets = [k for k, extent in enumerate(batch) if extent != 1]
+    if [extent for extent, _ in kept] != [batch[k] for k in targets]:
+        return None
+    strides = [0] * len(batch)
+    for (_, stride), k in zip(kept, targets):
+        strides[k] = stride
+    return ScoreStep(op, View(view.value, tuple(strides), view.rows, view.cols), left)
 
 
 # ----- printing --------------------------------------------------------------------------
@@ -338,6 +410,14 @@ def _score_expression(kernel: AttentionKernel, names: dict[str, str], row: str) 
     return x
 
 
+def _scaled(element: str, view: View, names: dict[str, str]) -> str:
+    """``element`` of ``view`` as the group computes it: times (or over) its scale."""
+    if view.scale is None:
+        return element
+    op, tensor = view.scale
+    return f"({element} {'*' if op == 'mul' else '/'} {names[tensor]}[0])"
+
+
 def _padded(count: int, vl: int) -> int:
     return -(-count // vl) * vl
 
@@ -369,8 +449,9 @@ def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int,
 @dataclass(frozen=True)
 class _Layout:
     """The workspace of one thread, in floats: K^T packed ``[d][np]``, V packed (``[e][n]``
-    when narrow, ``[n][ep]`` when wide), the scores of a row block ``[rows][np]`` and, for a
-    wide V, the block's output rows ``[rows][ep]``."""
+    when narrow, ``[n][ep]`` when wide), the scores of a row block ``[rows][np]``, for a
+    wide V the block's output rows ``[rows][ep]``, and for a scaled Q the block's rows
+    scaled ``[rows][d]``."""
 
     vl: int
     rows: int
@@ -387,7 +468,12 @@ class _Layout:
     @property
     def per_thread(self) -> int:
         k = self.kernel
-        return k.d * self.np + self.panel_v + self.rows * self.np + (0 if self.narrow_v else self.rows * self.ep)
+        return k.d * self.np + self.panel_v + self.rows * self.np + (0 if self.narrow_v else self.rows * self.ep) \
+            + self.q_block
+
+    @property
+    def q_block(self) -> int:
+        return self.rows * self.kernel.d if self.kernel.q.scale else 0
 
 
 def _layout(kernel: AttentionKernel, machine: Machine) -> _Layout:
@@ -417,7 +503,12 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     share = "        #pragma omp for schedule(static)\n" if openmp else ""
     blocks = -(-k.m // lay.rows)
     probability = "e[j] * r" if k.reciprocal else "e[j] / total"
-    micros = "".join(_micro(f"{name}_qk{r}", r, k.d, k.q.rows, k.q.cols, np_, np_, np_, vl) for r in {lay.rows, 1})
+    if k.nan_to is not None:  # only NaN differs from itself (no -ffast-math)
+        probability = f"({probability}) != ({probability}) ? {names[k.nan_to]}[0] : ({probability})"
+    # a scaled Q is read from its block scaled once into the workspace (as the group
+    # rounds the scaled elements), else in place through its strides
+    q_rows, q_cols = (k.d, 1) if k.q.scale else (k.q.rows, k.q.cols)
+    micros = "".join(_micro(f"{name}_qk{r}", r, k.d, q_rows, q_cols, np_, np_, np_, vl) for r in {lay.rows, 1})
     if lay.narrow_v:
         pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
             for (long c = 0; c < {k.e}L; c++) vp[c * {k.n}L + j] = vb[j * {k.v.rows}L + c * {k.v.cols}L];
@@ -443,6 +534,13 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
             for (long r = 0; r < rows; r++)
                 for (long c = 0; c < {k.e}L; c++) ob[(i + r) * {o_view.rows}L + c * {o_view.cols}L] = ob_rows[r * {ep}L + c];
 """
+    q_block, scale_q = f"qb + i * {k.q.rows}L", ""
+    if k.q.scale:  # the block's rows scaled into qs
+        q_block = "qs"
+        scale_q = f"""            for (long r = 0; r < rows; r++)
+                for (long c = 0; c < {k.d}L; c++)
+                    qs[r * {k.d}L + c] = {_scaled(f"qb[(i + r) * {k.q.rows}L + c * {k.q.cols}L]", k.q, names)};
+"""
     declare = "int omp_get_max_threads(void);\nint omp_get_thread_num(void);\n" if openmp else ""
     nbytes = f"(size_t){lay.per_thread}L * sizeof(float) * (size_t)team"
     return f"""{vector_types(vl)}{declare}{micros}void {name}({', '.join(decls)}) {{
@@ -454,8 +552,9 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
         float *restrict vp = kp + {k.d * np_}L;
         float *restrict sb = vp + {lay.panel_v}L;
         float *restrict ob_rows = sb + {lay.rows * np_}L;
+        float *restrict qs = ob_rows + {0 if lay.narrow_v else lay.rows * ep}L;
         long packed = -1;  /* the batch index whose panels kp and vp hold */
-        (void)ob_rows;
+        (void)ob_rows; (void)qs;
 {share}        for (long u = 0; u < {outer * blocks}L; u++) {{
         const long t = u / {blocks}L, i = (u % {blocks}L) * {lay.rows}L;
         {' '.join(unflatten)}
@@ -465,13 +564,14 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
         float *restrict ob = {out} + {_offset(o_view)};
         if (t != packed) {{
         for (long c = 0; c < {k.d}L; c++)
-            for (long j = 0; j < {np_}L; j++) kp[c * {np_}L + j] = j < {k.n}L ? kb[c * {k.kt.rows}L + j * {k.kt.cols}L] : 0.0f;
+            for (long j = 0; j < {np_}L; j++) kp[c * {np_}L + j] = j < {k.n}L ? {_scaled(f"kb[c * {k.kt.rows}L + j * {k.kt.cols}L]", k.kt, names)} : 0.0f;
 {pack_v}        packed = t;
         }}
         {{
             const long rows = {k.m}L - i < {lay.rows}L ? {k.m}L - i : {lay.rows}L;
-            if (rows == {lay.rows}L) {name}_qk{lay.rows}(qb + i * {k.q.rows}L, kp, sb);
-            else for (long r = 0; r < rows; r++) {name}_qk1(qb + (i + r) * {k.q.rows}L, kp, sb + r * {np_}L);
+{scale_q}            const float *restrict qrows = {q_block};
+            if (rows == {lay.rows}L) {name}_qk{lay.rows}(qrows, kp, sb);
+            else for (long r = 0; r < rows; r++) {name}_qk1(qrows + r * {q_rows}L, kp, sb + r * {np_}L);
             for (long r = 0; r < rows; r++) {{
                 float *restrict srow = sb + r * {np_}L, *restrict e = srow;
                 float top = -INFINITY;

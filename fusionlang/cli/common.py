@@ -110,7 +110,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="an ONNX model file")
     p.add_argument("--input-shape", action="append", metavar="NAME=DxD..",
                    help="static shape for an input with symbolic dims (repeatable; run also takes it from --input)")
-    p.add_argument("--rules", default="apollo", help="rule set: apollo, xla, tvm, dnnfusion or a .fuse file")
+    p.add_argument("--rules", default=None, help="rule set: apollo, apollo_patterns, xla, tvm, dnnfusion or a .fuse "
+                   "file (default: apollo_patterns for the C target under the apollo strategy, else apollo)")
     p.add_argument("--strategy", choices=["apollo", "tvm", "dp"], default=None,
                    help="partitioner (default: the rule set's own strategy)")
     p.add_argument("--option", action="append", type=strategy_option, metavar="KEY=VALUE",
@@ -143,6 +144,13 @@ def compile_graph(args, graph, stages, target: str, **options):
     return plan, compiled
 
 
+def rules_named(args, target: str = "c") -> str:
+    """The ``--rules`` flag, else the rule set ``target`` compiles with by default."""
+    from fusionlang.api import default_rules
+
+    return args.rules or default_rules(target, args.strategy)
+
+
 def strategy_overrides(args) -> dict | None:
     """The ``--option KEY=VALUE`` flags as an options dict (a later KEY wins), or None."""
     return dict(args.option) if getattr(args, "option", None) else None
@@ -155,7 +163,7 @@ def fuse_model(args, stages):
     with stages.step("import"):
         graph = load_graph(args.model, parse_shapes(args.input_shape))
     with stages.step("load rules"):
-        ruleset = load_rules(args.rules)
+        ruleset = load_rules(rules_named(args))
     with stages.step("rewrite + partition"):
         plan = fuse(graph, ruleset, args.strategy, options=strategy_overrides(args))
     return graph, ruleset, plan

@@ -19,7 +19,7 @@ import re
 from rich.text import Text
 
 from fusionlang.cli.common import (Stages, add_model_arguments, fuse_model, load_graph, load_rules, parse_shapes,
-                                   strategy_overrides)
+                                   rules_named, strategy_overrides)
 from fusionlang.cli.modes import EXIT_OK, console, print_json, wants_json
 from fusionlang.cli.text import safe
 from fusionlang.engine.explain import explain
@@ -62,7 +62,7 @@ def _explain_rule(args) -> int:
         with stages.step("import"):
             graph = load_graph(args.model, parse_shapes(args.input_shape))
         with stages.step("load rules"):
-            ruleset = load_rules(args.rules)
+            ruleset = load_rules(rules_named(args))
             rewrite_named(ruleset, args.rule)
         with stages.step("rewrite"):
             if args.node is None:
@@ -72,7 +72,7 @@ def _explain_rule(args) -> int:
                 answer = _why_not_at(graph, ruleset, args.rule, args.node)
                 data, lines = dataclasses.asdict(answer), [str(answer)]
     if wants_json(args):
-        print_json(data | {"rules": args.rules, "lines": lines})
+        print_json(data | {"rules": rules_named(args), "lines": lines})
         return EXIT_OK
     _print_lines(args, lines)
     return EXIT_OK

@@ -145,7 +145,7 @@ def run(args) -> int:
 
 #: flags that say how to fuse, compile or check a model: an artifact was compiled already
 #: (flag -> is it given?)
-_MODEL_FLAGS = {"--rules": lambda a: a.rules != "apollo", "--target": lambda a: a.target != "c", "--check": lambda a: a.check,
+_MODEL_FLAGS = {"--rules": lambda a: a.rules is not None, "--target": lambda a: a.target != "c", "--check": lambda a: a.check,
                 "--profile": lambda a: a.profile is not None, "--input-shape": lambda a: bool(a.input_shape),
                 "--strategy": lambda a: a.strategy is not None, "--option": lambda a: bool(a.option),
                 "--threads": lambda a: a.threads != 1, "--unchecked-indices": lambda a: a.unchecked_indices,

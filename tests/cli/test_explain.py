@@ -39,7 +39,7 @@ def test_no_fuse_entry_for_complex_to_reduce(capsys, model):
     assert re.fullmatch(r"node pool \(max_pool\) is reduce by std/ops\.fuse:\d+:1: class max_pool : reduce",
                         lines[0])
     assert "  group 1 (reduce, 1 ops), alone" in lines
-    assert "    <- tanh (tanh, group 0): no fuse entry for complex -> reduce in rules 'apollo'" in lines
+    assert "    <- tanh (tanh, group 0): no fuse entry for complex -> reduce in rules 'apollo_patterns'" in lines
 
 
 def test_size_limit_of_a_custom_strategy_names_its_line(capsys, model, tmp_path):
@@ -78,7 +78,7 @@ def test_json(capsys, model, where):
     data = json.loads(capsys.readouterr().out)
     assert data["node"] == "pool" and data["category"] == "reduce" and data["group_members"] == ["pool"]
     assert data["refusals"] == [{"neighbour": "tanh", "neighbour_op": "tanh", "direction": "producer", "group": 0,
-                                 "reason": "no fuse entry for complex -> reduce in rules 'apollo'"}]
+                                 "reason": "no fuse entry for complex -> reduce in rules 'apollo_patterns'"}]
     assert data["lines"][0].startswith("node pool (max_pool) is reduce by ")
 
 

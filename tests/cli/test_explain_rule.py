@@ -67,7 +67,7 @@ def test_json(capsys, model):
 
 @pytest.mark.parametrize("args, message", [
     (["--rule", "fold_conv_bn_nobias"],
-     "fusionlang: error: rule set 'apollo' has no rewrite named 'fold_conv_bn_nobias'; did you mean "
+     "fusionlang: error: rule set 'apollo_patterns' has no rewrite named 'fold_conv_bn_nobias'; did you mean "
      "'fold_conv_bn_no_bias' or 'fold_conv_shift_no_bias' or 'fold_conv_scale_no_bias'?"),
     (["--rule", "fold_conv_bn", "--node", "nope"], "fusionlang: error: no node 'nope' in the model or in the "
                                                    "rewritten graph"),

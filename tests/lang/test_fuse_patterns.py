@@ -64,7 +64,10 @@ def test_without_decompose_keeps_the_op_whole_while_rewriting_and_lowers_it_with
 def test_the_shipped_extension_prints_and_parses_back_equal():
     rules = load_rules("apollo_patterns")
     assert [p.name for p in rules.fuse_patterns] == ["attention_block", "rms_norm_matmul", "masked_attention_block",
-                                                   "product_attention_block", "masked_product_attention_block"]
+                                                   "product_attention_block", "masked_product_attention_block",
+                                                   "scaled_qk_attention_block", "scaled_qk_biased_attention_block",
+                                                   "scaled_qk_two_mask_attention_block",
+                                                   "scaled_qk_window_attention_block", "guarded_attention_block"]
     text = format_ruleset(rules)
     assert "fuse pattern rms_norm_matmul: matmul(rms_norm(x, g), w) as complex" in text
     assert 'import "apollo.fuse" for lowering' in text
