@@ -323,17 +323,14 @@ def _batch_norm_training(ctx: FxContext, x: str, weight: str, bias: str, running
 
 def _bn_a_statistics(ctx: FxContext, x: str) -> tuple[str, str]:
     """The batch mean and biased variance per channel, kept dims, in the very form the
-    rules open batch_norm_train's BN_A into (std/compound.fuse: sums scaled per channel):
-    the engine's common subexpressions make them BN_A's own reductions. Written otherwise
-    (kept dims dropped), the statistics the backward saves were computed again: two more
-    passes over every batch norm's input."""
-    shape = ctx.shape(x)
-    axes = (0,) + tuple(range(2, len(shape)))
-    per_count = ctx.constant(np.asarray(shape[1] / max(int(np.prod(shape)), 1), ctx.dtype(x)))
-    mean = ctx.emit("mul", ctx.emit("reduce_sum", x, axes=axes, keepdims=1), per_count)
+    rules open batch_norm_train's BN_A into (std/compound.fuse: reduce_mean, then
+    variance as std/normalize.fuse opens it): the engine's common subexpressions make
+    them BN_A's own reductions. Written otherwise (kept dims dropped), the statistics the
+    backward saves were computed again: two more passes over every batch norm's input."""
+    axes = (0,) + tuple(range(2, ctx.rank(x)))
+    mean = ctx.emit("reduce_mean", x, axes=axes, keepdims=1)
     centered = ctx.emit("sub", x, mean)
-    squares = ctx.emit("reduce_sum", ctx.emit("mul", centered, centered), axes=axes, keepdims=1)
-    return mean, ctx.emit("mul", squares, per_count)
+    return mean, ctx.emit("reduce_mean", ctx.emit("mul", centered, centered), axes=axes, keepdims=1)
 
 
 def _trains(node) -> bool:
