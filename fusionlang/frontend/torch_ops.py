@@ -316,11 +316,7 @@ def _batch_norm_training(ctx: FxContext, x: str, weight: str, bias: str, running
     if not ctx.results_used() & {1, 2, 3, 4}:
         return (out, None, None, None, None)
     shape, dtype = ctx.shape(x), ctx.dtype(x)
-    axes = (0,) + tuple(range(2, len(shape)))
-    per_channel = (1, shape[1]) + (1,) * (len(shape) - 2)
-    mean = ctx.emit("reduce_mean", x, axes=axes, keepdims=0)
-    centered = ctx.emit("sub", x, ctx.emit("reshape", mean, shape=per_channel))
-    var = ctx.emit("reduce_mean", ctx.emit("mul", centered, centered), axes=axes, keepdims=0)
+    mean, var = (ctx.emit("reshape", kept, shape=(shape[1],)) for kept in _bn_a_statistics(ctx, x))
     rstd = ctx.emit("rsqrt", ctx.emit("add", var, ctx.constant(np.asarray(eps, dtype))))
     if running_mean is None or running_var is None:  # torch passes both or neither
         return (out, mean, rstd, None, None)
@@ -331,6 +327,18 @@ def _batch_norm_training(ctx: FxContext, x: str, weight: str, bias: str, running
         return ctx.emit("add", kept, ctx.emit("mul", new, ctx.constant(np.asarray(momentum * factor, dtype))))
 
     return (out, mean, rstd, blend(running_mean, mean, 1.0), blend(running_var, var, count / max(count - 1, 1)))
+
+
+def _bn_a_statistics(ctx: FxContext, x: str) -> tuple[str, str]:
+    """The batch mean and biased variance per channel, kept dims, in the very form the
+    rules open batch_norm_train's BN_A into (std/compound.fuse: reduce_mean, then
+    variance as std/normalize.fuse opens it): the engine's common subexpressions make
+    them BN_A's own reductions. Written otherwise (kept dims dropped), the statistics the
+    backward saves were computed again: two more passes over every batch norm's input."""
+    axes = (0,) + tuple(range(2, ctx.rank(x)))
+    mean = ctx.emit("reduce_mean", x, axes=axes, keepdims=1)
+    centered = ctx.emit("sub", x, mean)
+    return mean, ctx.emit("reduce_mean", ctx.emit("mul", centered, centered), axes=axes, keepdims=1)
 
 
 def _trains(node) -> bool:

@@ -273,3 +273,22 @@ def test_attention_stores_its_heads_merged_back_from_the_product_and_gives_eager
     merged = [k for k in compiled_kernels(report) if k.strategy == "gemm template"
               and [n.split("_")[0] for n in k.nodes][-2:] in (["transpose", "reshape"], ["matmul", "transpose"])]
     assert len(merged) == 2 and all(k.nests == 1 for k in merged), [(k.nodes, k.nests) for k in merged]
+
+
+def test_a_training_batch_norms_saved_statistics_are_its_own_reductions_not_computed_again():
+    # the backward's saved mean and 1/std, and the running statistics, read BN_A's mean and
+    # variance: two reductions a batch norm; written in another form they were computed
+    # again, two more passes over each batch norm's input (104 in MobileNetV2's forward)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.BatchNorm2d(8), torch.nn.ReLU6(),
+                                torch.nn.Conv2d(8, 8, 3, padding=1, groups=8), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU6())
+    reference = copy.deepcopy(model)
+    x = torch.randn(2, 3, 6, 7, requires_grad=True)
+    report = step_against_eager(model, x)
+    reference(x)  # its running statistics updated as the compiled model's
+    for (buffer, got), want in zip(model.named_buffers(), reference.buffers()):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6, err_msg=buffer)
+    forward = report.pieces[0]
+    (specialization,) = forward._cache.values()
+    assert [node.op for node in specialization.compiled.graph.nodes].count("reduce_sum") == 2 * 2
