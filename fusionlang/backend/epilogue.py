@@ -83,14 +83,23 @@ class StatementPrinter:
     def __init__(self, flavor: Flavor, index: IndexText) -> None:
         self.index = index
         self.reads: dict[sp.Symbol, Load | str] = {}
+        self.loaded: dict[Load, str] = {}
         self.values = ValuePrinter("float32", flavor, self._read)
 
     def _read(self, sym: sp.Symbol) -> str:
         # called as the value printer reaches the symbol: indices number in the text's order
         source = self.reads.get(sym, sym.name)
         if isinstance(source, Load):
-            return widen(source.dtype, f"{source.array}[{self.index(source.offset)}]")
+            return self._load(source)
         return source
+
+    def _load(self, load: Load) -> str:
+        # a Load read again prints its first text: a shared driver's index numbers each took
+        # a slot of their own, and the compiler cannot see that S[1] * i + j and S[4] * i + j
+        # are one element (GELU's backward read its saved activation four times per element)
+        if load not in self.loaded:
+            self.loaded[load] = widen(load.dtype, f"{load.array}[{self.index(load.offset)}]")
+        return self.loaded[load]
 
     def __call__(self, stmt: Statement) -> str:
         if isinstance(stmt, Text):

@@ -305,6 +305,18 @@ def test_an_epilogue_statements_indices_are_numbered_in_the_order_they_are_print
     assert slots == ([3, 5] if first < second else [5, 3]) and numbers.values == slots
 
 
+def test_an_element_the_epilogue_reads_again_takes_its_first_index_and_slots():
+    # GELU's backward reads its saved activation four times per element: four slots of the
+    # same stride (S[1] * i + j ... S[4] * i + j) hid from the compiler that they are one load
+    h, g = sp.symbols("h g")
+    saved = Load("p3", 64 * I + J)
+    stmts = (Define("e0", h * h, ((h, saved),)), Define("e1", g * h, ((g, "e0"), (h, saved))))
+    numbers = Numbers()
+    lines = statements_text(stmts, C, NumberedIndex(numbers))
+    assert lines == ["const float e0 = (p3[((S[0] * i) + j)]*p3[((S[0] * i) + j)]);",
+                     "const float e1 = e0*p3[((S[0] * i) + j)];"] and numbers.values == [64]
+
+
 def test_a_one_row_problem_reads_its_matrix_in_place():
     # batch-1 dense layers: no packing buffer, no packed copy of the weight, either layout
     for trans_b in (False, True):

@@ -625,6 +625,50 @@ def test_gelu_epilogues_keep_special_values_in_every_kernel(m, k, n, gelu):
     _check(b.build(), feeds)
 
 
+def _gelu_backward(b, g, h):
+    """torch's erf-GELU backward: g * (Phi(h) + h * phi(h)) at the saved pre-activation h."""
+    def c(value):
+        return b.constant(np.float32(value))
+
+    cdf = b.mul(b.add(b.erf(b.mul(h, c(0.7071067812))), c(1.0)), c(0.5))
+    pdf = b.mul(b.exp(b.mul(b.mul(h, h), c(-0.5))), c(0.3989422804))
+    return b.mul(g, b.add(cdf, b.mul(h, pdf)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("gelu", ["gelu_tanh", "gelu_erf", "gelu_backward"])
+def test_linear_gelu_epilogues_run_inline_on_one_and_two_threads(gelu, threads, monkeypatch):
+    # a Linear (GEMM + bias) with GPT-2's tanh GELU, BERT's erf GELU or the erf GELU's
+    # backward (the GEMM's product times GELU' at a saved activation, salted with NaN,
+    # infinities, huge values, subnormals and -0) in its epilogue: the inline vectorizable
+    # functions, no libm call, the tiles shared by the threads
+    monkeypatch.setattr(gemm_template, "PARALLEL_MIN_MACS", 0)
+    rng = np.random.default_rng(11)
+    m, k, n = 40, 30, 50
+    b = GraphBuilder(gelu)
+    y = b.add(b.matmul(b.input("x", (m, k)), b.constant(rng.standard_normal((k, n)).astype(np.float32))),
+              b.constant(rng.standard_normal(n).astype(np.float32)))
+    feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+    if gelu == "gelu_backward":
+        saved = 2 * rng.standard_normal(m * n).astype(np.float32)
+        saved[rng.permutation(saved.size)[:len(SPECIALS) * 8]] = np.resize(SPECIALS, len(SPECIALS) * 8)
+        feeds["h"] = saved.reshape(m, n)
+        b.output(_gelu_backward(b, y, b.input("h", (m, n))))
+    else:
+        b.output(_gelu(b, y, gelu))
+    graph = b.build()
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c", threads=threads)
+    [kernel] = compiled.kernels
+    assert kernel.strategy == "gemm template"
+    functions = {"gelu_tanh": ["fl_tanhf("], "gelu_erf": ["fl_erff("], "gelu_backward": ["fl_erff(", "fl_expf("]}
+    assert all(f in kernel.source for f in functions[gelu]) and not any(
+        f" {f}(" in kernel.source for f in ("tanhf", "erff", "expf", "powf")), kernel.source
+    assert ("#pragma omp parallel" in kernel.source) == (threads > 1)
+    got, want = compiled.run(feeds), reference.run(graph, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)
+
+
 def _reshaped_gelu_graph(rng, back: bool, bias: bool):
     # BERT's feed-forward: a GEMM over [B*S, N], the GELU over [B, S, N] (the reshape the
     # importer put between them), and (training) a reshape back to [B*S, N]
