@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fusionlang.api import compile_model, load_rules
+from fusionlang.api import compile_model, default_rules, load_rules
 from fusionlang.errors import FuseError, InputError
 from fusionlang.frontend.torch_export import as_numpy, input_spec
 from fusionlang.frontend.torch_fx import GETITEM, InputSpec, fx_refusal, import_fx
@@ -42,7 +42,7 @@ CACHE_CAPACITY = 8
 class Settings:
     """The backend's options: rule set (name, path or RuleSet), strategy, C threads."""
 
-    rules: Any = "apollo"
+    rules: Any = "apollo_patterns"
     strategy: str | None = None
     threads: int | None = None
 
@@ -60,7 +60,9 @@ def settings_from(options: Mapping[str, Any] | None) -> Settings:
                          f"{', '.join(STRATEGIES)}")
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise InputError(f"torch.compile(backend='fusionlang'): threads must be a positive int, got {threads!r}")
-    return Settings(_rules(options.get("rules", "apollo")), strategy, threads)
+    # no rule set named: the C target's default, as fusionlang.fuse takes it (attention
+    # blocks one group each, run as one kernel where the backend's feedback accepts them)
+    return Settings(_rules(options.get("rules", default_rules("c", strategy))), strategy, threads)
 
 
 def _rules(rules):

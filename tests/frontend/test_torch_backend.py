@@ -253,3 +253,12 @@ def test_buffers_a_graph_updates_without_gradients_are_not_left_frozen():
         x = torch.randn(2, 2, 6, 6)
         assert_matches_eager(compiled, reference, x)
         np.testing.assert_allclose(model[1].running_var.numpy(), reference[1].running_var.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("options, rules", [
+    ({}, "apollo_patterns"),                    # as fusionlang.fuse for the C target: attention patterns
+    ({"strategy": "dp"}, "apollo"),             # dp takes no pattern entries
+    ({"rules": "xla"}, "xla"),                  # a named rule set is kept
+])
+def test_the_default_rule_set_is_the_c_targets_default(options, rules):
+    assert torch_backend.settings_from(options).rules.name == rules
