@@ -18,7 +18,9 @@ Where things are decided:
                 on CUDA, what prologue); ``gemm_template`` the CPU kernel,
                 ``cuda_gemm`` / ``cuda_template`` the CUDA one (tiles, tensor cores)
 * ``ccompile``  system C compiler, ctypes; ``nvrtc`` CUDA -> PTX without a GPU
-* ``omp_wait``  OpenMP builds load with idle threads that sleep (libgomp's passive wait)
+* ``thread_pool``  the pool OpenMP libraries carry in place of libgomp (GCC builds): a
+                region's members claimed, waits that spin briefly then sleep
+* ``omp_wait``  OpenMP builds by other compilers load with libomp's passive wait
 * ``kernel_cache``  the on-disk cache of compiled kernels: where, when it is trusted, its
                 size bound
 * ``memory``    which values get buffers, lifetimes, storage sharing

@@ -50,6 +50,7 @@ from fusionlang.backend.c_program import ARENA, CONST, FEED, CProgram, Layout, O
 from fusionlang.backend.ccompile import compiler, flags, native_features
 from fusionlang.backend.kernel_cache import sha256_hex
 from fusionlang.backend.machine import cpu_features
+from fusionlang.backend import thread_pool
 from fusionlang.backend.omp_wait import passive_wait_while_loading
 from fusionlang.errors import ArtifactError
 from fusionlang.feeds import check_inputs
@@ -410,7 +411,8 @@ def _load_library(where: Path, library: bytes, manifest: dict) -> ctypes.CDLL:
     copy = Path(scratch) / LIBRARY
     try:
         copy.write_bytes(library)
-        with passive_wait_while_loading(bool(manifest.get("options", {}).get("openmp"))):
+        openmp = bool(manifest.get("options", {}).get("openmp"))
+        with passive_wait_while_loading(openmp and thread_pool.needs_libgomp(library)):
             return ctypes.CDLL(str(copy))
     except OSError as exc:
         raise ArtifactError(f"{where / LIBRARY}: cannot be loaded ({exc})") from None

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from fusionlang.backend.kernel_cache import cache_dir, cached_build, clear_cache, entry_key, entry_path, verified
+from fusionlang.backend import thread_pool
 from fusionlang.backend.omp_wait import passive_wait_while_loading
 from fusionlang.errors import CodegenError
 
@@ -185,8 +186,13 @@ def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = 
                   jobs: int | None = None, opts: list[str] | None = None) -> Path:
     """Shared library of the given translation units: one object per unit, compiled in
     parallel and cached, then linked (a single unit is compiled and linked in one run).
-    ``opts``: each unit's optimization level (default LOOP_OPT)."""
+    ``opts``: each unit's optimization level (default LOOP_OPT). With ``openmp`` a GCC
+    build links fusionlang's thread pool (:mod:`.thread_pool`) in place of libgomp."""
     opts = opts or [LOOP_OPT] * len(sources)
+    cc = compiler()
+    pooled = openmp and thread_pool.carried_by(_compiler_id(cc))
+    if pooled:
+        sources, opts = [*sources, thread_pool.source()], [*opts, TEMPLATE_OPT]
     flag_list = flags(openmp=openmp, sanitize=sanitize)
     unit_flags = [flags(openmp=openmp, sanitize=sanitize, opt=opt) for opt in opts]
     if len(sources) == 1:
@@ -197,11 +203,14 @@ def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = 
             objects = list(pool.map(compile_object, sources, unit_flags))
     else:
         objects = [compile_object(s, f) for s, f in zip(sources, unit_flags)]
-    cc = compiler()
-    key = entry_key(_compiler_id(cc), " ".join(flag_list), *[o.name for o in objects])
+    # the pool defines every OpenMP entry point the kernels call: libgomp, which -fopenmp
+    # names, is then left out (a kernel calling one the pool lacks would keep it, which
+    # tests/backend/test_thread_pool.py catches)
+    link_flags = [*flag_list, "-Wl,--as-needed"] if pooled else flag_list
+    key = entry_key(_compiler_id(cc), " ".join(link_flags), *[o.name for o in objects])
 
     def build(out: Path, tmp: Path) -> None:
-        link = [cc, "-shared", *flag_list, *[str(o) for o in objects], "-o", str(out), *link_libraries()]
+        link = [cc, "-shared", *link_flags, *[str(o) for o in objects], "-o", str(out), *link_libraries()]
         _run(link, "the kernel library")
 
     return cached_build(entry_path(key, "lib", ".so"), build, key)
@@ -221,9 +230,10 @@ def _single_unit(text: str, flag_list: list[str]) -> Path:
 
 
 def load_library(path: Path, *, openmp: bool = False) -> ctypes.CDLL:
-    """The library at ``path``; built with ``openmp``, its idle threads sleep (:mod:`.omp_wait`)."""
+    """The library at ``path``; built with ``openmp`` and libgomp (not the pool), its idle
+    threads sleep (:mod:`.omp_wait`)."""
     try:
-        with passive_wait_while_loading(openmp):
+        with passive_wait_while_loading(openmp and thread_pool.needs_libgomp(path.read_bytes())):
             return ctypes.CDLL(str(path))
     except OSError as exc:
         raise CodegenError(f"cannot load compiled kernels {path.name}: {exc}") from None

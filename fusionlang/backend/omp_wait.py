@@ -1,4 +1,6 @@
-"""Idle OpenMP threads that sleep, so that a run at threads=N survives a busy machine.
+"""Idle OpenMP threads that sleep, so that a run at threads=N survives a busy machine
+(libraries whose compiler's OpenMP runtime runs them: a GCC build carries its own pool,
+:mod:`.thread_pool`, and never loads libgomp).
 
 libgomp's default wait policy spins an idle thread for about 300,000 iterations before it
 sleeps, at every barrier and between parallel regions. On a machine where another process

@@ -372,8 +372,9 @@ def compile(plan: FusionPlan, target: str | None = None, *, openmp: bool = False
     the node and the index. Out of memory in a kernel raises ResourceError.
     ``templates=False`` keeps conv and matmul groups as plain loop nests on the C target
     (see :mod:`.template`). ``threads=N`` runs the C target's parallel loops and GEMM tiles
-    on N OpenMP threads (``openmp=True`` alone: every core; idle threads sleep, see
-    :mod:`.omp_wait`); the default is one thread. No sum is split across threads, so an
+    on N OpenMP threads (``openmp=True`` alone: every core, or ``OMP_NUM_THREADS``), run by
+    the library's own pool (:mod:`.thread_pool`: idle threads spin briefly, then sleep);
+    the default is one thread. No sum is split across threads, so an
     OpenMP build gives the same bits on any number of them; the build without OpenMP
     (one thread) may differ from it in the last bit of a vectorized reduction.
     ``precision`` (CUDA targets): how conv and matmul multiply on tensor cores (sm_80 and

@@ -1,0 +1,259 @@
+/* fusionlang's thread pool: the part of GCC's OpenMP runtime ABI that generated kernels call
+ * (GOMP_parallel, GOMP_barrier, the omp_* queries, the atomic/critical locks), linked into
+ * each library with hidden visibility in place of libgomp. See thread_pool.py for why.
+ *
+ * A parallel region's members are claimed, not assigned: the calling thread runs member 0,
+ * idle workers claim the others, and when the caller is done with its own it runs every
+ * member nobody has claimed yet. A worker that wakes late (a sleeping thread takes tens of
+ * microseconds to wake on a virtual machine, and longer when another process holds its
+ * core) then costs nothing: the caller never waits for a member that has not started, only
+ * for those running. Waiting threads spin (for an adaptive budget), then sleep on a futex, so
+ * idle workers do not hold cores between runs.
+ *
+ * A member that reaches GOMP_barrier waits for the whole team there, as OpenMP requires: a
+ * region with barriers (the GEMM template's shared packed panels) still needs every member
+ * running at once; a region without (loop nests, depthwise, attention rows) never does. */
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+#define _GNU_SOURCE
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FL_HIDDEN __attribute__((visibility("hidden")))
+#define FL_MAX_TEAM 64
+#define ACQ __ATOMIC_ACQUIRE
+#define REL __ATOMIC_RELEASE
+#define SEQ __ATOMIC_SEQ_CST
+#define RLX __ATOMIC_RELAXED
+
+/* how long a waiting thread spins before it sleeps, at most: long enough to cover the gap
+ * between two kernels of one run (so a run wakes its workers once, not once per kernel).
+ * Each thread adapts its own budget: a spin that ends in the event doubles it (up to the
+ * most), one that runs out halves it. On a quiet machine the events come within
+ * microseconds and threads spin; where other processes hold the cores the thread waited
+ * for is often preempted, spins run out, and the budget falls towards a passive wait, which
+ * leaves the core to whoever can use it (a fixed 50 us spin made MobileNetV2 at two threads
+ * 2x slower than libgomp's passive wait beside busy processes). */
+static long spin_most_ns = 50000;
+static __thread long spin_budget_ns = -1;
+
+/* ---- waiting on a 32-bit word ---- */
+
+static void futex_wait(uint32_t *word, uint32_t value) {
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+}
+
+static void futex_wake_all(uint32_t *word) {
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* a word threads wait on, and how many of them sleep on it (so that a change wakes only
+ * when someone sleeps: a futex call per region would cost more than the region saves) */
+typedef struct {
+    uint32_t value;
+    uint32_t sleepers;
+} Word;
+
+static void word_set(Word *w, uint32_t value) {
+    __atomic_store_n(&w->value, value, SEQ);
+    if (__atomic_load_n(&w->sleepers, SEQ))
+        futex_wake_all(&w->value);
+}
+
+static void word_add(Word *w, uint32_t delta) {
+    __atomic_add_fetch(&w->value, delta, SEQ);
+    if (__atomic_load_n(&w->sleepers, SEQ))
+        futex_wake_all(&w->value);
+}
+
+/* until w->value != old: spin, then sleep. No sched_yield between: on a loaded machine a
+ * yield hands the core to every other runnable thread's time slice in turn (milliseconds
+ * each), which made a MobileNetV2 at two threads 10x slower beside busy processes */
+static void word_wait_change(Word *w, uint32_t old) {
+    if (spin_budget_ns < 0) spin_budget_ns = spin_most_ns;
+    long start = 0;
+    for (unsigned i = 0;; i++) {
+        if (__atomic_load_n(&w->value, ACQ) != old) {
+            long doubled = 2 * spin_budget_ns + 1000;
+            spin_budget_ns = doubled < spin_most_ns ? doubled : spin_most_ns;
+            return;
+        }
+        __builtin_ia32_pause();
+        if ((i & 63) == 63) {
+            long t = now_ns();
+            if (!start) start = t;
+            else if (t - start > spin_budget_ns) break;
+        }
+    }
+    spin_budget_ns /= 2;
+    __atomic_add_fetch(&w->sleepers, 1, SEQ);
+    while (__atomic_load_n(&w->value, SEQ) == old) futex_wait(&w->value, old);
+    __atomic_sub_fetch(&w->sleepers, 1, SEQ);
+}
+
+/* ---- the team ---- */
+
+/* the region being run: claim packs (generation << 32) | (size << 16) | next unclaimed
+ * member, so one compare-and-swap both checks the region is still the same and claims */
+static struct {
+    void (*fn)(void *);
+    void *data;
+    uint64_t claim;
+    Word published;  /* the generation of the newest region: idle workers wait on it */
+    Word finished;   /* members finished in this region */
+    Word barrier;    /* barrier episodes completed */
+    uint32_t arrived;
+} team;
+
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static int workers;    /* threads started, besides callers */
+static int requested;  /* omp_set_num_threads, else OMP_NUM_THREADS or the cores we may use */
+static __thread int member, members = 1, inside;
+static uint32_t generation;
+
+static int default_team(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && atoi(env) > 0) return atoi(env);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? (int)cores : 1;
+}
+
+static int team_size(void) {
+    int n = requested ? requested : (requested = default_team());
+    return n < 1 ? 1 : n > FL_MAX_TEAM ? FL_MAX_TEAM : n;
+}
+
+static void run_member(void (*fn)(void *), void *data, int id, int size) {
+    member = id;
+    members = size;
+    inside = 1;
+    fn(data);
+    inside = 0;
+    word_add(&team.finished, 1);
+}
+
+/* claim a member of region generation ``gen``: its number, or -1 when none is left */
+static int claim_member(uint32_t gen) {
+    uint64_t c = __atomic_load_n(&team.claim, ACQ);
+    for (;;) {
+        uint32_t size = (c >> 16) & 0xffff, next = c & 0xffff;
+        if ((uint32_t)(c >> 32) != gen || next >= size) return -1;
+        if (__atomic_compare_exchange_n(&team.claim, &c, c + 1, 0, ACQ, ACQ)) return (int)next;
+    }
+}
+
+static void *worker_main(void *unused) {
+    (void)unused;
+    uint32_t seen = 0;
+    for (;;) {
+        word_wait_change(&team.published, seen);
+        seen = __atomic_load_n(&team.published.value, ACQ);
+        uint64_t c = __atomic_load_n(&team.claim, ACQ);
+        uint32_t gen = (uint32_t)(c >> 32), size = (c >> 16) & 0xffff;
+        for (int id; (id = claim_member(gen)) >= 0;)
+            run_member(team.fn, team.data, id, (int)size);  /* fields are stable while a member runs */
+    }
+    return NULL;
+}
+
+static void after_fork_in_child(void) {
+    workers = 0;  /* the parent's workers do not exist in the child */
+}
+
+static void ensure_workers(int wanted) {
+    if (__atomic_load_n(&workers, ACQ) >= wanted) return;
+    pthread_mutex_lock(&start_lock);
+    static int registered;
+    if (!registered) {
+        registered = 1;
+        pthread_atfork(NULL, NULL, after_fork_in_child);
+        const char *env = getenv("FUSIONLANG_SPIN_US");
+        if (env && atol(env) >= 0) spin_most_ns = atol(env) * 1000L;
+    }
+    while (workers < wanted) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int failed = pthread_create(&thread, &attr, worker_main, NULL);
+        pthread_attr_destroy(&attr);
+        if (failed) break;  /* fewer threads: the caller runs the members nobody claims */
+        __atomic_store_n(&workers, workers + 1, REL);
+    }
+    pthread_mutex_unlock(&start_lock);
+}
+
+FL_HIDDEN void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags) {
+    (void)flags;
+    int size = num_threads ? (int)num_threads : team_size();
+    if (size > FL_MAX_TEAM) size = FL_MAX_TEAM;
+    if (size <= 1 || inside) {  /* the if clause said one thread, or a nested region */
+        int saved_member = member, saved_members = members, saved_inside = inside;
+        member = 0, members = 1, inside = 1;
+        fn(data);
+        member = saved_member, members = saved_members, inside = saved_inside;
+        return;
+    }
+    ensure_workers(size - 1);
+    int started = __atomic_load_n(&workers, ACQ);
+    if (size > started + 1) size = started + 1;  /* a barrier needs every member running */
+    uint32_t gen = ++generation;
+    team.fn = fn;
+    team.data = data;
+    __atomic_store_n(&team.finished.value, 0, RLX);
+    __atomic_store_n(&team.arrived, 0, RLX);
+    /* member 0 is the caller's: the others are claimable from 1 */
+    __atomic_store_n(&team.claim, ((uint64_t)gen << 32) | ((uint64_t)size << 16) | 1u, REL);
+    word_set(&team.published, gen);
+    run_member(fn, data, 0, size);
+    for (int id; (id = claim_member(gen)) >= 0;) run_member(fn, data, id, size);
+    for (uint32_t done; (done = __atomic_load_n(&team.finished.value, ACQ)) < (uint32_t)size;)
+        word_wait_change(&team.finished, done);
+    member = 0, members = 1, inside = 0;
+}
+
+FL_HIDDEN void GOMP_barrier(void) {
+    if (members <= 1) return;
+    uint32_t episode = __atomic_load_n(&team.barrier.value, ACQ);
+    if (__atomic_add_fetch(&team.arrived, 1, SEQ) == (uint32_t)members) {
+        __atomic_store_n(&team.arrived, 0, RLX);
+        word_add(&team.barrier, 1);
+        return;
+    }
+    word_wait_change(&team.barrier, episode);
+}
+
+FL_HIDDEN int omp_get_thread_num(void) { return member; }
+FL_HIDDEN int omp_get_num_threads(void) { return members; }
+FL_HIDDEN int omp_get_max_threads(void) { return team_size(); }
+FL_HIDDEN void omp_set_num_threads(int n) { requested = n < 1 ? 1 : n; }
+
+/* reductions the compiler cannot do with one atomic instruction, and critical sections */
+static uint32_t lock_word;
+
+static void lock(void) {
+    while (__atomic_exchange_n(&lock_word, 1, ACQ))
+        while (__atomic_load_n(&lock_word, RLX)) __builtin_ia32_pause();
+}
+
+static void unlock(void) { __atomic_store_n(&lock_word, 0, REL); }
+
+FL_HIDDEN void GOMP_atomic_start(void) { lock(); }
+FL_HIDDEN void GOMP_atomic_end(void) { unlock(); }
+FL_HIDDEN void GOMP_critical_start(void) { lock(); }
+FL_HIDDEN void GOMP_critical_end(void) { unlock(); }
+#endif

@@ -1,0 +1,45 @@
+"""The thread pool OpenMP libraries carry in place of libgomp (GCC builds).
+
+Generated kernels keep their ``omp parallel`` pragmas; GCC turns each region into a call
+of ``GOMP_parallel`` and its barriers into ``GOMP_barrier``. A library built with OpenMP
+links :file:`c/thread_pool.c`, which defines those entry points (hidden, so they bind
+inside the library and nowhere else) with a pool whose behaviour suits a run of many
+short regions on a machine others may share (issue 35, measured on a 2-core VM):
+
+* libgomp's passive wait made every region wake a sleeping thread (about 50 us here), so
+  MobileNetV2 ran slower on two threads than on one (12.5 ms against 8.5); its default
+  spinning made a ResNet-18 4 to 17 times slower when another process held a core;
+* in this pool the caller runs its own member of a region and then every member no worker
+  has claimed, so a worker that wakes late costs nothing; waiting threads spin for 50 us
+  (``FUSIONLANG_SPIN_US``), then sleep on a futex, so a run wakes its workers
+  once, not once per kernel, and an idle pool gives its cores back.
+
+The pool also makes a library's threads its own: PyTorch's libgomp (loaded first, with
+its spinning wait) no longer decides how fusionlang's kernels wait. Other compilers
+(clang and its libomp) keep their OpenMP runtime; :mod:`.omp_wait` then asks it for the
+passive wait.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+
+@lru_cache(maxsize=None)
+def source() -> str:
+    """The pool's C source: its own translation unit in every OpenMP library."""
+    return (resources.files("fusionlang.backend") / "c" / "thread_pool.c").read_text(encoding="utf-8")
+
+
+def carried_by(compiler_id: str) -> bool:
+    """Does a library built by this compiler (its ``--version`` line) carry the pool?
+    GCC's OpenMP ABI is the one it implements; clang's calls ``__kmpc_*``."""
+    return "clang" not in compiler_id.lower()
+
+
+def needs_libgomp(library: bytes) -> bool:
+    """Does this shared library load libgomp (its dynamic section names it)?"""
+    return b"libgomp.so" in library
+
+
+__all__ = ["carried_by", "needs_libgomp", "source"]

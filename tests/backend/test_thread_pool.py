@@ -1,0 +1,196 @@
+"""The thread pool OpenMP libraries carry in place of libgomp (backend.thread_pool): the
+OpenMP entry points GCC's kernels call, a region's members claimed so a late worker costs
+nothing, barriers, nested and one-thread regions, locks; libgomp is left out of the
+library, and a model at threads=2 stays correct beside a busy process, after PyTorch's
+(or anyone's) libgomp, and in a forked child."""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fusionlang.backend import ccompile, thread_pool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(not thread_pool.carried_by(ccompile._compiler_id(ccompile.compiler())),
+                                reason="the pool implements GCC's OpenMP ABI")
+
+#: regions as the templates write them: shared work split by member with barriers between
+#: phases (the GEMM's packed panels), a worksharing loop, an if clause, a nested region,
+#: a reduction the compiler locks, a critical section
+REGIONS_C = r"""
+#include <omp.h>
+#define N 4099
+static float shared_panel[N];
+int phases(int rounds, float *out) {
+    int bad = 0;
+    #pragma omp parallel
+    {
+        const int team = omp_get_num_threads(), me = omp_get_thread_num();
+        for (int r = 0; r < rounds; r++) {
+            for (int i = me; i < N; i += team) shared_panel[i] = (float)(i + r);
+            #pragma omp barrier
+            for (int i = me; i < N; i += team) {  /* every element written by another member */
+                int j = (i + 1) % N;
+                if (shared_panel[j] != (float)(j + r)) {
+                    #pragma omp atomic write
+                    bad = 1;
+                }
+            }
+            #pragma omp barrier
+        }
+    }
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) out[i] = shared_panel[i] * 2.0f;
+    return bad;
+}
+#pragma omp declare reduction(fl_add : float : omp_out += omp_in) initializer(omp_priv = -0.0f)
+float summed(const float *x, long n, int parallel) {
+    float total = -0.0f;
+    #pragma omp parallel for reduction(fl_add : total) if (parallel)
+    for (long i = 0; i < n; i++) total += x[i];
+    return total;
+}
+int nested_teams(void) {
+    int inner = 0;
+    #pragma omp parallel
+    {
+        #pragma omp parallel
+        {
+            #pragma omp critical
+            inner += omp_get_num_threads();
+        }
+    }
+    return inner;
+}
+void fl_set_threads(int n) { omp_set_num_threads(n); }
+int team_size(void) {
+    int size = 0;
+    #pragma omp parallel
+    {
+        if (omp_get_thread_num() == 0) size = omp_get_num_threads();
+    }
+    return size;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def regions():
+    path = ccompile.build_library([REGIONS_C, "int other_unit(void) { return 1; }\n"], openmp=True)
+    lib = ctypes.CDLL(str(path))
+    lib.summed.restype = ctypes.c_float
+    lib.summed.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+    lib.phases.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    return path, lib
+
+
+def test_an_openmp_library_carries_the_pool_not_libgomp(regions):
+    path, lib = regions
+    assert not thread_pool.needs_libgomp(path.read_bytes())
+    assert not hasattr(lib, "GOMP_parallel")  # hidden: binds inside the library only
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_barrier_phases_see_every_members_writes(regions, threads):
+    import numpy as np
+
+    _, lib = regions
+    lib.fl_set_threads(threads)
+    assert lib.team_size() == threads
+    out = np.zeros(4099, np.float32)
+    assert lib.phases(50, out.ctypes.data) == 0
+    np.testing.assert_array_equal(out, (np.arange(4099) + 49) * 2.0)
+    assert lib.nested_teams() == threads  # an inner region runs on its member alone
+
+
+def test_a_locked_reduction_and_the_if_clause(regions):
+    import numpy as np
+
+    _, lib = regions
+    lib.fl_set_threads(2)
+    x = np.random.default_rng(0).standard_normal(100_003).astype(np.float32)
+    for parallel in (0, 1):
+        assert lib.summed(x.ctypes.data, x.size, parallel) == pytest.approx(float(x.sum(dtype=np.float64)), rel=1e-4)
+    negative_zeros = np.full(64, -0.0, np.float32)
+    assert str(lib.summed(negative_zeros.ctypes.data, 64, 1)) == "-0.0"
+
+
+#: a conv + matmul graph at threads=2 checked against threads=1, ``runs`` times
+CHILD = textwrap.dedent("""
+    import os, sys, warnings
+    import numpy as np
+    warnings.simplefilter("error")  # a SpinningThreadsWarning fails the child
+    if sys.argv[1] == "libgomp-first":
+        import ctypes
+        ctypes.CDLL("libgomp.so.1")
+    import fusionlang
+    from fusionlang.backend import omp_wait
+    from fusionlang.ops import GraphBuilder
+    b = GraphBuilder("threads")
+    x = b.input("x", (1, 5, 19, 17))
+    w = b.constant(np.random.default_rng(1).standard_normal((7, 5, 3, 3)).astype(np.float32))
+    y = b.relu(b.conv(x, w, pads=(1, 1, 1, 1)))
+    b.output(y)
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    feeds = {"x": np.random.default_rng(2).standard_normal((1, 5, 19, 17)).astype(np.float32)}
+    one = fusionlang.compile(plan, "c").run(feeds)
+    two = fusionlang.compile(plan, "c", threads=2)
+
+    def check(runs):
+        for _ in range(runs):
+            got = two.run(feeds)
+            for name in graph.outputs:
+                np.testing.assert_allclose(got[name], one[name], rtol=1e-5, atol=1e-5)
+
+    check(int(sys.argv[2]))
+    if sys.argv[1] == "fork":  # the child has none of the parent's workers: it starts its own
+        pid = os.fork()
+        if pid == 0:
+            try:
+                check(3)
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        assert os.waitpid(pid, 0)[1] == 0, "the forked child's run failed"
+    print("ok", omp_wait.libgomp_loaded())
+""")
+
+
+def _child(mode: str, runs: int = 1, **env) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    environ.update(PYTHONPATH=str(ROOT), **env)
+    return subprocess.run([sys.executable, "-c", CHILD, mode, str(runs)], env=environ, capture_output=True,
+                          text=True, timeout=240)
+
+
+def test_threads_stay_correct_while_another_process_holds_a_core_and_libgomp_stays_out():
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        result = _child("fresh", runs=10)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert result.returncode == 0 and result.stdout.split() == ["ok", "False"], result.stderr
+
+
+def test_libgomp_loaded_first_by_someone_else_changes_nothing():
+    result = _child("libgomp-first", runs=3)
+    assert result.returncode == 0 and result.stdout.split() == ["ok", "True"], result.stderr
+
+
+def test_a_forked_child_starts_its_own_workers():
+    result = _child("fork", runs=2)
+    assert result.returncode == 0 and result.stdout.split()[0] == "ok", result.stderr
+
+
+def test_workers_that_sleep_at_once_still_finish_every_region():
+    result = _child("fresh", runs=20, FUSIONLANG_SPIN_US="0")
+    assert result.returncode == 0 and result.stdout.split()[0] == "ok", result.stderr
