@@ -14,10 +14,11 @@ short regions on a machine others may share (issue 35, measured on a 2-core VM):
   (``FUSIONLANG_SPIN_US``), then sleep on a futex, so a run wakes its workers
   once, not once per kernel, and an idle pool gives its cores back.
 
-The pool also makes a library's threads its own: PyTorch's libgomp (loaded first, with
-its spinning wait) no longer decides how fusionlang's kernels wait. Other compilers
-(clang and its libomp) keep their OpenMP runtime; :mod:`.omp_wait` then asks it for the
-passive wait.
+Where libgomp is already in the process when a library is built (PyTorch loads it, and
+the torch.compile backend runs our kernels between its ops), the library links libgomp
+and shares its threads: two pools on the same cores would take turns spinning against each
+other. Other compilers (clang and its libomp) keep their OpenMP runtime too; :mod:`.omp_wait`
+asks such a runtime for the passive wait where it can.
 """
 from __future__ import annotations
 
