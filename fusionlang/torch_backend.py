@@ -360,8 +360,10 @@ class FusedPiece:
         try:
             constants = {name: as_numpy(tensor) for name, tensor in self.constants.items()}
             graph = import_fx(self.module, specs, constants, name=self.name)
+            # PyTorch's ops run between ours on its libgomp threads: ours share them (a
+            # second pool would spin against them: backend.thread_pool)
             compiled = compile_model(graph, self.settings.rules, self.settings.strategy, target="c",
-                                     threads=self.settings.threads)
+                                     threads=self.settings.threads, share_libgomp=True)
         except FuseError as exc:
             self.eager_runs += 1
             logger(IMPORT).warning("torch: %s runs in eager for shapes %s: %s", self.name,

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from fusionlang.backend.kernel_cache import cache_dir, cached_build, clear_cache, entry_key, entry_path, verified
 from fusionlang.backend import thread_pool
-from fusionlang.backend.omp_wait import libgomp_loaded, passive_wait_while_loading
+from fusionlang.backend.omp_wait import passive_wait_while_loading
 from fusionlang.errors import CodegenError
 
 BASE_FLAGS = ["-std=gnu11", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd",
@@ -183,15 +183,15 @@ def compile_object(source: str, flag_list: list[str]) -> Path:
 
 
 def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = False,
-                  jobs: int | None = None, opts: list[str] | None = None) -> Path:
+                  jobs: int | None = None, opts: list[str] | None = None, pool: bool = True) -> Path:
     """Shared library of the given translation units: one object per unit, compiled in
     parallel and cached, then linked (a single unit is compiled and linked in one run).
     ``opts``: each unit's optimization level (default LOOP_OPT). With ``openmp`` a GCC
     build links fusionlang's thread pool (:mod:`.thread_pool`) in place of libgomp, unless
-    libgomp is already in the process (PyTorch's): the kernels then share its threads."""
+    ``pool=False`` (the kernels then share the process's libgomp: PyTorch's)."""
     opts = opts or [LOOP_OPT] * len(sources)
     cc = compiler()
-    pooled = openmp and thread_pool.carried_by(_compiler_id(cc)) and not libgomp_loaded()
+    pooled = openmp and pool and thread_pool.carried_by(_compiler_id(cc))
     if pooled:
         sources, opts = [*sources, thread_pool.source()], [*opts, TEMPLATE_OPT]
     flag_list = flags(openmp=openmp, sanitize=sanitize)

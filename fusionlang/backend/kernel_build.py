@@ -30,6 +30,8 @@ class KernelBuild:
     openmp: bool = False
     #: OpenMP threads a C run uses: None for every core (with openmp), 1 for one thread
     threads: int | None = None
+    #: OpenMP threads from the process's libgomp, not the library's pool (backend.thread_pool)
+    share_libgomp: bool = False
     sanitize: bool = False
     #: loaded indices (gather) are checked against their axis; a bad one is an InputError
     check_indices: bool = True

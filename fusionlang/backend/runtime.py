@@ -213,7 +213,7 @@ class CompiledGraph:
 
     def __init__(self, plan: FusionPlan, target: str | None = None, *, openmp: bool = False, sanitize: bool = False,
                  fuse: bool = True, check_indices: bool = True, templates: bool = True, threads: int | None = None,
-                 precision: str = "fp32", profile: bool = False):
+                 precision: str = "fp32", profile: bool = False, share_libgomp: bool = False):
         target = target or plan.target or "c"
         scheduling_target(target)
         if precision not in PRECISIONS:
@@ -234,6 +234,8 @@ class CompiledGraph:
         #: OpenMP threads a C run uses: None for every core (with openmp), 1 for one thread
         self.threads = threads
         self.openmp = openmp or (threads is not None and threads > 1)
+        #: OpenMP threads from the process's libgomp (PyTorch's), not the library's own pool
+        self.share_libgomp = share_libgomp
         self.sanitize = sanitize
         #: loaded indices (gather) are checked against their axis; a bad one is an InputError
         self.check_indices = check_indices
@@ -253,7 +255,7 @@ class CompiledGraph:
         streamed = streamed_values(plan.graph, host()) if target == "c" and not self.openmp else frozenset()
         build = KernelBuild(plan, lowered, templated, self.constants, self.buffers, openmp=self.openmp,
                             threads=threads, sanitize=sanitize, check_indices=check_indices, streamed=streamed,
-                            precision=precision, profile=profile)
+                            precision=precision, profile=profile, share_libgomp=share_libgomp)
         self.profiled = profile
         # the build (polyhedral programs, loop IR: isl contexts, sympy trees) is not needed
         # to run and is let go here; so is the graph from before rewriting, so a compiled
@@ -361,7 +363,8 @@ def _never_allocated(plan: FusionPlan, templates: dict) -> int:
 
 def compile(plan: FusionPlan, target: str | None = None, *, openmp: bool = False, sanitize: bool = False,
             fuse: bool = True, check_indices: bool = True, templates: bool = True,
-            threads: int | None = None, precision: str = "fp32", profile: bool = False) -> CompiledGraph:
+            threads: int | None = None, precision: str = "fp32", profile: bool = False,
+            share_libgomp: bool = False) -> CompiledGraph:
     """Compile a fusion plan for ``target`` ("c", "cuda" or "cuda-emu"; default: the
     plan's own target, else "c"). The schedules the plan holds for that target are
     replayed; a group without one is scheduled now (``stats.schedule_searches``).
@@ -373,8 +376,9 @@ def compile(plan: FusionPlan, target: str | None = None, *, openmp: bool = False
     ``templates=False`` keeps conv and matmul groups as plain loop nests on the C target
     (see :mod:`.template`). ``threads=N`` runs the C target's parallel loops and GEMM tiles
     on N OpenMP threads (``openmp=True`` alone: every core, or ``OMP_NUM_THREADS``), run by
-    the library's own pool (:mod:`.thread_pool`: idle threads spin briefly, then sleep);
-    the default is one thread. No sum is split across threads, so an
+    the library's own pool (:mod:`.thread_pool`: idle threads spin briefly, then sleep),
+    or with ``share_libgomp=True`` by the process's libgomp (PyTorch's, whose threads its
+    own ops use between ours); the default is one thread. No sum is split across threads, so an
     OpenMP build gives the same bits on any number of them; the build without OpenMP
     (one thread) may differ from it in the last bit of a vectorized reduction.
     ``precision`` (CUDA targets): how conv and matmul multiply on tensor cores (sm_80 and
@@ -385,7 +389,8 @@ def compile(plan: FusionPlan, target: str | None = None, *, openmp: bool = False
     measured), so it is off by default."""
     try:
         return CompiledGraph(plan, target, openmp=openmp, sanitize=sanitize, fuse=fuse, check_indices=check_indices,
-                             templates=templates, threads=threads, precision=precision, profile=profile)
+                             templates=templates, threads=threads, precision=precision, profile=profile,
+                             share_libgomp=share_libgomp)
     except FuseError:
         raise
     except RecursionError as exc:

@@ -100,7 +100,7 @@ class CRuntime:
         compiler_started = time.perf_counter()
         with timed(COMPILE, "C compiler"):
             self.library_path = build_library([u for u, _ in units], openmp=build.openmp, sanitize=build.sanitize,
-                                              opts=[opt for _, opt in units])
+                                              opts=[opt for _, opt in units], pool=not build.share_libgomp)
         #: seconds the C compiler took (0 when the kernel cache held the library)
         self.compiler_seconds = time.perf_counter() - compiler_started
         logger(COMPILE).info("%d translation units -> %s (%s)", len(units), self.library_path.name,

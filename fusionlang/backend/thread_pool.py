@@ -14,10 +14,10 @@ short regions on a machine others may share (issue 35, measured on a 2-core VM):
   (``FUSIONLANG_SPIN_US``), then sleep on a futex, so a run wakes its workers
   once, not once per kernel, and an idle pool gives its cores back.
 
-Where libgomp is already in the process when a library is built (PyTorch loads it, and
-the torch.compile backend runs our kernels between its ops), the library links libgomp
-and shares its threads: two pools on the same cores would take turns spinning against each
-other. Other compilers (clang and its libomp) keep their OpenMP runtime too; :mod:`.omp_wait`
+The torch.compile backend compiles with ``share_libgomp=True``: its kernels run between
+PyTorch's ops, whose libgomp threads spin after each; two pools on the same cores would take
+turns spinning against each other, so there the library links libgomp and shares its
+threads. Other compilers (clang and its libomp) keep their OpenMP runtime too; :mod:`.omp_wait`
 asks such a runtime for the passive wait where it can.
 """
 from __future__ import annotations

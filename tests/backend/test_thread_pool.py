@@ -1,8 +1,8 @@
 """The thread pool OpenMP libraries carry in place of libgomp (backend.thread_pool): the
 OpenMP entry points GCC's kernels call, a region's members claimed so a late worker costs
 nothing, barriers, nested and one-thread regions, locks; libgomp is left out of the
-library (unless libgomp is already in the process: then it is shared), and a model at
-threads=2 stays correct beside a busy process and in a forked child."""
+library (unless asked to share the process's: PyTorch's), and a model at threads=2 stays
+correct beside a busy process, beside another libgomp, and in a forked child."""
 from __future__ import annotations
 
 import ctypes
@@ -83,9 +83,7 @@ int team_size(void) {
 
 @pytest.fixture(scope="module")
 def regions():
-    with pytest.MonkeyPatch.context() as patch:  # as in a process no libgomp has entered
-        patch.setattr(ccompile, "libgomp_loaded", lambda: False)
-        path = ccompile.build_library([REGIONS_C, "int other_unit(void) { return 1; }\n"], openmp=True)
+    path = ccompile.build_library([REGIONS_C, "int other_unit(void) { return 1; }\n"], openmp=True)
     lib = ctypes.CDLL(str(path))
     lib.summed.restype = ctypes.c_float
     lib.summed.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
@@ -144,7 +142,7 @@ CHILD = textwrap.dedent("""
     plan = fusionlang.fuse(graph, "apollo")
     feeds = {"x": np.random.default_rng(2).standard_normal((1, 5, 19, 17)).astype(np.float32)}
     one = fusionlang.compile(plan, "c").run(feeds)
-    two = fusionlang.compile(plan, "c", threads=2)
+    two = fusionlang.compile(plan, "c", threads=2, share_libgomp=bool(os.environ.get("SHARE")))
 
     def check(runs):
         for _ in range(runs):
@@ -183,10 +181,14 @@ def test_threads_stay_correct_while_another_process_holds_a_core_and_libgomp_sta
     assert result.returncode == 0 and result.stdout.split() == ["ok", "False"], result.stderr
 
 
-def test_libgomp_loaded_first_by_someone_else_is_shared_and_named_in_a_warning():
-    # PyTorch's libgomp: our kernels share its threads (two pools would spin against each
-    # other), and its spinning wait is named
+def test_libgomp_loaded_first_by_someone_else_changes_nothing():
     result = _child("libgomp-first", runs=3)
+    assert result.returncode == 0 and result.stdout.split() == ["ok", "True"], result.stderr
+
+
+def test_sharing_libgomp_links_it_and_names_its_spinning_wait():
+    # what the torch.compile backend asks for: PyTorch's ops and ours on libgomp's threads
+    result = _child("libgomp-first", runs=1, SHARE="1")
     assert result.returncode != 0 and "SpinningThreadsWarning" in result.stderr
     assert "OMP_WAIT_POLICY=passive" in result.stderr
 
