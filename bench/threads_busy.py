@@ -3,11 +3,12 @@
 
 libgomp's default wait spins an idle thread before it sleeps; with a core taken by another
 process the spinning thread takes the time slice the working one needs (issue 35:
-ResNet-18 4 to 17x slower at threads=2 than at one thread). fusionlang now loads its
-OpenMP kernels with a passive wait (``backend/omp_wait.py``). Run it without
-``OMP_WAIT_POLICY`` set, so that what is measured is what a user gets (the JSON records
-the variable, null when unset, and the machine's load average: other users' processes
-count as busy ones too). Writes bench/results/threads_busy.json.
+ResNet-18 4 to 17x slower at threads=2 than at one thread). fusionlang's OpenMP libraries
+now carry their own pool (``backend/thread_pool.py``: a region's members are claimed, so a
+late worker costs nothing, and a wait spins for a budget that halves when spins run out,
+then sleeps). The JSON records ``OMP_WAIT_POLICY`` (null when unset; it matters only to
+builds that use libgomp) and the machine's load average: other users' processes count as
+busy ones too. Writes bench/results/threads_busy.json.
 
     python bench/threads_busy.py [--models resnet50,bert_layer] [--busy 1] [--rounds 9]
 """
