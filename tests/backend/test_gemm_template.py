@@ -144,16 +144,17 @@ def im2col_packing(how: str):
     or "runs" (of input rows), whatever its width; or "direct": read in place from padded
     planes where the stride is 1 (:func:`reads_planes`), else as "copies"."""
     saved = gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES, \
-        gemm_template.DIRECT_MAX_COLUMNS
+        gemm_template.DIRECT_MAX_COLUMNS, gemm_template.DIRECT_MAX_ROWS
     gemm_template.GATHER_MAX_FLOATS = -1 if how == "runs" else 1 << 40
     gemm_template.COPY_RUNS = how in ("copies", "direct")
     gemm_template.READ_PLANES = how == "direct"
     gemm_template.DIRECT_MAX_COLUMNS = 1e9
+    gemm_template.DIRECT_MAX_ROWS = 1 << 30
     try:
         yield
     finally:
         (gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES,
-         gemm_template.DIRECT_MAX_COLUMNS) = saved
+         gemm_template.DIRECT_MAX_COLUMNS, gemm_template.DIRECT_MAX_ROWS) = saved
 
 
 def _packer(how: str, problem: GemmProblem, vl: int) -> str:
