@@ -553,7 +553,8 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
         if not gathers_in_place(problem.b, problem.fold):
             called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
         if _copies(problem, bl):
-            called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_copies(o, bl),
+            step = problem.b.stride[1]
+            called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_copies(o, bl, step),
                                  vector_types(bl.vl)))
         else:
             called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_gather(o, bl)))
@@ -575,7 +576,10 @@ def _copies(problem: GemmProblem, bl: Blocking) -> bool:
 
 def _gather_name(problem: GemmProblem, bl: Blocking) -> str:
     """The routine packing a gathered im2col operand."""
-    return f"fl_gemm_pack_{'copies' if _copies(problem, bl) else 'gather'}_{bl.nr}"
+    if not _copies(problem, bl):
+        return f"fl_gemm_pack_gather_{bl.nr}"
+    step = problem.b.stride[1] if isinstance(problem.b, Im2Col) else 1
+    return f"fl_gemm_pack_copies{'' if step == 1 else f'_s{step}'}_{bl.nr}"
 
 
 def _columns_contiguous(view: Operand | Im2Col) -> bool:
@@ -1075,6 +1079,16 @@ def _micro_name(bl: Blocking, vectors: int | None = None, direct: bool = False) 
     return f"fl_gemm_micro_{kind}{bl.mr}x{vectors}v{bl.vl}_of{bl.nv}"
 
 
+#: how far ahead (floats) the micro-kernel prefetches its A sliver, each step. A is most
+#: often a conv's weights packed at compile time and read once a call, from L3 or memory
+#: (ResNet's 512 -> 512 3x3 conv at 7x7: 9.4 MB, each weight used 49 times), and the
+#: hardware prefetcher fell behind; slivers lie one after the other, so this reads into
+#: the next tile's. One core, AVX-512, caches flushed before each run, interleaved with
+#: ORT: that conv 5.03 -> 2.53 ms (ORT 2.35, 96 floats ahead 3.97, 384 2.59), 256 -> 256
+#: at 14x14 2.51 -> 2.14, 64 -> 64 at 56x56 2.26 -> 2.20, the 7x7/2 stem 2.81 -> 2.63
+A_PREFETCH_FLOATS = 768
+
+
 def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None, direct: bool = False) -> None:
     # noinline (in its signature): shared by the unit's kernels; a call per MR x NR tile of
     # kc steps costs nothing. ``vectors`` < NV: the same slivers (NR floats a step), only
@@ -1089,6 +1103,8 @@ def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None, direct: 
     # two k steps a trip: 1024^3 on AVX-512, 6x4 tile, ran 159 -> 167 GFLOP/s (4 and 8: no better)
     out("#pragma GCC unroll 2")
     out.open("for (long p = 0; p < kc; p++)")
+    if A_PREFETCH_FLOATS:
+        out(f"__builtin_prefetch(a + {A_PREFETCH_FLOATS});")
     for v in range(nv):
         # element-aligned loads: a packed constant from NumPy need not be 64-byte aligned,
         # and an unaligned-type load of aligned data costs the same
@@ -1368,31 +1384,59 @@ def _pack_gather(out: Lines, bl: Blocking) -> None:
 COPY_RUNS = True
 
 
+#: the strides along rows whose runs of taps are copied: 1, a vector a load; 2 (ResNet's
+#: 7x7/2 stem and its 3x3/2 convs), a vector from two loads and a permute, where the
+#: gathers it replaces ran 90% of their packing's time on a gather instruction
+COPY_STRIDES = (1, 2)
+
+
 def copies_runs(b: Im2Col, fold: Fold | None, vl: int) -> bool:
-    """Whether a gathered im2col operand is packed by copying runs: a stride of 1 along rows
-    (the taps of one output row are consecutive in a padded plane), output rows at least
-    half a vector long (a shorter run's copy fills under half its lanes: 3x3 convs of 128
-    channels, one core, AVX-512, copies / gathers: 56x56 0.86, 28x28 0.80, 14x14 0.82, 7x7
-    1.20), and positions enough that the index array after the planes holds the up to
-    ``vl - 1`` floats a run's last vector reads past the planes."""
+    """Whether a gathered im2col operand is packed by copying runs: a stride of 1 or 2 along
+    rows (the taps of one output row are every first or second float of a padded plane's
+    row; not gathered in place, where a run's last vector may read past the input), output
+    rows at least half a vector long (a shorter run's copy fills under half its lanes: 3x3
+    convs of 128 channels, one core, AVX-512, copies / gathers: 56x56 0.86, 28x28 0.80,
+    14x14 0.82, 7x7 1.20), and positions enough that the index array after the planes
+    holds the up to ``stride * vl - 1`` floats a run's last vector reads past the planes."""
     images = fold.images if fold is not None else 1
-    return COPY_RUNS and b.stride[1] == 1 and 2 * b.out_w >= vl and b.out_h * b.out_w * images >= vl
+    step = b.stride[1]
+    return COPY_RUNS and step in COPY_STRIDES and not (step > 1 and gathers_in_place(b, fold)) \
+        and 2 * b.out_w >= vl and b.out_h * b.out_w * images >= step * vl
 
 
-def _pack_copies(out: Lines, bl: Blocking) -> None:
-    # as _pack_gather, but stride 1 along rows: the columns of a sliver are runs of
-    # consecutive offsets in the planes (an output row's, or its part in the sliver), found
-    # once per sliver from the index, and each row of taps is copied run by run, a vector
-    # at a time. A run's last vector may spill past it: into the next run's columns,
-    # copied after it, or past nn, zeroed after; where it would leave the sliver's row it
-    # ends at the run's end instead (the run's own columns copied twice)
-    vf = f"fl_vfu{bl.vl}"
+def _copy_vector(out: Lines, bl: Blocking, step: int, column: str) -> None:
+    """Print the copy of the ``vl`` columns from ``column`` of a run: one vector load, or
+    (``step`` 2) the even floats of two loads, one permute (a loop for the compiler to
+    vectorize ran 8 lanes, then 4, then one at a time, at AVX-512's preferred width 256)."""
+    vf, vfu = f"fl_vf{bl.vl}", f"fl_vfu{bl.vl}"
+    if step == 1:
+        out(f"*({vfu} *)(d + {column}) = *(const {vfu} *)(from + {column});")
+        return
+    evens = ", ".join(str(2 * u) for u in range(bl.vl))
+    out(f"const {vf} lo = *(const {vfu} *)(from + 2 * {column}), hi = *(const {vfu} *)(from + 2 * {column} + {bl.vl});")
+    out("#if defined(__clang__)")
+    out(f"*({vfu} *)(d + {column}) = __builtin_shufflevector(lo, hi, {evens});")
+    out("#else")
+    out(f"*({vfu} *)(d + {column}) = __builtin_shuffle(lo, hi, (fl_vi{bl.vl}){{{evens}}});")
+    out("#endif")
+
+
+def _pack_copies(out: Lines, bl: Blocking, step: int = 1) -> None:
+    # as _pack_gather, but stride ``step`` (1 or 2) along rows: the columns of a sliver are
+    # runs of offsets ``step`` apart in the planes (an output row's, or its part in the
+    # sliver), found once per sliver from the index, and each row of taps is copied run by
+    # run, a vector at a time. A run's last vector may spill past it: into the next run's
+    # columns, copied after it, or past nn, zeroed after; where it would leave the sliver's
+    # row it ends at the run's end instead (the run's own columns copied twice)
+    times = "" if step == 1 else f"{step} * "
+    if step > 1:  # the permute's lane indices
+        out(f"typedef int fl_vi{bl.vl} __attribute__((vector_size({bl.vl * 4})));")
     out("const long kh = taps / kw, first_ch = pc / taps, first_ky = pc % taps / kw, first_kx = pc % kw;")
     out.open(f"for (long j0 = 0; j0 < n; j0 += {bl.nr}, dst += {bl.nr} * kc)")
     out(f"const long nn = n - j0 < {bl.nr} ? n - j0 : {bl.nr};")
     out("const int *ix = index + n0 + j0;")
     out(f"long start[{bl.nr + 1}], runs = 0;")
-    out("for (long t = 0; t < nn; t++) if (t == 0 || ix[t] != ix[t - 1] + 1) start[runs++] = t;")
+    out(f"for (long t = 0; t < nn; t++) if (t == 0 || ix[t] != ix[t - 1] + {step}) start[runs++] = t;")
     out("start[runs] = nn;")
     out("long ch = first_ch, kyi = first_ky, kxi = first_kx;")
     out.open("for (long p = 0; p < kc; p++)")
@@ -1400,13 +1444,21 @@ def _pack_copies(out: Lines, bl: Blocking) -> None:
     out(f"float *d = dst + p * {bl.nr};")
     out.open("for (long r = 0; r < runs; r++)")
     out("const long t0 = start[r], t1 = start[r + 1];")
-    out("const float *from = s + ix[t0] - t0;  /* from[t]: column t's tap */")
+    out(f"const float *from = s + ix[t0] - {times}t0;  /* from[{times}t]: column t's tap */")
     out("long t = t0;")
-    out(f"for (; t + {bl.vl} <= t1; t += {bl.vl}) *({vf} *)(d + t) = *(const {vf} *)(from + t);")
+    out.open(f"for (; t + {bl.vl} <= t1; t += {bl.vl})")
+    _copy_vector(out, bl, step, "t")
+    out.close()
     out.open("if (t < t1)")
-    out(f"if (t + {bl.vl} <= {bl.nr}) *({vf} *)(d + t) = *(const {vf} *)(from + t);")
-    out(f"else if (t1 - {bl.vl} >= t0) *({vf} *)(d + t1 - {bl.vl}) = *(const {vf} *)(from + t1 - {bl.vl});")
-    out("else for (; t < t1; t++) d[t] = from[t];")
+    out.open(f"if (t + {bl.vl} <= {bl.nr})")
+    _copy_vector(out, bl, step, "t")
+    out.close(f"}} else if (t1 - {bl.vl} >= t0) {{")
+    out.depth += 1
+    _copy_vector(out, bl, step, f"(t1 - {bl.vl})")
+    out.close("} else {")
+    out.depth += 1
+    out(f"for (; t < t1; t++) d[t] = from[{times}t];")
+    out.close()
     out.close()
     out.close()
     out(f"for (long t = nn; t < {bl.nr}; t++) d[t] = 0.0f;")
@@ -1423,6 +1475,13 @@ def _pack_copies(out: Lines, bl: Blocking) -> None:
 #: 1.00 to 1.05, grouped ones of 8 channels a group 0.45 to 0.46)
 DIRECT_MAX_COLUMNS = 1.08
 DIRECT_ROWS = 8
+#: a conv of this many output channels or more packs its B: the panel packed is shared by
+#: that many rows of A, and reading the planes in place costs its unaligned loads and the
+#: copy of the padded result into C (one core, AVX-512, caches flushed before each run,
+#: in place / packed ms: 512 -> 512 3x3 at 7x7 2.72 / 2.41, at 14x14 7.70 / 7.21, 256 ->
+#: 512 at 7x7 1.52 / 1.45; 256 -> 256 at 14x14 2.12 / 2.14 and 64 -> 64 at 56x56 2.41 /
+#: 2.43 alike)
+DIRECT_MAX_ROWS = 512
 #: whether any conv reads its planes in place (tests turn it off to cover the packers)
 READ_PLANES = True
 
@@ -1438,6 +1497,8 @@ def reads_planes(problem: GemmProblem, vl: int, packed_b: bool = False) -> bool:
     b = problem.b
     if not READ_PLANES or not isinstance(b, Im2Col) or problem.fold is not None or b.stride != (1, 1) \
             or not _gathered(problem, packed_b):
+        return False
+    if problem.m >= DIRECT_MAX_ROWS:
         return False
     limit = max(DIRECT_MAX_COLUMNS, 1 + DIRECT_ROWS / problem.m)
     return _round_up(_direct_columns(b), vl) <= limit * _round_up(problem.n, vl)

@@ -38,8 +38,9 @@ def _reads_planes(graph) -> list[bool]:
 
 @pytest.fixture
 def _every_stride_1_conv_in_place(monkeypatch):
-    # however many columns the padded width adds
+    # however many columns the padded width adds, however many output channels
     monkeypatch.setattr(gemm_template, "DIRECT_MAX_COLUMNS", 1e9)
+    monkeypatch.setattr(gemm_template, "DIRECT_MAX_ROWS", 1 << 30)
 
 
 @pytest.mark.usefixtures("_every_stride_1_conv_in_place")
@@ -72,13 +73,14 @@ def _conv(height: int, width: int, stride: int, channels: int = 5, residual: boo
 
 @pytest.mark.parametrize("height,width,stride,rows,direct", [(6, 40, 1, 128, True), (7, 7, 1, 128, True),
                                                              (6, 40, 2, 128, False), (6, 9, 1, 128, False),
-                                                             (6, 9, 1, 8, True)])
+                                                             (6, 9, 1, 8, True), (7, 7, 1, 512, False)])
 def test_a_stride_1_conv_reads_its_planes_in_place_where_the_padded_width_costs_little(height, width, stride, rows,
                                                                                        direct):
     # 6 rows of 40 at the padded width 42: 252 columns against 240 (16 vectors each); a 7x7
     # plane (ResNet's last): 63 against 49 (4 vectors each); 6 rows of 9: 66 against 54 (5
     # vectors against 4): packed for 128 output channels, in place for 8 (the packing saved
-    # weighs more against fewer rows), and a strided conv's taps are no run of the planes
+    # weighs more against fewer rows), and a strided conv's taps are no run of the planes;
+    # 512 output channels pack (ResNet's last convs: the panel is shared by 512 rows)
     graph, feeds = _conv(height, width, stride, out_channels=rows)
     assert _reads_planes(graph) == [direct]
     check_one_and_two_threads(graph, feeds)

@@ -140,20 +140,21 @@ def _conv_reference(x, w, stride, dilation, pads, group):
 @contextlib.contextmanager
 def im2col_packing(how: str):
     """Pack every im2col operand by ``how``: "gather" (from padded planes, a gather per
-    vector), "copies" (from padded planes, copies of runs where the stride along rows is 1)
+    vector), "copies" (from padded planes, copies of runs where the stride along rows is 1 or 2)
     or "runs" (of input rows), whatever its width; or "direct": read in place from padded
     planes where the stride is 1 (:func:`reads_planes`), else as "copies"."""
     saved = gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES, \
-        gemm_template.DIRECT_MAX_COLUMNS
+        gemm_template.DIRECT_MAX_COLUMNS, gemm_template.DIRECT_MAX_ROWS
     gemm_template.GATHER_MAX_FLOATS = -1 if how == "runs" else 1 << 40
     gemm_template.COPY_RUNS = how in ("copies", "direct")
     gemm_template.READ_PLANES = how == "direct"
     gemm_template.DIRECT_MAX_COLUMNS = 1e9
+    gemm_template.DIRECT_MAX_ROWS = 1 << 30
     try:
         yield
     finally:
         (gemm_template.GATHER_MAX_FLOATS, gemm_template.COPY_RUNS, gemm_template.READ_PLANES,
-         gemm_template.DIRECT_MAX_COLUMNS) = saved
+         gemm_template.DIRECT_MAX_COLUMNS, gemm_template.DIRECT_MAX_ROWS) = saved
 
 
 def _packer(how: str, problem: GemmProblem, vl: int) -> str:
@@ -164,8 +165,12 @@ def _packer(how: str, problem: GemmProblem, vl: int) -> str:
     b = problem.b
     if how == "direct" and b.stride == (1, 1):
         return "micro_direct"
-    copies = b.stride[1] == 1 and 2 * b.out_w >= vl and b.out_h * b.out_w >= vl
-    return "pack_copies" if how in ("copies", "direct") and copies else "pack_gather"
+    step = b.stride[1]
+    in_place = step > 1 and gemm_template.gathers_in_place(b)
+    copies = step in (1, 2) and not in_place and 2 * b.out_w >= vl and b.out_h * b.out_w >= step * vl
+    if how not in ("copies", "direct") or not copies:
+        return "pack_gather"
+    return "pack_copies" if step == 1 else "pack_copies_s2"
 
 
 @pytest.mark.parametrize("packing", ["gather", "copies", "runs", "direct"])

@@ -500,11 +500,12 @@ def test_a_pointwise_conv_reads_its_input_as_a_matrix(group, pads):
     assert (not b_packers and direct) if any(pads) else (b_packers == {"fl_gemm_pack_b"} and not direct)
 
 
-@pytest.mark.parametrize("width,stride,packer", [(64, 1, "copies"), (64, 2, "gather"), (1, 1, "gather")])
+@pytest.mark.parametrize("width,stride,packer", [(64, 1, "copies"), (64, 2, "copies_s2"), (1, 1, "gather")])
 def test_a_stride_1_conv_on_wide_rows_packs_by_copying_runs(width, stride, packer, monkeypatch):
     # densenet's 3x3 convs of 128 channels at 56x56 to 14x14 pack 1.2x faster copying runs of
-    # taps than gathering them; a strided conv's taps are no run, nor are those of rows
-    # under half a vector (7x7 planes: 1.2x slower). Packed, not read in place (test_conv_direct)
+    # taps than gathering them; a stride of 2 along rows copies runs of every second tap
+    # (test_conv_copies_stride2); rows under half a vector are no run worth copying (7x7
+    # planes: 1.2x slower). Packed, not read in place (test_conv_direct)
     monkeypatch.setattr(gemm_template, "READ_PLANES", False)
     rng = np.random.default_rng(4)
     b = GraphBuilder("copies")
