@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import sympy as sp
 
 from fusionlang.backend.cexpr import Flavor, IndexPrinter, ValuePrinter
@@ -116,10 +117,38 @@ class StatementPrinter:
         return f"const float {stmt.var} = {value};"
 
 
+def next_rows_prefetches(stmts: tuple[Statement, ...], index: IndexText, rows: str = "mm") -> list[str]:
+    """Lines, run once per row ``i`` of a tile, that prefetch row ``i + rows`` of each array
+    the statements read along the row: the next tile a blocked GEMM finishes lies below
+    this one (its loops step down the rows of a column panel), so its epilogue's reads are
+    rows of another 4 KiB page each, which the hardware prefetcher does not follow. GELU's
+    backward over a 256 x 1024 GEMM reading the saved activation, caches cold: 1.93 -> 1.60
+    ms (the epilogue alone 0.44 -> 0.24). Its stores, prefetched for writing, gained nothing
+    measurable. The address is integer arithmetic (the compiler's own uintptr_t: a template
+    unit need not include stdint.h): a prefetch never faults, and no pointer leaves its array."""
+    i, j, below = sp.Symbol("i", integer=True), sp.Symbol("j", integer=True), sp.Symbol(rows, integer=True)
+    lines, seen = [], set()
+    for load in _row_loads(stmts):
+        names = {sym.name: sym for sym in load.offset.free_symbols}
+        if not {"i", "j"} <= set(names) or (load.array, load.offset) in seen:
+            continue  # the same element for every row, or one per row: in cache already
+        seen.add((load.array, load.offset))
+        ahead = load.offset.subs({names["i"]: i + below, names["j"]: j})
+        lines.append(f"for (long j = j0; j < j0 + nn; j += {64 // np.dtype(load.dtype).itemsize}) "
+                     f"__builtin_prefetch((const void *)((__UINTPTR_TYPE__){load.array} + sizeof(*{load.array}) "
+                     f"* (__UINTPTR_TYPE__)({index(ahead)})));")
+    return lines
+
+
+def _row_loads(stmts: tuple[Statement, ...]) -> list[Load]:
+    return [source for stmt in stmts if isinstance(stmt, Define) for _, source in stmt.reads if isinstance(source, Load)]
+
+
 def statements_text(stmts: tuple[Statement, ...], flavor: Flavor, index: IndexText | None = None) -> list[str]:
     """The statements' lines, indices printed as literals unless ``index`` says otherwise."""
     printer = StatementPrinter(flavor, index or IndexPrinter())
     return [line.strip() for stmt in stmts for line in printer(stmt).strip().splitlines()]
 
 
-__all__ = ["Assign", "Define", "IndexText", "Load", "Statement", "StatementPrinter", "Store", "Text", "statements_text"]
+__all__ = ["Assign", "Define", "IndexText", "Load", "Statement", "StatementPrinter", "Store", "Text", "next_rows_prefetches",
+           "statements_text"]

@@ -52,7 +52,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.backend.cexpr import C, IndexPrinter
-from fusionlang.backend.epilogue import Statement, statements_text
+from fusionlang.backend.epilogue import Statement, next_rows_prefetches, statements_text
 from fusionlang.backend.machine import Machine
 from fusionlang.ops.access import as_expr
 
@@ -465,7 +465,7 @@ class Driver:
         numbers, out = Numbers(), Lines()
         # a folded problem's epilogue runs on the scratch tile (see _folded_tile)
         row_stride = f"{self.blocking.nr}L" if self.problem.fold is not None else None
-        epilogue_function(out, name, self.problem, self.epilogue, numbers, row_stride)
+        epilogue_function(out, name, self.problem, self.epilogue, numbers, row_stride, self.blocking.vl)
         _driver(out, name, linkage, self.problem, self.blocking, self.epilogue, self.packed_a, self.packed_b,
                 self.threads, numbers)
         return out, numbers
@@ -1648,11 +1648,11 @@ def _outer_params(problem: GemmProblem) -> str:
 
 
 def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None,
-                      numbers: Numbers | None = None, row_stride: str | None = None) -> None:
+                      numbers: Numbers | None = None, row_stride: str | None = None, vl: int = 0) -> None:
     """``name_epilogue(c, i0, mm, j0, nn, o..., params)``: the epilogue over an mm x nn tile
     of C at row i0, column j0 (``c`` points at its first element, its rows ``row_stride``
     apart: C's by default). With ``numbers`` it also takes the driver's ``S`` first and
-    reads its numbers from it."""
+    reads its numbers from it; ``vl`` (floats a vector) sets the SIMD loop's length."""
     if epilogue is None:
         return
     extra = epilogue_params(epilogue)
@@ -1668,7 +1668,12 @@ def epilogue_function(out: Lines, name: str, problem: GemmProblem, epilogue: Epi
     if row_stride is None:
         row_stride = numbers(problem.c.rows) if numbers is not None else f"{problem.c.rows}L"
     out(f"float *row = c + (i - i0) * {row_stride} - j0;")
-    out("#pragma omp simd")
+    if numbers is not None:  # a blocked driver's tile: the next one lies below
+        for line in next_rows_prefetches(epilogue.body, NumberedIndex(numbers)):
+            out(line)
+    # vl: gcc's -O2 tuning vectorizes with 256-bit vectors where the micro-kernel's are 512
+    # (erf GELU's backward over a 6 x 64 tile: 0.27 -> 0.22 ms per 256 x 1024)
+    out(f"#pragma omp simd simdlen({vl})" if vl else "#pragma omp simd")
     out.open("for (long j = j0; j < j0 + nn; j++)")
     out("float v = row[j];")
     for line in statements_text(epilogue.body, C, NumberedIndex(numbers) if numbers is not None else None):

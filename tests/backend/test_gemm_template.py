@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from fusionlang.backend.ccompile import build_library, load_library
 from fusionlang.backend.cexpr import C
-from fusionlang.backend.epilogue import Assign, Define, Load, Text, statements_text
+from fusionlang.backend.epilogue import Assign, Define, Load, Text, next_rows_prefetches, statements_text
 from fusionlang.backend.gemm_template import (MICRO_TILES, Blocking, Epilogue, GemmProblem, Im2Col, NumberedIndex,
                                               Numbers, Operand, blocking_for, gemm_function, gemm_kernel,
                                               pack_constant, packing_floats, vector_types)
@@ -320,6 +320,42 @@ def test_an_element_the_epilogue_reads_again_takes_its_first_index_and_slots():
     lines = statements_text(stmts, C, NumberedIndex(numbers))
     assert lines == ["const float e0 = (p3[((S[0] * i) + j)]*p3[((S[0] * i) + j)]);",
                      "const float e1 = e0*p3[((S[0] * i) + j)];"] and numbers.values == [64]
+
+
+def test_an_epilogue_prefetches_the_next_tiles_rows_of_what_it_reads_along_a_row():
+    # the driver's next tile lies mm rows below: a residual is prefetched there, once, a
+    # 64-byte line at a time (32 halves); a bias (one row for all) and a per-row scale not
+    h, r, q, s = sp.symbols("h r q s")
+    residual, half = Load("p2", 64 * I + J), Load("p5", 64 * I + J, "float16")
+    stmts = (Define("e0", h + r + q, ((h, "v"), (r, residual), (q, half))), Define("e1", h * r * s, ((h, "e0"), (r, residual), (s, Load("p3", J)))),
+             Define("e2", h * s, ((h, "e1"), (s, Load("p4", 2 * I)))))
+    numbers = Numbers()
+    lines = next_rows_prefetches(stmts, NumberedIndex(numbers))
+    assert lines == ["for (long j = j0; j < j0 + nn; j += 16) __builtin_prefetch((const void *)((__UINTPTR_TYPE__)p2 + "
+                     "sizeof(*p2) * (__UINTPTR_TYPE__)(((S[0] * i) + j + (S[1] * mm)))));",
+                     "for (long j = j0; j < j0 + nn; j += 32) __builtin_prefetch((const void *)((__UINTPTR_TYPE__)p5 + "
+                     "sizeof(*p5) * (__UINTPTR_TYPE__)(((S[2] * i) + j + (S[3] * mm)))));"]
+    assert numbers.values == [64, 64, 64, 64]
+
+
+@settings(max_examples=6)
+@given(m=st.integers(7, 40), n=st.integers(9, 90), k=st.integers(9, 20), blocking=blockings())
+def test_a_blocked_gemms_epilogue_reading_a_residual_matches_numpy(m, n, k, blocking):
+    # the blocked driver's epilogue prefetches the residual's next rows (past the last tile
+    # too: a prefetch never faults) and runs its SIMD loop at the micro-kernel's width
+    rng = np.random.default_rng(m * 1000 + n)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    residual = rng.standard_normal((m, n)).astype(np.float32)
+    problem = GemmProblem(m, n, k, Operand(k, 1), Operand(n, 1), Operand(n, 1))
+    r = sp.Symbol("r")
+    epi = Epilogue((Define("e0", sp.Symbol("v") * r + r, ((sp.Symbol("v"), "v"), (r, Load("p3", n * I + J)))),
+                    Assign("v", "e0")), ("const float *restrict p3",))
+    source = gemm_kernel("fl_t", problem, blocking, epi)
+    assert "__builtin_prefetch" in source and f"simdlen({blocking.vl})" in source
+    c = np.zeros((m, n), np.float32)
+    assert _kernel(problem, blocking, epi)(_ptr(a), _ptr(b), _ptr(c), _ptr(residual)) == 0
+    product = a.astype(np.float64) @ b
+    np.testing.assert_allclose(c, product * residual + residual, rtol=1e-4, atol=1e-4 * k)
 
 
 def test_a_one_row_problem_reads_its_matrix_in_place():
