@@ -15,8 +15,9 @@ one kernel that never writes the scores to memory:
   order, as the loop nest sums); per row the scale and mask are applied as the group's
   own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
   and heads, in the group's order), then the row's max, ``fl_expf`` (the vectorizable exp
-  every C kernel uses), the sum, and the probabilities ``e * (1 / sum)`` (or ``e / sum``,
-  as the group computes them), each rounded to float32 where the reference rounds it;
+  every C kernel uses; a result below 2^-126 is flushed to 0, see :func:`_flushed_exp`),
+  the sum, and the probabilities ``e * (1 / sum)`` (or ``e / sum``, as the group computes
+  them), each rounded to float32 where the reference rounds it;
 * the weighted sum P.V is the same register-blocked product over the keys (a narrow V:
   one dot product over the keys per output element) while the block's rows are in L1.
 
@@ -24,9 +25,11 @@ With OpenMP the threads share the (batch index, row block) pairs in contiguous r
 each packing a batch index's panels once in its range, so one head's rows split too.
 
 NaN and inf behave as the reference's softmax: a row of all -inf scores (a fully masked
-row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row. Sums run
-in vector lanes, so results match the loop nest within float32 rounding, not bit for bit;
-they do not depend on the number of threads (a row is computed the same way by any thread).
+row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row (one
+exception: a probability the flush made 0 times an infinite V element is NaN, where the
+reference's subnormal probability gives inf). Sums run in vector lanes, so results match
+the loop nest within float32 rounding, not bit for bit; they do not depend on the number of
+threads (a row is computed the same way by any thread).
 
 Which groups run here: float32, every operand from outside the group (or through
 transposes in it), only the final product leaving the group, the softmax over the last
@@ -418,6 +421,20 @@ def _scaled(element: str, view: View, names: dict[str, str]) -> str:
     return f"({element} {'*' if op == 'mul' else '/'} {names[tensor]}[0])"
 
 
+#: below this, exp's result is subnormal (exp(x) < 2^-126 for x < -126 ln 2)
+SUBNORMAL_EXP_BELOW = -87.33654475
+
+
+def _flushed_exp(x: str, target: str) -> str:
+    """C setting ``target`` to ``fl_expf(x)``, or to 0 where that is subnormal: the
+    reference keeps those (at most 2^-126 each, so an output moves by less than 2^-126 times
+    V's largest element), but each costs a microcode assist in the exp and again in P.V.
+    Swin's shifted-window mask adds -100 to a third of the scores: 4x the kernel's time.
+    The exp's argument is clamped too, so that the discarded lane computes no subnormal."""
+    low = f"{SUBNORMAL_EXP_BELOW!r}f"
+    return f"{target} = {x} < {low} ? 0.0f : fl_expf({x} < {low} ? 0.0f : {x});"
+
+
 def _padded(count: int, vl: int) -> int:
     return -(-count // vl) * vl
 
@@ -584,7 +601,8 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
                 float total = 0.0f;
                 #pragma omp simd reduction(+:total)
                 for (long j = 0; j < {k.n}L; j++) {{
-                    e[j] = fl_expf(srow[j] - top);
+                    const float d = srow[j] - top;
+                    {_flushed_exp("d", "e[j]")}
                     total += e[j];
                 }}
                 const float r = 1.0f / total;

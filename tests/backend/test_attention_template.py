@@ -188,6 +188,50 @@ def test_a_causal_mask_and_long_keys():
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
 
+def _one_key_dominates(gap):
+    """Scores 0 for key 0 and ``-gap`` for the other keys of every row (a mask sets them),
+    V 0 at key 0 and 1 elsewhere: each output is the other keys' total probability."""
+    graph = attention_graph((2,), 4, 6, 3, 2, scale=None, mask=(4, 6))
+    feeds = feeds_for(graph, 3)
+    feeds["q"][:] = 0.0
+    feeds["mask"][:] = np.float32(-gap)
+    feeds["mask"][:, 0] = 0.0
+    feeds["v"][:] = 1.0
+    feeds["v"][:, 0] = 0.0
+    return graph, feeds
+
+
+def test_probabilities_below_the_smallest_normal_float_are_zero():
+    # exp(-100) is subnormal: the reference keeps 5 x 3.7e-44, the kernel flushes them
+    graph, feeds = _one_key_dominates(100.0)
+    got = compiled(graph).run(feeds)[graph.outputs[0]]
+    want = reference.run(graph, feeds)[graph.outputs[0]]
+    assert (want > 0).all() and (want < np.finfo(np.float32).tiny).all()
+    assert (got == 0).all()
+
+
+@pytest.mark.parametrize("gap", [87.0, 87.3, 50.0])
+def test_probabilities_just_above_the_smallest_normal_float_are_kept(gap):
+    graph, feeds = _one_key_dominates(gap)
+    got = compiled(graph).run(feeds)[graph.outputs[0]]
+    want = reference.run(graph, feeds)[graph.outputs[0]]
+    assert (want >= np.finfo(np.float32).tiny).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@settings(max_examples=25)
+@given(problem=problems(), low=st.floats(-130.0, -60.0), seed=st.integers(0, 2**16))
+def test_scores_far_below_the_row_max_match_the_reference(problem, low, seed):
+    # Swin's shifted-window mask: -100 added to some scores, others near the subnormal edge
+    problem = dict(problem, mask=problem["mask"] or (*problem["batch"], problem["m"], problem["n"]))
+    graph = attention_graph(**problem)
+    feeds = feeds_for(graph, seed)
+    rng = np.random.default_rng(seed)
+    mask = feeds["mask"]
+    mask[...] = np.where(rng.random(mask.shape) < 0.4, rng.uniform(low, low + 30.0, mask.shape), mask)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
 def test_inf_in_v_is_inf_where_every_probability_is_positive():
     graph = attention_graph((2,), 5, 6, 3, 4, scale=None)
     feeds = feeds_for(graph, 2)
