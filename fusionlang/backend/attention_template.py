@@ -8,25 +8,30 @@ one kernel that never writes the scores to memory:
 
 * per batch/head index, K^T is packed into a contiguous
   ``[D][N]`` panel padded to whole vectors, and V into ``[N][E]`` (or, when its head dim is
-  narrow, ``[E][N]``): any transposes the group holds on Q, K or V are folded into the
+  narrow, ``[E][N]``, N padded with zeros too): any transposes the group holds on Q, K or V are folded into the
   strides the packing and loads use;
 * per block of query rows (8 with 32 vector registers, else 4), the scores are a
   register-blocked product (one accumulator vector a row, summed over the head dim in
   order, as the loop nest sums); per row the scale and mask are applied as the group's
   own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
-  and heads, in the group's order), then the row's max, ``fl_expf`` (the vectorizable exp
-  every C kernel uses), the sum, and the probabilities ``e * (1 / sum)`` (or ``e / sum``,
-  as the group computes them), each rounded to float32 where the reference rounds it;
+  and heads, in the group's order), then the row's max (the padding set to -inf, whole
+  vectors in independent chains), ``fl_expf`` (the vectorizable exp every C kernel uses; a
+  result below 2^-126 is flushed to 0, see :func:`_flushed_exp`), the sum (as the max),
+  and the probabilities ``e * (1 / sum)`` (or ``e / sum``, as the group computes
+  them), each rounded to float32 where the reference rounds it;
 * the weighted sum P.V is the same register-blocked product over the keys (a narrow V:
-  one dot product over the keys per output element) while the block's rows are in L1.
+  per row, up to 8 output columns in one pass over the keys, a vector accumulator each,
+  the padded keys' probabilities 0) while the block's rows are in L1.
 
 With OpenMP the threads share the (batch index, row block) pairs in contiguous ranges,
 each packing a batch index's panels once in its range, so one head's rows split too.
 
 NaN and inf behave as the reference's softmax: a row of all -inf scores (a fully masked
-row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row. Sums run
-in vector lanes, so results match the loop nest within float32 rounding, not bit for bit;
-they do not depend on the number of threads (a row is computed the same way by any thread).
+row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row (one
+exception: a probability the flush made 0 times an infinite V element is NaN, where the
+reference's subnormal probability gives inf). Sums run in vector lanes, so results match
+the loop nest within float32 rounding, not bit for bit; they do not depend on the number of
+threads (a row is computed the same way by any thread).
 
 Which groups run here: float32, every operand from outside the group (or through
 transposes in it), only the final product leaving the group, the softmax over the last
@@ -418,6 +423,20 @@ def _scaled(element: str, view: View, names: dict[str, str]) -> str:
     return f"({element} {'*' if op == 'mul' else '/'} {names[tensor]}[0])"
 
 
+#: below this, exp's result is subnormal (exp(x) < 2^-126 for x < -126 ln 2)
+SUBNORMAL_EXP_BELOW = -87.33654475
+
+
+def _flushed_exp(x: str, target: str) -> str:
+    """C setting ``target`` to ``fl_expf(x)``, or to 0 where that is subnormal: the
+    reference keeps those (at most 2^-126 each, so an output moves by less than 2^-126 times
+    V's largest element), but each costs a microcode assist in the exp and again in P.V.
+    Swin's shifted-window mask adds -100 to a third of the scores: 4x the kernel's time.
+    The exp's argument is clamped too, so that the discarded lane computes no subnormal."""
+    low = f"{SUBNORMAL_EXP_BELOW!r}f"
+    return f"{target} = {x} < {low} ? 0.0f : fl_expf({x} < {low} ? 0.0f : {x});"
+
+
 def _padded(count: int, vl: int) -> int:
     return -(-count // vl) * vl
 
@@ -448,7 +467,7 @@ def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int,
 
 @dataclass(frozen=True)
 class _Layout:
-    """The workspace of one thread, in floats: K^T packed ``[d][np]``, V packed (``[e][n]``
+    """The workspace of one thread, in floats: K^T packed ``[d][np]``, V packed (``[e][np]``
     when narrow, ``[n][ep]`` when wide), the scores of a row block ``[rows][np]``, for a
     wide V the block's output rows ``[rows][ep]``, and for a scaled Q the block's rows
     scaled ``[rows][d]``."""
@@ -463,7 +482,7 @@ class _Layout:
     @property
     def panel_v(self) -> int:
         k = self.kernel
-        return k.e * k.n if self.narrow_v else k.n * self.ep
+        return k.e * self.np if self.narrow_v else k.n * self.ep
 
     @property
     def per_thread(self) -> int:
@@ -483,6 +502,142 @@ def _layout(kernel: AttentionKernel, machine: Machine) -> _Layout:
     rows = 8 if machine.vector_registers >= 32 else 4
     narrow = kernel.e < NARROW_HEAD
     return _Layout(vl, rows, _padded(kernel.n, vl), _padded(kernel.e, vl), narrow, kernel)
+
+
+#: output columns of a narrow V summed in one pass over a row's probabilities, each in a
+#: vector accumulator of its own: independent sums keep both FMA pipes busy (one running
+#: sum a column waited on each FMA's latency: UNet's 1024 keys at head dim 8, 3x the time)
+NARROW_COLUMNS_PER_PASS = 8
+
+
+def _zero_padding(n: int, np_: int) -> str:
+    """C zeroing a probability row's padding ``[n, np)``, so that the narrow P.V runs over
+    whole vectors (the padded K^T columns score 0, or NaN for a non-finite Q row)."""
+    return f"                for (long j = {n}L; j < {np_}L; j++) e[j] = 0.0f;\n" if np_ > n else ""
+
+
+def _narrow_weighted(k: AttentionKernel, lay: _Layout, o_view: View) -> str:
+    """C of P.V for a narrow V (packed ``[e][np]``): per row, the output columns in passes
+    of :data:`NARROW_COLUMNS_PER_PASS`, each pass one sweep over the row's probabilities
+    with a vector accumulator a column, reduced across the lanes at the end."""
+    vf, vfu, vl, np_ = f"fl_vf{lay.vl}", f"fl_vfu{lay.vl}", lay.vl, lay.np
+    passes = []
+    for first in range(0, k.e, NARROW_COLUMNS_PER_PASS):
+        columns = range(first, min(k.e, first + NARROW_COLUMNS_PER_PASS))
+        zero = ", ".join(f"a{c} = ({vf}){{0}}" for c in columns)
+        update = " ".join(f"a{c} += p * *(const {vfu} *)(vp + {c * np_}L + j);" for c in columns)
+        store = " ".join(f"{{ float s = 0.0f; for (int l = 0; l < {vl}; l++) s += a{c}[l]; "
+                         f"orow[{c * o_view.cols}L] = s; }}" for c in columns)
+        passes.append(f"""                {{
+                    {vf} {zero};
+                    for (long j = 0; j < {np_}L; j += {vl}) {{
+                        const {vf} p = *(const {vfu} *)(e + j);
+                        {update}
+                    }}
+                    {store}
+                }}
+""")
+    return f"""            for (long r = 0; r < rows; r++) {{
+                const float *restrict e = sb + r * {np_}L;
+                float *restrict orow = ob + (i + r) * {o_view.rows}L;
+{"".join(passes)}            }}
+"""
+
+
+#: vector accumulators of a row's max and sum: independent chains, so that the passes run
+#: at the loads' pace, not at one max or add's latency a vector (one chain each, at 256-bit
+#: vectors, was most of UNet's 1024-key attention's softmax)
+ROW_ACCUMULATORS = 4
+
+
+def _softmax_row(k: AttentionKernel, names: dict[str, str], lay: _Layout, probability: str) -> str:
+    """C of one score row's softmax in place (``srow``, ``np`` floats), then for a narrow
+    V the padding zeroed: on a long row (:data:`LONG_ROW_VECTORS`) in separate passes with
+    the max and the sum in independent chains, on a short one in two fused loops."""
+    if lay.np // lay.vl < LONG_ROW_VECTORS:
+        return _short_softmax_row(k, names, lay, probability)
+    return _long_softmax_row(k, names, lay, probability)
+
+
+#: rows of at least this many vectors take separate passes: the chains pay off (UNet's
+#: 1024 keys), while on a short row (Swin's 49 keys: 4 vectors) the fused loops are 15%
+#: faster, as one pass fewer and no padding to fill
+LONG_ROW_VECTORS = 2 * ROW_ACCUMULATORS
+
+
+def _short_softmax_row(k: AttentionKernel, names: dict[str, str], lay: _Layout, probability: str) -> str:
+    """The row's steps and max in one loop, its exp and sum in another (one chain each)."""
+    return f"""                float top = -INFINITY;
+                #pragma omp simd reduction(max:top)
+                for (long j = 0; j < {k.n}L; j++) {{
+                    const float x = {_score_expression(k, names, "(i + r)")};
+                    srow[j] = x;
+                    top = x > top ? x : top;
+                }}
+                float total = 0.0f;
+                #pragma omp simd reduction(+:total)
+                for (long j = 0; j < {k.n}L; j++) {{
+                    const float d = srow[j] - top;
+                    {_flushed_exp("d", "e[j]")}
+                    total += e[j];
+                }}
+                const float r = 1.0f / total;
+                (void)r;
+                #pragma omp simd
+                for (long j = 0; j < {k.n}L; j++) e[j] = {probability};
+{_zero_padding(k.n, lay.np) if lay.narrow_v else ""}"""
+
+
+def _long_softmax_row(k: AttentionKernel, names: dict[str, str], lay: _Layout, probability: str) -> str:
+    """The score steps, the padding set to -inf (so that whole vectors pass the max and
+    exp to 0 for the sum), the max and the sum as explicit vectors in
+    :data:`ROW_ACCUMULATORS` chains, the flushed exp, the probabilities."""
+    vl, np_ = lay.vl, lay.np
+    simd = f"#pragma omp simd simdlen({vl})"
+    steps = ""
+    if k.steps:
+        steps = f"""                {simd}
+                for (long j = 0; j < {k.n}L; j++) srow[j] = {_score_expression(k, names, "(i + r)")};
+"""
+    pad = f"                for (long j = {k.n}L; j < {np_}L; j++) srow[j] = -INFINITY;\n" if np_ > k.n else ""
+    # GCC's C has no ?: on vectors: the max selects on the comparison's bits (a NaN never
+    # wins, as in the scalar form; it makes its exp, hence the sum, NaN)
+    top = _row_reduction(lay, "srow", "top", "-INFINITY", "{a} = ({v})((({m}){x} & ({x} > {a})) | "
+                         "(({m}){a} & ~({x} > {a})))", "{a} = {x} > {a} ? {x} : {a}")
+    total = _row_reduction(lay, "e", "total", "0.0f", "{a} += {x}", "{a} += {x}")
+    return f"""{steps}{pad}{top}                {simd}
+                for (long j = 0; j < {np_}L; j++) {{
+                    const float d = srow[j] - top;
+                    {_flushed_exp("d", "e[j]")}
+                }}
+{total}                const float r = 1.0f / total;
+                (void)r;
+                {simd}
+                for (long j = 0; j < {k.n}L; j++) e[j] = {probability};
+{_zero_padding(k.n, np_) if lay.narrow_v else ""}"""
+
+
+def _row_reduction(lay: _Layout, row: str, result: str, start: str, vector_step: str, scalar_step: str) -> str:
+    """C declaring ``float result``: ``row``'s ``np`` floats reduced, vector ``t`` into
+    accumulator ``t % ROW_ACCUMULATORS``, then the accumulators' lanes in order.
+    ``vector_step``/``scalar_step``: statements with ``{a}`` (the accumulator), ``{x}``
+    (the element), ``{m}`` and ``{v}`` (the vectors' integer and float types)."""
+    vf, vfu, vl = f"fl_vf{lay.vl}", f"fl_vfu{lay.vl}", lay.vl
+    count = min(ROW_ACCUMULATORS, lay.np // vl)
+    accs = [f"{result}{a}" for a in range(count)]
+    mask = f"fl_vi{vl}"
+    steps = [vector_step.format(a=accs[t % count], x=f"(*(const {vfu} *)({row} + {t * vl}L))", m=mask, v=vf)
+             + ";" for t in range(lay.np // vl)]
+    lanes = scalar_step.format(a=result, x=f"{accs[0]}[l]")
+    merge = " ".join(vector_step.format(a=accs[0], x=other, m=mask, v=vf) + ";" for other in accs[1:])
+    return f"""                float {result} = {start};
+                {{
+                    {vf} {", ".join(f"{a} = ({vf}){{0}} + {start}" for a in accs)};
+                    {" ".join(steps)}
+                    {merge}
+                    for (int l = 0; l < {vl}; l++) {lanes};
+                }}
+"""
 
 
 def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], openmp: bool, name: str) -> str:
@@ -510,20 +665,10 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     q_rows, q_cols = (k.d, 1) if k.q.scale else (k.q.rows, k.q.cols)
     micros = "".join(_micro(f"{name}_qk{r}", r, k.d, q_rows, q_cols, np_, np_, np_, vl) for r in {lay.rows, 1})
     if lay.narrow_v:
-        pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
-            for (long c = 0; c < {k.e}L; c++) vp[c * {k.n}L + j] = vb[j * {k.v.rows}L + c * {k.v.cols}L];
+        pack_v = f"""        for (long j = 0; j < {np_}L; j++)
+            for (long c = 0; c < {k.e}L; c++) vp[c * {np_}L + j] = j < {k.n}L ? vb[j * {k.v.rows}L + c * {k.v.cols}L] : 0.0f;
 """
-        weighted = f"""            for (long r = 0; r < rows; r++) {{
-                const float *restrict e = sb + r * {np_}L;
-                float *restrict orow = ob + (i + r) * {o_view.rows}L;
-                for (long c = 0; c < {k.e}L; c++) {{
-                    float acc = 0.0f;
-                    #pragma omp simd reduction(+:acc)
-                    for (long j = 0; j < {k.n}L; j++) acc += e[j] * vp[c * {k.n}L + j];
-                    orow[c * {o_view.cols}L] = acc;
-                }}
-            }}
-"""
+        weighted = _narrow_weighted(k, lay, o_view)
     else:
         micros += "".join(_micro(f"{name}_pv{r}", r, k.n, np_, 1, ep, ep, ep, vl) for r in {lay.rows, 1})
         pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
@@ -543,7 +688,8 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
 """
     declare = "int omp_get_max_threads(void);\nint omp_get_thread_num(void);\n" if openmp else ""
     nbytes = f"(size_t){lay.per_thread}L * sizeof(float) * (size_t)team"
-    return f"""{vector_types(vl)}{declare}{micros}void {name}({', '.join(decls)}) {{
+    lanes = f"typedef int fl_vi{vl} __attribute__((vector_size({4 * vl})));\n"
+    return f"""{vector_types(vl)}{lanes}{declare}{micros}void {name}({', '.join(decls)}) {{
     const long team = {team};
     float *work = (float *)fl_alloc({nbytes});
     if (!work) {{ fl_err[0] = {ALLOC}; fl_err[2] = (int64_t)({nbytes}); return; }}
@@ -574,24 +720,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
             else for (long r = 0; r < rows; r++) {name}_qk1(qrows + r * {q_rows}L, kp, sb + r * {np_}L);
             for (long r = 0; r < rows; r++) {{
                 float *restrict srow = sb + r * {np_}L, *restrict e = srow;
-                float top = -INFINITY;
-                #pragma omp simd reduction(max:top)
-                for (long j = 0; j < {k.n}L; j++) {{
-                    const float x = {_score_expression(k, names, "(i + r)")};
-                    srow[j] = x;
-                    top = x > top ? x : top;
-                }}
-                float total = 0.0f;
-                #pragma omp simd reduction(+:total)
-                for (long j = 0; j < {k.n}L; j++) {{
-                    e[j] = fl_expf(srow[j] - top);
-                    total += e[j];
-                }}
-                const float r = 1.0f / total;
-                (void)r;
-                #pragma omp simd
-                for (long j = 0; j < {k.n}L; j++) e[j] = {probability};
-            }}
+{_softmax_row(k, names, lay, probability)}            }}
 {weighted}        }}
         }}
     }}

@@ -112,6 +112,23 @@ def test_the_attention_template_matches_the_reference(problem, scale, specials, 
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
 
+@settings(max_examples=15)
+@given(n=st.integers(attention_template.LONG_ROW_VECTORS * 16 - 15, 300), e=st.sampled_from([1, 8, 15, 16, 33]),
+       specials=st.booleans(), seed=st.integers(0, 2**16))
+def test_long_rows_match_the_reference(n, e, specials, seed):
+    # rows of LONG_ROW_VECTORS vectors or more (at up to 16 floats a vector) take the
+    # separate passes with padding; narrow and wide V
+    graph = attention_graph((2,), 19, n, 8, e, mask=(19, n))
+    feeds = feeds_for(graph, seed)
+    if specials:  # a fully masked row, -inf and NaN in the mask, NaN in V
+        rng = np.random.default_rng(seed)
+        feeds["mask"][rng.random((19, n)) < 0.05] = -np.inf
+        feeds["mask"][3] = -np.inf
+        feeds["mask"][5, rng.integers(0, n)] = np.nan
+        feeds["v"][1, rng.integers(0, n), 0] = np.nan
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
 def test_one_and_two_threads_give_equal_bits_and_match_the_loop_nest():
     # 3 heads of 37 rows: the threads' ranges of (head, row block) pairs split a head
     graph = attention_graph((3,), 37, 45, 9, 21, mask=(37, 45))
@@ -140,9 +157,10 @@ def test_one_head_splits_its_rows_between_threads(e):
 
 @pytest.mark.parametrize("isa", ["avx2", "generic"])
 @pytest.mark.parametrize("e", [3, 40])
-def test_narrower_vectors_and_fewer_registers_block_the_rows_their_way(monkeypatch, isa, e):
+@pytest.mark.parametrize("n", [21, 70])  # short and long rows (LONG_ROW_VECTORS) at 4 and 8 floats a vector
+def test_narrower_vectors_and_fewer_registers_block_the_rows_their_way(monkeypatch, isa, e, n):
     monkeypatch.setattr(attention_template, "host", lambda: machine_for(isa))
-    graph = attention_graph((3,), 13, 21, 11, e, mask=(13, 21))
+    graph = attention_graph((3,), 13, n, 11, e, mask=(13, n))
     feeds = feeds_for(graph, 4)
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
@@ -185,6 +203,50 @@ def test_a_causal_mask_and_long_keys():
     graph = attention_graph((2,), m, n, 4, 4, mask=(m, n))
     feeds = feeds_for(graph, 9)
     feeds["mask"] = np.triu(np.full((m, n), -np.inf, np.float32), 1)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+def _one_key_dominates(gap):
+    """Scores 0 for key 0 and ``-gap`` for the other keys of every row (a mask sets them),
+    V 0 at key 0 and 1 elsewhere: each output is the other keys' total probability."""
+    graph = attention_graph((2,), 4, 6, 3, 2, scale=None, mask=(4, 6))
+    feeds = feeds_for(graph, 3)
+    feeds["q"][:] = 0.0
+    feeds["mask"][:] = np.float32(-gap)
+    feeds["mask"][:, 0] = 0.0
+    feeds["v"][:] = 1.0
+    feeds["v"][:, 0] = 0.0
+    return graph, feeds
+
+
+def test_probabilities_below_the_smallest_normal_float_are_zero():
+    # exp(-100) is subnormal: the reference keeps 5 x 3.7e-44, the kernel flushes them
+    graph, feeds = _one_key_dominates(100.0)
+    got = compiled(graph).run(feeds)[graph.outputs[0]]
+    want = reference.run(graph, feeds)[graph.outputs[0]]
+    assert (want > 0).all() and (want < np.finfo(np.float32).tiny).all()
+    assert (got == 0).all()
+
+
+@pytest.mark.parametrize("gap", [87.0, 87.3, 50.0])
+def test_probabilities_just_above_the_smallest_normal_float_are_kept(gap):
+    graph, feeds = _one_key_dominates(gap)
+    got = compiled(graph).run(feeds)[graph.outputs[0]]
+    want = reference.run(graph, feeds)[graph.outputs[0]]
+    assert (want >= np.finfo(np.float32).tiny).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@settings(max_examples=25)
+@given(problem=problems(), low=st.floats(-130.0, -60.0), seed=st.integers(0, 2**16))
+def test_scores_far_below_the_row_max_match_the_reference(problem, low, seed):
+    # Swin's shifted-window mask: -100 added to some scores, others near the subnormal edge
+    problem = dict(problem, mask=problem["mask"] or (*problem["batch"], problem["m"], problem["n"]))
+    graph = attention_graph(**problem)
+    feeds = feeds_for(graph, seed)
+    rng = np.random.default_rng(seed)
+    mask = feeds["mask"]
+    mask[...] = np.where(rng.random(mask.shape) < 0.4, rng.uniform(low, low + 30.0, mask.shape), mask)
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
 
