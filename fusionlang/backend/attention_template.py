@@ -14,11 +14,12 @@ one kernel that never writes the scores to memory:
   register-blocked product (one accumulator vector a row, summed over the head dim in
   order, as the loop nest sums); per row the scale and mask are applied as the group's
   own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
-  and heads, in the group's order), then the row's max (the padding set to -inf, whole
-  vectors in independent chains), ``fl_expf`` (the vectorizable exp every C kernel uses; a
-  result below 2^-126 is flushed to 0, see :func:`_flushed_exp`), the sum (as the max),
-  and the probabilities ``e * (1 / sum)`` (or ``e / sum``, as the group computes
-  them), each rounded to float32 where the reference rounds it;
+  and heads, a masked_fill ``where(c, f, scores)`` of a bool mask, in the group's order),
+  then the row's max (the padding set to -inf, whole vectors in independent chains),
+  ``fl_expf`` (the vectorizable exp every C kernel uses; a result below 2^-126 is flushed to
+  0, see :func:`_flushed_exp`), the sum (as the max), and the probabilities
+  ``e * (1 / sum)`` (or ``e / sum``, as the group computes them), each rounded to float32
+  where the reference rounds it;
 * the weighted sum P.V is the same register-blocked product over the keys (a narrow V:
   per row, up to 8 output columns in one pass over the keys, a vector accumulator each,
   the padded keys' probabilities 0) while the block's rows are in L1.
@@ -29,22 +30,30 @@ each packing a batch index's panels once in its range, so one head's rows split 
 NaN and inf behave as the reference's softmax: a row of all -inf scores (a fully masked
 row) or one holding +inf or NaN gives NaN probabilities, hence a NaN output row (one
 exception: a probability the flush made 0 times an infinite V element is NaN, where the
-reference's subnormal probability gives inf). Sums run in vector lanes, so results match
-the loop nest within float32 rounding, not bit for bit; they do not depend on the number of
-threads (a row is computed the same way by any thread).
+reference's subnormal probability gives inf). Two guards torch puts after the softmax run
+in the kernel too: ``where(is_nan(p), z, p)`` (its ONNX exports) and
+``where(not(reduce_max(not(scores == -inf)) > 0), z, p)`` (its SDPA decomposition in core
+ATen, what torch.compile hands over: only a row of scores that are -inf throughout becomes
+z; one holding NaN stays NaN). Sums run in vector lanes, so results match the loop nest
+within float32 rounding, not bit for bit; they do not depend on the number of threads (a
+row is computed the same way by any thread).
 
-Which groups run here: float32, every operand from outside the group (or through
-transposes in it), only the final product leaving the group, the softmax over the last
+Which groups run here: float32 (bool tests and masks aside), every operand from outside the
+group (or through transposes in it), only the final product leaving the group, and beside it
+the probabilities the product reads (a training forward saves them for the backward: the
+kernel writes them too), the softmax over the last
 axis, and a key length up to :data:`MAX_KEYS` (the workspace per thread holds the packed
 panels and a block of score rows: no online softmax over key blocks yet).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
 
+from fusionlang.backend.cexpr import CTYPES
 from fusionlang.backend.emit_c import CFunction
 from fusionlang.backend.failures import ALLOC
 from fusionlang.backend.gemm_template import vector_types
@@ -78,11 +87,26 @@ class View:
 @dataclass(frozen=True)
 class ScoreStep:
     """One elementwise step applied to the scores: ``div`` or ``mul`` by a one-element
-    tensor, or ``add`` of a mask (``view``); ``left`` when the scores are the right operand."""
+    tensor, ``add`` of a mask (``view``), or ``where`` a bool mask (``view``) is true the
+    value of ``fill`` (torch's masked_fill); ``left`` when the scores are the right operand."""
 
     op: str
     view: View
     left: bool = False
+    #: the tensor a ``where`` step fills in (all its elements equal: its first is read)
+    fill: str | None = None
+
+
+@dataclass(frozen=True)
+class _RawStep:
+    """A step as found in the group: op, the other operand (a ``where``'s condition),
+    whether the scores are its right operand, the scores' shape there, a ``where``'s fill."""
+
+    op: str
+    other: str
+    left: bool
+    shape: tuple[int, ...]
+    fill: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +115,7 @@ class AttentionKernel:
     output), the sizes, the operands' views and the steps between QK^T and the softmax."""
 
     params: tuple[Array, ...]
-    #: the value each parameter holds (the output last)
+    #: the value each parameter holds (the output last, the saved probabilities before it)
     values: tuple[str, ...]
     batch: tuple[int, ...]
     m: int
@@ -109,6 +133,13 @@ class AttentionKernel:
     #: the one-element tensor a NaN probability is replaced with (torch's SDPA export:
     #: ``where(is_nan(p), 0, p)``, so a fully masked row gives 0s), or None
     nan_to: str | None = None
+    #: the one-element tensor every probability of a row whose scores are all -inf is
+    #: replaced with (torch's SDPA decomposition in core ATen: ``where(not(reduce_max(
+    #: not(scores == -inf)) > 0), 0, p)``), or None
+    masked_row_to: str | None = None
+    #: the probabilities the product reads, written out too (a training forward saves
+    #: them for the backward), or None
+    saved: str | None = None
 
     #: what the kernel list and the profile call it
     strategy = "attention template"
@@ -140,6 +171,22 @@ def attention_applies(graph: Graph, names: list[str]) -> bool:
     return plan_attention(graph, names) is not None
 
 
+#: the ops of the guards whose outputs are bool (the one dtype besides float32 in a group)
+GUARD_TESTS = frozenset({"is_nan", "equal", "not", "greater"})
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The probabilities the P.V product reads, and what replaces them: NaNs by
+    ``nan_to``, or a whole row whose ``scores`` are all -inf by ``masked_row_to`` (each a
+    tensor all of whose elements are equal: the kernel reads its first)."""
+
+    probabilities: str
+    nan_to: str | None = None
+    masked_row_to: str | None = None
+    scores: str | None = None
+
+
 class _Match:
     """Walks back from the group's one output through the softmax and the score steps to
     QK^T, recording the nodes it used; any other shape gives None."""
@@ -160,25 +207,31 @@ class _Match:
 
     def attention(self) -> tuple[set[str], AttentionKernel] | None:
         outputs = [v for n in self.nodes.values() for v in n.outputs if self._leaves_group(v)]
-        if len(outputs) != 1:
+        final = [v for v in outputs if self.producer[v].op in ("matmul", "transpose", "reshape")]
+        if len(final) != 1 or len(outputs) > 2:
             return None
-        out = outputs[0]
+        out = final[0]
+        saved = next((v for v in outputs if v != out), None)
         types = self.graph.types
         stored = self._stored(out)
-        # float32 throughout, but for the NaN guard's test (bool)
-        tests = {v for n in self.nodes.values() if n.op == "is_nan" for v in n.outputs}
+        # float32 throughout, but for the guards' tests and the masks of masked fills (bool)
+        tests = {v for n in self.nodes.values() if n.op in GUARD_TESTS for v in n.outputs} \
+            | {n.inputs[0] for n in self.nodes.values() if n.op == "where"}
         if stored is None or any(types[v].dtype != "float32" for n in self.nodes.values()
                                  for v in n.present_inputs() + n.outputs if v not in tests):
             return None
         pv, o = stored
-        guard = self._nan_guard(pv.inputs[0])
+        if saved not in (None, pv.inputs[0]):
+            return None  # only the probabilities the product reads are written out
+        guard = self._guard(pv.inputs[0])
         if guard is None:
             return None
-        probabilities, nan_to = guard
-        softmax = self._softmax(probabilities)
+        softmax = self._softmax(guard.probabilities)
         if softmax is None:
             return None
         logits, reciprocal = softmax
+        if guard.scores is not None and guard.scores != logits:
+            return None  # the row test reads other values than the softmax does
         chain = self._steps(logits)
         if chain is None:
             return None
@@ -196,12 +249,13 @@ class _Match:
         if n > MAX_KEYS or 0 in types[out].shape or n == 0 or d == 0:
             return None
         inputs = [q.value, kt.value, v.value] + [x.scale[1] for x in (q, kt) if x.scale] \
-            + [s.view.value for s in mask_steps] + ([nan_to] if nan_to else [])
-        values = tuple(dict.fromkeys(inputs)) + (out,)
-        params = tuple(Array(k, types[value].shape, "float32", "output" if value == out else "input", value)
-                       for k, value in enumerate(values))
+            + [s.view.value for s in mask_steps] + [s.fill for s in mask_steps if s.fill] + [z for z in (guard.nan_to, guard.masked_row_to) if z]
+        written = ((saved,) if saved else ()) + (out,)
+        values = tuple(dict.fromkeys(inputs)) + written
+        params = tuple(Array(k, types[value].shape, types[value].dtype, "output" if value in written else "input",
+                             value) for k, value in enumerate(values))
         kernel = AttentionKernel(params, values, tuple(batch), m, n, d, e, q, kt, v, o, tuple(mask_steps), reciprocal,
-                                 nan_to)
+                                 guard.nan_to, guard.masked_row_to, saved)
         return self.used, kernel
 
     def _stored(self, out: str) -> tuple[Node, View] | None:
@@ -227,19 +281,51 @@ class _Match:
         strides = [stored[perm.index(d)] if perm is not None else stored[d] for d in range(rank)]
         return pv, View(out, tuple(strides[:-2]), strides[-2], strides[-1])
 
-    def _nan_guard(self, value: str) -> tuple[str, str | None] | None:
-        """(the probabilities, the one-element tensor that replaces their NaNs or None):
-        ``value`` itself, or ``where(is_nan(p), z, p)``; None for another ``where``."""
+    def _guard(self, value: str) -> Guard | None:
+        """What ``value``, the product's left operand, guards: the probabilities themselves,
+        ``where(is_nan(p), z, p)``, or ``where(<the row's scores are all -inf>, z, p)``;
+        None for another ``where``."""
         node = self._inner(value, "where")
         if node is None:
-            return value, None
+            return Guard(value)
         cond, z, p = node.inputs
-        test = self._inner(cond, "is_nan")
         types = self.graph.types
-        if test is None or test.inputs[0] != p or z in self.producer or types[z].size != 1 \
-                or types[value].shape != types[p].shape:
+        if z in self.producer or not self._one_value(z) or types[value].shape != types[p].shape:
             return None
-        return p, z
+        test = self._inner(cond, "is_nan")
+        if test is not None:
+            return Guard(p, nan_to=z) if test.inputs[0] == p else None
+        scores = self._all_minus_inf(cond)
+        return None if scores is None else Guard(p, masked_row_to=z, scores=scores)
+
+    def _all_minus_inf(self, cond: str) -> str | None:
+        """The scores ``cond`` tests when it is ``not(reduce_max(cast(not(scores == -inf)))
+        > 0)`` over the last axis (true where a row is -inf throughout), else None."""
+        negated = self._inner(cond, "not")
+        above = self._inner(negated.inputs[0], "greater") if negated is not None else None
+        if above is None or not self._constant_is(above.inputs[1], 0.0):
+            return None
+        top = self._inner(above.inputs[0], "reduce_max")
+        cast = self._inner(top.inputs[0], "cast") if top is not None and self._last_axis(top) else None
+        live = self._inner(cast.inputs[0], "not") if cast is not None else None
+        equal = self._inner(live.inputs[0], "equal") if live is not None else None
+        if equal is None:
+            return None
+        inf = [k for k, v in enumerate(equal.inputs) if self._constant_is(v, -math.inf)]
+        return equal.inputs[1 - inf[0]] if inf else None
+
+    def _one_value(self, value: str) -> bool:
+        """Whether every element of ``value`` is its first: one element, or a constant
+        filled with one number (core ATen's ``zeros_like`` folded to the scores' shape)."""
+        if self.graph.types[value].size == 1:
+            return True
+        array = self.graph.constants.get(value)
+        return array is not None and bool((array == array.reshape(-1)[0]).all())
+
+    def _constant_is(self, value: str, number: float) -> bool:
+        """Whether ``value`` is a constant of one element equal to ``number``."""
+        array = self.graph.constants.get(value)
+        return array is not None and array.size == 1 and float(array.reshape(-1)[0]) == number
 
     def _leaves_group(self, value: str) -> bool:
         readers = self.graph.index.consumers.get(value, ())
@@ -282,19 +368,25 @@ class _Match:
         present = [v for v in node.inputs[1:] if v]
         return not present and axes == (rank - 1,) and bool(node.attrs.get("keepdims", 1))
 
-    def _steps(self, value: str) -> tuple[Node, list[tuple[str, str, bool, tuple[int, ...]]]] | None:
-        """(the QK^T matmul, the steps from it to ``value`` in order as (op, other operand,
-        scores on the right, the scores' shape there)). Reshapes that keep the last two
-        dims (Swin's shifted windows split the windows' dim to add the mask, then merge it
-        back) only relabel the batch dims, so they are no steps of their own."""
-        steps: list[tuple[str, str, bool, tuple[int, ...]]] = []
+    def _steps(self, value: str) -> tuple[Node, list[_RawStep]] | None:
+        """(the QK^T matmul, the steps from it to ``value`` in order). Reshapes that keep
+        the last two dims (Swin's shifted windows split the windows' dim to add the mask,
+        then merge it back) only relabel the batch dims, so they are no steps of their own."""
+        steps: list[_RawStep] = []
         types = self.graph.types
         while True:
-            node = self._inner(value, ("matmul", "div", "mul", "add", "reshape"))
+            node = self._inner(value, ("matmul", "div", "mul", "add", "reshape", "where"))
             if node is None:
                 return None
             if node.op == "matmul":
                 return node, steps[::-1]
+            if node.op == "where":
+                fill = self._masked_fill(node)
+                if fill is None:
+                    return None
+                steps.append(fill)
+                value = node.inputs[2]
+                continue
             if node.op == "reshape":
                 if types[node.inputs[0]].shape[-2:] != types[value].shape[-2:] or types[value].rank < 2:
                     return None
@@ -308,15 +400,28 @@ class _Match:
             other = node.inputs[1 - mine[0]]
             if node.op != "add" and types[other].size != 1:
                 return None
-            steps.append((node.op, other, mine[0] == 1, types[value].shape))
+            steps.append(_RawStep(node.op, other, mine[0] == 1, types[value].shape))
             value = node.inputs[mine[0]]
 
-    def _step(self, step: tuple[str, str, bool, tuple[int, ...]], batch) -> ScoreStep | None:
-        op, other, left, shape = step
-        if op != "add":
-            return ScoreStep(op, View(other, (0,) * len(batch), 0, 0), left)
-        view = self._view(other, shape[:-2])
-        return None if view is None else _rebatched(view, shape[:-2], batch, left, op)
+    def _masked_fill(self, node: Node) -> _RawStep | None:
+        """``where(c, f, scores)`` (torch's ``masked_fill``) as a step: ``c`` a bool tensor
+        from outside the group broadcast to the scores, ``f`` one value from outside it."""
+        cond, fill, scores = node.inputs
+        types = self.graph.types
+        if cond in self.producer or fill in self.producer or scores not in self.producer \
+                or types[cond].dtype != "bool" or not self._one_value(fill) \
+                or types[node.outputs[0]].shape != types[scores].shape:
+            return None
+        return _RawStep("where", cond, False, types[scores].shape, fill)
+
+    def _step(self, step: _RawStep, batch) -> ScoreStep | None:
+        if step.op not in ("add", "where"):
+            return ScoreStep(step.op, View(step.other, (0,) * len(batch), 0, 0), step.left)
+        view = self._view(step.other, step.shape[:-2])
+        if view is None:
+            return None
+        rebatched = _rebatched(view, step.shape[:-2], batch, step.left, step.op)
+        return None if rebatched is None else dataclasses.replace(rebatched, fill=step.fill)
 
     def _view(self, value: str, batch, scaled: bool = False) -> View | None:
         """``value`` (through the group's transposes and, when ``scaled``, one scale by a
@@ -384,7 +489,8 @@ def _rebatched(view: View, own: tuple[int, ...], batch, left: bool, op: str) -> 
 def attention_function(kernel: AttentionKernel, label: str, *, openmp: bool = False) -> CFunction:
     """The kernel's C function (it allocates its workspace, so it takes the error record)."""
     names = {value: f"p{k}" for k, value in enumerate(kernel.values)}
-    decls = [f"{'const ' if a.role == 'input' else ''}float *restrict p{k}" for k, a in enumerate(kernel.params)]
+    decls = [f"{'const ' if a.role == 'input' else ''}{CTYPES[a.dtype]} *restrict p{k}"
+             for k, a in enumerate(kernel.params)]
     params = decls + ["int64_t *restrict fl_err"]
     # named by the hash of its text under a stand-in name, then printed once more under its own
     stand_in = _source(kernel, names, params, openmp, "@NAME@")
@@ -408,8 +514,11 @@ def _score_expression(kernel: AttentionKernel, names: dict[str, str], row: str) 
     """The scores element ``srow[j]`` of row ``row`` through the steps, in the group's order."""
     x = "srow[j]"
     for step in kernel.steps:
-        other = f"{names[step.view.value]}[{_offset(step.view, row, 'j')}]" if step.op == "add" \
+        other = f"{names[step.view.value]}[{_offset(step.view, row, 'j')}]" if step.op in ("add", "where") \
             else f"{names[step.view.value]}[0]"
+        if step.op == "where":
+            x = f"({other} ? {names[step.fill or '']}[0] : {x})"
+            continue
         sign = {"add": "+", "mul": "*", "div": "/"}[step.op]
         x = f"({other} {sign} {x})" if step.left else f"({x} {sign} {other})"
     return x
@@ -435,6 +544,37 @@ def _flushed_exp(x: str, target: str) -> str:
     The exp's argument is clamped too, so that the discarded lane computes no subnormal."""
     low = f"{SUBNORMAL_EXP_BELOW!r}f"
     return f"{target} = {x} < {low} ? 0.0f : fl_expf({x} < {low} ? 0.0f : {x});"
+
+
+def _masked_row(kernel: AttentionKernel, names: dict[str, str], lay: _Layout) -> str:
+    """C, after a row's max ``top``: a row whose scores are all -inf (its max is -inf, but
+    so it is when the rest are NaN, which the guard does not replace) takes the guard's
+    value throughout and skips the softmax; its padding (-inf on a long row) is zeroed, as
+    a narrow V's P.V reads it."""
+    if kernel.masked_row_to is None:
+        return ""
+    return f"""                if (top == -INFINITY) {{
+                    int live = 0;
+                    for (long j = 0; j < {kernel.n}L; j++) live |= srow[j] != -INFINITY;
+                    if (!live) {{
+                        for (long j = 0; j < {kernel.n}L; j++) e[j] = {names[kernel.masked_row_to]}[0];
+                        for (long j = {kernel.n}L; j < {lay.np}L; j++) e[j] = 0.0f;
+                        continue;
+                    }}
+                }}
+"""
+
+
+def _save_probabilities(kernel: AttentionKernel, names: dict[str, str]) -> str:
+    """C writing the block's probability rows to the saved output (row-major, the scores'
+    shape), or nothing."""
+    k, saved = kernel, kernel.saved
+    if saved is None:
+        return ""
+    return f"""            for (long r = 0; r < rows; r++)
+                for (long j = 0; j < {k.n}L; j++)
+                    {names[saved]}[t * {k.m * k.n}L + (i + r) * {k.n}L + j] = sb[r * {_layout(k, host()).np}L + j];
+"""
 
 
 def _padded(count: int, vl: int) -> int:
@@ -574,7 +714,7 @@ def _short_softmax_row(k: AttentionKernel, names: dict[str, str], lay: _Layout, 
                     srow[j] = x;
                     top = x > top ? x : top;
                 }}
-                float total = 0.0f;
+{_masked_row(k, names, lay)}                float total = 0.0f;
                 #pragma omp simd reduction(+:total)
                 for (long j = 0; j < {k.n}L; j++) {{
                     const float d = srow[j] - top;
@@ -605,7 +745,7 @@ def _long_softmax_row(k: AttentionKernel, names: dict[str, str], lay: _Layout, p
     top = _row_reduction(lay, "srow", "top", "-INFINITY", "{a} = ({v})((({m}){x} & ({x} > {a})) | "
                          "(({m}){a} & ~({x} > {a})))", "{a} = {x} > {a} ? {x} : {a}")
     total = _row_reduction(lay, "e", "total", "0.0f", "{a} += {x}", "{a} += {x}")
-    return f"""{steps}{pad}{top}                {simd}
+    return f"""{steps}{pad}{top}{_masked_row(k, names, lay)}                {simd}
                 for (long j = 0; j < {np_}L; j++) {{
                     const float d = srow[j] - top;
                     {_flushed_exp("d", "e[j]")}
@@ -721,7 +861,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
             for (long r = 0; r < rows; r++) {{
                 float *restrict srow = sb + r * {np_}L, *restrict e = srow;
 {_softmax_row(k, names, lay, probability)}            }}
-{weighted}        }}
+{_save_probabilities(k, names)}{weighted}        }}
         }}
     }}
     free(work);

@@ -93,6 +93,11 @@ def _merge(grouping: Grouping, ruleset, entry: PatternEntry, match: Match, categ
         source = grouping.group_of[producer]
         if source != root:
             root = grouping.merge(source, root, category, why, edge=(producer, consumer))
-    grouping.groups[root].category = category
-    if why not in grouping.groups[root].rules:
-        grouping.groups[root].rules.append(why)
+    group = grouping.groups[root]
+    group.category = category
+    if why not in group.rules:
+        group.rules.append(why)
+    # the match is one unit: its partial sets are no merges the feedback may split at (an
+    # attention block half built is two matmuls the backend refuses), so when the group later
+    # grows and is refused, the split falls on a merge after the match, or on the match whole
+    group.history = group.history[-1:]

@@ -18,11 +18,13 @@ from fusionlang.ops import GraphBuilder
 
 
 def export_form_graph(batch, m, n, d, e, *, q_scale=False, k_scale=False, kt_input=False, bias=None, mask=None,
-                      window=False, nan_guard=False):
+                      window=False, nan_guard=False, row_guard=False):
     """softmax((s Q)(s K)^T + bias [+ mask]) V over ``batch`` = (windows, heads) or any
     leading dims. ``bias``/``mask``: the shapes of the additive terms; with ``window`` the
     mask is added to the scores reshaped to (1, windows, heads, m, n), as Swin does; with
-    ``nan_guard`` NaN probabilities become 0 before the product (torch's SDPA export)."""
+    ``nan_guard`` NaN probabilities become 0 before the product (torch's SDPA export); with
+    ``row_guard`` a row of scores that are all -inf gives 0s (torch's SDPA decomposition in
+    core ATen, what torch.compile hands over)."""
     b = GraphBuilder("exported_attention")
     q = b.input("q", (*batch, m, d))
     if q_scale:
@@ -46,8 +48,17 @@ def export_form_graph(batch, m, n, d, e, *, q_scale=False, k_scale=False, kt_inp
     p = b.op("softmax", x, axis=-1)
     if nan_guard:
         p = b.op("where", b.op("is_nan", p), b.constant(np.array(0.0, np.float32)), p)
+    if row_guard:
+        p = b.op("where", all_minus_inf(b, x), b.constant(np.zeros(b.graph.types[x].shape, np.float32)), p)
     b.output(b.op("matmul", p, b.input("v", (*batch, n, e))))
     return b.build()
+
+
+def all_minus_inf(b, scores):
+    """As torch's decomposition tests a row: not(reduce_max(not(scores == -inf)) > 0)."""
+    live = b.op("cast", b.op("not", b.op("equal", scores, b.constant(np.array(-np.inf, np.float32)))), to="float32")
+    top = b.op("reduce_max", live, axes=[-1], keepdims=1)
+    return b.op("not", b.op("greater", top, b.constant(np.array(0.0, np.float32))))
 
 
 def random_feeds(graph, seed, specials=False):
@@ -94,9 +105,10 @@ def export_forms(draw):
         mask = _broadcast_shape(draw, (windows, heads, m, n))
     elif terms == "window":
         mask = (1, windows, 1, m, n)
+    guard = draw(st.sampled_from(["none", "nan", "row"])) if terms in ("none", "bias") else "none"
     return dict(batch=(windows, heads), m=m, n=n, d=d, e=e, q_scale=draw(st.booleans()), k_scale=draw(st.booleans()),
                 kt_input=draw(st.booleans()), bias=bias, mask=mask, window=terms == "window",
-                nan_guard=terms != "window" and bias is not None and mask is None and draw(st.booleans()))
+                nan_guard=guard == "nan" and bias is not None, row_guard=guard == "row")
 
 
 @settings(max_examples=12, deadline=None)
@@ -131,6 +143,57 @@ def test_a_nan_guard_after_the_softmax_makes_fully_masked_rows_zeros(e):
     got = out.run(feeds)[graph.outputs[0]]
     assert (got[:, :, 7] == 0).all() and not np.isnan(got).any()
     assert_matches_reference(graph, feeds, got)
+
+
+@pytest.mark.parametrize("bias", [None, (1, 1, 33, 40)])
+def test_a_row_guard_on_the_scores_makes_fully_masked_rows_zeros_and_keeps_other_nans(bias):
+    graph = export_form_graph((1, 4), 33, 40, 16, 16, q_scale=True, k_scale=True, kt_input=True, bias=bias,
+                              row_guard=True)
+    out = fusionlang.compile(fusionlang.fuse(graph, "apollo_patterns"))
+    assert strategies_of(out) == ["attention template"]
+    feeds = random_feeds(graph, 6)
+    if bias is None:  # through Q: the scores of row 7 are -inf throughout, those of row 9 NaN
+        feeds["kt"][:] = np.abs(feeds["kt"]) + 0.5
+        feeds["sq"][:] = feeds["sk"][:] = 1.0
+        feeds["q"][..., 7, :] = feeds["q"][..., 9, :] = -np.inf
+        feeds["q"][..., 9, 0] = np.nan
+    else:  # a causal mask, row 7 fully masked, row 9 all -inf but one NaN
+        feeds["bias"] = np.triu(np.full(bias, -np.inf, np.float32), 1)
+        feeds["bias"][..., 7, :] = -np.inf
+        feeds["bias"][..., 9, :] = -np.inf
+        feeds["bias"][..., 9, 3] = np.nan
+    got = out.run(feeds)[graph.outputs[0]]
+    assert (got[:, :, 7] == 0).all() and np.isnan(got[:, :, 9]).all()
+    assert not np.isnan(np.delete(got, 9, axis=2)).any()
+    assert_matches_reference(graph, feeds, got)
+
+
+def training_form_graph(batch, m, n, d, e, mask_shape):
+    """A training forward's attention (torch_backend.attention_math under autograd): the
+    scores masked_fill'ed with -inf where a bool mask says, the probabilities an output
+    too (the backward reads them)."""
+    b = GraphBuilder("training_attention")
+    x = b.op("matmul", b.input("q", (*batch, m, d)), b.input("kt", (*batch, d, n)))
+    x = b.op("where", b.input("masked", mask_shape, "bool"), b.constant(np.array(-np.inf, np.float32)), x)
+    p = b.op("softmax", x, axis=-1)
+    b.output(b.op("matmul", p, b.input("v", (*batch, n, e))), p)
+    return b.build()
+
+
+@pytest.mark.parametrize("mask_shape", [(9, 12), (2, 1, 9, 12), (3, 1, 1)])
+def test_a_masked_fill_before_the_softmax_and_the_saved_probabilities_run_in_the_kernel(mask_shape):
+    graph = training_form_graph((2, 3), 9, 12, 8, 5, mask_shape)
+    out = fusionlang.compile(fusionlang.fuse(graph, "apollo_patterns"))
+    assert strategies_of(out) == ["attention template"]
+    feeds = random_feeds(graph, 2)
+    causal = np.triu(np.ones((9, 12), bool), 1)
+    feeds["masked"] = causal if mask_shape == causal.shape else np.random.default_rng(3).random(mask_shape) < 0.4
+    if mask_shape[-2] == 9:  # a fully masked row: NaN without a guard, as torch's softmax gives
+        feeds["masked"][..., -1, :] = True
+    got, want = out.run(feeds), reference.run(graph, feeds)
+    for name in graph.outputs:
+        assert np.array_equal(np.isnan(got[name]), np.isnan(want[name]))
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-5, equal_nan=True)
 
 
 def test_reshapes_that_regroup_the_batch_dims_around_a_mask_stay_a_loop_nest():

@@ -93,6 +93,23 @@ def test_a_group_the_backend_refuses_is_dropped_with_the_backends_reason(tmp_pat
     assert [d.detail for d in refused] == ["no exp and relu together", "the backend refused a merge inside this match"]
 
 
+def test_a_refused_producer_merged_into_a_match_later_is_split_off_not_the_match(tmp_path):
+    # e, r, s match; the table then merges t into them. The backend refuses t with e, and
+    # would refuse the match half built: the split falls on (t, e), not inside the match
+    rs = rules(tmp_path, "fuse elemwise -> elemwise : elemwise\nfuse pattern tail: sigmoid(relu(exp(x)))\n")
+
+    def refuse(graph, names):
+        if {"t", "e"} <= set(names):
+            return "no tanh with exp"
+        return "half a match" if len({"e", "r", "s"} & set(names)) == 2 else None
+
+    plan = partition(chain(), rs, feedback=refuse)
+    owner = plan.group_of()
+    assert owner["e"] == owner["r"] == owner["s"] != owner["t"]
+    refused = [d for d in plan.decisions if d.verdict is Verdict.FEEDBACK_REFUSED]
+    assert [(d.edge, d.detail) for d in refused] == [(("t", "e"), "no tanh with exp")]
+
+
 def test_strategies_that_cannot_honour_pattern_entries_refuse_them(tmp_path):
     rs = rules(tmp_path, "fuse pattern exp_relu: relu(exp(x))\n")
     with pytest.raises(FuseError, match=r"p.fuse:3:1: fuse pattern entries are not supported by the tvm strategy"):

@@ -110,12 +110,10 @@ def test_the_bench_bert_through_torch_compile_has_no_more_kernels_than_through_o
     assert kernels_through_torch_compile(model, x, "apollo") <= kernels_through_onnx(model, x, "apollo")
 
 
-@pytest.mark.xfail(strict=True, reason="torch's SDPA decomposition guards a softmax row of all -inf with "
-                   "where(not(reduce_max(not(scores == -inf)) > 0), 0, p), a form no attention pattern "
-                   "takes yet (the ONNX exports' guard is where(is_nan(p), 0, p)): the attention kernel "
-                   "runs on the ONNX path only")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_the_bench_bert_through_torch_compile_gets_the_attention_kernel_as_onnx_does():
+    # torch's SDPA decomposition guards a row of all -inf scores with
+    # where(not(reduce_max(not(scores == -inf)) > 0), 0, p): the row-guarded patterns take it
     torch._dynamo.reset()
     model, x = torch_bench_models.build("bert", "test")
     model.eval()

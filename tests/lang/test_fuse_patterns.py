@@ -67,7 +67,9 @@ def test_the_shipped_extension_prints_and_parses_back_equal():
                                                    "product_attention_block", "masked_product_attention_block",
                                                    "scaled_qk_attention_block", "scaled_qk_biased_attention_block",
                                                    "scaled_qk_two_mask_attention_block",
-                                                   "scaled_qk_window_attention_block", "guarded_attention_block"]
+                                                   "scaled_qk_window_attention_block", "guarded_attention_block",
+                                                   "row_guarded_attention_block", "row_guarded_masked_attention_block",
+                                                   "masked_fill_attention_block"]
     text = format_ruleset(rules)
     assert "fuse pattern rms_norm_matmul: matmul(rms_norm(x, g), w) as complex" in text
     assert 'import "apollo.fuse" for lowering' in text
