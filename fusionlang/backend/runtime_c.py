@@ -212,6 +212,11 @@ class CRuntime:
         if build.openmp and build.threads is not None:
             head += "#include <omp.h>\n"
             body.insert(0, f"  omp_set_num_threads({build.threads});")
+        if build.openmp:
+            # the thread pool's (backend.thread_pool; weak: a libgomp build has none):
+            # idle workers sleep once the run is over, not spin into the caller's code
+            head += "void fl_pool_rest(void) __attribute__((weak));\n"
+            body.append("  if (fl_pool_rest) fl_pool_rest();")
         if profile_slot is not None:
             head += "#include <time.h>\n"
             head += "#define FL_NS(a, b) (((b).tv_sec - (a).tv_sec) * 1000000000LL + ((b).tv_nsec - (a).tv_nsec))\n"

@@ -10,9 +10,12 @@ short regions on a machine others may share (issue 35, measured on a 2-core VM):
   MobileNetV2 ran slower on two threads than on one (12.5 ms against 8.5); its default
   spinning made a ResNet-18 4 to 17 times slower when another process held a core;
 * in this pool the caller runs its own member of a region and then every member no worker
-  has claimed, so a worker that wakes late costs nothing; waiting threads spin for 50 us
-  (``FUSIONLANG_SPIN_US``), then sleep on a futex, so a run wakes its workers
-  once, not once per kernel, and an idle pool gives its cores back.
+  has claimed, so a worker that wakes late costs nothing; waiting threads spin for up to
+  1 ms (``FUSIONLANG_SPIN_US``; each thread halves its own budget when a spin runs out, as
+  on a loaded machine, and doubles it when one ends in the event), then sleep on a
+  futex, so a run wakes its workers once, not once per kernel; when a run ends the driver
+  calls ``fl_pool_rest`` and idle workers sleep at once, giving the cores back to the
+  caller's code (and to other runtimes interleaved with ours).
 
 The torch.compile backend compiles with ``share_libgomp=True``: its kernels run between
 PyTorch's ops, whose libgomp threads spin after each; two pools on the same cores would take

@@ -134,13 +134,13 @@ CHILD = textwrap.dedent("""
     from fusionlang.backend import omp_wait
     from fusionlang.ops import GraphBuilder
     b = GraphBuilder("threads")
-    x = b.input("x", (1, 5, 19, 17))
-    w = b.constant(np.random.default_rng(1).standard_normal((7, 5, 3, 3)).astype(np.float32))
+    x = b.input("x", (1, 16, 48, 40))
+    w = b.constant(np.random.default_rng(1).standard_normal((24, 16, 3, 3)).astype(np.float32))
     y = b.relu(b.conv(x, w, pads=(1, 1, 1, 1)))
     b.output(y)
     graph = b.build()
     plan = fusionlang.fuse(graph, "apollo")
-    feeds = {"x": np.random.default_rng(2).standard_normal((1, 5, 19, 17)).astype(np.float32)}
+    feeds = {"x": np.random.default_rng(2).standard_normal((1, 16, 48, 40)).astype(np.float32)}
     one = fusionlang.compile(plan, "c").run(feeds)
     two = fusionlang.compile(plan, "c", threads=2, share_libgomp=bool(os.environ.get("SHARE")))
 
@@ -160,6 +160,20 @@ CHILD = textwrap.dedent("""
                 os._exit(1)
             os._exit(0)
         assert os.waitpid(pid, 0)[1] == 0, "the forked child's run failed"
+    if sys.argv[1] == "rest":  # after a run, idle workers sleep: their CPU time stands still
+        import glob, time
+        def ticks():
+            total = 0
+            for task in glob.glob("/proc/self/task/*"):
+                if task.endswith("/" + str(os.getpid())):
+                    continue  # the main thread
+                fields = open(task + "/stat").read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+            return total
+        two.run(feeds)
+        before = ticks()
+        time.sleep(0.5)
+        print("idle ticks", ticks() - before)
     print("ok", omp_wait.libgomp_loaded())
 """)
 
@@ -201,3 +215,12 @@ def test_a_forked_child_starts_its_own_workers():
 def test_workers_that_sleep_at_once_still_finish_every_region():
     result = _child("fresh", runs=20, FUSIONLANG_SPIN_US="0")
     assert result.returncode == 0 and result.stdout.split()[0] == "ok", result.stderr
+
+
+def test_workers_sleep_as_soon_as_a_run_ends():
+    # a spin budget of 400 ms would keep an idle worker busy through the half second the
+    # child sleeps; the driver's fl_pool_rest puts it to sleep at the run's end instead
+    result = _child("rest", runs=3, FUSIONLANG_SPIN_US="400000")
+    assert result.returncode == 0, result.stderr
+    idle = int(result.stdout.split("idle ticks")[1].split()[0])
+    assert idle <= 5, result.stdout  # clock ticks (10 ms): a spinning worker would take ~40

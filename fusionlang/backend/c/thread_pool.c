@@ -40,8 +40,14 @@
  * for is often preempted, spins run out, and the budget falls towards a passive wait, which
  * leaves the core to whoever can use it (a fixed 50 us spin made MobileNetV2 at two threads
  * 2x slower than libgomp's passive wait beside busy processes). */
-static long spin_most_ns = 50000;
+static long spin_most_ns = 1000000;
 static __thread long spin_budget_ns = -1;
+
+/* set when a run of the library ends (fl_pool_rest, called by the driver): idle workers
+ * then sleep at once instead of spinning into the caller's own code or another runtime's
+ * run (a 1 ms spin after each run took a core from ORT and OpenVINO interleaved with it);
+ * the next region clears it */
+static uint32_t resting;
 
 /* ---- waiting on a 32-bit word ---- */
 
@@ -92,12 +98,15 @@ static void word_wait_change(Word *w, uint32_t old) {
         }
         __builtin_ia32_pause();
         if ((i & 63) == 63) {
+            if (__atomic_load_n(&resting, RLX)) break;  /* the run is over: not a spin that ran out */
             long t = now_ns();
             if (!start) start = t;
-            else if (t - start > spin_budget_ns) break;
+            else if (t - start > spin_budget_ns) {
+                spin_budget_ns /= 2;
+                break;
+            }
         }
     }
-    spin_budget_ns /= 2;
     __atomic_add_fetch(&w->sleepers, 1, SEQ);
     while (__atomic_load_n(&w->value, SEQ) == old) futex_wait(&w->value, old);
     __atomic_sub_fetch(&w->sleepers, 1, SEQ);
@@ -217,6 +226,7 @@ FL_HIDDEN void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_thread
     __atomic_store_n(&team.finished.value, 0, RLX);
     __atomic_store_n(&team.arrived, 0, RLX);
     /* member 0 is the caller's: the others are claimable from 1 */
+    __atomic_store_n(&resting, 0, RLX);
     __atomic_store_n(&team.claim, ((uint64_t)gen << 32) | ((uint64_t)size << 16) | 1u, REL);
     word_set(&team.published, gen);
     run_member(fn, data, 0, size);
@@ -236,6 +246,9 @@ FL_HIDDEN void GOMP_barrier(void) {
     }
     word_wait_change(&team.barrier, episode);
 }
+
+/* the end of a run (the driver calls it): idle workers sleep now */
+FL_HIDDEN void fl_pool_rest(void) { __atomic_store_n(&resting, 1, REL); }
 
 FL_HIDDEN int omp_get_thread_num(void) { return member; }
 FL_HIDDEN int omp_get_num_threads(void) { return members; }
