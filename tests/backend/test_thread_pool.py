@@ -70,6 +70,25 @@ int nested_teams(void) {
     return inner;
 }
 void fl_set_threads(int n) { omp_set_num_threads(n); }
+/* as phases, on the caller's own panel: two threads may run it at once */
+int phases_into(int rounds, float *panel, long n) {
+    int bad = 0;
+    #pragma omp parallel
+    {
+        const int team = omp_get_num_threads(), me = omp_get_thread_num();
+        for (int r = 0; r < rounds; r++) {
+            for (long i = me; i < n; i += team) panel[i] = (float)(i + r);
+            #pragma omp barrier
+            for (long i = me; i < n; i += team)
+                if (panel[(i + 1) % n] != (float)((i + 1) % n + r)) {
+                    #pragma omp atomic write
+                    bad = 1;
+                }
+            #pragma omp barrier
+        }
+    }
+    return bad;
+}
 int team_size(void) {
     int size = 0;
     #pragma omp parallel
@@ -88,6 +107,7 @@ def regions():
     lib.summed.restype = ctypes.c_float
     lib.summed.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
     lib.phases.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    lib.phases_into.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_long]
     return path, lib
 
 
@@ -120,6 +140,33 @@ def test_a_locked_reduction_and_the_if_clause(regions):
         assert lib.summed(x.ctypes.data, x.size, parallel) == pytest.approx(float(x.sum(dtype=np.float64)), rel=1e-4)
     negative_zeros = np.full(64, -0.0, np.float32)
     assert str(lib.summed(negative_zeros.ctypes.data, 64, 1)) == "-0.0"
+
+
+def test_two_callers_at_once_both_finish_right(regions):
+    # ctypes lets go of the GIL: two Python threads run barrier regions of one library at
+    # the same moment; the pool serves one, the other runs its region as a team of one
+    import threading
+
+    import numpy as np
+
+    _, lib = regions
+    lib.fl_set_threads(2)
+    failures = []
+
+    def caller():
+        panel = np.zeros(2049, np.float32)
+        for _ in range(200):
+            if lib.phases_into(3, panel.ctypes.data, panel.size):
+                failures.append("a barrier let a member read before the others wrote")
+        np.testing.assert_array_equal(panel, np.arange(2049) + 2.0)
+
+    threads = [threading.Thread(target=caller, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a caller hung"
+    assert not failures
 
 
 #: a conv + matmul graph at threads=2 checked against threads=1, ``runs`` times

@@ -131,6 +131,7 @@ static int workers;    /* threads started, besides callers */
 static int requested;  /* omp_set_num_threads, else OMP_NUM_THREADS or the cores we may use */
 static __thread int member, members = 1, inside;
 static uint32_t generation;
+static uint32_t in_use;  /* a caller's region holds the team */
 
 static int default_team(void) {
     const char *env = getenv("OMP_NUM_THREADS");
@@ -181,6 +182,7 @@ static void *worker_main(void *unused) {
 
 static void after_fork_in_child(void) {
     workers = 0;  /* the parent's workers do not exist in the child */
+    in_use = 0;
 }
 
 static void ensure_workers(int wanted) {
@@ -210,7 +212,11 @@ FL_HIDDEN void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_thread
     (void)flags;
     int size = num_threads ? (int)num_threads : team_size();
     if (size > FL_MAX_TEAM) size = FL_MAX_TEAM;
-    if (size <= 1 || inside) {  /* the if clause said one thread, or a nested region */
+    /* the if clause said one thread, a nested region, or another thread of the process runs a
+     * region of this library now (two runs of one compiled model from two threads, say):
+     * the pool serves one caller at a time, so this region is a team of one, as OpenMP
+     * allows */
+    if (size <= 1 || inside || __atomic_exchange_n(&in_use, 1, ACQ)) {
         int saved_member = member, saved_members = members, saved_inside = inside;
         member = 0, members = 1, inside = 1;
         fn(data);
@@ -234,6 +240,7 @@ FL_HIDDEN void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_thread
     for (uint32_t done; (done = __atomic_load_n(&team.finished.value, ACQ)) < (uint32_t)size;)
         word_wait_change(&team.finished, done);
     member = 0, members = 1, inside = 0;
+    __atomic_store_n(&in_use, 0, REL);
 }
 
 FL_HIDDEN void GOMP_barrier(void) {
