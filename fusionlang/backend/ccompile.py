@@ -200,8 +200,8 @@ def build_library(sources: list[str], *, openmp: bool = False, sanitize: bool = 
         return _single_unit(sources[0], unit_flags[0])
     jobs = jobs or max(1, os.cpu_count() or 1)
     if jobs > 1 and len(sources) > 1:
-        with ThreadPoolExecutor(jobs) as pool:
-            objects = list(pool.map(compile_object, sources, unit_flags))
+        with ThreadPoolExecutor(jobs) as executor:
+            objects = list(executor.map(compile_object, sources, unit_flags))
     else:
         objects = [compile_object(s, f) for s, f in zip(sources, unit_flags)]
     # the pool defines every OpenMP entry point the kernels call: libgomp, which -fopenmp
