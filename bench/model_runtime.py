@@ -322,6 +322,14 @@ def fusion_bound(profiled, feeds, rounds: int) -> dict:
             "fusion_bound": total / template if template else float("inf")}
 
 
+# untimed pause after each call, so that the next competitor starts on idle cores: a runtime's
+# threads go on after its call returns (OpenVINO's TBB worker, pinned to one core, stays
+# runnable for 1.5 to 3.5 ms after ``infer``) and, without it, took that core from whichever
+# competitor came next (fusionlang's ResNet-18 at two threads: 17 ms or, in one process in
+# four, 25 to 27 ms; DenseNet-121 30 or 60 ms)
+SETTLE_S = 0.01
+
+
 def interleaved(fns: dict, rounds: int) -> dict:
     """Median process-CPU and wall seconds of each callable; runs are interleaved so that
     load from other processes falls on every competitor alike."""
@@ -329,6 +337,7 @@ def interleaved(fns: dict, rounds: int) -> dict:
     samples = {key: [] for key in fns}
     for _ in range(rounds):
         for key, fn in fns.items():
+            time.sleep(SETTLE_S)
             cpu, wall = time.process_time(), time.perf_counter()
             fn()
             samples[key].append((time.process_time() - cpu, time.perf_counter() - wall))

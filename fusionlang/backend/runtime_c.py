@@ -207,14 +207,16 @@ class CRuntime:
                             f"{call} clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1); clock_gettime(CLOCK_MONOTONIC, &t1);")
                 body.append(f"  prof[{2 * k}] += FL_NS(t0, t1); prof[{2 * k + 1}] += FL_NS(c0, c1);")
             if fn.fallible:
-                body.append(f"  if (err[0]) {{ err[3] = {k}; return 1; }}")
+                rest = " if (fl_pool_rest) fl_pool_rest();" if build.openmp else ""
+                body.append(f"  if (err[0]) {{ err[3] = {k};{rest} return 1; }}")
         head = "#include <stdint.h>\n#include <stddef.h>\n"
         if build.openmp and build.threads is not None:
             head += "#include <omp.h>\n"
             body.insert(0, f"  omp_set_num_threads({build.threads});")
         if build.openmp:
             # the thread pool's (backend.thread_pool; weak: a libgomp build has none):
-            # idle workers sleep once the run is over, not spin into the caller's code
+            # idle workers sleep once the run is over, not spin into the caller's code, and
+            # the caller has its own affinity back (on the error returns above too)
             head += "void fl_pool_rest(void) __attribute__((weak));\n"
             body.append("  if (fl_pool_rest) fl_pool_rest();")
         if profile_slot is not None:

@@ -1,11 +1,13 @@
 """The thread pool OpenMP libraries carry in place of libgomp (backend.thread_pool): the
 OpenMP entry points GCC's kernels call, a region's members claimed so a late worker costs
 nothing, barriers, nested and one-thread regions, locks; libgomp is left out of the
-library (unless asked to share the process's: PyTorch's), and a model at threads=2 stays
+library (unless asked to share the process's: PyTorch's); a team as large as the cores
+pins its workers, and the caller for the run only; a model at threads=2 stays
 correct beside a busy process, beside another libgomp, and in a forked child."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -271,3 +273,87 @@ def test_workers_sleep_as_soon_as_a_run_ends():
     assert result.returncode == 0, result.stderr
     idle = int(result.stdout.split("idle ticks")[1].split()[0])
     assert idle <= 5, result.stdout  # clock ticks (10 ms): a spinning worker would take ~40
+
+
+#: a conv (a parallel region: the caller is pinned for the run) then a gather that fails on
+#: a bad index (an error return of the run); the affinities the process ends with
+PIN_CHILD = textwrap.dedent("""
+    import json, os, sys
+    import numpy as np
+    import fusionlang
+    from fusionlang.errors import InputError
+    from fusionlang.ops import GraphBuilder
+    cores = sorted(os.sched_getaffinity(0))
+    b = GraphBuilder("pin")
+    x, ids = b.input("x", (1, 16, 48, 40)), b.input("ids", (2,), "int64")
+    w = b.constant(np.random.default_rng(1).standard_normal((24, 16, 3, 3)).astype(np.float32))
+    b.output(b.gather(b.relu(b.conv(x, w, pads=(1, 1, 1, 1))), ids, axis=1))
+    graph = b.build()
+    threads = None if sys.argv[1] == "default" else len(cores)
+    compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c", openmp=True, threads=threads)
+    x = np.random.default_rng(2).standard_normal((1, 16, 48, 40)).astype(np.float32)
+    if sys.argv[1] == "narrowed":  # the caller's owner chose its core: the run keeps it there
+        os.sched_setaffinity(0, {cores[-1]})
+    got = compiled.run({"x": x, "ids": np.array([0, 23])})[graph.outputs[0]]
+    want = fusionlang.reference.run(graph, {"x": x, "ids": np.array([0, 23])})[graph.outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    after_run = sorted(os.sched_getaffinity(0))
+    try:
+        compiled.run({"x": x, "ids": np.array([0, 24])})
+        raise SystemExit("the bad index was not refused")
+    except InputError:
+        pass
+    tasks = os.listdir("/proc/self/task")
+    workers = {t: sorted(os.sched_getaffinity(int(t))) for t in tasks
+               if open(f"/proc/self/task/{t}/comm").read().startswith("fl-pool")}
+    print(json.dumps({"cores": cores, "after_run": after_run, "after_error": sorted(os.sched_getaffinity(0)),
+                      "workers": sorted(workers.values())}))
+""")
+
+
+def _pin_child(mode: str, **env) -> dict:
+    environ = {k: v for k, v in os.environ.items() if k != "FUSIONLANG_PIN"}
+    environ.update(PYTHONPATH=str(ROOT), **env)
+    result = subprocess.run([sys.executable, "-c", PIN_CHILD, mode], env=environ, capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two cores")
+
+
+@needs_two_cores
+@pytest.mark.parametrize("mode", ["default", "explicit"])
+def test_a_team_of_every_core_pins_each_worker_to_its_own_and_gives_the_caller_its_cores_back(mode):
+    # FUSIONLANG_PIN=1: pinned whatever else runs (unset, a run starts pinned only when
+    # nothing else on the machine is runnable: other tests' processes would decide)
+    got = _pin_child(mode, FUSIONLANG_PIN="1")
+    cores = got["cores"]
+    # member 0 (the caller, during a run) on the first core, worker i on the i-th
+    assert got["workers"] == [[core] for core in cores[1:]]
+    assert got["after_run"] == cores and got["after_error"] == cores  # an error return too
+
+
+@needs_two_cores
+def test_pinning_can_be_turned_off():
+    got = _pin_child("default", FUSIONLANG_PIN="0")
+    assert got["workers"] == [got["cores"]] * (len(got["cores"]) - 1)
+
+
+@needs_two_cores
+def test_a_run_that_starts_beside_a_busy_process_runs_unpinned():
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        got = _pin_child("default")
+    finally:
+        burner.kill()
+        burner.wait()
+    assert got["workers"] == [got["cores"]] * (len(got["cores"]) - 1)
+    assert got["after_run"] == got["cores"] and got["after_error"] == got["cores"]
+
+
+@needs_two_cores
+def test_a_caller_whose_owner_chose_its_core_stays_there():
+    got = _pin_child("narrowed", FUSIONLANG_PIN="1")
+    assert got["after_run"] == [got["cores"][-1]] and got["after_error"] == [got["cores"][-1]]
