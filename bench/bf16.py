@@ -1,10 +1,13 @@
 """bfloat16 (or float16) models on one CPU thread: fusionlang's 16-bit build against OpenVINO's.
 
-Two workloads, built in float32 by bench/model_runtime.py's ONNX builder:
+Three workloads in float32:
 
 * ``resnet_ish``: a ResNet-50 stem (7x7/2 conv, max pool) and bottleneck blocks of its
-  first two stages (1x1 -> 3x3 -> 1x1 with a projection and a residual), batch 1, 224x224;
-* ``bert_layer``: one BERT-base encoder layer, seq 128.
+  first two stages (1x1 -> 3x3 -> 1x1 with a projection and a residual), batch 1, 224x224
+  (bench/model_runtime.py's ONNX builder);
+* ``resnet50``: torchvision's whole ResNet-50, batch 1, 224x224, as bench/torch_zoo.py
+  exports it (random weights; needs torch and torchvision the first time, then its cache);
+* ``bert_layer``: one BERT-base encoder layer, seq 128 (the same builder).
 
 fusionlang compiles the model with every float initializer, the input and the output
 converted to bfloat16 (``--dtype f16``: float16; opset 22: Conv takes bfloat16 from there), so its matmuls and convs
@@ -14,7 +17,7 @@ fusionlang is timed too (what the bf16 build's widening and rounding cost). Open
 AVX-512 BF16 / FP16 or AMX); ORT runs the float32 model for reference (its CPU provider has no bf16 Conv). All on
 one thread, interleaved rounds, medians of process CPU and wall time.
 
-    python bench/bf16.py [--dtype bf16|f16] [--rounds 7] [--only resnet_ish,bert_layer] [--out FILE]
+    python bench/bf16.py [--dtype bf16|f16] [--rounds 7] [--only resnet_ish,resnet50,bert_layer] [--out FILE]
 """
 
 from __future__ import annotations
@@ -65,7 +68,16 @@ def resnet_ish(size: int = 224) -> onnx.ModelProto:
     return g.model("x", (1, 3, size, size), h)
 
 
-WORKLOADS = {"resnet_ish": resnet_ish, "bert_layer": bert_layer}
+def resnet50() -> onnx.ModelProto:
+    """torchvision's ResNet-50 as bench/torch_zoo.py exports it (random weights, batch norms
+    folded into the convs by the exporter; exported once, then read from its cache)."""
+    import torch_zoo
+
+    model, _ = torch_zoo.export("resnet50", torch_zoo.cache_dir())
+    return model
+
+
+WORKLOADS = {"resnet_ish": resnet_ish, "resnet50": resnet50, "bert_layer": bert_layer}
 
 
 #: --dtype -> (numpy dtype, ONNX element type)
