@@ -9,9 +9,11 @@ one kernel that never writes the scores to memory:
 * per batch/head index, K^T is packed into a contiguous
   ``[D][N]`` panel padded to whole vectors, and V into ``[N][E]`` (or, when its head dim is
   narrow, ``[E][N]``, N padded with zeros too): any transposes the group holds on Q, K or V are folded into the
-  strides the packing and loads use;
+  strides the packing and loads use; a K^T or V whose rows already are whole vectors one
+  after the other (the GEMM before it wrote the heads so) is read in place, unpacked;
 * per block of query rows (8 with 32 vector registers, else 4), the scores are a
-  register-blocked product (one accumulator vector a row, summed over the head dim in
+  register-blocked product (two accumulator vectors a row where the row holds an even
+  number of vectors and the registers 2 x 8 of them, else one; summed over the head dim in
   order, as the loop nest sums); per row the scale and mask are applied as the group's
   own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
   and heads, a masked_fill ``where(c, f, scores)`` of a bool mask, in the group's order),
@@ -20,7 +22,8 @@ one kernel that never writes the scores to memory:
   0, see :func:`_flushed_exp`), the sum (as the max), and the probabilities
   ``e * (1 / sum)`` (or ``e / sum``, as the group computes them), each rounded to float32
   where the reference rounds it;
-* the weighted sum P.V is the same register-blocked product over the keys (a narrow V:
+* the weighted sum P.V is the same register-blocked product over the keys, stored straight
+  into the output where a head's output rows are whole vectors (a narrow V:
   per row, up to 8 output columns in one pass over the keys, a vector accumulator each,
   the padded keys' probabilities 0) while the block's rows are in L1.
 
@@ -581,28 +584,41 @@ def _padded(count: int, vl: int) -> int:
     return -(-count // vl) * vl
 
 
-def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int, ldo: int, width: int, vl: int) -> str:
+def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int, ldo: int, width: int, vl: int,
+           span: int = 1) -> str:
     """``static`` C computing ``rows`` rows of ``out = a . b`` over ``width`` columns (a
-    multiple of ``vl``): ``a`` strided (``a_rows``, ``a_cols``), ``b`` a packed panel of
-    ``depth`` rows of ``ldb`` floats, ``out`` rows of ``ldo``. One vector of each row is
-    accumulated in registers over the whole depth, in order (as the loop nest sums), so
-    each panel vector loaded serves every row."""
+    multiple of ``span * vl``): ``a`` strided (``a_rows``, ``a_cols``), ``b`` a packed panel
+    of ``depth`` rows of ``ldb`` floats, ``out`` rows of ``ldo``. ``span`` vectors of each
+    row are accumulated in registers over the whole depth, in order (as the loop nest
+    sums), so each panel vector loaded serves every row and each broadcast of ``a`` serves
+    ``span`` vectors (with one, 9 loads fed 8 FMAs: the loads set the pace)."""
     vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
-    acc = "\n".join(f"        {vf} acc{r} = zero;" for r in range(rows))
-    update = "\n".join(f"            acc{r} += a[{r * a_rows}L + c * {a_cols}L] * bc;" for r in range(rows))
-    store = "\n".join(f"        *({vfu} *)(out + {r * ldo}L + j) = acc{r};" for r in range(rows))
+    cols = range(span)
+    acc = "\n".join(f"        {vf} acc{r}_{s} = zero;" for r in range(rows) for s in cols)
+    panel = "\n".join(f"            const {vf} b{s} = *(const {vfu} *)(b + c * {ldb}L + j + {s * vl}L);" for s in cols)
+    update = "\n".join(f"            {{ const float x = a[{r * a_rows}L + c * {a_cols}L]; "
+                       + " ".join(f"acc{r}_{s} += x * b{s};" for s in cols) + " }" for r in range(rows))
+    store = "\n".join(f"        *({vfu} *)(out + {r * ldo}L + j + {s * vl}L) = acc{r}_{s};"
+                      for r in range(rows) for s in cols)
     return f"""static inline void {name}(const float *restrict a, const float *restrict b, float *restrict out) {{
     const {vf} zero = {{0}};
-    for (long j = 0; j < {width}L; j += {vl}) {{
+    for (long j = 0; j < {width}L; j += {span * vl}) {{
 {acc}
         for (long c = 0; c < {depth}L; c++) {{
-            const {vf} bc = *(const {vfu} *)(b + c * {ldb}L + j);
+{panel}
 {update}
         }}
 {store}
     }}
 }}
 """
+
+
+def _span(width: int, lay: "_Layout", registers: int) -> int:
+    """Vectors per row a micro-kernel step of ``width`` columns accumulates: 2 where the
+    width holds an even number of vectors and the registers hold a block's rows x 2
+    accumulators beside the panel vectors and a broadcast, else 1."""
+    return 2 if (width // lay.vl) % 2 == 0 and 2 * lay.rows + 4 <= registers else 1
 
 
 @dataclass(frozen=True)
@@ -629,6 +645,19 @@ class _Layout:
         k = self.kernel
         return k.d * self.np + self.panel_v + self.rows * self.np + (0 if self.narrow_v else self.rows * self.ep) \
             + self.q_block
+
+    @property
+    def k_in_place(self) -> bool:
+        """Whether K^T already lies as its packed panel (rows of ``np`` floats, no scale):
+        the GEMM before the kernel wrote it so, and the product reads it where it is."""
+        kt = self.kernel.kt
+        return kt.scale is None and kt.cols == 1 and kt.rows == self.np == self.kernel.n
+
+    @property
+    def v_in_place(self) -> bool:
+        """Whether a wide V already lies as its packed panel (rows of ``ep`` floats)."""
+        v = self.kernel.v
+        return not self.narrow_v and v.cols == 1 and v.rows == self.ep == self.kernel.e
 
     @property
     def q_block(self) -> int:
@@ -803,21 +832,32 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     # a scaled Q is read from its block scaled once into the workspace (as the group
     # rounds the scaled elements), else in place through its strides
     q_rows, q_cols = (k.d, 1) if k.q.scale else (k.q.rows, k.q.cols)
-    micros = "".join(_micro(f"{name}_qk{r}", r, k.d, q_rows, q_cols, np_, np_, np_, vl) for r in {lay.rows, 1})
+    registers = host().vector_registers
+    micros = "".join(_micro(f"{name}_qk{r}", r, k.d, q_rows, q_cols, np_, np_, np_, vl, _span(np_, lay, registers))
+                     for r in {lay.rows, 1})
     if lay.narrow_v:
         pack_v = f"""        for (long j = 0; j < {np_}L; j++)
             for (long c = 0; c < {k.e}L; c++) vp[c * {np_}L + j] = j < {k.n}L ? vb[j * {k.v.rows}L + c * {k.v.cols}L] : 0.0f;
 """
         weighted = _narrow_weighted(k, lay, o_view)
     else:
-        micros += "".join(_micro(f"{name}_pv{r}", r, k.n, np_, 1, ep, ep, ep, vl) for r in {lay.rows, 1})
-        pack_v = f"""        for (long j = 0; j < {k.n}L; j++)
+        # rows of whole vectors, one after the other: the product goes straight to the output
+        direct = o_view.cols == 1 and ep == k.e
+        target, ldo = ("ob + i * " + f"{o_view.rows}L", o_view.rows) if direct else ("ob_rows", ep)
+        micros += "".join(_micro(f"{name}_pv{r}", r, k.n, np_, 1, ep, ldo, ep, vl, _span(ep, lay, registers))
+                          for r in {lay.rows, 1})
+        pack_v = "" if lay.v_in_place else f"""        for (long j = 0; j < {k.n}L; j++)
             for (long c = 0; c < {ep}L; c++) vp[j * {ep}L + c] = c < {k.e}L ? vb[j * {k.v.rows}L + c * {k.v.cols}L] : 0.0f;
 """
-        weighted = f"""            if (rows == {lay.rows}L) {name}_pv{lay.rows}(sb, vp, ob_rows);
-            else for (long r = 0; r < rows; r++) {name}_pv1(sb + r * {np_}L, vp, ob_rows + r * {ep}L);
-            for (long r = 0; r < rows; r++)
+        weighted = f"""            if (rows == {lay.rows}L) {name}_pv{lay.rows}(sb, vpan, {target});
+            else for (long r = 0; r < rows; r++) {name}_pv1(sb + r * {np_}L, vpan, {target} + r * {ldo}L);
+"""
+        if not direct:
+            weighted += f"""            for (long r = 0; r < rows; r++)
                 for (long c = 0; c < {k.e}L; c++) ob[(i + r) * {o_view.rows}L + c * {o_view.cols}L] = ob_rows[r * {ep}L + c];
+"""
+    pack_k = "" if lay.k_in_place else f"""        for (long c = 0; c < {k.d}L; c++)
+            for (long j = 0; j < {np_}L; j++) kp[c * {np_}L + j] = j < {k.n}L ? {_scaled(f"kb[c * {k.kt.rows}L + j * {k.kt.cols}L]", k.kt, names)} : 0.0f;
 """
     q_block, scale_q = f"qb + i * {k.q.rows}L", ""
     if k.q.scale:  # the block's rows scaled into qs
@@ -848,16 +888,16 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
         const float *restrict kb = {kt} + {_offset(k.kt)};
         const float *restrict vb = {v} + {_offset(k.v)};
         float *restrict ob = {out} + {_offset(o_view)};
+        const float *restrict kpan = {"kb" if lay.k_in_place else "kp"}, *restrict vpan = {"vb" if lay.v_in_place else "vp"};
+        (void)kpan; (void)vpan;
         if (t != packed) {{
-        for (long c = 0; c < {k.d}L; c++)
-            for (long j = 0; j < {np_}L; j++) kp[c * {np_}L + j] = j < {k.n}L ? {_scaled(f"kb[c * {k.kt.rows}L + j * {k.kt.cols}L]", k.kt, names)} : 0.0f;
-{pack_v}        packed = t;
+{pack_k}{pack_v}        packed = t;
         }}
         {{
             const long rows = {k.m}L - i < {lay.rows}L ? {k.m}L - i : {lay.rows}L;
 {scale_q}            const float *restrict qrows = {q_block};
-            if (rows == {lay.rows}L) {name}_qk{lay.rows}(qrows, kp, sb);
-            else for (long r = 0; r < rows; r++) {name}_qk1(qrows + r * {q_rows}L, kp, sb + r * {np_}L);
+            if (rows == {lay.rows}L) {name}_qk{lay.rows}(qrows, kpan, sb);
+            else for (long r = 0; r < rows; r++) {name}_qk1(qrows + r * {q_rows}L, kpan, sb + r * {np_}L);
             for (long r = 0; r < rows; r++) {{
                 float *restrict srow = sb + r * {np_}L, *restrict e = srow;
 {_softmax_row(k, names, lay, probability)}            }}

@@ -165,6 +165,23 @@ def test_narrower_vectors_and_fewer_registers_block_the_rows_their_way(monkeypat
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
 
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "generic"])
+@pytest.mark.parametrize("merge_heads", [False, True])
+@pytest.mark.parametrize("m, n, e", [(13, 32, 32), (16, 64, 16), (9, 48, 64), (8, 32, 20), (11, 40, 48)])
+def test_k_and_v_read_in_place_and_the_product_stored_straight_match_the_reference(monkeypatch, isa, merge_heads,
+                                                                                   m, n, e):
+    """K^T as an input of whole-vector rows and V rows of whole vectors are read where they
+    lie (no panels packed), and a head's rows of whole vectors are stored straight into the
+    output (heads merged after it or not); widths that are no whole vectors at some ISA
+    (n=40, e=20 at 16 floats) take the packed panels: both agree with the reference."""
+    monkeypatch.setattr(attention_template, "host", lambda: machine_for(isa))
+    graph = attention_graph((2, 3), m, n, 16, e, mask=(m, n), scale="mul", kt_input=True, merge_heads=merge_heads)
+    layout = attention_template._layout(plan_attention(graph, [x.name for x in graph.nodes]), machine_for(isa))
+    assert layout.k_in_place == (n % layout.vl == 0) and layout.v_in_place == (e % layout.vl == 0)
+    feeds = feeds_for(graph, m + n + e)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
 def test_a_workspace_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch):
     monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=4096")
     graph = attention_graph((2,), 40, 300, 8, 8)
