@@ -12,8 +12,8 @@ one kernel that never writes the scores to memory:
   strides the packing and loads use; a K^T or V whose rows already are whole vectors one
   after the other (the GEMM before it wrote the heads so) is read in place, unpacked;
 * per block of query rows (8 with 32 vector registers, else 4), the scores are a
-  register-blocked product (two accumulator vectors a row where the row holds an even
-  number of vectors and the registers 2 x 8 of them, else one; summed over the head dim in
+  register-blocked product (two accumulator vectors a row, the last of an odd count alone,
+  where the registers hold 2 x 8 of them, else one; summed over the head dim in
   order, as the loop nest sums); per row the scale and mask are applied as the group's
   own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
   and heads, a masked_fill ``where(c, f, scores)`` of a bool mask, in the group's order),
@@ -587,11 +587,26 @@ def _padded(count: int, vl: int) -> int:
 def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int, ldo: int, width: int, vl: int,
            span: int = 1) -> str:
     """``static`` C computing ``rows`` rows of ``out = a . b`` over ``width`` columns (a
-    multiple of ``span * vl``): ``a`` strided (``a_rows``, ``a_cols``), ``b`` a packed panel
-    of ``depth`` rows of ``ldb`` floats, ``out`` rows of ``ldo``. ``span`` vectors of each
-    row are accumulated in registers over the whole depth, in order (as the loop nest
-    sums), so each panel vector loaded serves every row and each broadcast of ``a`` serves
-    ``span`` vectors (with one, 9 loads fed 8 FMAs: the loads set the pace)."""
+    multiple of ``vl``): ``a`` strided (``a_rows``, ``a_cols``), ``b`` a packed panel of
+    ``depth`` rows of ``ldb`` floats, ``out`` rows of ``ldo``. ``span`` vectors of each row
+    (one for the last vector of an odd count) are accumulated in registers over the whole
+    depth, in order (as the loop nest sums), so each panel vector loaded serves every row
+    and each broadcast of ``a`` serves ``span`` vectors (with one, 9 loads fed 8 FMAs: the
+    loads set the pace)."""
+    paired = width // (span * vl) * span * vl
+    steps = [(0, paired, span)] if paired else []
+    if paired < width:
+        steps.append((paired, width, 1))
+    body = "".join(_micro_columns(rows, depth, a_rows, a_cols, ldb, ldo, vl, *step) for step in steps)
+    return f"""static inline void {name}(const float *restrict a, const float *restrict b, float *restrict out) {{
+    const fl_vf{vl} zero = {{0}};
+{body}}}
+"""
+
+
+def _micro_columns(rows: int, depth: int, a_rows: int, a_cols: int, ldb: int, ldo: int, vl: int,
+                   start: int, stop: int, span: int) -> str:
+    """C of :func:`_micro`'s loop over the columns ``[start, stop)``, ``span`` vectors a step."""
     vf, vfu = f"fl_vf{vl}", f"fl_vfu{vl}"
     cols = range(span)
     acc = "\n".join(f"        {vf} acc{r}_{s} = zero;" for r in range(rows) for s in cols)
@@ -600,9 +615,7 @@ def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int,
                        + " ".join(f"acc{r}_{s} += x * b{s};" for s in cols) + " }" for r in range(rows))
     store = "\n".join(f"        *({vfu} *)(out + {r * ldo}L + j + {s * vl}L) = acc{r}_{s};"
                       for r in range(rows) for s in cols)
-    return f"""static inline void {name}(const float *restrict a, const float *restrict b, float *restrict out) {{
-    const {vf} zero = {{0}};
-    for (long j = 0; j < {width}L; j += {span * vl}) {{
+    return f"""    for (long j = {start}L; j < {stop}L; j += {span * vl}) {{
 {acc}
         for (long c = 0; c < {depth}L; c++) {{
 {panel}
@@ -610,15 +623,13 @@ def _micro(name: str, rows: int, depth: int, a_rows: int, a_cols: int, ldb: int,
         }}
 {store}
     }}
-}}
 """
 
 
-def _span(width: int, lay: "_Layout", registers: int) -> int:
-    """Vectors per row a micro-kernel step of ``width`` columns accumulates: 2 where the
-    width holds an even number of vectors and the registers hold a block's rows x 2
-    accumulators beside the panel vectors and a broadcast, else 1."""
-    return 2 if (width // lay.vl) % 2 == 0 and 2 * lay.rows + 4 <= registers else 1
+def _span(lay: "_Layout", registers: int) -> int:
+    """Vectors per row a micro-kernel step accumulates: 2 where the registers hold a
+    block's rows x 2 accumulators beside the panel vectors and a broadcast, else 1."""
+    return 2 if 2 * lay.rows + 4 <= registers else 1
 
 
 @dataclass(frozen=True)
@@ -833,7 +844,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
     # rounds the scaled elements), else in place through its strides
     q_rows, q_cols = (k.d, 1) if k.q.scale else (k.q.rows, k.q.cols)
     registers = host().vector_registers
-    micros = "".join(_micro(f"{name}_qk{r}", r, k.d, q_rows, q_cols, np_, np_, np_, vl, _span(np_, lay, registers))
+    micros = "".join(_micro(f"{name}_qk{r}", r, k.d, q_rows, q_cols, np_, np_, np_, vl, _span(lay, registers))
                      for r in {lay.rows, 1})
     if lay.narrow_v:
         pack_v = f"""        for (long j = 0; j < {np_}L; j++)
@@ -844,7 +855,7 @@ def _source(kernel: AttentionKernel, names: dict[str, str], decls: list[str], op
         # rows of whole vectors, one after the other: the product goes straight to the output
         direct = o_view.cols == 1 and ep == k.e
         target, ldo = ("ob + i * " + f"{o_view.rows}L", o_view.rows) if direct else ("ob_rows", ep)
-        micros += "".join(_micro(f"{name}_pv{r}", r, k.n, np_, 1, ep, ldo, ep, vl, _span(ep, lay, registers))
+        micros += "".join(_micro(f"{name}_pv{r}", r, k.n, np_, 1, ep, ldo, ep, vl, _span(lay, registers))
                           for r in {lay.rows, 1})
         pack_v = "" if lay.v_in_place else f"""        for (long j = 0; j < {k.n}L; j++)
             for (long c = 0; c < {ep}L; c++) vp[j * {ep}L + c] = c < {k.e}L ? vb[j * {k.v.rows}L + c * {k.v.cols}L] : 0.0f;
