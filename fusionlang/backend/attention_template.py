@@ -799,23 +799,34 @@ def _long_softmax_row(k: AttentionKernel, names: dict[str, str], lay: _Layout, p
 
 def _row_reduction(lay: _Layout, row: str, result: str, start: str, vector_step: str, scalar_step: str) -> str:
     """C declaring ``float result``: ``row``'s ``np`` floats reduced, vector ``t`` into
-    accumulator ``t % ROW_ACCUMULATORS``, then the accumulators' lanes in order.
-    ``vector_step``/``scalar_step``: statements with ``{a}`` (the accumulator), ``{x}``
-    (the element), ``{m}`` and ``{v}`` (the vectors' integer and float types)."""
+    accumulator ``t % ROW_ACCUMULATORS``, then the accumulators' lanes in a tree (each
+    step the vector and itself rotated by half the lanes left: a lane at a time was one
+    chain of ``vl`` dependent steps, for max and sum together about a third of a 128-key
+    row's softmax). ``vector_step``/``scalar_step``: statements with ``{a}`` (the
+    accumulator), ``{x}`` (the element), ``{m}`` and ``{v}`` (the vectors' integer and
+    float types)."""
     vf, vfu, vl = f"fl_vf{lay.vl}", f"fl_vfu{lay.vl}", lay.vl
     count = min(ROW_ACCUMULATORS, lay.np // vl)
     accs = [f"{result}{a}" for a in range(count)]
     mask = f"fl_vi{vl}"
     steps = [vector_step.format(a=accs[t % count], x=f"(*(const {vfu} *)({row} + {t * vl}L))", m=mask, v=vf)
              + ";" for t in range(lay.np // vl)]
-    lanes = scalar_step.format(a=result, x=f"{accs[0]}[l]")
     merge = " ".join(vector_step.format(a=accs[0], x=other, m=mask, v=vf) + ";" for other in accs[1:])
+    tree = []
+    half = vl // 2
+    while half:
+        rotation = ", ".join(str((lane + half) % vl) for lane in range(vl))
+        tree.append(f"{{ const {vf} h = __builtin_shuffle({accs[0]}, ({mask}){{{rotation}}}); "
+                    + vector_step.format(a=accs[0], x="h", m=mask, v=vf) + "; }")
+        half //= 2
+    lanes = scalar_step.format(a=result, x=f"{accs[0]}[0]")
     return f"""                float {result} = {start};
                 {{
                     {vf} {", ".join(f"{a} = ({vf}){{0}} + {start}" for a in accs)};
                     {" ".join(steps)}
                     {merge}
-                    for (int l = 0; l < {vl}; l++) {lanes};
+                    {" ".join(tree)}
+                    {lanes};
                 }}
 """
 
