@@ -670,6 +670,9 @@ class _Layout:
         v = self.kernel.v
         return not self.narrow_v and v.cols == 1 and v.rows == self.ep == self.kernel.e
 
+    #: P.V of a narrow V takes its rows in pairs (see :func:`_narrow_weighted`)
+    pair_narrow_rows: bool = False
+
     @property
     def q_block(self) -> int:
         return self.rows * self.kernel.d if self.kernel.q.scale else 0
@@ -681,7 +684,10 @@ def _layout(kernel: AttentionKernel, machine: Machine) -> _Layout:
     # broadcasts in 32 registers, 4 rows in 16
     rows = 8 if machine.vector_registers >= 32 else 4
     narrow = kernel.e < NARROW_HEAD
-    return _Layout(vl, rows, _padded(kernel.n, vl), _padded(kernel.e, vl), narrow, kernel)
+    # a pair of rows: a vector accumulator a row and output column of a pass, and room for
+    # the probabilities and a V vector
+    pair = machine.vector_registers >= 2 * NARROW_COLUMNS_PER_PASS + 4
+    return _Layout(vl, rows, _padded(kernel.n, vl), _padded(kernel.e, vl), narrow, kernel, pair)
 
 
 #: output columns of a narrow V summed in one pass over a row's probabilities, each in a
@@ -697,31 +703,82 @@ def _zero_padding(n: int, np_: int) -> str:
 
 
 def _narrow_weighted(k: AttentionKernel, lay: _Layout, o_view: View) -> str:
-    """C of P.V for a narrow V (packed ``[e][np]``): per row, the output columns in passes
-    of :data:`NARROW_COLUMNS_PER_PASS`, each pass one sweep over the row's probabilities
-    with a vector accumulator a column, reduced across the lanes at the end."""
+    """C of P.V for a narrow V (packed ``[e][np]``): the rows in pairs where 32 vector
+    registers hold a pair's accumulators (each V vector loaded serves both rows: one row
+    at a time took 9 loads for 8 FMAs), then one at a time; per row group, the output
+    columns in passes of :data:`NARROW_COLUMNS_PER_PASS`, each pass one sweep over the
+    rows' probabilities with a vector accumulator a row and column, the accumulators' lanes
+    then summed in a tree that takes them all at once (:func:`_lane_sums`)."""
+    pairs = ""
+    if lay.rows > 1 and lay.pair_narrow_rows:
+        pairs = f"""                for (; r + 2 <= rows; r += 2) {{
+{_narrow_rows(k, lay, o_view, 2)}                }}
+"""
+    return f"""            {{
+                long r = 0;
+{pairs}                for (; r < rows; r++) {{
+{_narrow_rows(k, lay, o_view, 1)}                }}
+            }}
+"""
+
+
+def _narrow_rows(k: AttentionKernel, lay: _Layout, o_view: View, count: int) -> str:
+    """C of :func:`_narrow_weighted`'s body for ``count`` rows from row ``r`` of the block."""
     vf, vfu, vl, np_ = f"fl_vf{lay.vl}", f"fl_vfu{lay.vl}", lay.vl, lay.np
-    passes = []
+    rows = range(count)
+    lines = [f"                    const float *restrict e{q} = sb + (r + {q}) * {np_}L;\n"
+             f"                    float *restrict orow{q} = ob + (i + r + {q}) * {o_view.rows}L;\n" for q in rows]
     for first in range(0, k.e, NARROW_COLUMNS_PER_PASS):
         columns = range(first, min(k.e, first + NARROW_COLUMNS_PER_PASS))
-        zero = ", ".join(f"a{c} = ({vf}){{0}}" for c in columns)
-        update = " ".join(f"a{c} += p * *(const {vfu} *)(vp + {c * np_}L + j);" for c in columns)
-        store = " ".join(f"{{ float s = 0.0f; for (int l = 0; l < {vl}; l++) s += a{c}[l]; "
-                         f"orow[{c * o_view.cols}L] = s; }}" for c in columns)
-        passes.append(f"""                {{
-                    {vf} {zero};
-                    for (long j = 0; j < {np_}L; j += {vl}) {{
-                        const {vf} p = *(const {vfu} *)(e + j);
-                        {update}
+        accumulators = [f"a{q}_{c}" for q in rows for c in columns]
+        zero = ", ".join(f"{a} = ({vf}){{0}}" for a in accumulators)
+        loads = " ".join(f"const {vf} p{q} = *(const {vfu} *)(e{q} + j);" for q in rows)
+        update = " ".join(f"{{ const {vf} v = *(const {vfu} *)(vp + {c * np_}L + j); "
+                          + " ".join(f"a{q}_{c} += p{q} * v;" for q in rows) + " }" for c in columns)
+        sums, statements = _lane_sums(accumulators, vl)
+        store = " ".join(f"orow{q}[{c * o_view.cols}L] = {sums[q * len(columns) + c - first]};"
+                         for q in rows for c in columns)
+        lines.append(f"""                    {{
+                        {vf} {zero};
+                        for (long j = 0; j < {np_}L; j += {vl}) {{
+                            {loads}
+                            {update}
+                        }}
+                        {statements}
+                        {store}
                     }}
-                    {store}
-                }}
 """)
-    return f"""            for (long r = 0; r < rows; r++) {{
-                const float *restrict e = sb + r * {np_}L;
-                float *restrict orow = ob + (i + r) * {o_view.rows}L;
-{"".join(passes)}            }}
-"""
+    return "".join(lines)
+
+
+def _lane_sums(vectors: list[str], vl: int) -> tuple[list[str], str]:
+    """(C expressions of each vector's sum of lanes, the C statements computing them): the
+    vectors (zeros added up to a power of two) paired level by level, each pair's halves
+    added into one vector holding both (lanes ``[0, vl/2)`` from the first, the rest from
+    the second), so a level halves the vectors and their partial sums alike. One lane at a
+    time, a UNet head's 8 columns were 8 chains of 16 dependent adds a row: a third of its
+    1024-key attention."""
+    count = 1 << (len(vectors) - 1).bit_length()
+    level = list(vectors) + [f"(fl_vf{vl}){{0}}"] * (count - len(vectors))
+    lanes, groups, lines, fresh = vl, 1, [], 0
+    while lanes > 1:
+        if len(level) % 2:
+            level.append(f"(fl_vf{vl}){{0}}")
+        half = lanes // 2
+        low = [g * lanes + i for g in range(groups) for i in range(half)]
+        low += [vl + x for x in low]
+        high = [x + half for x in low]
+        pairs = []
+        for x, y in zip(level[::2], level[1::2]):
+            name = f"s{fresh}"
+            fresh += 1
+            lines.append(f"const fl_vf{vl} {name} = __builtin_shuffle({x}, {y}, (fl_vi{vl}){{{', '.join(map(str, low))}}})"
+                         f" + __builtin_shuffle({x}, {y}, (fl_vi{vl}){{{', '.join(map(str, high))}}});")
+            pairs.append(name)
+        level, lanes, groups = pairs, half, groups * 2
+    # each remaining vector holds ``vl`` sums in its lanes, in the vectors' order
+    sums = [f"{level[c // vl]}[{c % vl}]" for c in range(len(vectors))]
+    return sums, " ".join(lines)
 
 
 #: vector accumulators of a row's max and sum: independent chains, so that the passes run

@@ -182,6 +182,43 @@ def test_k_and_v_read_in_place_and_the_product_stored_straight_match_the_referen
     assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
 
 
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+@pytest.mark.parametrize("m, e", [(11, 1), (9, 5), (15, 8), (13, 9), (7, 15)])
+def test_a_narrow_v_in_row_pairs_and_lane_sum_trees_matches_the_reference(monkeypatch, isa, m, e):
+    """A narrow V's P.V: rows in pairs (32 registers) with an odd row left over, one or two
+    passes over the output columns, the accumulators' lanes summed in trees over 1 to 16
+    vectors; 16 registers take the rows one at a time."""
+    monkeypatch.setattr(attention_template, "host", lambda: machine_for(isa))
+    graph = attention_graph((2, 3), m, 40, 8, e, mask=(m, 40), scale="div")
+    layout = attention_template._layout(plan_attention(graph, [x.name for x in graph.nodes]), machine_for(isa))
+    assert layout.narrow_v and layout.pair_narrow_rows == (isa == "avx512")
+    feeds = feeds_for(graph, m * e)
+    assert_matches_reference(graph, feeds, compiled(graph).run(feeds)[graph.outputs[0]])
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 8, 16, 24])
+@pytest.mark.parametrize("vl", [4, 16])
+def test_lane_sums_add_each_vectors_lanes(count, vl):
+    """The tree's expressions pick each vector's sum, whatever the count against the lanes."""
+    vectors = np.arange(count * vl, dtype=np.float64).reshape(count, vl) ** 1.5
+    sums, statements = attention_template._lane_sums([f"a{c}" for c in range(count)], vl)
+    values = {f"a{c}": vectors[c] for c in range(count)}
+    for line in filter(None, (x.strip() for x in statements.split(";"))):
+        name, expression = line.removeprefix(f"const fl_vf{vl} ").split(" = ", 1)
+        halves = [_shuffled(part, values, vl) for part in expression.split(" + ")]
+        values[name] = halves[0] + halves[1]
+    got = [values[s.split("[")[0]][int(s.split("[")[1].rstrip("]"))] for s in sums]
+    np.testing.assert_allclose(got, vectors.sum(axis=1))
+
+
+def _shuffled(call: str, values: dict, vl: int) -> np.ndarray:
+    """NumPy of one ``__builtin_shuffle(x, y, (fl_viN){...})`` of the tree's C."""
+    inner = call.strip().removeprefix("__builtin_shuffle(").removesuffix(")")
+    x, y, mask = inner.split(", ", 2)
+    both = np.concatenate([values.get(x, np.zeros(vl)), values.get(y, np.zeros(vl))])
+    return both[[int(i) for i in mask.split("{")[1].rstrip("}").split(", ")]]
+
+
 def test_a_workspace_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch):
     monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=4096")
     graph = attention_graph((2,), 40, 300, 8, 8)
