@@ -18,14 +18,16 @@ one kernel that never writes the scores to memory:
   own nodes say (div or mul by a one-element tensor, an add of a mask broadcast over batch
   and heads, a masked_fill ``where(c, f, scores)`` of a bool mask, in the group's order),
   then the row's max (the padding set to -inf, whole vectors in independent chains),
-  ``fl_expf`` (the vectorizable exp every C kernel uses; a result below 2^-126 is flushed to
-  0, see :func:`_flushed_exp`), the sum (as the max), and the probabilities
+  ``fl_expf`` (the vectorizable exp every C kernel uses, as the kernel's own copy for
+  arguments <= 0 that gives the same bits, see :func:`_exp_nonpositive_c`; a result below
+  2^-126 is flushed to 0, see :func:`_flushed_exp`), the sum (as the max), and the probabilities
   ``e * (1 / sum)`` (or ``e / sum``, as the group computes them), each rounded to float32
   where the reference rounds it;
 * the weighted sum P.V is the same register-blocked product over the keys, stored straight
-  into the output where a head's output rows are whole vectors (a narrow V:
-  per row, up to 8 output columns in one pass over the keys, a vector accumulator each,
-  the padded keys' probabilities 0) while the block's rows are in L1.
+  into the output where a head's output rows are whole vectors (a narrow V: rows in
+  pairs, up to 8 output columns in one pass over the keys, a vector accumulator each,
+  their lanes summed in one tree, the padded keys' probabilities 0) while the block's rows
+  are in L1.
 
 With OpenMP the threads share the (batch index, row block) pairs in contiguous ranges,
 each packing a batch index's panels once in its range, so one head's rows split too.
