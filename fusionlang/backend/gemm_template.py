@@ -236,6 +236,20 @@ def _one_a_block(problem: GemmProblem, kc: int, mc: int) -> bool:
     return problem.k <= kc and problem.m <= mc
 
 
+#: the micro-tile of a conv (an im2col B, packed or read in place) where it pads M no more
+#: than the default and the columns computed hold CONV_TILE_MIN_SLIVERS of its slivers
+#: (CONV_TILE_MIN_SLIVERS_ONE where the last is one vector wide: 8 broadcasts feed its 8
+#: multiply-adds a step). Its B sliver is 3/4 of 6x4's, bytes per multiply-add too. Convs +
+#: bias + relu at batch 1 (ResNet's), one core, interleaved with ORT, 15 rounds, ms 6x4 /
+#: 8x3: 3x3 64 -> 64 at 56x56 (in place) 1.66 / 1.53, 256 -> 256 at 14x14 (in place, 224
+#: columns) 1.64 / 1.57, 64 -> 128 /2 at 56 (784 columns) 0.87 / 0.85, the 7x7/2 stem
+#: 1.96 / 1.93; 128 -> 128 at 28x28 packed 1.53, in place 1.50 (DIRECT_MAX_COLUMNS). Kept:
+#: 196 columns (4 slivers and a vector) 128 -> 256 /2 at 28 0.87 / 0.91, 512 -> 1024 1x1/2
+#: 1.52 / 1.57; 7x7 planes 2.01 / 2.03
+CONV_TILES = {"avx512": (8, 3)}
+CONV_TILE_MIN_SLIVERS, CONV_TILE_MIN_SLIVERS_ONE = 4, 16
+
+
 def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple[int, int]:
     tiles = MICRO_TILES[machine.isa]
     if problem is None:
@@ -245,11 +259,26 @@ def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple
         # N's last sliver runs a narrower micro-kernel: N pads to a vector, not to the tile
         return _round_up(problem.m, tile[0]) * _round_up(problem.n, vl)
 
+    conv = _conv_tile(machine, vl, problem)
+    if conv is not None and padded(conv) <= padded(tiles[0]):
+        return conv
     best = tiles[0]
     for tile in tiles[1:]:  # another tile only where it saves more than 10% of the work
         if padded(tile) < 0.9 * padded(best):
             best = tile
     return best
+
+
+def _conv_tile(machine: Machine, vl: int, problem: GemmProblem) -> tuple[int, int] | None:
+    """CONV_TILES' tile where ``problem`` is a conv computing enough columns."""
+    tile = CONV_TILES.get(machine.isa)
+    if tile is None or not isinstance(problem.b, Im2Col):
+        return None
+    columns = _direct_columns(problem.b) if reads_planes(problem, vl) else problem.n
+    width = tile[1] * vl
+    one_vector_last = 0 < columns % width <= vl
+    slivers = CONV_TILE_MIN_SLIVERS_ONE if one_vector_last else CONV_TILE_MIN_SLIVERS
+    return tile if columns >= slivers * width else None
 
 
 def _clamp(x: int, lo: int, hi: int) -> int:
@@ -1472,8 +1501,11 @@ def _pack_copies(out: Lines, bl: Blocking, step: int = 1) -> None:
 #: vectors): 3x3 convs at 56x56 compute 58 columns a row (1.04), at 7x7 9 (64 against 64);
 #: or at most 1 + DIRECT_ROWS / m times: the packing it saves is shared by fewer rows of A
 #: (one core, AVX-512, time in place / packed: 3x3 convs of 128 channels at 28x28 (1.08)
-#: 1.00 to 1.05, grouped ones of 8 channels a group 0.45 to 0.46)
-DIRECT_MAX_COLUMNS = 1.08
+#: 1.00 to 1.05, grouped ones of 8 channels a group 0.45 to 0.46); 1.09 takes in 28x28
+#: planes on AVX-512 (848 columns for 784), where CONV_TILES' tile reads them: 128 -> 128
+#: + bias + relu, interleaved, 15 rounds, ms in place 8x3 / packed 6x4 / in place 6x4: 1.50
+#: / 1.53 / 1.64
+DIRECT_MAX_COLUMNS = 1.09
 DIRECT_ROWS = 8
 #: a conv of this many output channels or more packs its B: the panel packed is shared by
 #: that many rows of A, and reading the planes in place costs its unaligned loads and the

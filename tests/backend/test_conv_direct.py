@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import fusionlang
 from fusionlang.backend import gemm_template, template
+from fusionlang.backend.machine import host, machine_for
 from fusionlang.ops import GraphBuilder
 
 from helpers import check_one_and_two_threads
@@ -87,11 +88,11 @@ def test_a_stride_1_conv_reads_its_planes_in_place_where_the_padded_width_costs_
 
 
 def test_a_residual_block_reads_in_place_on_a_plane_over_a_panel_and_two_threads():
-    # 48 channels at 6 x 200: more columns (6 x 202) than one B panel of the blocking, K in
+    # 64 channels at 6 x 200: more columns (6 x 202) than one B panel of the blocking, K in
     # two blocks, and the epilogue adding the conv's own input after the copy into C
-    graph, feeds = _conv(6, 200, 1, channels=48, residual=True)
+    graph, feeds = _conv(6, 200, 1, channels=64, residual=True)
     (planned,) = _planned(graph)
-    assert planned.blocking.nc < 6 * 202 and planned.blocking.kc < 48 * 9
+    assert planned.blocking.nc < 6 * 202 and planned.blocking.kc < 64 * 9
     assert _reads_planes(graph) == [True]
     check_one_and_two_threads(graph, feeds)
 
@@ -103,3 +104,61 @@ def test_an_in_place_conv_allocates_its_planes_offsets_and_padded_result():
     # 5 planes of 8 x 42, zeros for 2 + 64 floats after them, 240 positions, 45 offsets (two
     # floats each) and 5 rows of 6 x 42 columns, each in whole 64-byte lines
     assert floats == 5 * 8 * 42 + 80 + 240 + 96 + 5 * 256
+
+
+
+def _conv_problem(rows: int, size: int, stride: int = 1) -> gemm_template.GemmProblem:
+    """A batch-1 3x3 conv of 16 channels on a size x size plane, 'same' padding."""
+    out = -(-size // stride)
+    b = gemm_template.Im2Col(16, size, size, (3, 3), (stride, stride), (1, 1), (1, 1), out, out)
+    return gemm_template.GemmProblem(rows, out * out, 16 * 9, gemm_template.Operand(16 * 9, 1), b,
+                                     gemm_template.Operand(out * out, 1))
+
+
+@pytest.mark.parametrize("rows,size,stride,tile", [(64, 56, 1, (8, 3)), (16, 14, 1, (8, 3)), (24, 14, 1, (8, 3)),
+                                                   (64, 28, 1, (8, 3)), (64, 56, 2, (8, 3)), (12, 14, 1, (6, 4)),
+                                                   (64, 7, 1, (6, 4)), (64, 13, 1, (6, 4)), (64, 28, 2, (6, 4))])
+def test_a_conv_takes_the_conv_tile_where_it_pads_no_more_rows_and_fills_its_slivers(rows, size, stride, tile):
+    # AVX-512: 8 rows x 3 vectors where M pads to 8 no more than to 6 and the columns hold 4
+    # of its 48-wide slivers (14x14 in place: 14 rows of 16), or 16 where the last is one
+    # vector (28x28 at stride 2: 784 columns, 16 slivers and 16 columns). The default stays
+    # for 12 rows (16 against 12), a 7x7 plane (63 columns), 13x13 (packed: 169 columns)
+    # and 14x14 at stride 2 (196 columns: 4 slivers and one vector)
+    blocking = gemm_template.blocking_for(machine_for("avx512"), _conv_problem(rows, size, stride))
+    assert (blocking.mr, blocking.nv) == tile
+
+
+@pytest.fixture
+def _conv_tile_everywhere(monkeypatch):
+    # 8 x 3 on this machine for every conv, however few its columns
+    monkeypatch.setattr(gemm_template, "CONV_TILES", {host().isa: (8, 3)})
+    monkeypatch.setattr(gemm_template, "CONV_TILE_MIN_SLIVERS", 0)
+    monkeypatch.setattr(gemm_template, "CONV_TILE_MIN_SLIVERS_ONE", 0)
+
+
+@pytest.mark.usefixtures("_every_stride_1_conv_in_place", "_conv_tile_everywhere")
+@settings(max_examples=25)
+@given(data=st.data())
+def test_convs_by_the_conv_tile_with_random_epilogues_match_the_reference(data):
+    # 8-row tiles over odd planes, strides 1 (read in place) and 2 (packed), dilations,
+    # one-sided pads, groups and 1 to 24 output channels (where M pads to 8 no more than
+    # to 6), on 1 and 2 threads
+    case = conv_case(data.draw, channels=st.integers(1, 8))
+    if case is None:
+        return
+    graph, feeds = case
+    check_one_and_two_threads(graph, feeds)
+
+
+@pytest.mark.usefixtures("_conv_tile_everywhere")
+@pytest.mark.parametrize("height,width,stride,rows", [(14, 14, 1, 16), (9, 30, 1, 40), (6, 200, 1, 64),
+                                                      (15, 33, 2, 24)])
+def test_the_conv_tile_over_several_panels_and_k_blocks_matches_the_reference(height, width, stride, rows):
+    # 64 channels in (K = 576: two blocks); 16 rows at 14x14 (ResNet's third stage in
+    # small), 40 rows (five 8-row tiles) over 9 rows of 32, 64 rows over 6 x 202 columns
+    # (several B panels) with a residual add after the copy into C; 24 rows packed at stride 2
+    graph, feeds = _conv(height, width, stride, channels=64, residual=rows == 64, out_channels=rows)
+    (planned,) = _planned(graph)
+    assert (planned.blocking.mr, planned.blocking.nv) == (8, 3)
+    assert _reads_planes(graph) == [stride == 1]
+    check_one_and_two_threads(graph, feeds)
