@@ -202,7 +202,7 @@ MICRO_TILES = {"avx512": ((6, 4), (14, 2), (12, 2), (8, 3)), "avx2": ((6, 2), (4
                "neon": ((8, 3), (6, 4)), "generic": ((4, 2),)}
 
 
-def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocking:
+def blocking_for(machine: Machine, problem: GemmProblem | None = None, conv: bool = False) -> Blocking:
     """Cache blocking from the machine: a KC x NR sliver of B twice the size of L1 (it
     streams from L2 as the micro-kernel walks it; a longer K per C tile paid more than
     the misses: 1024^3, 6x64 tile, 48 KiB of L1, kc 128 / 192 / 384 / 512 ran 124 / 133
@@ -210,9 +210,9 @@ def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocki
     of L2, a KC x NC panel of B a quarter of L3; each is clamped to the problem so small
     GEMMs do not pack padding. The micro-tile is the one of the machine's that wastes the
     least of the problem's M x N on padding (the default unless another saves more than
-    2%)."""
+    2%), or a conv's (``conv``: a pointwise one whose B is a plain matrix; :data:`CONV_TILES`)."""
     vl = machine.vector_floats
-    mr, nv = _micro_tile(machine, vl, problem)
+    mr, nv = _micro_tile(machine, vl, problem, conv)
     nr = vl * nv
     kc = _clamp(2 * machine.l1d // (nr * 4), 64, 512)
     mc = _clamp(machine.l2 // 2 // (kc * 4), mr, 1024) // mr * mr
@@ -246,11 +246,14 @@ def _one_a_block(problem: GemmProblem, kc: int, mc: int) -> bool:
 #: 1.96 / 1.93; 128 -> 128 at 28x28 packed 1.53, in place 1.50 (DIRECT_MAX_COLUMNS). Kept:
 #: 196 columns (4 slivers and a vector) 128 -> 256 /2 at 28 0.87 / 0.91, 512 -> 1024 1x1/2
 #: 1.52 / 1.57; 7x7 planes 2.01 / 2.03
+#: Pointwise convs (B the input as it lies, packed): 64 -> 64 at 56x56 0.28 / 0.26, 64 ->
+#: 256 0.95 / 0.80, 256 -> 64 0.93 / 0.88, 128 -> 512 at 28x28 0.73 / 0.66, 512 -> 128 0.73
+#: / 0.70
 CONV_TILES = {"avx512": (8, 3)}
 CONV_TILE_MIN_SLIVERS, CONV_TILE_MIN_SLIVERS_ONE = 4, 16
 
 
-def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple[int, int]:
+def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None, conv: bool = False) -> tuple[int, int]:
     tiles = MICRO_TILES[machine.isa]
     if problem is None:
         return tiles[0]
@@ -259,9 +262,9 @@ def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple
         # N's last sliver runs a narrower micro-kernel: N pads to a vector, not to the tile
         return _round_up(problem.m, tile[0]) * _round_up(problem.n, vl)
 
-    conv = _conv_tile(machine, vl, problem)
-    if conv is not None and padded(conv) <= padded(tiles[0]):
-        return conv
+    conv_tile = _conv_tile(machine, vl, problem, conv)
+    if conv_tile is not None and padded(conv_tile) <= padded(tiles[0]):
+        return conv_tile
     best = tiles[0]
     for tile in tiles[1:]:  # another tile only where it saves more than 10% of the work
         if padded(tile) < 0.9 * padded(best):
@@ -269,12 +272,14 @@ def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple
     return best
 
 
-def _conv_tile(machine: Machine, vl: int, problem: GemmProblem) -> tuple[int, int] | None:
-    """CONV_TILES' tile where ``problem`` is a conv computing enough columns."""
+def _conv_tile(machine: Machine, vl: int, problem: GemmProblem, conv: bool) -> tuple[int, int] | None:
+    """CONV_TILES' tile where ``problem`` is a conv (an im2col B, or ``conv``) computing
+    enough columns."""
     tile = CONV_TILES.get(machine.isa)
-    if tile is None or not isinstance(problem.b, Im2Col):
+    if tile is None or not (conv or isinstance(problem.b, Im2Col)):
         return None
-    columns = _direct_columns(problem.b) if reads_planes(problem, vl) else problem.n
+    in_place = isinstance(problem.b, Im2Col) and reads_planes(problem, vl)
+    columns = _direct_columns(problem.b) if isinstance(problem.b, Im2Col) and in_place else problem.n
     width = tile[1] * vl
     one_vector_last = 0 < columns % width <= vl
     slivers = CONV_TILE_MIN_SLIVERS_ONE if one_vector_last else CONV_TILE_MIN_SLIVERS

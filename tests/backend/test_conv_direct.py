@@ -162,3 +162,26 @@ def test_the_conv_tile_over_several_panels_and_k_blocks_matches_the_reference(he
     assert (planned.blocking.mr, planned.blocking.nv) == (8, 3)
     assert _reads_planes(graph) == [stride == 1]
     check_one_and_two_threads(graph, feeds)
+
+
+def test_a_pointwise_conv_takes_the_conv_tile_and_a_matmul_of_its_shape_does_not():
+    # a 1x1 conv's B is its input as a plain matrix: the plan says it is a conv
+    problem = gemm_template.GemmProblem(64, 3136, 64, gemm_template.Operand(64, 1), gemm_template.Operand(3136, 1),
+                                        gemm_template.Operand(3136, 1))
+    conv = gemm_template.blocking_for(machine_for("avx512"), problem, conv=True)
+    matmul = gemm_template.blocking_for(machine_for("avx512"), problem)
+    assert (conv.mr, conv.nv, matmul.mr, matmul.nv) == (8, 3, 6, 4)
+
+
+@pytest.mark.usefixtures("_conv_tile_everywhere")
+def test_a_pointwise_conv_by_the_conv_tile_matches_the_reference():
+    # 40 -> 24 channels at 10 x 30, + bias + relu: its B packed from the input's rows
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("pointwise")
+    x = b.input("x", (1, 40, 10, 30))
+    w = b.constant(rng.standard_normal((24, 40, 1, 1)).astype(np.float32))
+    b.output(b.relu(b.conv(x, w, b.constant(rng.standard_normal(24).astype(np.float32))), name="y"))
+    graph = b.build()
+    (planned,) = _planned(graph)
+    assert isinstance(planned.problem.b, gemm_template.Operand) and (planned.blocking.mr, planned.blocking.nv) == (8, 3)
+    check_one_and_two_threads(graph, {"x": rng.standard_normal((1, 40, 10, 30)).astype(np.float32)})
