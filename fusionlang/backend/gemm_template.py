@@ -228,7 +228,21 @@ def blocking_for(machine: Machine, problem: GemmProblem | None = None, conv: boo
             # its panel: not measured
             nc = _clamp(machine.l2 // 2 // (kc * 4), nr, nc) // nr * nr
         nc = min(nc, _round_up(problem.n, nr))
+        if (conv or isinstance(problem.b, Im2Col)) and _conv_columns(problem, vl) <= nr:
+            blocks = max(1, -(-problem.k // ONE_SLIVER_CONV_KC))
+            kc = max(kc, -(-problem.k // blocks))
     return Blocking(vl, mr, nv, kc, mc, nc)
+
+
+#: the longest K block of a conv whose columns are one B sliver (7x7 planes: 49 columns,
+#: 63 in place): its micro-kernel walks the weights (read from memory, packed at compile
+#: time) down one sliver of B, and a longer walk per C tile paid more than the B sliver's
+#: trips from L2. Conv + bias + relu, one core, interleaved with ORT, 31 rounds, ms kc 384
+#: or 342 / 768 / 1152: 3x3 512 -> 512 at 7x7 1.94 / 1.80 / 1.81, 256 -> 512 /2 at 14x14
+#: 0.99 / 0.92 / 0.92, 512 -> 512 /2 2.05 / 1.89 / 1.86, 1x1 2048 -> 512 at 7x7 0.89 / 0.84
+#: / 0.83 (kc 192: 2.02 for the first). Wider planes were unchanged (256 -> 256 at 14x14,
+#: 128 -> 128 at 28x28: 1.53 to 1.55 at each)
+ONE_SLIVER_CONV_KC = 1152
 
 
 def _one_a_block(problem: GemmProblem, kc: int, mc: int) -> bool:
@@ -278,12 +292,19 @@ def _conv_tile(machine: Machine, vl: int, problem: GemmProblem, conv: bool) -> t
     tile = CONV_TILES.get(machine.isa)
     if tile is None or not (conv or isinstance(problem.b, Im2Col)):
         return None
-    in_place = isinstance(problem.b, Im2Col) and reads_planes(problem, vl)
-    columns = _direct_columns(problem.b) if isinstance(problem.b, Im2Col) and in_place else problem.n
+    columns = _conv_columns(problem, vl)
     width = tile[1] * vl
     one_vector_last = 0 < columns % width <= vl
     slivers = CONV_TILE_MIN_SLIVERS_ONE if one_vector_last else CONV_TILE_MIN_SLIVERS
     return tile if columns >= slivers * width else None
+
+
+def _conv_columns(problem: GemmProblem, vl: int) -> int:
+    """The columns a conv's GEMM computes: n, or its padded width's where it reads its
+    planes in place."""
+    if isinstance(problem.b, Im2Col) and reads_planes(problem, vl):
+        return _direct_columns(problem.b)
+    return problem.n
 
 
 def _clamp(x: int, lo: int, hi: int) -> int:

@@ -5,6 +5,8 @@ on 1 and 2 threads, and the plan choosing that path where it pays."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -185,3 +187,38 @@ def test_a_pointwise_conv_by_the_conv_tile_matches_the_reference():
     (planned,) = _planned(graph)
     assert isinstance(planned.problem.b, gemm_template.Operand) and (planned.blocking.mr, planned.blocking.nv) == (8, 3)
     check_one_and_two_threads(graph, {"x": rng.standard_normal((1, 40, 10, 30)).astype(np.float32)})
+
+
+def test_a_conv_whose_columns_are_one_sliver_walks_longer_k_blocks():
+    # 512 -> 512 at 7x7 (49 columns, packed): K = 4608 in 4 blocks of 1152, not 12 of 384
+    # as a matmul of its shape (48 KiB of L1); a small K stays one block, and a wide
+    # plane's K keeps its blocks
+    avx512 = machine_for("avx512", l1d=48 * 1024)
+    b = gemm_template.Im2Col(512, 7, 7, (3, 3), (1, 1), (1, 1), (1, 1), 7, 7)
+    conv = gemm_template.GemmProblem(512, 49, 4608, gemm_template.Operand(4608, 1), b, gemm_template.Operand(49, 1))
+    matmul = replace(conv, b=gemm_template.Operand(49, 1))
+    assert gemm_template.blocking_for(avx512, conv).kc == 1152
+    assert gemm_template.blocking_for(avx512, matmul).kc == 384
+    assert gemm_template.blocking_for(avx512, matmul, conv=True).kc == 1152
+    assert gemm_template.blocking_for(avx512, _conv_problem(64, 7)).kc == 16 * 9
+    wide = replace(_conv_problem(64, 56), k=64 * 9, b=replace(_conv_problem(64, 56).b, channels=64))
+    assert gemm_template.blocking_for(avx512, wide).kc == 288
+
+
+@pytest.mark.parametrize("size,channels,rows,pointwise", [(5, 144, 40, False), (4, 1300, 24, True), (7, 130, 12, False)])
+def test_one_sliver_convs_over_long_k_blocks_match_the_reference(size, channels, rows, pointwise):
+    # 3x3 convs of K = 1296 and 1170 on a 5x5 and a 7x7 plane (one sliver of columns, K in
+    # two blocks of 648 and one of 1170) and a 1x1 conv of 1300 channels on a 4x4 plane,
+    # + bias + relu, on 1 and 2 threads
+    rng = np.random.default_rng(size)
+    b = GraphBuilder("one_sliver")
+    kernel = 1 if pointwise else 3
+    x = b.input("x", (1, channels, size, size))
+    w = b.constant(rng.standard_normal((rows, channels, kernel, kernel)).astype(np.float32))
+    y = b.conv(x, w, b.constant(rng.standard_normal(rows).astype(np.float32)), pads=[kernel // 2] * 4)
+    b.output(b.relu(y, name="y"))
+    graph = b.build()
+    (planned,) = _planned(graph)
+    k = channels * kernel * kernel
+    assert planned.blocking.kc == (k if k <= 1152 else -(-k // 2))
+    check_one_and_two_threads(graph, {"x": rng.standard_normal((1, channels, size, size)).astype(np.float32)})
