@@ -202,7 +202,7 @@ MICRO_TILES = {"avx512": ((6, 4), (14, 2), (12, 2), (8, 3)), "avx2": ((6, 2), (4
                "neon": ((8, 3), (6, 4)), "generic": ((4, 2),)}
 
 
-def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocking:
+def blocking_for(machine: Machine, problem: GemmProblem | None = None, conv: bool = False) -> Blocking:
     """Cache blocking from the machine: a KC x NR sliver of B twice the size of L1 (it
     streams from L2 as the micro-kernel walks it; a longer K per C tile paid more than
     the misses: 1024^3, 6x64 tile, 48 KiB of L1, kc 128 / 192 / 384 / 512 ran 124 / 133
@@ -210,9 +210,9 @@ def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocki
     of L2, a KC x NC panel of B a quarter of L3; each is clamped to the problem so small
     GEMMs do not pack padding. The micro-tile is the one of the machine's that wastes the
     least of the problem's M x N on padding (the default unless another saves more than
-    2%)."""
+    2%), or a conv's (``conv``: a pointwise one whose B is a plain matrix; :data:`CONV_TILES`)."""
     vl = machine.vector_floats
-    mr, nv = _micro_tile(machine, vl, problem)
+    mr, nv = _micro_tile(machine, vl, problem, conv)
     nr = vl * nv
     kc = _clamp(2 * machine.l1d // (nr * 4), 64, 512)
     mc = _clamp(machine.l2 // 2 // (kc * 4), mr, 1024) // mr * mr
@@ -228,7 +228,21 @@ def blocking_for(machine: Machine, problem: GemmProblem | None = None) -> Blocki
             # its panel: not measured
             nc = _clamp(machine.l2 // 2 // (kc * 4), nr, nc) // nr * nr
         nc = min(nc, _round_up(problem.n, nr))
+        if (conv or isinstance(problem.b, Im2Col)) and _conv_columns(problem, vl) <= nr:
+            blocks = max(1, -(-problem.k // ONE_SLIVER_CONV_KC))
+            kc = max(kc, -(-problem.k // blocks))
     return Blocking(vl, mr, nv, kc, mc, nc)
+
+
+#: the longest K block of a conv whose columns are one B sliver (7x7 planes: 49 columns,
+#: 63 in place): its micro-kernel walks the weights (read from memory, packed at compile
+#: time) down one sliver of B, and a longer walk per C tile paid more than the B sliver's
+#: trips from L2. Conv + bias + relu, one core, interleaved with ORT, 31 rounds, ms kc 384
+#: or 342 / 768 / 1152: 3x3 512 -> 512 at 7x7 1.94 / 1.80 / 1.81, 256 -> 512 /2 at 14x14
+#: 0.99 / 0.92 / 0.92, 512 -> 512 /2 2.05 / 1.89 / 1.86, 1x1 2048 -> 512 at 7x7 0.89 / 0.84
+#: / 0.83 (kc 192: 2.02 for the first). Wider planes were unchanged (256 -> 256 at 14x14,
+#: 128 -> 128 at 28x28: 1.53 to 1.55 at each)
+ONE_SLIVER_CONV_KC = 1152
 
 
 def _one_a_block(problem: GemmProblem, kc: int, mc: int) -> bool:
@@ -236,7 +250,24 @@ def _one_a_block(problem: GemmProblem, kc: int, mc: int) -> bool:
     return problem.k <= kc and problem.m <= mc
 
 
-def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple[int, int]:
+#: the micro-tile of a conv (an im2col B, packed or read in place) where it pads M no more
+#: than the default and the columns computed hold CONV_TILE_MIN_SLIVERS of its slivers
+#: (CONV_TILE_MIN_SLIVERS_ONE where the last is one vector wide: 8 broadcasts feed its 8
+#: multiply-adds a step). Its B sliver is 3/4 of 6x4's, bytes per multiply-add too. Convs +
+#: bias + relu at batch 1 (ResNet's), one core, interleaved with ORT, 15 rounds, ms 6x4 /
+#: 8x3: 3x3 64 -> 64 at 56x56 (in place) 1.66 / 1.53, 256 -> 256 at 14x14 (in place, 224
+#: columns) 1.64 / 1.57, 64 -> 128 /2 at 56 (784 columns) 0.87 / 0.85, the 7x7/2 stem
+#: 1.96 / 1.93; 128 -> 128 at 28x28 packed 1.53, in place 1.50 (DIRECT_MAX_COLUMNS). Kept:
+#: 196 columns (4 slivers and a vector) 128 -> 256 /2 at 28 0.87 / 0.91, 512 -> 1024 1x1/2
+#: 1.52 / 1.57; 7x7 planes 2.01 / 2.03
+#: Pointwise convs (B the input as it lies, packed): 64 -> 64 at 56x56 0.28 / 0.26, 64 ->
+#: 256 0.95 / 0.80, 256 -> 64 0.93 / 0.88, 128 -> 512 at 28x28 0.73 / 0.66, 512 -> 128 0.73
+#: / 0.70
+CONV_TILES = {"avx512": (8, 3)}
+CONV_TILE_MIN_SLIVERS, CONV_TILE_MIN_SLIVERS_ONE = 4, 16
+
+
+def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None, conv: bool = False) -> tuple[int, int]:
     tiles = MICRO_TILES[machine.isa]
     if problem is None:
         return tiles[0]
@@ -245,11 +276,35 @@ def _micro_tile(machine: Machine, vl: int, problem: GemmProblem | None) -> tuple
         # N's last sliver runs a narrower micro-kernel: N pads to a vector, not to the tile
         return _round_up(problem.m, tile[0]) * _round_up(problem.n, vl)
 
+    conv_tile = _conv_tile(machine, vl, problem, conv)
+    if conv_tile is not None and padded(conv_tile) <= padded(tiles[0]):
+        return conv_tile
     best = tiles[0]
     for tile in tiles[1:]:  # another tile only where it saves more than 10% of the work
         if padded(tile) < 0.9 * padded(best):
             best = tile
     return best
+
+
+def _conv_tile(machine: Machine, vl: int, problem: GemmProblem, conv: bool) -> tuple[int, int] | None:
+    """CONV_TILES' tile where ``problem`` is a conv (an im2col B, or ``conv``) computing
+    enough columns."""
+    tile = CONV_TILES.get(machine.isa)
+    if tile is None or not (conv or isinstance(problem.b, Im2Col)):
+        return None
+    columns = _conv_columns(problem, vl)
+    width = tile[1] * vl
+    one_vector_last = 0 < columns % width <= vl
+    slivers = CONV_TILE_MIN_SLIVERS_ONE if one_vector_last else CONV_TILE_MIN_SLIVERS
+    return tile if columns >= slivers * width else None
+
+
+def _conv_columns(problem: GemmProblem, vl: int) -> int:
+    """The columns a conv's GEMM computes: n, or its padded width's where it reads its
+    planes in place."""
+    if isinstance(problem.b, Im2Col) and reads_planes(problem, vl):
+        return _direct_columns(problem.b)
+    return problem.n
 
 
 def _clamp(x: int, lo: int, hi: int) -> int:
@@ -1472,8 +1527,11 @@ def _pack_copies(out: Lines, bl: Blocking, step: int = 1) -> None:
 #: vectors): 3x3 convs at 56x56 compute 58 columns a row (1.04), at 7x7 9 (64 against 64);
 #: or at most 1 + DIRECT_ROWS / m times: the packing it saves is shared by fewer rows of A
 #: (one core, AVX-512, time in place / packed: 3x3 convs of 128 channels at 28x28 (1.08)
-#: 1.00 to 1.05, grouped ones of 8 channels a group 0.45 to 0.46)
-DIRECT_MAX_COLUMNS = 1.08
+#: 1.00 to 1.05, grouped ones of 8 channels a group 0.45 to 0.46); 1.09 takes in 28x28
+#: planes on AVX-512 (848 columns for 784), where CONV_TILES' tile reads them: 128 -> 128
+#: + bias + relu, interleaved, 15 rounds, ms in place 8x3 / packed 6x4 / in place 6x4: 1.50
+#: / 1.53 / 1.64
+DIRECT_MAX_COLUMNS = 1.09
 DIRECT_ROWS = 8
 #: a conv of this many output channels or more packs its B: the panel packed is shared by
 #: that many rows of A, and reading the planes in place costs its unaligned loads and the
@@ -1550,13 +1608,18 @@ def _direct_offsets(out: Lines, problem: GemmProblem, num: Numbers) -> None:
 
 
 def _direct_store(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None, outer_args: str,
-                  extra_args: str, num: Numbers) -> None:
+                  extra_args: str, num: Numbers, threads: bool = False) -> None:
     # the result's rows at the padded width, row by row of the output plane into C, then
-    # the epilogue on C's row (its columns are the output positions again)
+    # the epilogue on C's row (its columns are the output positions again); with threads,
+    # the rows shared by the team (after the tiles' loop and its barrier), not run by the
+    # caller alone with the other threads idle (64 -> 64 at 56x56 + bias + relu, two
+    # threads, min of 41 wall times interleaved on a loaded machine: 1.65 -> 1.33 ms)
     b = problem.b
     assert isinstance(b, Im2Col), "only a conv reads planes"
     wp, width = num(_padded_extent(b)[1]), num(_direct_buffer(problem).row)
     out_h, out_w, ldc = num(b.out_h), num(b.out_w), num(problem.c.rows)
+    if threads:
+        out("#pragma omp for schedule(static)")
     out.open(f"for (long i = 0; i < {num(problem.m)}; i++)")
     out(f"for (long y = 0; y < {out_h}; y++) "
         f"__builtin_memcpy(c_o + i * {ldc} + y * {out_w}, xp + i * {width} + y * {wp}, 4 * {out_w});")
@@ -1760,8 +1823,6 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     else:
         _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather, outer_args, extra_args, threads,
                        num)
-        if direct:
-            _direct_store(out, name, problem, epilogue, outer_args, extra_args, num)
     for _ in problem.outer:
         out.close()
     for v in checks:
@@ -1930,7 +1991,11 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
         _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0")
         if epilogue is not None:
             out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
-    for _ in range(6 if threads else 5):
+    for _ in range(5):
+        out.close()
+    if direct:  # in the team: each thread copies and finishes its rows
+        _direct_store(out, name, problem, epilogue, outer_args, extra_args, num, threads)
+    if threads:
         out.close()
 
 

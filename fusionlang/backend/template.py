@@ -199,7 +199,7 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     other = next((a for a in prog.arrays if a.dtype not in ("float32", element)), None)
     if other is not None:  # the template's parameters are float pointers (a bool mask is not)
         return f"the group reads or writes {other.value or 'an array'} as {other.dtype}"
-    blocking = blocking_for(machine, problem)
+    blocking = blocking_for(machine, problem, conv=node.op == "conv")
     direct = is_depthwise(problem) or is_grouped(problem)
     if target == "c" and not direct:
         blocking = im2col_blocking(machine, problem, blocking)

@@ -5,6 +5,8 @@ on 1 and 2 threads, and the plan choosing that path where it pays."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 import fusionlang
 from fusionlang.backend import gemm_template, template
+from fusionlang.backend.machine import host, machine_for
 from fusionlang.ops import GraphBuilder
 
 from helpers import check_one_and_two_threads
@@ -87,11 +90,11 @@ def test_a_stride_1_conv_reads_its_planes_in_place_where_the_padded_width_costs_
 
 
 def test_a_residual_block_reads_in_place_on_a_plane_over_a_panel_and_two_threads():
-    # 48 channels at 6 x 200: more columns (6 x 202) than one B panel of the blocking, K in
+    # 64 channels at 6 x 200: more columns (6 x 202) than one B panel of the blocking, K in
     # two blocks, and the epilogue adding the conv's own input after the copy into C
-    graph, feeds = _conv(6, 200, 1, channels=48, residual=True)
+    graph, feeds = _conv(6, 200, 1, channels=64, residual=True)
     (planned,) = _planned(graph)
-    assert planned.blocking.nc < 6 * 202 and planned.blocking.kc < 48 * 9
+    assert planned.blocking.nc < 6 * 202 and planned.blocking.kc < 64 * 9
     assert _reads_planes(graph) == [True]
     check_one_and_two_threads(graph, feeds)
 
@@ -103,3 +106,119 @@ def test_an_in_place_conv_allocates_its_planes_offsets_and_padded_result():
     # 5 planes of 8 x 42, zeros for 2 + 64 floats after them, 240 positions, 45 offsets (two
     # floats each) and 5 rows of 6 x 42 columns, each in whole 64-byte lines
     assert floats == 5 * 8 * 42 + 80 + 240 + 96 + 5 * 256
+
+
+
+def _conv_problem(rows: int, size: int, stride: int = 1) -> gemm_template.GemmProblem:
+    """A batch-1 3x3 conv of 16 channels on a size x size plane, 'same' padding."""
+    out = -(-size // stride)
+    b = gemm_template.Im2Col(16, size, size, (3, 3), (stride, stride), (1, 1), (1, 1), out, out)
+    return gemm_template.GemmProblem(rows, out * out, 16 * 9, gemm_template.Operand(16 * 9, 1), b,
+                                     gemm_template.Operand(out * out, 1))
+
+
+@pytest.mark.parametrize("rows,size,stride,tile", [(64, 56, 1, (8, 3)), (16, 14, 1, (8, 3)), (24, 14, 1, (8, 3)),
+                                                   (64, 28, 1, (8, 3)), (64, 56, 2, (8, 3)), (12, 14, 1, (6, 4)),
+                                                   (64, 7, 1, (6, 4)), (64, 13, 1, (6, 4)), (64, 28, 2, (6, 4))])
+def test_a_conv_takes_the_conv_tile_where_it_pads_no_more_rows_and_fills_its_slivers(rows, size, stride, tile):
+    # AVX-512: 8 rows x 3 vectors where M pads to 8 no more than to 6 and the columns hold 4
+    # of its 48-wide slivers (14x14 in place: 14 rows of 16), or 16 where the last is one
+    # vector (28x28 at stride 2: 784 columns, 16 slivers and 16 columns). The default stays
+    # for 12 rows (16 against 12), a 7x7 plane (63 columns), 13x13 (packed: 169 columns)
+    # and 14x14 at stride 2 (196 columns: 4 slivers and one vector)
+    blocking = gemm_template.blocking_for(machine_for("avx512"), _conv_problem(rows, size, stride))
+    assert (blocking.mr, blocking.nv) == tile
+
+
+@pytest.fixture
+def _conv_tile_everywhere(monkeypatch):
+    # 8 x 3 on this machine for every conv, however few its columns
+    monkeypatch.setattr(gemm_template, "CONV_TILES", {host().isa: (8, 3)})
+    monkeypatch.setattr(gemm_template, "CONV_TILE_MIN_SLIVERS", 0)
+    monkeypatch.setattr(gemm_template, "CONV_TILE_MIN_SLIVERS_ONE", 0)
+
+
+@pytest.mark.usefixtures("_every_stride_1_conv_in_place", "_conv_tile_everywhere")
+@settings(max_examples=25)
+@given(data=st.data())
+def test_convs_by_the_conv_tile_with_random_epilogues_match_the_reference(data):
+    # 8-row tiles over odd planes, strides 1 (read in place) and 2 (packed), dilations,
+    # one-sided pads, groups and 1 to 24 output channels (where M pads to 8 no more than
+    # to 6), on 1 and 2 threads
+    case = conv_case(data.draw, channels=st.integers(1, 8))
+    if case is None:
+        return
+    graph, feeds = case
+    check_one_and_two_threads(graph, feeds)
+
+
+@pytest.mark.usefixtures("_conv_tile_everywhere")
+@pytest.mark.parametrize("height,width,stride,rows", [(14, 14, 1, 16), (9, 30, 1, 40), (6, 200, 1, 64),
+                                                      (15, 33, 2, 24)])
+def test_the_conv_tile_over_several_panels_and_k_blocks_matches_the_reference(height, width, stride, rows):
+    # 64 channels in (K = 576: two blocks); 16 rows at 14x14 (ResNet's third stage in
+    # small), 40 rows (five 8-row tiles) over 9 rows of 32, 64 rows over 6 x 202 columns
+    # (several B panels) with a residual add after the copy into C; 24 rows packed at stride 2
+    graph, feeds = _conv(height, width, stride, channels=64, residual=rows == 64, out_channels=rows)
+    (planned,) = _planned(graph)
+    assert (planned.blocking.mr, planned.blocking.nv) == (8, 3)
+    assert _reads_planes(graph) == [stride == 1]
+    check_one_and_two_threads(graph, feeds)
+
+
+def test_a_pointwise_conv_takes_the_conv_tile_and_a_matmul_of_its_shape_does_not():
+    # a 1x1 conv's B is its input as a plain matrix: the plan says it is a conv
+    problem = gemm_template.GemmProblem(64, 3136, 64, gemm_template.Operand(64, 1), gemm_template.Operand(3136, 1),
+                                        gemm_template.Operand(3136, 1))
+    conv = gemm_template.blocking_for(machine_for("avx512"), problem, conv=True)
+    matmul = gemm_template.blocking_for(machine_for("avx512"), problem)
+    assert (conv.mr, conv.nv, matmul.mr, matmul.nv) == (8, 3, 6, 4)
+
+
+@pytest.mark.usefixtures("_conv_tile_everywhere")
+def test_a_pointwise_conv_by_the_conv_tile_matches_the_reference():
+    # 40 -> 24 channels at 10 x 30, + bias + relu: its B packed from the input's rows
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("pointwise")
+    x = b.input("x", (1, 40, 10, 30))
+    w = b.constant(rng.standard_normal((24, 40, 1, 1)).astype(np.float32))
+    b.output(b.relu(b.conv(x, w, b.constant(rng.standard_normal(24).astype(np.float32))), name="y"))
+    graph = b.build()
+    (planned,) = _planned(graph)
+    assert isinstance(planned.problem.b, gemm_template.Operand) and (planned.blocking.mr, planned.blocking.nv) == (8, 3)
+    check_one_and_two_threads(graph, {"x": rng.standard_normal((1, 40, 10, 30)).astype(np.float32)})
+
+
+def test_a_conv_whose_columns_are_one_sliver_walks_longer_k_blocks():
+    # 512 -> 512 at 7x7 (49 columns, packed): K = 4608 in 4 blocks of 1152, not 12 of 384
+    # as a matmul of its shape (48 KiB of L1); a small K stays one block, and a wide
+    # plane's K keeps its blocks
+    avx512 = machine_for("avx512", l1d=48 * 1024)
+    b = gemm_template.Im2Col(512, 7, 7, (3, 3), (1, 1), (1, 1), (1, 1), 7, 7)
+    conv = gemm_template.GemmProblem(512, 49, 4608, gemm_template.Operand(4608, 1), b, gemm_template.Operand(49, 1))
+    matmul = replace(conv, b=gemm_template.Operand(49, 1))
+    assert gemm_template.blocking_for(avx512, conv).kc == 1152
+    assert gemm_template.blocking_for(avx512, matmul).kc == 384
+    assert gemm_template.blocking_for(avx512, matmul, conv=True).kc == 1152
+    assert gemm_template.blocking_for(avx512, _conv_problem(64, 7)).kc == 16 * 9
+    wide = replace(_conv_problem(64, 56), k=64 * 9, b=replace(_conv_problem(64, 56).b, channels=64))
+    assert gemm_template.blocking_for(avx512, wide).kc == 288
+
+
+@pytest.mark.parametrize("size,channels,rows,pointwise", [(5, 144, 40, False), (4, 1300, 24, True), (7, 130, 12, False)])
+def test_one_sliver_convs_over_long_k_blocks_match_the_reference(size, channels, rows, pointwise):
+    # 3x3 convs of K = 1296 and 1170 on a 5x5 and a 7x7 plane (one sliver of columns, K in
+    # two blocks of 648 and one of 1170) and a 1x1 conv of 1300 channels on a 4x4 plane,
+    # + bias + relu, on 1 and 2 threads
+    rng = np.random.default_rng(size)
+    b = GraphBuilder("one_sliver")
+    kernel = 1 if pointwise else 3
+    x = b.input("x", (1, channels, size, size))
+    w = b.constant(rng.standard_normal((rows, channels, kernel, kernel)).astype(np.float32))
+    y = b.conv(x, w, b.constant(rng.standard_normal(rows).astype(np.float32)), pads=[kernel // 2] * 4)
+    b.output(b.relu(y, name="y"))
+    graph = b.build()
+    (planned,) = _planned(graph)
+    k = channels * kernel * kernel
+    assert planned.blocking.kc == (k if k <= 1152 else -(-k // 2))
+    check_one_and_two_threads(graph, {"x": rng.standard_normal((1, channels, size, size)).astype(np.float32)})
