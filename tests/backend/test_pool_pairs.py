@@ -1,6 +1,7 @@
-"""The 2x2 stride-2 pooling kernel (pairs of vectors) against the NumPy window reference and,
-to the bit, against the depthwise template's plane method it replaces; where it is chosen;
-and whole graphs against the reference interpreter."""
+"""The stride-2 pooling kernel (even and odd lanes of pairs of vectors) against the NumPy
+window reference and, to the bit, against the depthwise template's plane method it
+replaces (the same taps in the same order); where it is chosen; and whole graphs against
+the reference interpreter."""
 
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ SPECIALS = [np.nan, np.inf, -np.inf, -0.0]
 
 @st.composite
 def pools(draw):
-    """A 2x2 stride-2 pool without padding on planes of 4 to 40 floats a side (odd sides
-    drop their last row or column, as floor mode does), more than 4x4 outputs."""
-    h, w = draw(st.integers(4, 40)), draw(st.integers(8, 40))
-    conv = dict(batch=draw(st.integers(1, 2)), channels=draw(st.integers(1, 6)), h=h, w=w, kernel=(2, 2),
+    """A 2x2, 2x3, 3x2 or 3x3 pool at stride 2 without padding on planes of 4 to 40 floats a
+    side (floor mode: a side's last floats may be in no window), more than 4x4 outputs."""
+    h, w = draw(st.integers(4, 40)), draw(st.integers(9, 40))
+    kernel = (draw(st.sampled_from([2, 3])), draw(st.sampled_from([2, 3])))
+    conv = dict(batch=draw(st.integers(1, 2)), channels=draw(st.integers(1, 6)), h=h, w=w, kernel=kernel,
                 stride=(2, 2), dilation=(1, 1), before=(0, 0), after=(0, 0))
-    assume((h // 2) * (w // 2) > 16)
+    assume(((h - kernel[0]) // 2 + 1) * ((w - kernel[1]) // 2 + 1) > 16)
     return conv
 
 
@@ -44,7 +46,7 @@ def _build(source: str, name: str):
        seed=st.integers(0, 2**16))
 def test_pairs_match_the_window_reference_and_the_plane_method_to_the_bit(conv, tap, epilogue, vl, specials, seed):
     problem, (oh, ow) = _conv(**conv)
-    assert pairs_fit(problem, vl)
+    assume(pairs_fit(problem, vl))
     chosen = _residual(conv["channels"], oh * ow) if epilogue == "residual" else EPILOGUES[epilogue]
     pairs = _build(pairs_kernel("fl_pool_pairs", problem, TAPS[tap], chosen, vl), "fl_pool_pairs")
     planes = _build(depthwise_kernel("fl_pool_planes", problem, chosen, tap=TAPS[tap], vl=vl), "fl_pool_planes")
@@ -59,7 +61,8 @@ def test_pairs_match_the_window_reference_and_the_plane_method_to_the_bit(conv, 
     assert planes(*_pointers(tap, x, weight, old, p, q)) == 0
     np.testing.assert_array_equal(got, old)  # the same taps in the same order
     with np.errstate(invalid="ignore"):
-        want = _epilogue_reference(_reference(x, weight, tap, (2, 2), (2, 2), (1, 1), (0, 0), (oh, ow)), epilogue, p, q)
+        window = _reference(x, weight, tap, conv["kernel"], (2, 2), (1, 1), (0, 0), (oh, ow))
+        want = _epilogue_reference(window, epilogue, p, q)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -68,6 +71,7 @@ def test_pairs_match_the_window_reference_and_the_plane_method_to_the_bit(conv, 
 @given(conv=pools(), tap=st.sampled_from(POOLS), seed=st.integers(0, 2**16))
 def test_pairs_on_two_threads_give_the_one_thread_result(conv, tap, seed):
     problem, (oh, ow) = _conv(**conv)
+    assume(pairs_fit(problem, 16))
     with every_size_in_parallel():
         source = pairs_kernel("fl_pool_pairs_omp", problem, TAPS[tap], EPILOGUES["bn_clip"], 16, threads=True)
     assert "omp parallel" in source
@@ -76,7 +80,7 @@ def test_pairs_on_two_threads_give_the_one_thread_result(conv, tap, seed):
     y = np.empty((conv["batch"], conv["channels"], oh, ow), np.float32)
     one, two = _one_and_two(fn, set_threads, y, *_pointers(tap, x, weight, y, p, q))
     np.testing.assert_array_equal(one, two)
-    want = _reference(x, weight, tap, (2, 2), (2, 2), (1, 1), (0, 0), (oh, ow))
+    want = _reference(x, weight, tap, conv["kernel"], (2, 2), (1, 1), (0, 0), (oh, ow))
     np.testing.assert_allclose(one, _epilogue_reference(want, "bn_clip", p, q), rtol=1e-5, atol=1e-5)
 
 
@@ -84,14 +88,18 @@ def test_pairs_on_two_threads_give_the_one_thread_result(conv, tap, seed):
     ({}, True),
     ({"before": (1, 0)}, False),  # padding: the plane method's -inf borders
     ({"w": 25, "after": (0, 1)}, False),  # ceil mode: a window past the input
-    ({"kernel": (3, 3)}, False),
+    ({"kernel": (3, 3), "h": 40, "w": 40}, True),
+    ({"kernel": (3, 3), "h": 27, "w": 27}, False),  # 13 x 13: 26 vectors, the plane method's flattened rows 12
+    ({"kernel": (3, 3), "after": (0, 1)}, False),  # 32 wide: a 16th window would pass its end
+    ({"kernel": (4, 4)}, False),
+    ({"kernel": (1, 1)}, False),
     ({"stride": (1, 1)}, False),
     ({"dilation": (2, 2)}, False),
     ({"h": 8, "w": 8}, False),  # 4x4 outputs: the lanes method's
     ({"h": 40, "w": 7}, False),  # rows of 3 outputs: under a vector of 4
 ])
-def test_pairs_take_only_2x2_stride_2_windows_inside_the_input_on_planes_the_lanes_do_not(change, fits):
-    conv = dict(batch=1, channels=16, h=20, w=24, kernel=(2, 2), stride=(2, 2), dilation=(1, 1), before=(0, 0),
+def test_pairs_take_only_stride_2_windows_inside_the_input_on_planes_the_lanes_do_not(change, fits):
+    conv = dict(batch=1, channels=16, h=20, w=32, kernel=(2, 2), stride=(2, 2), dilation=(1, 1), before=(0, 0),
                 after=(0, 0)) | change
     problem, _ = _conv(**conv)
     assert pairs_fit(problem, 16) is fits
@@ -104,12 +112,13 @@ def test_rows_narrower_than_the_machine_vector_run_in_halves():
 
 
 @pytest.mark.parametrize("op", ["max_pool", "average_pool"])
-def test_pool_graphs_run_pairs_and_match_the_reference(op):
+@pytest.mark.parametrize("side", [2, 3])
+def test_pool_graphs_run_pairs_and_match_the_reference(op, side):
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, 5, 22, 37)).astype(np.float32)  # 11 x 18 outputs: a vector and a scalar rest
+    x = rng.standard_normal((2, 5, 22, 37)).astype(np.float32)  # 18 (or 17) outputs a row: a vector and a rest
     x[0, 1, 4, 6], x[1, 4, 21, 36], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
     b = GraphBuilder("pairs")
-    y = getattr(b, op)(b.input("x", x.shape), kernel_shape=(2, 2), strides=(2, 2))
+    y = getattr(b, op)(b.input("x", x.shape), kernel_shape=(side, side), strides=(2, 2))
     b.output(b.relu(y))
     graph = b.build()
     compiled = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c")
