@@ -18,6 +18,7 @@ from fusionlang import reference
 from fusionlang.backend.ccompile import TEMPLATE_OPT, build_library, load_library
 from fusionlang.backend.depthwise_template import depthwise_kernel, lanes_for, planes_for
 from fusionlang.backend.pool_pairs import pairs_fit, pairs_kernel, vector_floats
+from fusionlang.ir.types import register_ml_dtypes
 from fusionlang.ops import GraphBuilder
 
 POOLS = ("max", "sum")
@@ -128,3 +129,22 @@ def test_pool_graphs_run_pairs_and_match_the_reference(op, side):
     want = reference.run(graph, {"x": x})[graph.outputs[0]]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_float_pools_run_pairs_on_widened_operands_and_two_threads(dtype):
+    # a max and a ReLU of 16-bit floats are exact: the widened run, on one thread or two,
+    # gives the reference's values to the bit
+    register_ml_dtypes(dtype)
+    x = np.random.default_rng(4).standard_normal((2, 3, 21, 40)).astype(dtype)
+    b = GraphBuilder("pairs_half")
+    b.output(b.relu(b.max_pool(b.input("x", x.shape, dtype), kernel_shape=(3, 3), strides=(2, 2))))
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    want = reference.run(graph, {"x": x})[graph.outputs[0]]
+    for threads in (1, 2):
+        compiled = fusionlang.compile(plan, "c", threads=threads)
+        assert any("pairs of" in k.source for k in compiled.kernels)
+        got = compiled.run({"x": x})[graph.outputs[0]]
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
