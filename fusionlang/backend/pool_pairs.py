@@ -18,8 +18,9 @@ into the output; the row method (wide rows) reads each tap's strided run from th
 convnet_bn's first pool (batch 8, 32 channels, 64x64 -> 32x32) was 0.30 ms against ONNX
 Runtime's 0.18 (one core, AVX-512), 0.19 here.
 
-Only where every window lies inside the input (floor mode, no padding) and the output rows
-are at least :data:`MIN_VECTOR` floats wide; planes of at most 4x4 outputs run channels in
+Only where every window lies inside the input (floor mode, no padding), the output rows
+are at least :data:`MIN_VECTOR` floats wide and short rows do not cost too many vectors
+(:data:`MAX_VECTORS_RATIO`); planes of at most 4x4 outputs run channels in
 lanes (:func:`.depthwise_template.lanes_for`), the rest the plane or row method. A row
 whose outputs are no whole number of vectors ends with one more vector ending at its end
 (overlapping the one before: scalar rests made 55 -> 27 twice as slow as the plane method).
@@ -34,16 +35,21 @@ from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Line
 
 #: the narrowest vector (floats) a row of outputs is computed in
 MIN_VECTOR = 4
-
-
 #: the window sides taken (a column past 2 is the odd lanes of another load)
 SIDES = (2, 3)
+#: pairs where they compute at most this many times the vectors the plane method computes
+#: over its flattened plane (rows of out_w + (kw - 1) // 2): it copies the input into phase
+#: planes first, they do not. Isolated pools, one core, AVX-512, pairs / the old method:
+#: 3x3 at 55 x 55 outputs 220 against 193 vectors 0.45 (rows method), 27 x 27: 54 / 48 0.67,
+#: 13 x 13: 26 / 12 1.28; 2x2 at convnet_bn's 8 x 8: 8 / 4 0.81
+MAX_VECTORS_RATIO = 2.0
 
 
 def pairs_fit(problem: GemmProblem, vl: int) -> bool:
     """Whether a pooling problem is windows of :data:`SIDES` at stride 2, no dilation, every
-    window inside the input, output rows at least :data:`MIN_VECTOR` wide and planes the
-    lanes method does not take (more than 4x4 outputs)."""
+    window inside the input, output rows at least :data:`MIN_VECTOR` wide, planes the lanes
+    method does not take (more than 4x4 outputs) and vectors a plane at most
+    :data:`MAX_VECTORS_RATIO` times the plane method's."""
     x = problem.b
     if not isinstance(x, Im2Col):
         return False
@@ -52,14 +58,6 @@ def pairs_fit(problem: GemmProblem, vl: int) -> bool:
         and 2 * (x.out_h - 1) + kh <= x.in_h and 2 * (x.out_w - 1) + kw <= x.in_w \
         and x.out_w >= MIN_VECTOR and x.out_h * x.out_w > LANES_MAX_OUTPUTS and vl >= MIN_VECTOR \
         and _vectors(x, vl) <= MAX_VECTORS_RATIO * _plane_vectors(x, vl)
-
-
-#: pairs where they compute at most this many times the vectors the plane method computes
-#: over its flattened plane (rows of out_w + 1 at stride 2): it copies the input into phase
-#: planes first, they do not. Isolated pools, one core, AVX-512, pairs / the old method:
-#: 3x3 at 55 x 55 outputs 220 against 193 vectors 0.45 (rows method), 27 x 27: 54 / 48 0.67,
-#: 13 x 13: 26 / 12 1.28; 2x2 convnet_bn's 8 x 8: 8 / 5 0.81
-MAX_VECTORS_RATIO = 2.0
 
 
 def _vectors(x: Im2Col, vl: int) -> int:
