@@ -499,6 +499,7 @@ class Helper:
     signature: str
     body: _Printer
     prelude: str = ""
+    attributes: str = ""  # on its definition only (its declarations may precede their macros)
 
 
 @dataclass(frozen=True)
@@ -569,7 +570,7 @@ def print_gemm(fn: GemmFunction, helpers: dict[str, str] | None = None) -> str:
     out = Lines()
     out(fn.comment)
     for helper in fn.driver.called:
-        _shared(out, helpers, helper.name, helper.signature, helper.body, helper.prelude)
+        _shared(out, helpers, helper.name, helper.signature, helper.body, helper.prelude, helper.attributes)
     drive = fn.driver_name
     if helpers is None:
         out(f"#ifndef FL_SHARED_{drive}")
@@ -602,6 +603,7 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
                              lambda o: pack_a(o, bl)))
     if direct:
         called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
+        called.append(_copy_rows_helper(bl.vl))
     elif _gathered(problem, packed_b):
         gather = _gather_name(problem, bl)
         assert isinstance(problem.b, Im2Col), "only an im2col operand is gathered"
@@ -610,7 +612,7 @@ def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b
         if _copies(problem, bl):
             step = problem.b.stride[1]
             called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_copies(o, bl, step),
-                                 vector_types(bl.vl)))
+                                 vector_types(bl.vl), NO_LIBCALLS))
         else:
             called.append(Helper(gather, _GATHER_SIGNATURE.format(name=gather), lambda o: _pack_gather(o, bl)))
     elif not packed_b and isinstance(problem.b, Im2Col):
@@ -1087,7 +1089,8 @@ def _gemv_dots(out: Lines, rows: int, vl: int) -> None:
 SHARED_LINKAGE = '__attribute__((visibility("hidden"))) '
 
 
-def _shared(out: Lines, helpers: dict[str, str] | None, name: str, signature: str, body, prelude: str = "") -> None:
+def _shared(out: Lines, helpers: dict[str, str] | None, name: str, signature: str, body, prelude: str = "",
+            attributes: str = "") -> None:
     """Print a helper that depends only on the blocking (not on the problem's shape), so that
     the C compiler optimizes it once, not once per kernel (densenet121: 120 micro-kernels
     were a third of its compile time).
@@ -1097,18 +1100,18 @@ def _shared(out: Lines, helpers: dict[str, str] | None, name: str, signature: st
     (``prelude``, the types it needs, and the function with :data:`SHARED_LINKAGE`) goes
     into it by name, and only its declaration here: a library of several units then
     compiles each helper once (in one of its units, :mod:`.runtime_c`), not once per unit
-    that calls it."""
+    that calls it. ``attributes`` go on the definition only."""
     if helpers is None:
         out(f"#ifndef FL_SHARED_{name}")
         out(f"#define FL_SHARED_{name}")
-        out.open(f"static {signature}")
+        out.open(f"{attributes}static {signature}")
         body(out)
         out.close()
         out("#endif")
         return
     if name not in helpers:
         text = Lines()
-        text.open(f"{SHARED_LINKAGE}{signature}")
+        text.open(f"{attributes}{SHARED_LINKAGE}{signature}")
         body(text)
         text.close()
         helpers[name] = prelude + text.text()
@@ -1122,6 +1125,14 @@ _DIRECT_MICRO_SIGNATURE = ("void {name}(long kc, const float *restrict a, const 
                            "const long *restrict koff, float *restrict c, long ldc, int mm, int nn, int accumulate)")
 _PACK_A_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols, long m, long kc, float *restrict dst)"
 _PACK_B_SIGNATURE = "void {name}(const float *restrict src, long rows, long cols, long kc, long n, float *restrict dst)"
+#: on a helper that copies short runs: gcc (-O2) turns a loop of vector copies into a call of
+#: memcpy (clang likewise), a call per run of 16 to 64 floats. convnet_bn (batch 8, one core,
+#: AVX-512): memmove was 8% of the run, from the direct convs' rows into C (64 floats a
+#: row) and the 16-float runs of the packed 16x16 conv
+NO_LIBCALLS = ("#if defined(__clang__)\n__attribute__((no_builtin(\"memcpy\")))\n"
+               "#elif defined(__GNUC__)\n__attribute__((optimize(\"no-tree-loop-distribute-patterns\")))\n#endif\n")
+_COPY_ROWS_SIGNATURE = ("void {name}(float *restrict dst, long ldd, const float *restrict src, long lds, long rows, "
+                        "long width)")
 
 
 def _micro_name(bl: Blocking, vectors: int | None = None, direct: bool = False) -> str:
@@ -1512,7 +1523,10 @@ def _pack_copies(out: Lines, bl: Blocking, step: int = 1) -> None:
     _copy_vector(out, bl, step, f"(t1 - {bl.vl})")
     out.close("} else {")
     out.depth += 1
-    out(f"for (; t < t1; t++) d[t] = from[{times}t];")
+    if step == 1:  # one call, as gcc made it before NO_LIBCALLS
+        out("__builtin_memcpy(d + t, from + t, 4 * (t1 - t));")
+    else:
+        out(f"for (; t < t1; t++) d[t] = from[{times}t];")
     out.close()
     out.close()
     out.close()
@@ -1607,8 +1621,28 @@ def _direct_offsets(out: Lines, problem: GemmProblem, num: Numbers) -> None:
         f"p % taps / kw * {num(dh * wp)} + p % kw * {num(dw)};")
 
 
+def _copy_rows_helper(vl: int) -> Helper:
+    name = f"fl_gemm_copy_rows_{vl}"
+    return Helper(name, _COPY_ROWS_SIGNATURE.format(name=name), lambda o: _copy_rows(o, vl), vector_types(vl),
+                  NO_LIBCALLS)
+
+
+def _copy_rows(out: Lines, vl: int) -> None:
+    # rows of ``width`` floats, whole vectors; a row's last vector ends at its end (overlapping
+    # the one before), and only a row narrower than a vector is a call of memcpy
+    vfu = f"fl_vfu{vl}"
+    out.open("for (long r = 0; r < rows; r++)")
+    out("float *d = dst + r * ldd;")
+    out("const float *s = src + r * lds;")
+    out(f"if (width < {vl}) {{ __builtin_memcpy(d, s, 4 * width); continue; }}")
+    out("long x = 0;")
+    out(f"for (; x + {vl} <= width; x += {vl}) *({vfu} *)(d + x) = *(const {vfu} *)(s + x);")
+    out(f"if (x < width) *({vfu} *)(d + width - {vl}) = *(const {vfu} *)(s + width - {vl});")
+    out.close()
+
+
 def _direct_store(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None, outer_args: str,
-                  extra_args: str, num: Numbers, threads: bool = False) -> None:
+                  extra_args: str, num: Numbers, vl: int, threads: bool = False) -> None:
     # the result's rows at the padded width, row by row of the output plane into C, then
     # the epilogue on C's row (its columns are the output positions again); with threads,
     # the rows shared by the team (after the tiles' loop and its barrier), not run by the
@@ -1621,8 +1655,7 @@ def _direct_store(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogu
     if threads:
         out("#pragma omp for schedule(static)")
     out.open(f"for (long i = 0; i < {num(problem.m)}; i++)")
-    out(f"for (long y = 0; y < {out_h}; y++) "
-        f"__builtin_memcpy(c_o + i * {ldc} + y * {out_w}, xp + i * {width} + y * {wp}, 4 * {out_w});")
+    out(f"{_copy_rows_helper(vl).name}(c_o + i * {ldc}, {out_w}, xp + i * {width}, {wp}, {out_h}, {out_w});")
     if epilogue is not None:
         out(f"{name}_epilogue(S, c_o + i * {ldc}, i, 1, 0, {num(problem.n)}{outer_args}{extra_args});")
     out.close()
@@ -1994,7 +2027,7 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     for _ in range(5):
         out.close()
     if direct:  # in the team: each thread copies and finishes its rows
-        _direct_store(out, name, problem, epilogue, outer_args, extra_args, num, threads)
+        _direct_store(out, name, problem, epilogue, outer_args, extra_args, num, bl.vl, threads)
     if threads:
         out.close()
 

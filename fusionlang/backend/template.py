@@ -35,6 +35,7 @@ import sympy as sp
 
 from fusionlang.backend.epilogue import Assign, Define, Load, Statement, Store
 from fusionlang.backend.depthwise_template import DEPTHWISE, MAX_POOL, SUM_POOL, depthwise_kernel, is_depthwise
+from fusionlang.backend.pool_pairs import pairs_fit, pairs_kernel
 from fusionlang.backend.grouped_template import grouped_kernel, is_grouped, scratch_bytes
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.failures import ALLOC
@@ -882,6 +883,9 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
         """The kernel named ``name``: the template's function and a wrapper taking the group's parameters."""
         if grouped:
             inner = grouped_kernel(f"{name}_gemm", tg.problem, epilogue, threads=openmp, linkage="static ")
+        elif pool is not None and pairs_fit(tg.problem, tg.blocking.vl):
+            inner = pairs_kernel(f"{name}_gemm", tg.problem, pool, epilogue, tg.blocking.vl, threads=openmp,
+                                 linkage="static ")
         elif gemm is None:
             inner = depthwise_kernel(f"{name}_gemm", tg.problem, epilogue, threads=openmp, tap=pool or DEPTHWISE,
                                      linkage="static ")

@@ -89,6 +89,16 @@ def test_a_stride_1_conv_reads_its_planes_in_place_where_the_padded_width_costs_
     check_one_and_two_threads(graph, feeds)
 
 
+@pytest.mark.usefixtures("_every_stride_1_conv_in_place")
+@pytest.mark.parametrize("width", [3, 15, 16, 17, 32, 33, 47])
+def test_in_place_results_are_copied_into_c_on_rows_of_every_width(width):
+    # fl_gemm_copy_rows: a row under a vector (one memcpy), whole vectors, and whole vectors
+    # with a last one overlapping the one before; the residual's epilogue reads C after it
+    graph, feeds = _conv(5, width, 1, channels=6, residual=True)
+    assert _reads_planes(graph) == [True]
+    check_one_and_two_threads(graph, feeds)
+
+
 def test_a_residual_block_reads_in_place_on_a_plane_over_a_panel_and_two_threads():
     # 64 channels at 6 x 200: more columns (6 x 202) than one B panel of the blocking, K in
     # two blocks, and the epilogue adding the conv's own input after the copy into C
