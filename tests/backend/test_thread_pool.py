@@ -312,7 +312,9 @@ PIN_CHILD = textwrap.dedent("""
 
 
 def _pin_child(mode: str, **env) -> dict:
-    environ = {k: v for k, v in os.environ.items() if k != "FUSIONLANG_PIN"}
+    # the team as large as the cores: no OMP_NUM_THREADS (bench modules that tests import
+    # set it to 1 for the whole session) and no pinning choice but the test's own
+    environ = {k: v for k, v in os.environ.items() if k != "FUSIONLANG_PIN" and not k.startswith(("OMP_", "GOMP_"))}
     environ.update(PYTHONPATH=str(ROOT), **env)
     result = subprocess.run([sys.executable, "-c", PIN_CHILD, mode], env=environ, capture_output=True, text=True,
                             timeout=240)
