@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_gemm_bf16 import Case, _as, _check, _epilogue, _epilogue_ops
+from test_gemm_bf16 import Case, _as, _check, _epilogue, _epilogue_ops, out_of_memory_matmul
 
 import fusionlang
 from fusionlang import reference
@@ -170,16 +170,11 @@ def test_infinities_overflow_and_nan_as_the_reference_and_subnormals_flushed():
 def test_a_packing_buffer_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch):
     from fusionlang.errors import ResourceError
 
-    monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=65536")
-    b = GraphBuilder("oom")
-    x = b.input("x", (256, 200), "bfloat16")
-    b.output(b.matmul(x, b.constant(_as("bfloat16", np.ones((200, 8))))))
-    compiled = fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c")
-    kernel = compiled.kernels[0]
+    compiled, kernel, feeds = out_of_memory_matmul(monkeypatch, 65536, 256, 200)
     assert AMX_CALL in compiled.sources
     # A packed: 256 rows of K = 200 padded to 224, 2 bytes each
     with pytest.raises(ResourceError, match=rf"^out of memory allocating {256 * 224 * 2} bytes in kernel {kernel.name}$"):
-        compiled.run({"x": _as("bfloat16", np.ones((256, 200)))})
+        compiled.run(feeds)
 
 
 @settings(max_examples=30, deadline=None)

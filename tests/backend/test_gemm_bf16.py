@@ -240,19 +240,25 @@ def test_a_matmul_of_a_dtype_the_c_template_refuses_stays_a_loop_nest(dtype):
     assert template.C_ELEMENT_DTYPES == ("float32", "float16", "bfloat16")
 
 
+def out_of_memory_matmul(monkeypatch, limit: int, m: int, k: int):
+    """(compiled, its kernel, feeds) of an [m, k] x [k, 8] bf16 matmul built with every
+    allocation above ``limit`` bytes failing."""
+    monkeypatch.setenv("FUSIONLANG_COPT", f"-O2 -DFL_ALLOC_LIMIT={limit}")
+    b = GraphBuilder("oom")
+    x = b.input("x", (m, k), "bfloat16")
+    b.output(b.matmul(x, b.constant(_as("bfloat16", np.ones((k, 8))))))
+    compiled = fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c")
+    assert compiled.kernels[0].strategy == "gemm template"
+    return compiled, compiled.kernels[0], {"x": _as("bfloat16", np.ones((m, k)))}
+
+
 def test_a_widened_buffer_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch, widened):
     from fusionlang.errors import ResourceError
 
     # the GEMM's own packing buffers fit in 128 KiB; the widened 256x256 input does not
-    monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=131072")
-    b = GraphBuilder("oom")
-    x = b.input("x", (256, 256), "bfloat16")
-    b.output(b.matmul(x, b.constant(_as("bfloat16", np.ones((256, 8))))))
-    compiled = fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c")
-    kernel = compiled.kernels[0]
-    assert kernel.strategy == "gemm template"
+    compiled, kernel, feeds = out_of_memory_matmul(monkeypatch, 131072, 256, 256)
     with pytest.raises(ResourceError, match=rf"^out of memory allocating 262144 bytes in kernel {kernel.name}$"):
-        compiled.run({"x": _as("bfloat16", np.ones((256, 256)))})
+        compiled.run(feeds)
 
 
 def test_a_bf16_matmul_whose_epilogue_casts_to_float32_writes_the_float32_output_itself():
