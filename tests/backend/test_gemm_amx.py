@@ -102,6 +102,22 @@ def test_a_long_k_of_runtime_operands_batched_like_attention():
 
 
 @needs_amx
+@pytest.mark.parametrize("b_in_l2", [0, 1 << 20])
+def test_both_block_orders_with_a_residual_the_epilogue_prefetches(monkeypatch, b_in_l2):
+    # B (100 columns) larger than A (40 rows): columns outside unless B fits B_IN_L2
+    monkeypatch.setattr(gemm_amx, "B_IN_L2", b_in_l2)
+
+    def body(b, value, absolute):
+        y = b.matmul(value("x", (40, 70)), value("w", (70, 100), constant=True))
+        return b.add(y, value("r", (40, 100))), 1
+
+    compiled, _ = _check(Case(9), "bfloat16", body)
+    rows_first = compiled.sources.index("for (long i0 = 0;") < compiled.sources.index("for (long j0 = 0;")
+    assert rows_first == bool(b_in_l2)
+    assert ("__builtin_prefetch" in compiled.sources) != rows_first
+
+
+@needs_amx
 def test_two_threads_give_the_same_bits_as_one(monkeypatch):
     monkeypatch.setattr(gemm_amx, "PARALLEL_MIN_MACS", 0)
 
