@@ -102,6 +102,21 @@ def test_a_long_k_of_runtime_operands_batched_like_attention():
 
 
 @needs_amx
+@pytest.mark.parametrize("op", ["matmul", "conv"])
+def test_an_operand_the_epilogue_reads_too(op):
+    # x @ x + x (one array as A, B and the residual), and a 1x1 conv plus its own input
+    def body(b, value, absolute):
+        if op == "matmul":
+            x = value("x", (40, 40))
+            return b.add(b.matmul(x, x), x), 1
+        x = value("x", (1, 48, 9, 9))
+        return b.add(b.conv(x, value("w", (48, 48, 1, 1), constant=True)), x), 1
+
+    compiled, _ = _check(Case(11), "bfloat16", body)
+    assert AMX_CALL in compiled.sources
+
+
+@needs_amx
 @pytest.mark.parametrize("b_in_l2", [0, 1 << 20])
 def test_both_block_orders_with_a_residual_the_epilogue_prefetches(monkeypatch, b_in_l2):
     # B (100 columns) larger than A (40 rows): columns outside unless B fits B_IN_L2
