@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 
 from fusionlang.backend.cexpr import Flavor, IndexPrinter, ValuePrinter
-from fusionlang.backend.half import narrow, widen
+from fusionlang.backend.half import narrow, rounded, widen
 from fusionlang.ir.types import HALF_FLOATS
 
 
@@ -113,7 +113,7 @@ class StatementPrinter:
         self.reads = dict(stmt.reads)
         value = self.values.doprint(stmt.value)
         if stmt.dtype in HALF_FLOATS:
-            value = widen(stmt.dtype, narrow(stmt.dtype, value))
+            value = rounded(stmt.dtype, value)
         return f"const float {stmt.var} = {value};"
 
 

@@ -34,6 +34,14 @@ CONVERSIONS = {"float16": ("fl_h2f", "fl_f2h"), "bfloat16": ("fl_bf2f", "fl_f2bf
 
 _SOURCE = """{q} float fl_bits_f(unsigned int u) {{ union {{ unsigned int u; float f; }} v; v.u = u; return v.f; }}
 {q} unsigned int fl_f_bits(float f) {{ union {{ float f; unsigned int u; }} v; v.f = f; return v.u; }}
+{q} float fl_bf_round(float f) {{
+  /* fl_bf2f(fl_f2bf(f)) without leaving 32-bit lanes: narrowed to 16 bits and widened
+     back, GCC's vector code packed and unpacked every vector (an epilogue's every step) */
+  unsigned int u = fl_f_bits(f);
+  unsigned int nan = (u & 0xffff0000u) | ((u & 0x7f0000u) ? 0u : 0x400000u);
+  unsigned int r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  return fl_bits_f((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}}
 {q} float fl_h2f(unsigned short h) {{
   /* selects by masks, with the float multiply done either way: GCC leaves a loop with a
      conditional float operation (which could trap) or these selects unvectorized */
@@ -99,4 +107,12 @@ def narrow(dtype: str, value: str, double: bool = False) -> str:
     return f"{CONVERSIONS[dtype][1]}({value})"
 
 
-__all__ = ["CONVERSIONS", "half_helpers", "narrow", "widen"]
+def rounded(dtype: str, value: str) -> str:
+    """C text of float32 ``value`` rounded to the 16-bit ``dtype`` and widened back: for
+    bfloat16 one function that stays in 32-bit lanes (the same bits as the round trip)."""
+    if dtype == "bfloat16":
+        return f"fl_bf_round({value})"
+    return widen(dtype, narrow(dtype, value))
+
+
+__all__ = ["CONVERSIONS", "half_helpers", "narrow", "rounded", "widen"]

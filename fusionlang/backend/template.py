@@ -39,6 +39,8 @@ from fusionlang.backend.pool_pairs import pairs_fit, pairs_kernel
 from fusionlang.backend.grouped_template import grouped_kernel, is_grouped, scratch_bytes
 from fusionlang.backend.cexpr import C, ctype
 from fusionlang.backend.failures import ALLOC
+from fusionlang.backend.gemm_amx import (amx_available, amx_fits, amx_kernel, amx_prelude, pack_constant_amx,
+                                         packing_bytes)
 from fusionlang.backend.gemm_half import C_ELEMENT_DTYPES, widening_wrapper
 from fusionlang.backend.gemm_template import (Blocking, Epilogue, Fold, GemmProblem, Im2Col, Operand, blocking_for,
                                               gathers, im2col_blocking, kernel_printer, pack_constant,
@@ -102,6 +104,9 @@ class TemplateGroup:
     #: why the rest of the group is not the template's epilogue (then it runs after the
     #: call, as a loop nest through memory), or None when it is
     epilogue_refused: str | None = None
+    #: a bfloat16 GEMM on AMX tiles (:mod:`.gemm_amx`): its operands stay 16-bit, its
+    #: constant ones packed in AMX's layout
+    amx: bool = False
 
 
 @dataclass(eq=False)
@@ -204,6 +209,8 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     direct = is_depthwise(problem) or is_grouped(problem)
     if target == "c" and not direct:
         blocking = im2col_blocking(machine, problem, blocking)
+    if target == "c" and not direct and amx_fits(problem, element) and amx_available():
+        return _amx_part(prog, problem, blocking, a_value, b_value, constants, final, epilogue, c_array, group, coords)
     # the depthwise, grouped and GEMV kernels read their weights as they are, and so does CUDA
     packs = {} if direct or reads_in_place(problem) or target != "c" else constants
     a_param, packed_a = _operand_param(prog, a_value, packs, problem, blocking, "a", element)
@@ -212,6 +219,24 @@ def _plan_part(graph: Graph, group: Group, names: list[str], node: Node, shapes,
     params = _params(prog, final, epilogue, [a_param, b_param], c_array)
     return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
                          coords, final, epilogue, element=element)
+
+
+def _amx_part(prog: PolyProgram, problem: GemmProblem, blocking: Blocking, a_value: str, b_value: str,
+              constants: dict, final: PolyStmt, epilogue: list[PolyStmt], c_array: Array, group: Group,
+              coords: dict) -> TemplateGroup:
+    """The group as an AMX GEMM: its constant operands packed in AMX's bf16 layout."""
+    operands = []
+    for which, value in (("a", a_value), ("b", b_value)):
+        view = problem.a if which == "a" else problem.b
+        if value in constants and not isinstance(view, Im2Col):
+            packed = pack_constant_amx(constants[value], problem, which)
+            operands.append((Array(-1 - (which == "b"), packed.shape, "bfloat16", "input", None, packed), True))
+        else:
+            operands.append(_operand_param(prog, value, {}, problem, blocking, which, "bfloat16"))
+    (a_param, packed_a), (b_param, packed_b) = operands
+    params = _params(prog, final, epilogue, [a_param, b_param], c_array)
+    return TemplateGroup(group, problem, blocking, params, a_param, b_param, c_array, packed_a, packed_b,
+                         coords, final, epilogue, element="bfloat16", amx=True)
 
 
 def _tables_as_float(prog: PolyProgram) -> None:
@@ -875,13 +900,16 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
     args = [names[id(tg.a_param)]] if pool is None else []
     args += [names[id(tg.b_param)], names[id(tg.c_param)]] + [names[id(a)] for a in extra]
 
-    gemm = None if depthwise or grouped else kernel_printer(tg.problem, tg.blocking, epilogue,
+    gemm = None if depthwise or grouped or tg.amx else kernel_printer(tg.problem, tg.blocking, epilogue,
                                                             packed_a=tg.packed_a, packed_b=tg.packed_b,
                                                             threads=openmp, helpers=helpers, linkage="static ")
 
     def text(name: str) -> str:
         """The kernel named ``name``: the template's function and a wrapper taking the group's parameters."""
-        if grouped:
+        if tg.amx:
+            inner = amx_prelude() + amx_kernel(f"{name}_gemm", tg.problem, epilogue, tg.c_param.dtype,
+                                               packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
+        elif grouped:
             inner = grouped_kernel(f"{name}_gemm", tg.problem, epilogue, threads=openmp, linkage="static ")
         elif pool is not None and pairs_fit(tg.problem, tg.blocking.vl):
             inner = pairs_kernel(f"{name}_gemm", tg.problem, pool, epilogue, tg.blocking.vl, threads=openmp,
@@ -892,7 +920,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
         else:
             inner = gemm(f"{name}_gemm")
         call = f"{name}_gemm({', '.join(args)})"
-        if tg.element in HALF_FLOATS:  # the float32 kernel on widened operands
+        if tg.element in HALF_FLOATS and not tg.amx:  # the float32 kernel on widened operands
             operands = [tg.b_param] if pool else [tg.a_param, tg.b_param]
             alloc = None if depthwise else (ALLOC, _scratch_bytes(tg))
             wrapper = widening_wrapper(name, decls, f"{name}_gemm", args, operands, tg.c_param, alloc)
@@ -916,6 +944,8 @@ def _scratch_bytes(tg: TemplateGroup) -> int:
     conv's scratch."""
     if is_grouped(tg.problem):
         return scratch_bytes(tg.problem)
+    if tg.amx:
+        return packing_bytes(tg.problem, tg.packed_a, tg.packed_b)
     return 4 * packing_floats(tg.problem, tg.blocking, tg.packed_a, tg.packed_b)
 
 

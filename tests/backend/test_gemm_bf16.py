@@ -1,5 +1,8 @@
 """bfloat16 and float16 matmul, gemm and conv on the C GEMM template (backend.gemm_half):
 planned as templates, not loop nests, and within a K-based tolerance of the reference.
+Where the machine has AMX, bfloat16 runs on it (backend.gemm_amx, tests/backend/test_gemm_amx.py)
+unless FUSIONLANG_AMX=0: the property test draws both paths, the tests of the widening
+itself turn AMX off.
 
 Tolerance: the reference sums the float32 products in its order and rounds once to 16
 bits; the template sums them in another order, then the epilogue rounds each of its
@@ -31,6 +34,12 @@ UNIT = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 def _small_problems_use_the_template(monkeypatch):
     # the tests' shapes are tiny; in production a GEMM this small stays a loop nest
     monkeypatch.setattr(template, "MIN_MACS", 0)
+
+
+@pytest.fixture
+def widened(monkeypatch):
+    """bfloat16 on the float32-widening path even where the machine has AMX."""
+    monkeypatch.setenv("FUSIONLANG_AMX", "0")
 
 
 def _as(dtype, array):
@@ -69,9 +78,14 @@ class Case:
         return b.build(), feeds, rounds
 
 
-def _epilogue(draw, b, y, shape, value, absolute, channel_axis):
-    """bias, relu, residual in a drawn order: (value, 16-bit roundings it adds)."""
-    ops = draw(st.lists(st.sampled_from(["bias", "relu", "residual"]), max_size=3))
+def _epilogue_ops(draw) -> list[str]:
+    """bias, relu, residual in a drawn order; drawn once per case, outside the graph's body,
+    so that the 16-bit graph and its bound (built by a second call) hold the same epilogue."""
+    return draw(st.lists(st.sampled_from(["bias", "relu", "residual"]), max_size=3))
+
+
+def _epilogue(ops, b, y, shape, value, absolute, channel_axis):
+    """``ops`` (:func:`_epilogue_ops`) after ``y``: (value, 16-bit roundings it adds)."""
     for k, op in enumerate(ops):
         if op == "bias":
             bshape = [1] * len(shape)
@@ -108,10 +122,11 @@ def _matmul(draw):
     a_batch = tuple(1 if draw(st.booleans()) else d for d in batch)
     b_batch = batch[draw(st.integers(0, len(batch))):]
     constant = draw(st.booleans())
+    ops = _epilogue_ops(draw)
 
     def body(b, value, absolute):
         y = b.matmul(value("x", a_batch + (m, k)), value("w", b_batch + (k, n), constant))
-        return _epilogue(draw, b, y, tuple(np.broadcast_shapes(a_batch, b_batch)) + (m, n), value, absolute, -1)
+        return _epilogue(ops, b, y, tuple(np.broadcast_shapes(a_batch, b_batch)) + (m, n), value, absolute, -1)
 
     return body
 
@@ -119,12 +134,13 @@ def _matmul(draw):
 def _gemm(draw):
     m, k, n = (draw(st.integers(1, 19)) for _ in range(3))
     trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
+    ops = _epilogue_ops(draw)
 
     def body(b, value, absolute):
         a = value("a", (k, m) if trans_a else (m, k))
         w = value("w", (n, k) if trans_b else (k, n), constant=True)
         y = b.gemm(a, w, trans_a=int(trans_a), trans_b=int(trans_b))
-        return _epilogue(draw, b, y, (m, n), value, absolute, 1)
+        return _epilogue(ops, b, y, (m, n), value, absolute, 1)
 
     return body
 
@@ -145,20 +161,23 @@ def _conv(draw):
     if min(out) < 1:
         kernel, dilations, out = (1,) * rank, (1,) * rank, tuple((n + pads[a] + pads[rank + a] - 1) // s + 1
                                                               for a, (n, s) in enumerate(zip(spatial, strides)))
+    ops = _epilogue_ops(draw)
 
     def body(b, value, absolute):
         y = b.conv(value("x", (batch, cin) + spatial), value("w", (oc, cin // group) + kernel, constant=True),
                    strides=strides, dilations=dilations, pads=pads, group=group)
-        return _epilogue(draw, b, y, (batch, oc) + out, value, absolute, 1)
+        return _epilogue(ops, b, y, (batch, oc) + out, value, absolute, 1)
 
     return body
 
 
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), dtype=st.sampled_from(HALF), kind=st.sampled_from([_matmul, _gemm, _conv]),
-       seed=st.integers(0, 2**16))
-def test_half_matmuls_gemms_and_convs_run_on_the_template_within_the_tolerance(data, dtype, kind, seed):
-    _check(Case(seed), dtype, kind(data.draw))
+       seed=st.integers(0, 2**16), amx=st.booleans())
+def test_half_matmuls_gemms_and_convs_run_on_the_template_within_the_tolerance(data, dtype, kind, seed, amx):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FUSIONLANG_AMX", "1" if amx else "0")
+        _check(Case(seed), dtype, kind(data.draw))
 
 
 @pytest.mark.parametrize("dtype", HALF)
@@ -172,7 +191,7 @@ def test_a_k_long_sum_rounds_as_the_reference_within_the_k_bound(dtype):
     _check(case, dtype, body)
 
 
-def test_an_operand_read_as_a_and_b_and_by_the_epilogue_is_widened_once():
+def test_an_operand_read_as_a_and_b_and_by_the_epilogue_is_widened_once(widened):
     def body(b, value, absolute):
         x = value("x", (12, 12))
         return b.add(b.matmul(x, x), x), 1
@@ -181,7 +200,7 @@ def test_an_operand_read_as_a_and_b_and_by_the_epilogue_is_widened_once():
     assert compiled.sources.count("p0_f = (float *)fl_alloc") == 1
 
 
-def test_threads_give_the_same_bits_as_one(monkeypatch):
+def test_threads_give_the_same_bits_as_one(monkeypatch, widened):
     monkeypatch.setattr(gemm_template, "PARALLEL_MIN_MACS", 0)
 
     def body(b, value, absolute):
@@ -221,19 +240,25 @@ def test_a_matmul_of_a_dtype_the_c_template_refuses_stays_a_loop_nest(dtype):
     assert template.C_ELEMENT_DTYPES == ("float32", "float16", "bfloat16")
 
 
-def test_a_widened_buffer_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch):
+def out_of_memory_matmul(monkeypatch, limit: int, m: int, k: int):
+    """(compiled, its kernel, feeds) of an [m, k] x [k, 8] bf16 matmul built with every
+    allocation above ``limit`` bytes failing."""
+    monkeypatch.setenv("FUSIONLANG_COPT", f"-O2 -DFL_ALLOC_LIMIT={limit}")
+    b = GraphBuilder("oom")
+    x = b.input("x", (m, k), "bfloat16")
+    b.output(b.matmul(x, b.constant(_as("bfloat16", np.ones((k, 8))))))
+    compiled = fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c")
+    assert compiled.kernels[0].strategy == "gemm template"
+    return compiled, compiled.kernels[0], {"x": _as("bfloat16", np.ones((m, k)))}
+
+
+def test_a_widened_buffer_that_cannot_be_allocated_is_a_one_line_resource_error(monkeypatch, widened):
     from fusionlang.errors import ResourceError
 
     # the GEMM's own packing buffers fit in 128 KiB; the widened 256x256 input does not
-    monkeypatch.setenv("FUSIONLANG_COPT", "-O2 -DFL_ALLOC_LIMIT=131072")
-    b = GraphBuilder("oom")
-    x = b.input("x", (256, 256), "bfloat16")
-    b.output(b.matmul(x, b.constant(_as("bfloat16", np.ones((256, 8))))))
-    compiled = fusionlang.compile(fusionlang.fuse(b.build(), "apollo"), "c")
-    kernel = compiled.kernels[0]
-    assert kernel.strategy == "gemm template"
+    compiled, kernel, feeds = out_of_memory_matmul(monkeypatch, 131072, 256, 256)
     with pytest.raises(ResourceError, match=rf"^out of memory allocating 262144 bytes in kernel {kernel.name}$"):
-        compiled.run({"x": _as("bfloat16", np.ones((256, 256)))})
+        compiled.run(feeds)
 
 
 def test_a_bf16_matmul_whose_epilogue_casts_to_float32_writes_the_float32_output_itself():
@@ -268,7 +293,7 @@ def test_exact_integer_sums_round_to_nearest_even_bit_for_bit(dtype):
 
 
 @pytest.mark.parametrize("dtype", HALF)
-def test_subnormals_infinities_overflow_and_nan_are_stored_as_the_reference_stores_them(dtype):
+def test_subnormals_infinities_overflow_and_nan_are_stored_as_the_reference_stores_them(dtype, widened):
     # K = 2, exact sums: the stored 16-bit patterns are the reference's (NaN: in place)
     info = np.finfo(np.float16) if dtype == "float16" else ml_dtypes.finfo(ml_dtypes.bfloat16)
     specials = [float(info.smallest_subnormal), -3 * float(info.smallest_subnormal), float(info.tiny),

@@ -27,6 +27,7 @@ def _library():
     wrappers = "".join(_BATCH.format(name=widen, src="unsigned short", dst="float")
                        + _BATCH.format(name=narrow, src="float", dst="unsigned short")
                        for widen, narrow in CONVERSIONS.values())
+    wrappers += _BATCH.format(name="fl_bf_round", src="float", dst="float")
     wrappers += "static inline unsigned short fl_d2h(double d) { return fl_f2h(fl_d2f_odd(d)); }\n"
     wrappers += _BATCH.format(name="fl_d2h", src="double", dst="unsigned short")
     return load_library(build_library([half_helpers(C.fn_prefix) + wrappers]))
@@ -99,6 +100,18 @@ def test_narrowing_random_float32_patterns(dtype):
     with np.errstate(over="ignore", invalid="ignore"):
         want = values.astype(dtype).view(np.uint16)
     assert_same_patterns(narrow(dtype, values), want, dtype)
+
+
+def test_bf16_rounding_in_32_bit_lanes_is_the_round_trip_bit_for_bit():
+    # fl_bf_round (the epilogue's rounding of a bfloat16 value) against fl_bf2f(fl_f2bf(x)):
+    # the rounding edges, NaNs with every payload shape, and a million random patterns
+    rng = np.random.default_rng(14)
+    nans = np.array([0x7F800001, 0xFF800FFF, 0x7F810000, 0x7FC00000, 0xFFFFFFFF, 0x7F80FFFF], np.uint32)
+    values = np.concatenate([_edges("bfloat16"), nans.view(np.float32),
+                             rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    got = _call("fl_bf_round", values, np.float32)
+    want = widen("bfloat16", narrow("bfloat16", values))
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_nan_payload_that_would_vanish_stays_nan():
