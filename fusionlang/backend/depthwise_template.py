@@ -3,8 +3,8 @@ direct kernels.
 
 As a GEMM it would be a 1 x (OH*OW) x (KH*KW) product per channel: a register tile of MR
 rows would hold one useful row, and packing would cost more than the arithmetic. The
-direct kernel has three methods, chosen when it is planned (:func:`correlation_for`,
-:func:`planes_for`):
+direct kernel has four methods, chosen when it is planned (:func:`correlation_for`,
+:func:`full_rows_for`, :func:`planes_for`):
 
 * planes (:class:`Planes`): the channel's input is copied once into zero-padded planes, one
   per stride phase, each as wide as the output plus the kernel's reach; every tap then reads
@@ -14,6 +14,12 @@ direct kernel has three methods, chosen when it is planned (:func:`correlation_f
   and paid its per-row overhead 7 to 14 times per channel. Planes of at most 4x4 outputs go
   further (:func:`lanes_for`): a vector of channels at a time, one per lane, each tap's
   weight a vector of theirs.
+* full rows (:class:`FullRows`): where output rows are three vectors or wider
+  (:func:`full_rows_for`), the channel's input is copied once into one zero-padded plane and
+  each output row is summed in registers over all taps and stored straight into the output
+  (at a column stride, every column of the padded row's grid is summed and every sw-th
+  kept): the planes' flattened chunks went through a plane-sized buffer and a copy, and
+  their phases through a strided gather of every input row.
 * rows: one output row of a channel in an L1 buffer, each tap's weight times a shifted (at
   stride > 1 strided) input row added in; the valid part of each shifted row is computed once
   per tap, so padding costs no test per element. It runs where the planes would not fit the
@@ -163,16 +169,18 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     dh, dw = x.dilation
     ph, pw = x.pads
     correlation = correlation_for(x, vl or host().vector_floats) if tap.weighted else None
-    planes = None if correlation else planes_for(x, vl or host().vector_floats)
+    full_rows = None if correlation else full_rows_for(x, vl or host().vector_floats)
+    planes = None if correlation or full_rows else planes_for(x, vl or host().vector_floats)
     lanes = lanes_for(problem, planes)
     out = Lines()
     what = "depthwise" if tap.weighted else "pooling"
     method = "rows" if planes is None else f"planes {planes.unroll}x{planes.vl} x{planes.chunks}"
+    method = f"full rows {full_rows.vl} x{len(full_rows.segments())}" if full_rows else method
     method += f", channels {lanes} at a time in lanes" if lanes else ""
     method = f"correlation {correlation.vl} x{correlation.length // correlation.vl}" if correlation else method
     out(f"/* {what} template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
         f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw}, {method} */")
-    vector_floats = correlation.vl if correlation else planes.vl if planes else 0
+    vector_floats = correlation.vl if correlation else full_rows.vl if full_rows else planes.vl if planes else 0
     if vector_floats:
         plane_vector_types(out, vector_floats)
     epilogue_function(out, name, problem, epilogue)
@@ -199,6 +207,8 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
         elif step > 1:
             assert planes is not None  # lanes_for
             _lanes_body(out, name, problem, planes.vl, epilogue, extra_args, tap)
+        elif full_rows is not None:
+            _full_rows_body(out, name, x, full_rows, epilogue, extra_args, tap)
         elif planes is not None:
             _plane_body(out, name, x, planes, epilogue, extra_args, tap)
         else:
@@ -387,31 +397,15 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
     # the channel's input is copied once into its zero-padded phase planes; then each chunk
     # of the flattened (wide) output plane sums every tap in registers, a constant shift
     # each. The extra columns of each wide row are junk and are never stored.
-    size = planes.buffer_floats(x)
-    out(f"float pad[{size}] __attribute__((aligned(64)));")
-    out(f"float acc[{planes.span}] __attribute__((aligned(64)));")
     vector, vl = f"fl_dwv{planes.vl}", planes.vl
-    # a small buffer's padding as vector stores one by one: a loop, gcc makes `rep stos`,
-    # which starts slowly (a 7x7 plane's 96 floats)
-    fill = f"({vector}){{0}} + {tap.pad}"
-    if size <= SMALL_FILL_VECTORS * vl:
-        out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
-    else:
-        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+    _fill_pad(out, x, planes.buffer_floats(x), vl, tap)
     fill_phases(out, x, planes.phases, planes.width, planes.height * planes.width, planes.height)
+    out(f"float acc[{planes.span}] __attribute__((aligned(64)));")
     out.open(f"for (long t0 = 0; t0 < {planes.span}; t0 += {planes.unroll * vl})")
     accs = [f"a{u}" for u in range(planes.unroll)]
     out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
-    for ky in range(x.kernel[0]):
-        for kx in range(x.kernel[1]):
-            out.open("")
-            if tap.weighted:
-                out(f"const float tap = w[{ky * x.kernel[1] + kx}];")
-            out(f"const float *src = pad + t0 + {tap_offset(planes, x, ky, kx)};")
-            for u, a in enumerate(accs):
-                out(f"{{ {vector} xv = *(const fl_dwvu{vl} *)(src + {u * vl}); "
-                    f"{tap.vector_update.format(acc=a, src='xv', mask=f'fl_dwm{vl}', vector=vector)} }}")
-            out.close()
+    offsets = {(ky, kx): tap_offset(planes, x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1])}
+    _sum_taps(out, x, vl, offsets, accs, "t0", tap)
     for u, a in enumerate(accs):
         out(f"*(fl_dwvu{vl} *)(acc + t0 + {u * vl}) = {a};")
     positional = epilogue is not None and reads_position(epilogue)
@@ -425,6 +419,159 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
         f"__builtin_memcpy(y + oh * {x.out_w}L, acc + oh * {planes.width}L, {x.out_w} * sizeof(float));")
     if positional:  # once over the channel's plane: one long vector loop, not a short one per row
         out(f"{name}_epilogue(y, 0, 1, 0, {x.out_h * x.out_w}, o0, o1{extra_args});")
+
+
+#: output rows of at least this many vectors run the full-rows method (A/B in one process,
+#: batch 1, BN + ReLU6 epilogue, CPU time: 112x112 3x3 over 32 channels 0.30 -> 0.22 ms, 56x56
+#: over 144 0.27 -> 0.21 ms; rows of 28 (1.75 vectors) were 2x slower so, their partial vector
+#: and per-row epilogue dominating)
+ROW_CHUNKS_MIN_VECTORS = 3
+
+
+@dataclass(frozen=True)
+class FullRows:
+    """The full-rows method's layout (:func:`full_rows_for`): the channel's zero-padded input
+    as one plane of ``height`` x ``width`` (no phases), each output row summed in registers
+    at every column of the padded row's stride-1 grid (``columns`` of them) and stored
+    straight into the output; at a column stride the row's every ``sw``-th column is kept.
+    The sums at the skipped columns cost less than splitting the input by phase (a strided
+    gather of each input row, twice at stride 2)."""
+
+    height: int
+    width: int
+    columns: int
+    vl: int
+
+    def offset(self, x: Im2Col, ky: int, kx: int) -> int:
+        """Where tap (ky, kx) of output row 0, column 0 reads the plane."""
+        return ky * x.dilation[0] * self.width + kx * x.dilation[1]
+
+    def segments(self) -> list[tuple[int, int]]:
+        """(first column, vectors) of each register pass over a row of ``columns``: at most
+        MAX_UNROLL vectors each, as even as can be."""
+        vectors = -(-self.columns // self.vl)
+        each = -(-vectors // -(-vectors // MAX_UNROLL))
+        return [(v * self.vl, min(each, vectors - v)) for v in range(0, vectors, each)]
+
+    def buffer_floats(self, x: Im2Col) -> int:
+        """Floats of the padded plane, with room for the last row's furthest read: whole vectors."""
+        first, count = self.segments()[-1]
+        last = ((x.out_h - 1) * x.stride[0] * self.width + first + count * self.vl
+                + self.offset(x, x.kernel[0] - 1, x.kernel[1] - 1))
+        return -(-max(self.height * self.width, last) // self.vl) * self.vl
+
+
+def full_rows_for(x: Im2Col, vl: int) -> FullRows | None:
+    """The full-rows method's layout where output rows are at least
+    :data:`ROW_CHUNKS_MIN_VECTORS` vectors wide and its buffers (the plane, a row at a column
+    stride) fit :data:`PLANE_BYTES`; else None."""
+    (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
+    if x.out_w < ROW_CHUNKS_MIN_VECTORS * vl:
+        return None
+    columns = (x.out_w - 1) * sw + 1
+    layout = FullRows((x.out_h - 1) * sh + (kh - 1) * dh + 1, columns + (kw - 1) * dw, columns, vl)
+    row = -(-columns // vl) * vl if sw > 1 else 0
+    return layout if 4 * (layout.buffer_floats(x) + row) <= PLANE_BYTES else None
+
+
+def _fill_pad(out: Lines, x: Im2Col, size: int, vl: int, tap: Tap) -> None:
+    """``pad``, ``size`` floats of the tap's padding (the caller copies the input in)."""
+    vector = f"fl_dwv{vl}"
+    out(f"float pad[{size}] __attribute__((aligned(64)));")
+    # a small buffer's padding as vector stores one by one: a loop, gcc makes `rep stos`,
+    # which starts slowly (a 7x7 plane's 96 floats)
+    fill = f"({vector}){{0}} + {tap.pad}"
+    if size <= SMALL_FILL_VECTORS * vl:
+        out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
+    else:
+        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+
+
+def _sum_taps(out: Lines, x: Im2Col, vl: int, offsets: dict, accs: list[str], base: str, tap: Tap) -> None:
+    """Every tap (ky, kx) into the accumulator vectors ``accs``, reading ``pad + base`` at
+    ``offsets[ky, kx]``."""
+    vector = f"fl_dwv{vl}"
+    for (ky, kx), offset in offsets.items():
+        out.open("")
+        if tap.weighted:
+            out(f"const float tap = w[{ky * x.kernel[1] + kx}];")
+        out(f"const float *src = pad + {base} + {offset};")
+        for u, a in enumerate(accs):
+            out(f"{{ {vector} xv = *(const fl_dwvu{vl} *)(src + {u * vl}); "
+                f"{tap.vector_update.format(acc=a, src='xv', mask=f'fl_dwm{vl}', vector=vector)} }}")
+        out.close()
+
+
+#: whether the full-rows method fetches the next channel's input ahead (A/B: 112x112 -> 56x56
+#: 3x3 over 96 channels 0.47 -> 0.43 ms)
+PREFETCH_NEXT = True
+
+
+def _fill_border(out: Lines, x: Im2Col, layout: FullRows, tap: Tap) -> None:
+    """``pad`` with the tap's padding where the input's copy does not go: the rows above
+    and below it and, between two rows' copies, the right and left padding (one run);
+    a whole-plane fill before the copy wrote every float twice."""
+    size, width = layout.buffer_floats(x), layout.width
+    out(f"float pad[{size}] __attribute__((aligned(64)));")
+    rows = _valid_columns(-x.pads[0], 1, x.in_h, layout.height)
+    cols = _valid_columns(-x.pads[1], 1, x.in_w, width)
+    if rows[1] <= rows[0] or cols[1] <= cols[0]:  # no input inside the window: all padding
+        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+        return
+    out(f"for (long t = 0; t < {rows[0] * width + cols[0]}; t++) pad[t] = {tap.pad};")
+    gap = width - (cols[1] - cols[0])
+    if gap:
+        out(f"for (long q = {rows[0]}; q < {rows[1] - 1}; q++) "
+            f"for (long t = q * {width}L + {cols[1]}; t < q * {width}L + {cols[1] + gap}; t++) pad[t] = {tap.pad};")
+    out(f"for (long t = {(rows[1] - 1) * width + cols[1]}; t < {size}; t++) pad[t] = {tap.pad};")
+
+
+def _prefetch_next_channel(out: Lines, x: Im2Col) -> None:
+    # the next channel's input, a share of its lines per output row: its copy into the
+    # padded plane then finds it in cache instead of waiting on memory (a 112x112 input
+    # channel is 49 KB; the copy was half the kernel's time at stride 2)
+    if not PREFETCH_NEXT:
+        return
+    lines = -(-x.in_h * x.in_w // 16)
+    per_row = -(-lines // x.out_h)
+    out(f"for (long l = oh * {per_row}; l < oh * {per_row} + {per_row} && l < {lines}; l++) "
+        f"__builtin_prefetch(plane + {x.outer_strides[1]}L + l * 16, 0, 3);")
+
+
+def _full_rows_body(out: Lines, name, x: Im2Col, layout: FullRows, epilogue, extra_args, tap: Tap) -> None:
+    # each output row is summed in registers a few vectors at a time and stored straight
+    # into the output (at a column stride: into `row`, then every sw-th column of it), its
+    # epilogue run while the row is in L1; the plane method's chunks of the flattened plane
+    # went through a plane-sized buffer and a copy (112x112: 100 KB of stack per channel)
+    vector, vl, sw = f"fl_dwv{layout.vl}", layout.vl, x.stride[1]
+    _fill_border(out, x, layout, tap)
+    fill_phases(out, x, (1, 1), layout.width, layout.height * layout.width, layout.height)
+    offsets = {(ky, kx): layout.offset(x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1])}
+    if sw > 1:
+        out(f"float row[{-(-layout.columns // vl) * vl}] __attribute__((aligned(64)));")
+    out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
+    out(f"float *dst = y + oh * {x.out_w}L;")
+    _prefetch_next_channel(out, x)
+    for first, count in layout.segments():
+        out.open("")
+        accs = [f"a{u}" for u in range(count)]
+        out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
+        _sum_taps(out, x, vl, offsets, accs, f"oh * {x.stride[0] * layout.width}L + {first}", tap)
+        for u, a in enumerate(accs):
+            column = first + u * vl
+            if sw > 1:
+                out(f"*(fl_dwvu{vl} *)(row + {column}) = {a};")
+            elif column + vl <= x.out_w:
+                out(f"*(fl_dwvu{vl} *)(dst + {column}) = {a};")
+            else:  # the row's last, partial vector
+                out(f"__builtin_memcpy(dst + {column}, &{a}, {x.out_w - column} * sizeof(float));")
+        out.close()
+    if sw > 1:
+        out("#pragma omp simd")
+        out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = row[ow * {sw}];")
+    if epilogue is not None:
+        out(f"{name}_epilogue(dst, 0, 1, oh * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
+    out.close()
 
 
 def reads_position(epilogue: Epilogue) -> bool:
@@ -515,6 +662,6 @@ def view_offset(view) -> str:
     return " + ".join(terms)
 
 
-__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "Planes", "Tap", "correlation_for", "depthwise_kernel",
-           "fill_phases", "is_depthwise", "lanes_for", "plane_vector_types", "planes_for", "reads_position",
-           "tap_offset", "view_offset"]
+__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "FullRows", "Planes", "Tap", "correlation_for", "depthwise_kernel",
+           "fill_phases", "is_depthwise", "lanes_for", "full_rows_for", "plane_vector_types", "planes_for",
+           "reads_position", "tap_offset", "view_offset"]
