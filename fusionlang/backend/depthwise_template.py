@@ -526,52 +526,103 @@ def _fill_border(out: Lines, x: Im2Col, layout: FullRows, tap: Tap) -> None:
     out(f"for (long t = {(rows[1] - 1) * width + cols[1]}; t < {size}; t++) pad[t] = {tap.pad};")
 
 
-def _prefetch_next_channel(out: Lines, x: Im2Col) -> None:
-    # the next channel's input, a share of its lines per output row: its copy into the
-    # padded plane then finds it in cache instead of waiting on memory (a 112x112 input
-    # channel is 49 KB; the copy was half the kernel's time at stride 2)
+def _prefetch_next_channel(out: Lines, x: Im2Col, rows: int) -> None:
+    # the next channel's input, a share of its lines per output row (``rows`` rows from
+    # oh): its copy into the padded plane then finds it in cache instead of waiting on
+    # memory (a 112x112 input channel is 49 KB; the copy was half the kernel's time at stride 2)
     if not PREFETCH_NEXT:
         return
     lines = -(-x.in_h * x.in_w // 16)
     per_row = -(-lines // x.out_h)
-    out(f"for (long l = oh * {per_row}; l < oh * {per_row} + {per_row} && l < {lines}; l++) "
+    out(f"for (long l = oh * {per_row}; l < (oh + {rows}) * {per_row} && l < {lines}; l++) "
         f"__builtin_prefetch(plane + {x.outer_strides[1]}L + l * 16, 0, 3);")
 
 
+#: the full-rows method sums several output rows in one pass (as many as keep this many
+#: accumulator vectors, at most MAX_ROWS_PER_PASS): each input vector it loads serves every
+#: row whose window holds it (7x7 taps: 10 input rows for 4 output rows, not 28)
+FULL_ROWS_ACCUMULATORS, MAX_ROWS_PER_PASS = 16, 4
+
+
+def rows_per_pass(layout: FullRows) -> int:
+    """Output rows the full-rows method sums in one pass."""
+    widest = max(count for _, count in layout.segments())
+    return max(1, min(MAX_ROWS_PER_PASS, FULL_ROWS_ACCUMULATORS // widest))
+
+
 def _full_rows_body(out: Lines, name, x: Im2Col, layout: FullRows, epilogue, extra_args, tap: Tap) -> None:
-    # each output row is summed in registers a few vectors at a time and stored straight
-    # into the output (at a column stride: into `row`, then every sw-th column of it), its
-    # epilogue run while the row is in L1; the plane method's chunks of the flattened plane
-    # went through a plane-sized buffer and a copy (112x112: 100 KB of stack per channel)
-    vector, vl, sw = f"fl_dwv{layout.vl}", layout.vl, x.stride[1]
+    # passes of a few output rows, each summed in registers a few vectors at a time and
+    # stored straight into the output (at a column stride: into `row`, then every sw-th
+    # column of it), their epilogue run while they are in L1; the plane method's chunks of
+    # the flattened plane went through a plane-sized buffer and a copy (112x112: 100 KB of
+    # stack per channel)
+    vl, sw, rows = layout.vl, x.stride[1], rows_per_pass(layout)
     _fill_border(out, x, layout, tap)
     fill_phases(out, x, (1, 1), layout.width, layout.height * layout.width, layout.height)
-    offsets = {(ky, kx): layout.offset(x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1])}
     if sw > 1:
-        out(f"float row[{-(-layout.columns // vl) * vl}] __attribute__((aligned(64)));")
-    out.open(f"for (long oh = 0; oh < {x.out_h}; oh++)")
-    out(f"float *dst = y + oh * {x.out_w}L;")
-    _prefetch_next_channel(out, x)
+        out(f"float row[{rows}][{-(-layout.columns // vl) * vl}] __attribute__((aligned(64)));")
+    whole = x.out_h // rows * rows
+    if whole:
+        out.open(f"for (long oh = 0; oh < {whole}; oh += {rows})")
+        _full_rows_pass(out, name, x, layout, rows, epilogue, extra_args, tap)
+        out.close()
+    if x.out_h > whole:  # the last rows, fewer than a pass
+        out.open("")
+        out(f"const long oh = {whole};")
+        _full_rows_pass(out, name, x, layout, x.out_h - whole, epilogue, extra_args, tap)
+        out.close()
+
+
+def _full_rows_pass(out: Lines, name, x: Im2Col, layout: FullRows, rows: int, epilogue, extra_args, tap: Tap) -> None:
+    """Output rows ``oh`` to ``oh + rows - 1``: every input row of their windows is loaded
+    once per tap column and added into each of them that reads it."""
+    vector, vl, (kh, kw), (sh, sw), (dh, dw) = f"fl_dwv{layout.vl}", layout.vl, x.kernel, x.stride, x.dilation
+    _prefetch_next_channel(out, x, rows)
     for first, count in layout.segments():
         out.open("")
-        accs = [f"a{u}" for u in range(count)]
-        out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
-        _sum_taps(out, x, vl, offsets, accs, f"oh * {x.stride[0] * layout.width}L + {first}", tap)
-        for u, a in enumerate(accs):
-            column = first + u * vl
-            if sw > 1:
-                out(f"*(fl_dwvu{vl} *)(row + {column}) = {a};")
-            elif column + vl <= x.out_w:
-                out(f"*(fl_dwvu{vl} *)(dst + {column}) = {a};")
-            else:  # the row's last, partial vector
-                out(f"__builtin_memcpy(dst + {column}, &{a}, {x.out_w - column} * sizeof(float));")
+        accs = [[f"a{i}_{u}" for u in range(count)] for i in range(rows)]
+        out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for line in accs for a in line)};")
+        for r in range((rows - 1) * sh + (kh - 1) * dh + 1):  # input rows below oh * sh
+            readers = [(i, (r - i * sh) // dh) for i in range(rows)
+                       if r >= i * sh and (r - i * sh) % dh == 0 and (r - i * sh) // dh < kh]
+            if not readers:
+                continue
+            for kx in range(kw):
+                out.open("")
+                out(f"const float *src = pad + (oh * {sh} + {r}) * {layout.width}L + {first + kx * dw};")
+                for u in range(count):
+                    out(f"{vector} x{u} = *(const fl_dwvu{vl} *)(src + {u * vl});")
+                for i, ky in readers:
+                    weight = f"const float tap = w[{ky * kw + kx}]; " if tap.weighted else ""
+                    for u in range(count):
+                        update = tap.vector_update.format(acc=accs[i][u], src=f"x{u}", mask=f"fl_dwm{vl}",
+                                                          vector=vector)
+                        out(f"{{ {weight}{update} }}")
+                out.close()
+        for i in range(rows):
+            _store_row(out, x, vl, accs[i], first, i)
         out.close()
-    if sw > 1:
-        out("#pragma omp simd")
-        out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = row[ow * {sw}];")
-    if epilogue is not None:
-        out(f"{name}_epilogue(dst, 0, 1, oh * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
-    out.close()
+    for i in range(rows):
+        out.open("")
+        out(f"float *dst = y + (oh + {i}) * {x.out_w}L;")
+        if sw > 1:
+            out("#pragma omp simd")
+            out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = row[{i}][ow * {sw}];")
+        if epilogue is not None:
+            out(f"{name}_epilogue(dst, 0, 1, (oh + {i}) * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
+        out.close()
+
+
+def _store_row(out: Lines, x: Im2Col, vl: int, accs: list[str], first: int, i: int) -> None:
+    """A segment of pass row ``i`` into the output (at a column stride: into ``row[i]``)."""
+    for u, a in enumerate(accs):
+        column = first + u * vl
+        if x.stride[1] > 1:
+            out(f"*(fl_dwvu{vl} *)(row[{i}] + {column}) = {a};")
+        elif column + vl <= x.out_w:
+            out(f"*(fl_dwvu{vl} *)(y + (oh + {i}) * {x.out_w}L + {column}) = {a};")
+        else:  # the row's last, partial vector
+            out(f"__builtin_memcpy(y + (oh + {i}) * {x.out_w}L + {column}, &{a}, {x.out_w - column} * sizeof(float));")
 
 
 def reads_position(epilogue: Epilogue) -> bool:
@@ -662,6 +713,6 @@ def view_offset(view) -> str:
     return " + ".join(terms)
 
 
-__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "FullRows", "Planes", "Tap", "correlation_for", "depthwise_kernel",
-           "fill_phases", "is_depthwise", "lanes_for", "full_rows_for", "plane_vector_types", "planes_for",
-           "reads_position", "tap_offset", "view_offset"]
+__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "FullRows", "Planes", "Tap", "correlation_for",
+           "depthwise_kernel", "fill_phases", "full_rows_for", "is_depthwise", "lanes_for", "plane_vector_types",
+           "planes_for", "reads_position", "rows_per_pass", "tap_offset", "view_offset"]

@@ -22,7 +22,8 @@ from test_template_threads import _one_and_two, _threaded, every_size_in_paralle
 from fusionlang.backend import depthwise_template
 from fusionlang.backend.ccompile import TEMPLATE_OPT, build_library, load_library
 from fusionlang.backend.depthwise_template import (DEPTHWISE, MAX_POOL, SUM_POOL, Planes, depthwise_kernel,
-                                                   full_rows_for, lanes_for, planes_for, reads_position)
+                                                   full_rows_for, lanes_for, planes_for, reads_position,
+                                                   rows_per_pass)
 from fusionlang.backend.epilogue import Text
 from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Operand
 
@@ -241,3 +242,11 @@ def test_an_epilogue_reads_the_position_where_it_names_the_column_j():
 def test_rows_of_three_vectors_or_more_run_the_full_rows_method(plane, stride, vl, full_rows):
     problem, _ = _conv(1, 8, plane, plane, (3, 3), (stride, stride), (1, 1), (1, 1), (1, 1))
     assert (full_rows_for(problem.b, vl) is not None) == full_rows
+
+
+@pytest.mark.parametrize("plane, kernel, rows", [(56, 7, 4), (112, 3, 2), (240, 3, 2)])
+def test_a_full_rows_pass_sums_as_many_rows_as_sixteen_accumulators_allow(plane, kernel, rows):
+    # 56 wide: 4 vectors of 16 a row; 112: 7; 240: 15, in two segments of 8 and 7
+    problem, _ = _conv(1, 1, 4, plane, (kernel, kernel), (1, 1), (1, 1), (kernel // 2,) * 2, (kernel // 2,) * 2)
+    layout = full_rows_for(problem.b, 16)
+    assert layout is not None and rows_per_pass(layout) == rows
