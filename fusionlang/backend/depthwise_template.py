@@ -463,15 +463,15 @@ class FullRows:
 
 def full_rows_for(x: Im2Col, vl: int) -> FullRows | None:
     """The full-rows method's layout where output rows are at least
-    :data:`ROW_CHUNKS_MIN_VECTORS` vectors wide and its buffers (the plane, a row at a column
-    stride) fit :data:`PLANE_BYTES`; else None."""
+    :data:`ROW_CHUNKS_MIN_VECTORS` vectors wide and its buffers (the plane, a pass's rows at a
+    column stride) fit :data:`PLANE_BYTES`; else None."""
     (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
     if x.out_w < ROW_CHUNKS_MIN_VECTORS * vl:
         return None
     columns = (x.out_w - 1) * sw + 1
     layout = FullRows((x.out_h - 1) * sh + (kh - 1) * dh + 1, columns + (kw - 1) * dw, columns, vl)
-    row = -(-columns // vl) * vl if sw > 1 else 0
-    return layout if 4 * (layout.buffer_floats(x) + row) <= PLANE_BYTES else None
+    rows = MAX_ROWS_PER_PASS * -(-columns // vl) * vl if sw > 1 else 0
+    return layout if 4 * (layout.buffer_floats(x) + rows) <= PLANE_BYTES else None
 
 
 def _fill_pad(out: Lines, x: Im2Col, size: int, vl: int, tap: Tap) -> None:
@@ -502,11 +502,6 @@ def _sum_taps(out: Lines, x: Im2Col, vl: int, offsets: dict, accs: list[str], ba
         out.close()
 
 
-#: whether the full-rows method fetches the next channel's input ahead (A/B: 112x112 -> 56x56
-#: 3x3 over 96 channels 0.47 -> 0.43 ms)
-PREFETCH_NEXT = True
-
-
 def _fill_border(out: Lines, x: Im2Col, layout: FullRows, tap: Tap) -> None:
     """``pad`` with the tap's padding where the input's copy does not go: the rows above
     and below it and, between two rows' copies, the right and left padding (one run);
@@ -524,18 +519,6 @@ def _fill_border(out: Lines, x: Im2Col, layout: FullRows, tap: Tap) -> None:
         out(f"for (long q = {rows[0]}; q < {rows[1] - 1}; q++) "
             f"for (long t = q * {width}L + {cols[1]}; t < q * {width}L + {cols[1] + gap}; t++) pad[t] = {tap.pad};")
     out(f"for (long t = {(rows[1] - 1) * width + cols[1]}; t < {size}; t++) pad[t] = {tap.pad};")
-
-
-def _prefetch_next_channel(out: Lines, x: Im2Col, rows: int) -> None:
-    # the next channel's input, a share of its lines per output row (``rows`` rows from
-    # oh): its copy into the padded plane then finds it in cache instead of waiting on
-    # memory (a 112x112 input channel is 49 KB; the copy was half the kernel's time at stride 2)
-    if not PREFETCH_NEXT:
-        return
-    lines = -(-x.in_h * x.in_w // 16)
-    per_row = -(-lines // x.out_h)
-    out(f"for (long l = oh * {per_row}; l < (oh + {rows}) * {per_row} && l < {lines}; l++) "
-        f"__builtin_prefetch(plane + {x.outer_strides[1]}L + l * 16, 0, 3);")
 
 
 #: the full-rows method sums several output rows in one pass (as many as keep this many
@@ -577,7 +560,6 @@ def _full_rows_pass(out: Lines, name, x: Im2Col, layout: FullRows, rows: int, ep
     """Output rows ``oh`` to ``oh + rows - 1``: every input row of their windows is loaded
     once per tap column and added into each of them that reads it."""
     vector, vl, (kh, kw), (sh, sw), (dh, dw) = f"fl_dwv{layout.vl}", layout.vl, x.kernel, x.stride, x.dilation
-    _prefetch_next_channel(out, x, rows)
     for first, count in layout.segments():
         out.open("")
         accs = [[f"a{i}_{u}" for u in range(count)] for i in range(rows)]
