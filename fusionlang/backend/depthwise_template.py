@@ -14,7 +14,7 @@ direct kernel has four methods, chosen when it is planned (:func:`correlation_fo
   and paid its per-row overhead 7 to 14 times per channel. Planes of at most 4x4 outputs go
   further (:func:`lanes_for`): a vector of channels at a time, one per lane, each tap's
   weight a vector of theirs.
-* full rows (:class:`FullRows`): where output rows are three vectors or wider
+* full rows (:class:`FullRows`): where output rows are a vector or wider
   (:func:`full_rows_for`), the channel's input is copied once into one zero-padded plane and
   each output row is summed in registers over all taps and stored straight into the output
   (at a column stride, every column of the padded row's grid is summed and every sw-th
@@ -169,9 +169,9 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     dh, dw = x.dilation
     ph, pw = x.pads
     correlation = correlation_for(x, vl or host().vector_floats) if tap.weighted else None
-    full_rows = None if correlation else full_rows_for(x, vl or host().vector_floats)
-    planes = None if correlation or full_rows else planes_for(x, vl or host().vector_floats)
+    planes = None if correlation else planes_for(x, vl or host().vector_floats)
     lanes = lanes_for(problem, planes)
+    full_rows = None if correlation or lanes else full_rows_for(x, vl or host().vector_floats)
     out = Lines()
     what = "depthwise" if tap.weighted else "pooling"
     method = "rows" if planes is None else f"planes {planes.unroll}x{planes.vl} x{planes.chunks}"
@@ -421,11 +421,12 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
         out(f"{name}_epilogue(y, 0, 1, 0, {x.out_h * x.out_w}, o0, o1{extra_args});")
 
 
-#: output rows of at least this many vectors run the full-rows method (A/B in one process,
-#: batch 1, BN + ReLU6 epilogue, CPU time: 112x112 3x3 over 32 channels 0.30 -> 0.22 ms, 56x56
-#: over 144 0.27 -> 0.21 ms; rows of 28 (1.75 vectors) were 2x slower so, their partial vector
-#: and per-row epilogue dominating)
-ROW_CHUNKS_MIN_VECTORS = 3
+#: output rows of at least this many vectors run the full-rows method (A/B in one process
+#: against the plane method, batch 1, BN + ReLU6 epilogue, CPU time: 112x112 3x3 over 32
+#: channels 0.30 -> 0.18 ms, 56x56 over 144 0.27 -> 0.19 ms, ConvNeXt's 56x56 7x7 over 96
+#: 0.52 -> 0.34, 28x28 7x7 over 192 0.25 -> 0.16, 28x28 3x3 over 192 0.069 -> 0.053; rows
+#: under one vector (14x14) stay planes: their flattened chunks waste fewer lanes)
+ROW_CHUNKS_MIN_VECTORS = 1
 
 
 @dataclass(frozen=True)
@@ -558,7 +559,8 @@ def _full_rows_body(out: Lines, name, x: Im2Col, layout: FullRows, epilogue, ext
 
 def _full_rows_pass(out: Lines, name, x: Im2Col, layout: FullRows, rows: int, epilogue, extra_args, tap: Tap) -> None:
     """Output rows ``oh`` to ``oh + rows - 1``: every input row of their windows is loaded
-    once per tap column and added into each of them that reads it."""
+    once per tap column and added into each of them that reads it; then the epilogue, once
+    over the rows (one contiguous run of the output: one call, not one per row)."""
     vector, vl, (kh, kw), (sh, sw), (dh, dw) = f"fl_dwv{layout.vl}", layout.vl, x.kernel, x.stride, x.dilation
     for first, count in layout.segments():
         out.open("")
@@ -584,19 +586,17 @@ def _full_rows_pass(out: Lines, name, x: Im2Col, layout: FullRows, rows: int, ep
         for i in range(rows):
             _store_row(out, x, vl, accs[i], first, i)
         out.close()
-    for i in range(rows):
-        out.open("")
-        out(f"float *dst = y + (oh + {i}) * {x.out_w}L;")
-        if sw > 1:
-            out("#pragma omp simd")
-            out(f"for (long ow = 0; ow < {x.out_w}; ow++) dst[ow] = row[{i}][ow * {sw}];")
-        if epilogue is not None:
-            out(f"{name}_epilogue(dst, 0, 1, (oh + {i}) * {x.out_w}L, {x.out_w}, o0, o1{extra_args});")
-        out.close()
+    for i in range(rows if sw > 1 else 0):
+        out("#pragma omp simd")
+        out(f"for (long ow = 0; ow < {x.out_w}; ow++) y[(oh + {i}) * {x.out_w}L + ow] = row[{i}][ow * {sw}];")
+    if epilogue is not None:  # the pass's rows are one contiguous run of the output
+        out(f"{name}_epilogue(y + oh * {x.out_w}L, 0, 1, oh * {x.out_w}L, {rows * x.out_w}, o0, o1{extra_args});")
 
 
 def _store_row(out: Lines, x: Im2Col, vl: int, accs: list[str], first: int, i: int) -> None:
-    """A segment of pass row ``i`` into the output (at a column stride: into ``row[i]``)."""
+    """A segment of pass row ``i`` into the output (at a column stride: into ``row[i]``).
+    (Storing a partial vector whole, over the next row's start that its own stores then
+    overwrite, was no faster.)"""
     for u, a in enumerate(accs):
         column = first + u * vl
         if x.stride[1] > 1:

@@ -12,6 +12,7 @@ accumulator), and a residual read at the element's position (run over the compac
 from __future__ import annotations
 
 import ctypes
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -92,7 +93,7 @@ def convolutions(draw, tiny: bool = False, wide: bool = False):
     lanes method's when the output has at most 16 elements), else planes up to 15x15 over up
     to 9 channels (at 4 floats a vector, lanes for whole vectors of them and a rest);
     ``wide``: rows 24 to 90 wide, up to 6 high, over up to 3 channels (at 4 floats a
-    vector, outputs 12 to 90 wide: summed a row at a time, in one or more passes)."""
+    vector, outputs 12 to 90 wide: the full-rows method, in one or more segments a row)."""
     kernel = (draw(st.sampled_from([1, 3, 5]) if tiny else ODD_KERNELS), draw(ODD_KERNELS))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
@@ -127,8 +128,8 @@ def _pointers(tap: str, x, weight, y, p, q):
 def test_plane_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
     problem, _ = _conv(**conv)
     assert planes_for(problem.b, vl) is not None  # these planes are small: the plane method runs
-    assume(full_rows_for(problem.b, vl) is None)  # unless their rows are three vectors wide
-    _check_against_the_reference(conv, tap, epilogue, vl, seed)
+    with mock.patch.object(depthwise_template, "ROW_CHUNKS_MIN_VECTORS", 10**6):  # where rows are a vector wide too
+        _check_against_the_reference(conv, tap, epilogue, vl, seed)
 
 
 @settings(max_examples=30, deadline=None)
@@ -235,11 +236,11 @@ def test_an_epilogue_reads_the_position_where_it_names_the_column_j():
 
 
 @pytest.mark.parametrize("plane, stride, vl, full_rows", [
-    (112, 1, 16, True), (56, 1, 16, True), (112, 2, 16, True),  # 7, 3.5 and 3.5 vectors of 16
-    (28, 1, 16, False), (14, 1, 16, False), (12, 1, 4, True), (11, 1, 4, False),
+    (112, 1, 16, True), (56, 1, 16, True), (112, 2, 16, True), (28, 1, 16, True),  # 7, 3.5, 3.5, 1.75 vectors
+    (14, 1, 16, False), (4, 1, 4, True), (3, 1, 4, False),
     (200, 1, 16, False),  # 200x200: 157 KiB of plane, over the stack budget
 ])
-def test_rows_of_three_vectors_or_more_run_the_full_rows_method(plane, stride, vl, full_rows):
+def test_rows_of_a_vector_or_more_run_the_full_rows_method(plane, stride, vl, full_rows):
     problem, _ = _conv(1, 8, plane, plane, (3, 3), (stride, stride), (1, 1), (1, 1), (1, 1))
     assert (full_rows_for(problem.b, vl) is not None) == full_rows
 
