@@ -128,17 +128,19 @@ def _pointers(tap: str, x, weight, y, p, q):
 def test_plane_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
     problem, _ = _conv(**conv)
     assert planes_for(problem.b, vl) is not None  # these planes are small: the plane method runs
-    with mock.patch.object(depthwise_template, "ROW_CHUNKS_MIN_VECTORS", 10**6):  # where rows are a vector wide too
+    with mock.patch.object(depthwise_template, "full_rows_for", lambda *_: None):  # where rows are wide enough too
         _check_against_the_reference(conv, tap, epilogue, vl, seed)
 
 
 @settings(max_examples=30, deadline=None)
 @given(conv=convolutions(wide=True), tap=st.sampled_from(sorted(TAPS)),
-       epilogue=st.sampled_from(sorted(EPILOGUES) + ["residual"]), seed=st.integers(0, 2**16))
-def test_full_rows_method_matches_the_window_reference(conv, tap, epilogue, seed):
+       epilogue=st.sampled_from(sorted(EPILOGUES) + ["residual"]), vl=st.sampled_from([4, 16]),
+       seed=st.integers(0, 2**16))
+def test_full_rows_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
+    # at 16 floats a vector, rows from 12 wide: under a vector (one partial vector a row) too
     problem, _ = _conv(**conv)
-    assume(full_rows_for(problem.b, 4) is not None)
-    _check_against_the_reference(conv, tap, epilogue, 4, seed)
+    assume(full_rows_for(problem.b, vl) is not None)
+    _check_against_the_reference(conv, tap, epilogue, vl, seed)
 
 
 @settings(max_examples=20, deadline=None)
@@ -237,7 +239,7 @@ def test_an_epilogue_reads_the_position_where_it_names_the_column_j():
 
 @pytest.mark.parametrize("plane, stride, vl, full_rows", [
     (112, 1, 16, True), (56, 1, 16, True), (112, 2, 16, True), (28, 1, 16, True),  # 7, 3.5, 3.5, 1.75 vectors
-    (14, 1, 16, False), (4, 1, 4, True), (3, 1, 4, False),
+    (14, 1, 16, False), (4, 1, 4, True), (3, 1, 8, False),
     (200, 1, 16, False),  # 200x200: 157 KiB of plane, over the stack budget
 ])
 def test_rows_of_a_vector_or_more_run_the_full_rows_method(plane, stride, vl, full_rows):
@@ -251,3 +253,14 @@ def test_a_full_rows_pass_sums_as_many_rows_as_sixteen_accumulators_allow(plane,
     problem, _ = _conv(1, 1, 4, plane, (kernel, kernel), (1, 1), (1, 1), (kernel // 2,) * 2, (kernel // 2,) * 2)
     layout = full_rows_for(problem.b, 16)
     assert layout is not None and rows_per_pass(layout) == rows
+
+
+@pytest.mark.parametrize("plane, kernel, stride, full_rows", [
+    (14, 7, 1, True), (14, 5, 1, True),  # wide rows of 20 or 18 floats, full rows of 16
+    (14, 3, 1, False),  # 16 and 16: planes
+    (14, 5, 2, False),  # 7 wide: under half a vector
+])
+def test_rows_of_half_a_vector_run_full_rows_where_fewer_lanes_idle(plane, kernel, stride, full_rows):
+    pad = (kernel // 2,) * 2
+    problem, _ = _conv(1, 8, plane, plane, (kernel, kernel), (stride, stride), (1, 1), pad, pad)
+    assert (full_rows_for(problem.b, 16) is not None) == full_rows
