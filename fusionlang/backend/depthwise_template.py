@@ -14,9 +14,11 @@ direct kernel has four methods, chosen when it is planned (:func:`correlation_fo
   and paid its per-row overhead 7 to 14 times per channel. Planes of at most 4x4 outputs go
   further (:func:`lanes_for`): a vector of channels at a time, one per lane, each tap's
   weight a vector of theirs.
-* full rows (:class:`FullRows`): where output rows are a vector or wider
-  (:func:`full_rows_for`), the channel's input is copied once into one zero-padded plane and
-  each output row is summed in registers over all taps and stored straight into the output
+* full rows (:class:`FullRows`): where output rows are a vector or wider, or half a vector
+  with fewer lanes idle than in the planes' wide rows (:func:`full_rows_for`), the channel's
+  input is copied once into one zero-padded plane and a few output rows at a time are
+  summed in registers over all taps (each input vector loaded once for every row that
+  reads it) and stored straight into the output
   (at a column stride, every column of the padded row's grid is summed and every sw-th
   kept): the planes' flattened chunks went through a plane-sized buffer and a copy, and
   their phases through a strided gather of every input row.
