@@ -46,15 +46,13 @@ def small_graphs():
     # 7x7 taps): each pass's furthest reads of the padded plane, at strides 1 and 2, a
     # dilated window, asymmetric pads, a pool
     b = GraphBuilder("depthwise_full_rows")
-    x = b.input("x", (1, 3, 21, 40))
-    rng = np.random.default_rng(4)
-    w3 = b.constant(rng.standard_normal((3, 1, 3, 3)).astype(np.float32))
-    w7 = b.constant(rng.standard_normal((3, 1, 7, 7)).astype(np.float32))
-    f1 = b.relu(b.conv(x, w3, pads=[1, 0, 1, 2], group=3))
-    f2 = b.conv(x, w3, pads=[1, 1, 1, 1], strides=[2, 2], group=3)
-    f3 = b.conv(x, w3, pads=[2, 2, 2, 2], dilations=[2, 2], group=3)
-    f4 = b.conv(b.input("z", (1, 3, 14, 14)), w7, pads=[3, 3, 3, 3], group=3)
-    b.output(f1, f2, f3, f4, b.max_pool(x, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    x, z = b.input("x", (1, 3, 21, 40)), b.input("z", (1, 3, 14, 14))
+    w3, w7 = (b.constant(np.random.default_rng(k).standard_normal((3, 1, k, k)).astype(np.float32)) for k in (3, 7))
+    outputs = [b.relu(b.conv(x, w3, pads=[1, 0, 1, 2], group=3)), b.conv(z, w7, pads=[3] * 4, group=3)]
+    outputs += [b.conv(x, w3, pads=[1] * 4, strides=[2, 2], group=3),
+                b.conv(x, w3, pads=[2] * 4, dilations=[2, 2], group=3),
+                b.max_pool(x, kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+    b.output(*outputs)
     yield b.build()
     # 4x4 planes of 20 channels: 16 in lanes (gathered across the channels), 4 on their own
     b = GraphBuilder("depthwise_lanes")
