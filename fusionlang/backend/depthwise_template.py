@@ -3,8 +3,8 @@ direct kernels.
 
 As a GEMM it would be a 1 x (OH*OW) x (KH*KW) product per channel: a register tile of MR
 rows would hold one useful row, and packing would cost more than the arithmetic. The
-direct kernel has three methods, chosen when it is planned (:func:`correlation_for`,
-:func:`planes_for`):
+direct kernel has four methods, chosen when it is planned (:func:`correlation_for`,
+:func:`full_rows_for`, :func:`planes_for`):
 
 * planes (:class:`Planes`): the channel's input is copied once into zero-padded planes, one
   per stride phase, each as wide as the output plus the kernel's reach; every tap then reads
@@ -14,6 +14,14 @@ direct kernel has three methods, chosen when it is planned (:func:`correlation_f
   and paid its per-row overhead 7 to 14 times per channel. Planes of at most 4x4 outputs go
   further (:func:`lanes_for`): a vector of channels at a time, one per lane, each tap's
   weight a vector of theirs.
+* full rows (:class:`FullRows`): where output rows are a vector or wider, or half a vector
+  with fewer lanes idle than in the planes' wide rows (:func:`full_rows_for`), the channel's
+  input is copied once into one zero-padded plane and a few output rows at a time are
+  summed in registers over all taps (each input vector loaded once for every row that
+  reads it) and stored straight into the output
+  (at a column stride, every column of the padded row's grid is summed and every sw-th
+  kept): the planes' flattened chunks went through a plane-sized buffer and a copy, and
+  their phases through a strided gather of every input row.
 * rows: one output row of a channel in an L1 buffer, each tap's weight times a shifted (at
   stride > 1 strided) input row added in; the valid part of each shifted row is computed once
   per tap, so padding costs no test per element. It runs where the planes would not fit the
@@ -165,14 +173,16 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
     correlation = correlation_for(x, vl or host().vector_floats) if tap.weighted else None
     planes = None if correlation else planes_for(x, vl or host().vector_floats)
     lanes = lanes_for(problem, planes)
+    full_rows = None if correlation or lanes else full_rows_for(x, vl or host().vector_floats)
     out = Lines()
     what = "depthwise" if tap.weighted else "pooling"
     method = "rows" if planes is None else f"planes {planes.unroll}x{planes.vl} x{planes.chunks}"
+    method = f"full rows {full_rows.vl} x{len(full_rows.segments())}" if full_rows else method
     method += f", channels {lanes} at a time in lanes" if lanes else ""
     method = f"correlation {correlation.vl} x{correlation.length // correlation.vl}" if correlation else method
     out(f"/* {what} template: {problem.outer[1]} channels, {x.in_h}x{x.in_w} -> {x.out_h}x{x.out_w}, "
         f"kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {ph},{pw}, {method} */")
-    vector_floats = correlation.vl if correlation else planes.vl if planes else 0
+    vector_floats = correlation.vl if correlation else full_rows.vl if full_rows else planes.vl if planes else 0
     if vector_floats:
         plane_vector_types(out, vector_floats)
     epilogue_function(out, name, problem, epilogue)
@@ -199,6 +209,8 @@ def depthwise_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None 
         elif step > 1:
             assert planes is not None  # lanes_for
             _lanes_body(out, name, problem, planes.vl, epilogue, extra_args, tap)
+        elif full_rows is not None:
+            _full_rows_body(out, name, x, full_rows, epilogue, extra_args, tap)
         elif planes is not None:
             _plane_body(out, name, x, planes, epilogue, extra_args, tap)
         else:
@@ -387,31 +399,15 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
     # the channel's input is copied once into its zero-padded phase planes; then each chunk
     # of the flattened (wide) output plane sums every tap in registers, a constant shift
     # each. The extra columns of each wide row are junk and are never stored.
-    size = planes.buffer_floats(x)
-    out(f"float pad[{size}] __attribute__((aligned(64)));")
-    out(f"float acc[{planes.span}] __attribute__((aligned(64)));")
     vector, vl = f"fl_dwv{planes.vl}", planes.vl
-    # a small buffer's padding as vector stores one by one: a loop, gcc makes `rep stos`,
-    # which starts slowly (a 7x7 plane's 96 floats)
-    fill = f"({vector}){{0}} + {tap.pad}"
-    if size <= SMALL_FILL_VECTORS * vl:
-        out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
-    else:
-        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+    _fill_pad(out, x, planes.buffer_floats(x), vl, tap)
     fill_phases(out, x, planes.phases, planes.width, planes.height * planes.width, planes.height)
+    out(f"float acc[{planes.span}] __attribute__((aligned(64)));")
     out.open(f"for (long t0 = 0; t0 < {planes.span}; t0 += {planes.unroll * vl})")
     accs = [f"a{u}" for u in range(planes.unroll)]
     out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for a in accs)};")
-    for ky in range(x.kernel[0]):
-        for kx in range(x.kernel[1]):
-            out.open("")
-            if tap.weighted:
-                out(f"const float tap = w[{ky * x.kernel[1] + kx}];")
-            out(f"const float *src = pad + t0 + {tap_offset(planes, x, ky, kx)};")
-            for u, a in enumerate(accs):
-                out(f"{{ {vector} xv = *(const fl_dwvu{vl} *)(src + {u * vl}); "
-                    f"{tap.vector_update.format(acc=a, src='xv', mask=f'fl_dwm{vl}', vector=vector)} }}")
-            out.close()
+    offsets = {(ky, kx): tap_offset(planes, x, ky, kx) for ky in range(x.kernel[0]) for kx in range(x.kernel[1])}
+    _sum_taps(out, x, vl, offsets, accs, "t0", tap)
     for u, a in enumerate(accs):
         out(f"*(fl_dwvu{vl} *)(acc + t0 + {u * vl}) = {a};")
     positional = epilogue is not None and reads_position(epilogue)
@@ -425,6 +421,205 @@ def _plane_body(out: Lines, name, x: Im2Col, planes: Planes, epilogue, extra_arg
         f"__builtin_memcpy(y + oh * {x.out_w}L, acc + oh * {planes.width}L, {x.out_w} * sizeof(float));")
     if positional:  # once over the channel's plane: one long vector loop, not a short one per row
         out(f"{name}_epilogue(y, 0, 1, 0, {x.out_h * x.out_w}, o0, o1{extra_args});")
+
+
+#: output rows of at least this many vectors run the full-rows method (A/B in one process
+#: against the plane method, batch 1, BN + ReLU6 epilogue, CPU time: 112x112 3x3 over 32
+#: channels 0.30 -> 0.18 ms, 56x56 over 144 0.27 -> 0.19 ms, ConvNeXt's 56x56 7x7 over 96
+#: 0.52 -> 0.34, 28x28 7x7 over 192 0.25 -> 0.16, 28x28 3x3 over 192 0.069 -> 0.053; rows
+#: under one vector (14x14) stay planes: their flattened chunks waste fewer lanes)
+ROW_CHUNKS_MIN_VECTORS = 1
+
+
+@dataclass(frozen=True)
+class FullRows:
+    """The full-rows method's layout (:func:`full_rows_for`): the channel's zero-padded input
+    as one plane of ``height`` x ``width`` (no phases), each output row summed in registers
+    at every column of the padded row's stride-1 grid (``columns`` of them) and stored
+    straight into the output; at a column stride the row's every ``sw``-th column is kept.
+    The sums at the skipped columns cost less than splitting the input by phase (a strided
+    gather of each input row, twice at stride 2)."""
+
+    height: int
+    width: int
+    columns: int
+    vl: int
+
+    def offset(self, x: Im2Col, ky: int, kx: int) -> int:
+        """Where tap (ky, kx) of output row 0, column 0 reads the plane."""
+        return ky * x.dilation[0] * self.width + kx * x.dilation[1]
+
+    def segments(self) -> list[tuple[int, int]]:
+        """(first column, vectors) of each register pass over a row of ``columns``: at most
+        MAX_UNROLL vectors each, as even as can be."""
+        vectors = -(-self.columns // self.vl)
+        each = -(-vectors // -(-vectors // MAX_UNROLL))
+        return [(v * self.vl, min(each, vectors - v)) for v in range(0, vectors, each)]
+
+    def buffer_floats(self, x: Im2Col) -> int:
+        """Floats of the padded plane, with room for the last row's furthest read: whole vectors."""
+        first, count = self.segments()[-1]
+        last = ((x.out_h - 1) * x.stride[0] * self.width + first + count * self.vl
+                + self.offset(x, x.kernel[0] - 1, x.kernel[1] - 1))
+        return -(-max(self.height * self.width, last) // self.vl) * self.vl
+
+
+def full_rows_for(x: Im2Col, vl: int) -> FullRows | None:
+    """The full-rows method's layout where output rows are at least
+    :data:`ROW_CHUNKS_MIN_VECTORS` vectors wide and its buffers (the plane, a pass's rows at a
+    column stride) fit :data:`PLANE_BYTES`; else None."""
+    (kh, kw), (sh, sw), (dh, dw) = x.kernel, x.stride, x.dilation
+    columns = (x.out_w - 1) * sw + 1
+    if x.out_w < ROW_CHUNKS_MIN_VECTORS * vl and not _fewer_idle_lanes(x, columns, vl):
+        return None
+    layout = FullRows((x.out_h - 1) * sh + (kh - 1) * dh + 1, columns + (kw - 1) * dw, columns, vl)
+    rows = MAX_ROWS_PER_PASS * -(-columns // vl) * vl if sw > 1 else 0
+    return layout if 4 * (layout.buffer_floats(x) + rows) <= PLANE_BYTES else None
+
+
+def _fewer_idle_lanes(x: Im2Col, columns: int, vl: int) -> bool:
+    """Whether output rows of half a vector or more leave fewer lanes idle as full rows
+    (their last vector's rest, and the columns a stride skips) than in the plane method's
+    wide rows (the kernel's reach in junk columns): 14-wide rows with 5x5 or 7x7 taps
+    (0.150 -> 0.129 ms over 672 channels, 0.145 -> 0.120 over 384), not with 3x3 (0.058 ->
+    0.076 over 576, kept planes)."""
+    if 2 * x.out_w < vl:
+        return False
+    full_rows_lanes = -(-columns // vl) * vl
+    plane_width = x.out_w + (x.kernel[1] - 1) * x.dilation[1] // x.stride[1]
+    return plane_width > full_rows_lanes
+
+
+def _fill_pad(out: Lines, x: Im2Col, size: int, vl: int, tap: Tap) -> None:
+    """``pad``, ``size`` floats of the tap's padding (the caller copies the input in)."""
+    vector = f"fl_dwv{vl}"
+    out(f"float pad[{size}] __attribute__((aligned(64)));")
+    # a small buffer's padding as vector stores one by one: a loop, gcc makes `rep stos`,
+    # which starts slowly (a 7x7 plane's 96 floats)
+    fill = f"({vector}){{0}} + {tap.pad}"
+    if size <= SMALL_FILL_VECTORS * vl:
+        out(" ".join(f"*({vector} *)(pad + {t}) = {fill};" for t in range(0, size, vl)))
+    else:
+        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+
+
+def _sum_taps(out: Lines, x: Im2Col, vl: int, offsets: dict, accs: list[str], base: str, tap: Tap) -> None:
+    """Every tap (ky, kx) into the accumulator vectors ``accs``, reading ``pad + base`` at
+    ``offsets[ky, kx]``."""
+    vector = f"fl_dwv{vl}"
+    for (ky, kx), offset in offsets.items():
+        out.open("")
+        if tap.weighted:
+            out(f"const float tap = w[{ky * x.kernel[1] + kx}];")
+        out(f"const float *src = pad + {base} + {offset};")
+        for u, a in enumerate(accs):
+            out(f"{{ {vector} xv = *(const fl_dwvu{vl} *)(src + {u * vl}); "
+                f"{tap.vector_update.format(acc=a, src='xv', mask=f'fl_dwm{vl}', vector=vector)} }}")
+        out.close()
+
+
+def _fill_border(out: Lines, x: Im2Col, layout: FullRows, tap: Tap) -> None:
+    """``pad`` with the tap's padding where the input's copy does not go: the rows above
+    and below it and, between two rows' copies, the right and left padding (one run);
+    a whole-plane fill before the copy wrote every float twice."""
+    size, width = layout.buffer_floats(x), layout.width
+    out(f"float pad[{size}] __attribute__((aligned(64)));")
+    rows = _valid_columns(-x.pads[0], 1, x.in_h, layout.height)
+    cols = _valid_columns(-x.pads[1], 1, x.in_w, width)
+    if rows[1] <= rows[0] or cols[1] <= cols[0]:  # no input inside the window: all padding
+        out(f"for (long t = 0; t < {size}; t++) pad[t] = {tap.pad};")
+        return
+    out(f"for (long t = 0; t < {rows[0] * width + cols[0]}; t++) pad[t] = {tap.pad};")
+    gap = width - (cols[1] - cols[0])
+    if gap:
+        out(f"for (long q = {rows[0]}; q < {rows[1] - 1}; q++) "
+            f"for (long t = q * {width}L + {cols[1]}; t < q * {width}L + {cols[1] + gap}; t++) pad[t] = {tap.pad};")
+    out(f"for (long t = {(rows[1] - 1) * width + cols[1]}; t < {size}; t++) pad[t] = {tap.pad};")
+
+
+#: the full-rows method sums several output rows in one pass (as many as keep this many
+#: accumulator vectors, at most MAX_ROWS_PER_PASS): each input vector it loads serves every
+#: row whose window holds it (7x7 taps: 10 input rows for 4 output rows, not 28)
+FULL_ROWS_ACCUMULATORS, MAX_ROWS_PER_PASS = 16, 4
+
+
+def rows_per_pass(layout: FullRows) -> int:
+    """Output rows the full-rows method sums in one pass."""
+    widest = max(count for _, count in layout.segments())
+    return max(1, min(MAX_ROWS_PER_PASS, FULL_ROWS_ACCUMULATORS // widest))
+
+
+def _full_rows_body(out: Lines, name, x: Im2Col, layout: FullRows, epilogue, extra_args, tap: Tap) -> None:
+    # passes of a few output rows, each summed in registers a few vectors at a time and
+    # stored straight into the output (at a column stride: into `row`, then every sw-th
+    # column of it), their epilogue run while they are in L1; the plane method's chunks of
+    # the flattened plane went through a plane-sized buffer and a copy (112x112: 100 KB of
+    # stack per channel)
+    vl, sw, rows = layout.vl, x.stride[1], rows_per_pass(layout)
+    _fill_border(out, x, layout, tap)
+    fill_phases(out, x, (1, 1), layout.width, layout.height * layout.width, layout.height)
+    if sw > 1:
+        out(f"float row[{rows}][{-(-layout.columns // vl) * vl}] __attribute__((aligned(64)));")
+    whole = x.out_h // rows * rows
+    if whole:
+        out.open(f"for (long oh = 0; oh < {whole}; oh += {rows})")
+        _full_rows_pass(out, name, x, layout, rows, epilogue, extra_args, tap)
+        out.close()
+    if x.out_h > whole:  # the last rows, fewer than a pass
+        out.open("")
+        out(f"const long oh = {whole};")
+        _full_rows_pass(out, name, x, layout, x.out_h - whole, epilogue, extra_args, tap)
+        out.close()
+
+
+def _full_rows_pass(out: Lines, name, x: Im2Col, layout: FullRows, rows: int, epilogue, extra_args, tap: Tap) -> None:
+    """Output rows ``oh`` to ``oh + rows - 1``: every input row of their windows is loaded
+    once per tap column and added into each of them that reads it; then the epilogue, once
+    over the rows (one contiguous run of the output: one call, not one per row)."""
+    vector, vl, (kh, kw), (sh, sw), (dh, dw) = f"fl_dwv{layout.vl}", layout.vl, x.kernel, x.stride, x.dilation
+    for first, count in layout.segments():
+        out.open("")
+        accs = [[f"a{i}_{u}" for u in range(count)] for i in range(rows)]
+        out(f"{vector} {', '.join(f'{a} = ({vector}){{0}} + {tap.init}' for line in accs for a in line)};")
+        for r in range((rows - 1) * sh + (kh - 1) * dh + 1):  # input rows below oh * sh
+            readers = [(i, (r - i * sh) // dh) for i in range(rows)
+                       if r >= i * sh and (r - i * sh) % dh == 0 and (r - i * sh) // dh < kh]
+            if not readers:
+                continue
+            for kx in range(kw):
+                out.open("")
+                out(f"const float *src = pad + (oh * {sh} + {r}) * {layout.width}L + {first + kx * dw};")
+                for u in range(count):
+                    out(f"{vector} x{u} = *(const fl_dwvu{vl} *)(src + {u * vl});")
+                for i, ky in readers:
+                    weight = f"const float tap = w[{ky * kw + kx}]; " if tap.weighted else ""
+                    for u in range(count):
+                        update = tap.vector_update.format(acc=accs[i][u], src=f"x{u}", mask=f"fl_dwm{vl}",
+                                                          vector=vector)
+                        out(f"{{ {weight}{update} }}")
+                out.close()
+        for i in range(rows):
+            _store_row(out, x, vl, accs[i], first, i)
+        out.close()
+    for i in range(rows if sw > 1 else 0):
+        out("#pragma omp simd")
+        out(f"for (long ow = 0; ow < {x.out_w}; ow++) y[(oh + {i}) * {x.out_w}L + ow] = row[{i}][ow * {sw}];")
+    if epilogue is not None:  # the pass's rows are one contiguous run of the output
+        out(f"{name}_epilogue(y + oh * {x.out_w}L, 0, 1, oh * {x.out_w}L, {rows * x.out_w}, o0, o1{extra_args});")
+
+
+def _store_row(out: Lines, x: Im2Col, vl: int, accs: list[str], first: int, i: int) -> None:
+    """A segment of pass row ``i`` into the output (at a column stride: into ``row[i]``).
+    (Storing a partial vector whole, over the next row's start that its own stores then
+    overwrite, was no faster.)"""
+    for u, a in enumerate(accs):
+        column = first + u * vl
+        if x.stride[1] > 1:
+            out(f"*(fl_dwvu{vl} *)(row[{i}] + {column}) = {a};")
+        elif column + vl <= x.out_w:
+            out(f"*(fl_dwvu{vl} *)(y + (oh + {i}) * {x.out_w}L + {column}) = {a};")
+        else:  # the row's last, partial vector
+            out(f"__builtin_memcpy(y + (oh + {i}) * {x.out_w}L + {column}, &{a}, {x.out_w - column} * sizeof(float));")
 
 
 def reads_position(epilogue: Epilogue) -> bool:
@@ -515,6 +710,6 @@ def view_offset(view) -> str:
     return " + ".join(terms)
 
 
-__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "Planes", "Tap", "correlation_for", "depthwise_kernel",
-           "fill_phases", "is_depthwise", "lanes_for", "plane_vector_types", "planes_for", "reads_position",
-           "tap_offset", "view_offset"]
+__all__ = ["DEPTHWISE", "MAX_POOL", "SUM_POOL", "Correlation", "FullRows", "Planes", "Tap", "correlation_for",
+           "depthwise_kernel", "fill_phases", "full_rows_for", "is_depthwise", "lanes_for", "plane_vector_types",
+           "planes_for", "reads_position", "rows_per_pass", "tap_offset", "view_offset"]

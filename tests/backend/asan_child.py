@@ -42,6 +42,18 @@ def small_graphs():
     d3 = b.conv(x, w3, pads=[2, 2, 2, 2], dilations=[2, 2], strides=[2, 1], group=4)
     b.output(d2, d3, b.max_pool(d1, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
     yield b.build()
+    # the full-rows method (rows of a vector or more at 16 floats a vector; 14 wide with
+    # 7x7 taps): each pass's furthest reads of the padded plane, at strides 1 and 2, a
+    # dilated window, asymmetric pads, a pool
+    b = GraphBuilder("depthwise_full_rows")
+    x, z = b.input("x", (1, 3, 21, 40)), b.input("z", (1, 3, 14, 14))
+    w3, w7 = (b.constant(np.random.default_rng(k).standard_normal((3, 1, k, k)).astype(np.float32)) for k in (3, 7))
+    outputs = [b.relu(b.conv(x, w3, pads=[1, 0, 1, 2], group=3)), b.conv(z, w7, pads=[3] * 4, group=3)]
+    outputs += [b.conv(x, w3, pads=[1] * 4, strides=[2, 2], group=3),
+                b.conv(x, w3, pads=[2] * 4, dilations=[2, 2], group=3),
+                b.max_pool(x, kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+    b.output(*outputs)
+    yield b.build()
     # 4x4 planes of 20 channels: 16 in lanes (gathered across the channels), 4 on their own
     b = GraphBuilder("depthwise_lanes")
     x = b.input("x", (2, 20, 4, 4))

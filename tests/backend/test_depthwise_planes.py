@@ -12,6 +12,7 @@ accumulator), and a residual read at the element's position (run over the compac
 from __future__ import annotations
 
 import ctypes
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -22,7 +23,8 @@ from test_template_threads import _one_and_two, _threaded, every_size_in_paralle
 from fusionlang.backend import depthwise_template
 from fusionlang.backend.ccompile import TEMPLATE_OPT, build_library, load_library
 from fusionlang.backend.depthwise_template import (DEPTHWISE, MAX_POOL, SUM_POOL, Planes, depthwise_kernel,
-                                                   lanes_for, planes_for, reads_position)
+                                                   full_rows_for, lanes_for, planes_for, reads_position,
+                                                   rows_per_pass)
 from fusionlang.backend.epilogue import Text
 from fusionlang.backend.gemm_template import Epilogue, GemmProblem, Im2Col, Operand
 
@@ -86,18 +88,21 @@ def _epilogue_reference(y, epilogue: str, p, q):
 
 
 @st.composite
-def convolutions(draw, tiny: bool = False):
+def convolutions(draw, tiny: bool = False, wide: bool = False):
     """A depthwise conv's attributes; ``tiny``: inputs up to 4x4 over 4 to 19 channels (the
     lanes method's when the output has at most 16 elements), else planes up to 15x15 over up
-    to 9 channels (at 4 floats a vector, lanes for whole vectors of them and a rest)."""
+    to 9 channels (at 4 floats a vector, lanes for whole vectors of them and a rest);
+    ``wide``: rows 24 to 90 wide, up to 6 high, over up to 3 channels (at 4 floats a
+    vector, outputs 12 to 90 wide: the full-rows method, in one or more segments a row)."""
     kernel = (draw(st.sampled_from([1, 3, 5]) if tiny else ODD_KERNELS), draw(ODD_KERNELS))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     pad = st.integers(0, 1 if tiny else 3)
     before, after = (draw(pad), draw(pad)), (draw(pad), draw(pad))
     side = st.integers(1, 4 if tiny else 15)
-    size = (draw(side), draw(side))
-    conv = dict(batch=draw(st.integers(1, 2)), channels=draw(st.integers(4, 19) if tiny else st.integers(1, 9)),
+    size = (draw(st.integers(1, 6)), draw(st.integers(24, 90))) if wide else (draw(side), draw(side))
+    channels = st.integers(4, 19) if tiny else st.integers(1, 3) if wide else st.integers(1, 9)
+    conv = dict(batch=draw(st.integers(1, 2)), channels=draw(channels),
                 h=size[0], w=size[1], kernel=kernel, stride=stride, dilation=dilation, before=before, after=after)
     assume(min(_out_size(**conv)) >= 1)
     return conv
@@ -123,6 +128,18 @@ def _pointers(tap: str, x, weight, y, p, q):
 def test_plane_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
     problem, _ = _conv(**conv)
     assert planes_for(problem.b, vl) is not None  # these planes are small: the plane method runs
+    with mock.patch.object(depthwise_template, "full_rows_for", lambda *_: None):  # where rows are wide enough too
+        _check_against_the_reference(conv, tap, epilogue, vl, seed)
+
+
+@settings(max_examples=30, deadline=None)
+@given(conv=convolutions(wide=True), tap=st.sampled_from(sorted(TAPS)),
+       epilogue=st.sampled_from(sorted(EPILOGUES) + ["residual"]), vl=st.sampled_from([4, 16]),
+       seed=st.integers(0, 2**16))
+def test_full_rows_method_matches_the_window_reference(conv, tap, epilogue, vl, seed):
+    # at 16 floats a vector, rows from 12 wide: under a vector (one partial vector a row) too
+    problem, _ = _conv(**conv)
+    assume(full_rows_for(problem.b, vl) is not None)
     _check_against_the_reference(conv, tap, epilogue, vl, seed)
 
 
@@ -152,11 +169,13 @@ def _check_against_the_reference(conv: dict, tap: str, epilogue: str, vl: int, s
 
 
 @settings(max_examples=8, deadline=None)
-@given(conv=convolutions(), tap=st.sampled_from(sorted(TAPS)), seed=st.integers(0, 2**16))
+@given(conv=st.one_of(convolutions(), convolutions(wide=True)), tap=st.sampled_from(sorted(TAPS)),
+       seed=st.integers(0, 2**16))
 def test_plane_method_on_two_threads_gives_the_one_thread_result(conv, tap, seed):
     problem, (oh, ow) = _conv(**conv)
     with every_size_in_parallel():
-        source = depthwise_kernel("fl_dw_planes_omp", problem, EPILOGUES["bn_clip"], tap=TAPS[tap], threads=True)
+        source = depthwise_kernel("fl_dw_planes_omp", problem, EPILOGUES["bn_clip"], tap=TAPS[tap], threads=True,
+                                  vl=4)
     fn, set_threads = _threaded("#include <math.h>\n" + source, name="fl_dw_planes_omp")
     x, weight, p, q = _arrays(conv, seed)
     y = np.empty((conv["batch"], conv["channels"], oh, ow), np.float32)
@@ -216,3 +235,32 @@ def test_an_epilogue_reads_the_position_where_it_names_the_column_j():
     assert reads_position(_residual(4, 49))
     assert not reads_position(EPILOGUES["bn_clip"])
     assert not reads_position(Epilogue((Text("v = v + obj[o1] * jj;"),), ()))  # names containing j
+
+
+@pytest.mark.parametrize("plane, stride, vl, full_rows", [
+    (112, 1, 16, True), (56, 1, 16, True), (112, 2, 16, True), (28, 1, 16, True),  # 7, 3.5, 3.5, 1.75 vectors
+    (14, 1, 16, False), (4, 1, 4, True), (3, 1, 8, False),
+    (200, 1, 16, False),  # 200x200: 157 KiB of plane, over the stack budget
+])
+def test_rows_of_a_vector_or_more_run_the_full_rows_method(plane, stride, vl, full_rows):
+    problem, _ = _conv(1, 8, plane, plane, (3, 3), (stride, stride), (1, 1), (1, 1), (1, 1))
+    assert (full_rows_for(problem.b, vl) is not None) == full_rows
+
+
+@pytest.mark.parametrize("plane, kernel, rows", [(56, 7, 4), (112, 3, 2), (240, 3, 2)])
+def test_a_full_rows_pass_sums_as_many_rows_as_sixteen_accumulators_allow(plane, kernel, rows):
+    # 56 wide: 4 vectors of 16 a row; 112: 7; 240: 15, in two segments of 8 and 7
+    problem, _ = _conv(1, 1, 4, plane, (kernel, kernel), (1, 1), (1, 1), (kernel // 2,) * 2, (kernel // 2,) * 2)
+    layout = full_rows_for(problem.b, 16)
+    assert layout is not None and rows_per_pass(layout) == rows
+
+
+@pytest.mark.parametrize("plane, kernel, stride, full_rows", [
+    (14, 7, 1, True), (14, 5, 1, True),  # wide rows of 20 or 18 floats, full rows of 16
+    (14, 3, 1, False),  # 16 and 16: planes
+    (14, 5, 2, False),  # 7 wide: under half a vector
+])
+def test_rows_of_half_a_vector_run_full_rows_where_fewer_lanes_idle(plane, kernel, stride, full_rows):
+    pad = (kernel // 2,) * 2
+    problem, _ = _conv(1, 8, plane, plane, (kernel, kernel), (stride, stride), (1, 1), pad, pad)
+    assert (full_rows_for(problem.b, 16) is not None) == full_rows
