@@ -34,7 +34,7 @@ the templates' work (conv, matmul, pooling) whole and at best removes the rest, 
 ``fusion_bound = total / template time`` of the unfused build is the largest
 ``unfused / fused`` the fused build can reach.
 
-    python bench/model_runtime.py [--rounds 7] [--threads 1|all] [--only resnet50,bert_layer]
+    python bench/model_runtime.py [--rounds 7] [--threads 1|all] [--only resnet50,bert_layer] [--output F.json]
 """
 
 from __future__ import annotations
@@ -417,6 +417,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", choices=["1", "all"], default="1")
     parser.add_argument("--only", default="", help="comma-separated workload names")
+    parser.add_argument("--output", default="", help="the JSON's file name under bench/results/ "
+                        "(default: model_runtime.json, or model_runtime_threads.json with --threads all)")
     args = parser.parse_args(argv)
     if args.threads == "all":  # before libgomp starts with the first compiled model
         os.environ.setdefault("OMP_WAIT_POLICY", "passive")
@@ -463,7 +465,9 @@ def main(argv=None) -> int:
           + ("" if result["torch"] else "  (PyTorch eager: torch/onnx2torch not installed, left out)"))
     RESULTS.mkdir(exist_ok=True)
     suffix = "" if args.threads == "1" else "_threads"
-    (RESULTS / f"model_runtime{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")
+    name = args.output or f"model_runtime{suffix}.json"
+    result["command"] = "python bench/model_runtime.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 
