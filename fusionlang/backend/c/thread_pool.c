@@ -144,6 +144,7 @@ static cpu_set_t pin_allowed;
 static pthread_t worker_threads[FL_MAX_TEAM];  /* worker i's, 1 <= i <= workers */
 static int workers_pinned;  /* the workers' affinity now: each its core, or all of pin_allowed */
 static __thread int caller_pinned;   /* the caller's own affinity is saved and changed */
+static __thread int run_placed;      /* this run's placement is decided (its first region) */
 static __thread cpu_set_t caller_saved;
 static int requested;  /* omp_set_num_threads, else OMP_NUM_THREADS or the cores we may use */
 static __thread int member, members = 1, inside;
@@ -234,12 +235,14 @@ static int others_running(void) {
  * 1.05x unpinned. So a run starts pinned only when nothing else on the machine is runnable
  * as it starts (FUSIONLANG_PIN=1: always; 0: never); otherwise the whole team runs unpinned */
 static void pin_caller(void) {
-    if (!pin_team) return;
+    /* once a run, at its first region: /proc/loadavg is not read again for every region */
+    if (!pin_team || run_placed) return;
+    run_placed = 1;
     /* our own workers still spinning since the last run are runnable too: not others */
     int awake = __atomic_load_n(&workers, ACQ) - (int)__atomic_load_n(&team.published.sleepers, ACQ);
     int calm = pin_always || others_running() - awake <= 0;
     if (calm != workers_pinned) set_workers_pinned(calm);
-    if (!calm || caller_pinned) return;
+    if (!calm) return;
     if (pthread_getaffinity_np(pthread_self(), sizeof caller_saved, &caller_saved)) return;
     if (!CPU_EQUAL(&caller_saved, &pin_allowed)) return;
     pin_self(pin_cpus[0]);
@@ -344,6 +347,7 @@ FL_HIDDEN void GOMP_barrier(void) {
 /* the end of a run (the driver calls it, from the thread that ran it): idle workers sleep
  * now, and the caller has its own affinity back */
 FL_HIDDEN void fl_pool_rest(void) {
+    run_placed = 0;
     if (caller_pinned) {
         pthread_setaffinity_np(pthread_self(), sizeof caller_saved, &caller_saved);
         caller_pinned = 0;
