@@ -59,10 +59,11 @@ def test_stride_1_convs_read_in_place_with_random_epilogues_match_the_reference(
     check_one_and_two_threads(graph, feeds)
 
 
-def _conv(height: int, width: int, stride: int, channels: int = 5, residual: bool = False, out_channels: int = 0):
+def _conv(height: int, width: int, stride: int, channels: int = 5, residual: bool = False, out_channels: int = 0,
+          batch: int = 1):
     rng = np.random.default_rng(width * 7 + stride)
     b = GraphBuilder("direct")
-    shape = (1, channels, height, width)
+    shape = (batch, channels, height, width)
     out_channels = out_channels or channels
     x = b.input("x", shape)
     w = b.constant(rng.standard_normal((out_channels, channels, 3, 3)).astype(np.float32))
@@ -106,6 +107,44 @@ def test_a_residual_block_reads_in_place_on_a_plane_over_a_panel_and_two_threads
     (planned,) = _planned(graph)
     assert planned.blocking.nc < 6 * 202 and planned.blocking.kc < 64 * 9
     assert _reads_planes(graph) == [True]
+    check_one_and_two_threads(graph, feeds)
+
+
+def _images_shared(graph) -> list[bool]:
+    """Per template group of the graph's plan: whether its threaded driver shares out images."""
+    return [gemm_template.images_shared(tg.problem, tg.blocking, tg.packed_a, tg.packed_b, True)
+            for tg in _planned(graph)]
+
+
+@pytest.mark.parametrize("batch,shared", [(1, False), (3, False), (4, True), (5, True), (8, True)])
+def test_a_batch_of_in_place_convs_gives_each_member_of_the_team_its_own_images(batch, shared):
+    # 4 images or more: each thread its images, its buffer and its pad step (5 on two
+    # threads: 3 and 2); fewer: the team shares each image's tiles; on 1, 2 and 3 threads
+    graph, feeds = _conv(12, 40, 1, out_channels=16, batch=batch)
+    assert _reads_planes(graph) == [True] and _images_shared(graph) == [shared]
+    check_one_and_two_threads(graph, feeds)
+    one = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c").run(feeds)
+    three = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c", threads=3).run(feeds)
+    np.testing.assert_array_equal(three["y"], one["y"])
+
+
+@pytest.fixture
+def _images_shared_from_2(monkeypatch):
+    # however little work: conv_case's convs are tiny
+    monkeypatch.setattr(gemm_template, "IMAGES_SHARED_MIN", 2)
+    monkeypatch.setattr(gemm_template, "PARALLEL_MIN_MACS", 0)
+
+
+@pytest.mark.usefixtures("_every_stride_1_conv_in_place", "_images_shared_from_2")
+@settings(max_examples=20)
+@given(data=st.data())
+def test_in_place_convs_with_images_shared_by_the_team_match_the_reference(data):
+    # every conv of conv_case's that reads in place (batch 1 or 2, groups 1 to 3: up to 6
+    # images, 2 or more shared by the team)
+    case = conv_case(data.draw, strides=st.just(1))
+    if case is None:
+        return
+    graph, feeds = case
     check_one_and_two_threads(graph, feeds)
 
 
