@@ -911,7 +911,7 @@ def emit_template(tg: TemplateGroup, label: str, *, openmp: bool = False,
                                                packed_a=tg.packed_a, packed_b=tg.packed_b, threads=openmp)
         elif grouped:
             inner = grouped_kernel(f"{name}_gemm", tg.problem, epilogue, threads=openmp, linkage="static ")
-        elif pool is not None and pairs_fit(tg.problem, tg.blocking.vl):
+        elif pool is not None and pairs_fit(tg.problem, tg.blocking.vl, pool):
             inner = pairs_kernel(f"{name}_gemm", tg.problem, pool, epilogue, tg.blocking.vl, threads=openmp,
                                  linkage="static ")
         elif gemm is None:

@@ -27,12 +27,15 @@ SPECIALS = [np.nan, np.inf, -np.inf, -0.0]
 
 @st.composite
 def pools(draw):
-    """A 2x2, 2x3, 3x2 or 3x3 pool at stride 2 without padding on planes of 4 to 40 floats a
-    side (floor mode: a side's last floats may be in no window), more than 4x4 outputs."""
+    """A 2x2, 2x3, 3x2 or 3x3 pool at stride 2 without padding before, on planes of 4 to 40
+    floats a side (floor mode: a side's last floats may be in no window; or up to a float
+    of padding after: ceil mode, the last windows ending past the input), more than 4x4
+    outputs inside the input."""
     h, w = draw(st.integers(4, 40)), draw(st.integers(9, 40))
     kernel = (draw(st.sampled_from([2, 3])), draw(st.sampled_from([2, 3])))
+    after = (draw(st.integers(0, 1)), draw(st.integers(0, 1)))
     conv = dict(batch=draw(st.integers(1, 2)), channels=draw(st.integers(1, 6)), h=h, w=w, kernel=kernel,
-                stride=(2, 2), dilation=(1, 1), before=(0, 0), after=(0, 0))
+                stride=(2, 2), dilation=(1, 1), before=(0, 0), after=after)
     assume(((h - kernel[0]) // 2 + 1) * ((w - kernel[1]) // 2 + 1) > 16)
     return conv
 
@@ -47,7 +50,7 @@ def _build(source: str, name: str):
        seed=st.integers(0, 2**16))
 def test_pairs_match_the_window_reference_and_the_plane_method_to_the_bit(conv, tap, epilogue, vl, specials, seed):
     problem, (oh, ow) = _conv(**conv)
-    assume(pairs_fit(problem, vl))
+    assume(pairs_fit(problem, vl, TAPS[tap]))
     chosen = _residual(conv["channels"], oh * ow) if epilogue == "residual" else EPILOGUES[epilogue]
     pairs = _build(pairs_kernel("fl_pool_pairs", problem, TAPS[tap], chosen, vl), "fl_pool_pairs")
     planes = _build(depthwise_kernel("fl_pool_planes", problem, chosen, tap=TAPS[tap], vl=vl), "fl_pool_planes")
@@ -72,7 +75,7 @@ def test_pairs_match_the_window_reference_and_the_plane_method_to_the_bit(conv, 
 @given(conv=pools(), tap=st.sampled_from(POOLS), seed=st.integers(0, 2**16))
 def test_pairs_on_two_threads_give_the_one_thread_result(conv, tap, seed):
     problem, (oh, ow) = _conv(**conv)
-    assume(pairs_fit(problem, 16))
+    assume(pairs_fit(problem, 16, TAPS[tap]))
     with every_size_in_parallel():
         source = pairs_kernel("fl_pool_pairs_omp", problem, TAPS[tap], EPILOGUES["bn_clip"], 16, threads=True)
     assert "omp parallel" in source
@@ -108,6 +111,23 @@ def test_pairs_take_only_stride_2_windows_inside_the_input_on_planes_the_lanes_d
         assert lanes_for(problem, planes_for(problem.b, 16)) == 16
 
 
+@pytest.mark.parametrize("change, fits", [
+    ({"w": 41, "after": (0, 1)}, True),  # ceil mode: 20 windows inside a row, a 21st past it
+    ({"h": 21, "after": (1, 0)}, True),  # and a row of windows past the last
+    ({"kernel": (3, 3), "h": 40, "w": 40, "after": (1, 1)}, True),  # as inception_v2's 112 -> 56: both
+    ({"kernel": (3, 3), "w": 8, "after": (0, 1)}, False),  # 3 windows inside, a 4th past: under a vector
+    ({"before": (0, 1), "after": (0, 1)}, False),
+])
+def test_a_max_pools_last_windows_may_end_past_the_input_an_average_pools_not(change, fits):
+    # a max pool's taps past the input are -inf, which never wins: they are left out; an
+    # average's divisor would count them (count_include_pad) or not
+    conv = dict(batch=1, channels=16, h=20, w=32, kernel=(2, 2), stride=(2, 2), dilation=(1, 1), before=(0, 0),
+                after=(0, 0)) | change
+    problem, _ = _conv(**conv)
+    assert pairs_fit(problem, 16, TAPS["max"]) is fits
+    assert not pairs_fit(problem, 16, TAPS["sum"]) and not pairs_fit(problem, 16)
+
+
 def test_rows_narrower_than_the_machine_vector_run_in_halves():
     assert [vector_floats(w, 16) for w in (4, 7, 8, 12, 16, 40)] == [4, 4, 8, 8, 16, 16]
 
@@ -129,6 +149,28 @@ def test_pool_graphs_run_pairs_and_match_the_reference(op, side):
     want = reference.run(graph, {"x": x})[graph.outputs[0]]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("ceil_mode", [0, 1])
+@pytest.mark.parametrize("shape", [(1, 4, 112, 112), (2, 3, 23, 38)])
+def test_ceil_mode_and_end_padded_max_pools_run_pairs_and_match_the_reference(shape, ceil_mode):
+    # inception_v2's 3x3 / 2 pools pad the end by one (112 -> 56); ceil mode does the same
+    # on odd and even sides; on one thread and two
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0, -1, -1], x[0, 1, -1, 0], x[0, 2, 0, -1] = np.nan, np.inf, 9.0  # in the last windows only
+    b = GraphBuilder("pairs_ceil")
+    pads = {"ceil_mode": 1} if ceil_mode else {"pads": (0, 0, 1, 1)}
+    y = b.max_pool(b.input("x", x.shape), kernel_shape=(3, 3), strides=(2, 2), **pads)
+    b.output(b.relu(y))
+    graph = b.build()
+    plan = fusionlang.fuse(graph, "apollo")
+    want = reference.run(graph, {"x": x})[graph.outputs[0]]
+    for threads in (1, 2):
+        compiled = fusionlang.compile(plan, "c", threads=threads)
+        assert "pairs of" in compiled.kernels[0].source
+        got = compiled.run({"x": x})[graph.outputs[0]]
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
