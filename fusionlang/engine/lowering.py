@@ -140,7 +140,8 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None,
         return plan
     graph = opening.graph
     members = [opening.members(g.nodes) for g in plan.groups]
-    fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost)) for g in plan.groups]
+    fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost),
+                   kernel=g.kernel) for g in plan.groups]
     groups = make_groups(graph, members, fields)
     lowered = FusionPlan(graph=graph, groups=groups, strategy=plan.strategy, rules=plan.rules,
                          stitches=list(plan.stitches), horizontal=[list(h) for h in plan.horizontal],

@@ -33,7 +33,8 @@ class Group:
     """One fused group: its ``nodes`` (names, in graph order) run as one kernel (``kind``
     "kernel"), as a free view ("view") or are folded at compile time ("const").
     ``category`` is the aggregated category, ``rules`` the fuse entries and limits that
-    formed it (with file:line), ``cost`` the cost model's numbers."""
+    formed it (with file:line), ``cost`` the cost model's numbers and ``kernel`` the kind of
+    kernel it priced the group as."""
 
     id: int
     nodes: list[str]
@@ -47,6 +48,9 @@ class Group:
     rules: list[str] = field(default_factory=list)
     #: cost-model numbers filled in by the partitioner (bytes, flops, seconds)
     cost: dict[str, float] = field(default_factory=dict)
+    #: the kind of kernel the cost model priced it as (engine/kernel_kind.py: "dense",
+    #: "depthwise", "attention", "loop"...); "" for views and groups the partitioner did not price
+    kernel: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
