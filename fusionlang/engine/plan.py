@@ -307,6 +307,13 @@ def make_groups(graph: Graph, members: list[list[str]], fields: list[dict]) -> l
             for gid, (names, extra) in enumerate(zip(members, fields))]
 
 
+def carried_fields(group: Group) -> dict[str, Any]:
+    """The fields of ``group`` that a regrouping of its members (opening compound ops,
+    cutting a concat out) carries over to the groups made of them."""
+    return dict(category=group.category, kind=group.kind, rules=list(group.rules), cost=dict(group.cost),
+                kernel=group.kernel)
+
+
 def make_group(graph: Graph, gid: int, members: list[str], **fields) -> Group:
     """A Group over ``members`` (kept in graph order) with its boundary filled in."""
     order = {n.name: k for k, n in enumerate(graph.nodes)}
