@@ -169,11 +169,15 @@ class CostModel:
         bytes_written = sum(self.graph.types[v].nbytes for v in written)
         tally = FlopTally()
         for node in nodes:
-            tally.add(self.node_kind(node), self.node_flops(node))
+            tally.add(self.node_kind(node), self.node_flops(node), self.inside_bytes(node, produced))
         flops = sum(self.node_flops(n) for n in nodes)
         attention = self.attention_check(list(names))
-        seconds = self.device.seconds(bytes_read + bytes_written, tally.by_kind(attention), 1)
+        seconds = self.device.seconds(bytes_read + bytes_written + tally.staged_bytes(), tally.by_kind(attention), 1)
         return GroupCost(bytes_read, bytes_written, flops, 1, seconds, tally.kind(attention))
+
+    def inside_bytes(self, node: Node, produced: set[str]) -> int:
+        """Bytes of ``node``'s inputs among the ``produced`` values of its group."""
+        return sum(self.graph.types[v].nbytes for v in dict.fromkeys(node.present_inputs()) if v in produced)
 
     def attention_check(self, members: list[str]):
         """A callable saying whether ``members`` is an attention group (asked lazily)."""

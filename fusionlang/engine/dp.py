@@ -125,6 +125,7 @@ class _Segment:
                                      if categories[self.producer[v]] in entry.producers)
         self.members.append(node.name)
         types = self.graph.types
+        reads_inside = self.cost.inside_bytes(node, self.produced)
         for value in dict.fromkeys(node.present_inputs()):
             if value in self.produced:
                 self.inside_uses[value] = self.inside_uses.get(value, 0) + 1
@@ -138,7 +139,7 @@ class _Segment:
                 self.written_bytes += types[value].nbytes
         self.produced.update(node.outputs)
         self.producer.update((v, node.name) for v in node.outputs)
-        self.tally.add(self.cost.node_kind(node), self.cost.node_flops(node))
+        self.tally.add(self.cost.node_kind(node), self.cost.node_flops(node), reads_inside)
         self.all_views = self.all_views and self.cost.is_view(node)
         return True
 
@@ -167,7 +168,7 @@ class _Segment:
         if self.all_views:
             return 0.0
         flops = self.tally.by_kind(self.cost.attention_check(self.members))
-        return self.cost.device.seconds(self.read_bytes + self.written_bytes, flops, 1)
+        return self.cost.device.seconds(self.read_bytes + self.written_bytes + self.tally.staged_bytes(), flops, 1)
 
 
 def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:

@@ -139,14 +139,26 @@ class FlopTally:
     loop_contraction: float = 0.0
     #: (kind, flops) of each op that would be its group's template call
     templates: list[tuple[str, float]] = field(default_factory=list)
+    #: bytes of the values the template op reads from inside its group (see staged_bytes)
+    prologue_bytes: int = 0
 
-    def add(self, kind: str, flops: float) -> None:
+    def add(self, kind: str, flops: float, reads_inside: int = 0) -> None:
+        """Add a node of ``kind`` and ``flops``; ``reads_inside``: the bytes of its inputs
+        computed inside the group."""
         if kind in TEMPLATE_KINDS:
             self.templates.append((kind, flops))
+            self.prologue_bytes += reads_inside
         elif kind == LOOP_CONTRACTION:
             self.loop_contraction += flops
         else:
             self.loop += flops
+
+    def staged_bytes(self) -> int:
+        """Global-memory bytes the group moves beyond its inputs and outputs: on the C
+        target the ops a template op reads through run before it as a loop nest of their own
+        (backend.template's "before" part), whose results the template reads back from
+        memory (written once, read once)."""
+        return 2 * self.prologue_bytes if len(self.templates) == 1 else 0
 
     def kind(self, attention: Callable[[], bool]) -> str:
         """The group's kernel: its one template op's kind, attention, or a loop nest."""
