@@ -44,9 +44,13 @@ class Device:
             return flops / self.rate(LOOP)
         return sum(f / self.rate(kind) for kind, f in flops.items() if f)
 
-    def seconds(self, nbytes: float, flops: float | Mapping[str, float], launches: int) -> float:
-        """Launches plus the larger of memory time and compute time (see compute_seconds)."""
-        return launches * self.launch + max(nbytes / self.bandwidth, self.compute_seconds(flops))
+    def seconds(self, nbytes: float, flops: float | Mapping[str, float], launches: int,
+                staged_bytes: float = 0.0) -> float:
+        """Launches plus the larger of memory time and compute time (see compute_seconds),
+        plus the time of ``staged_bytes``, moved by a pass of their own before the
+        arithmetic starts (not overlapped with it)."""
+        return (launches * self.launch + max(nbytes / self.bandwidth, self.compute_seconds(flops))
+                + staged_bytes / self.bandwidth)
 
 
 #: one core of the small CPU CI runs the C twin on (2 cores, AVX-512 + AMX), fp32 flop / s of
@@ -172,7 +176,7 @@ class CostModel:
             tally.add(self.node_kind(node), self.node_flops(node), self.inside_bytes(node, produced))
         flops = sum(self.node_flops(n) for n in nodes)
         attention = self.attention_check(list(names))
-        seconds = self.device.seconds(bytes_read + bytes_written + tally.staged_bytes(), tally.by_kind(attention), 1)
+        seconds = self.device.seconds(bytes_read + bytes_written, tally.by_kind(attention), 1, tally.staged_bytes())
         return GroupCost(bytes_read, bytes_written, flops, 1, seconds, tally.kind(attention))
 
     def inside_bytes(self, node: Node, produced: set[str]) -> int:

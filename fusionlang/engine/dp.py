@@ -168,7 +168,7 @@ class _Segment:
         if self.all_views:
             return 0.0
         flops = self.tally.by_kind(self.cost.attention_check(self.members))
-        return self.cost.device.seconds(self.read_bytes + self.written_bytes + self.tally.staged_bytes(), flops, 1)
+        return self.cost.device.seconds(self.read_bytes + self.written_bytes, flops, 1, self.tally.staged_bytes())
 
 
 def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:

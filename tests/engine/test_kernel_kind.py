@@ -142,6 +142,27 @@ def test_a_two_matmul_group_prices_its_contractions_at_the_loop_nests_rate():
     assert alone.seconds == pytest.approx(cpu.launch + max(alone.bytes / cpu.bandwidth, mm2 / cpu.rate(DENSE)))
 
 
+def test_a_template_ops_prologue_goes_through_memory():
+    """relu -> conv: the C backend runs the relu as a loop nest before the conv's template
+    and the template reads its result back: a pass of its own, whose time adds to the
+    template's however compute-bound that is."""
+    b = GraphBuilder("prologue")
+    x = b.input("x", (1, 32, 28, 28))
+    act = b.relu(x, name="act")
+    b.output(b.conv(act, b.constant(np.ones((32, 32, 3, 3), np.float32)), pads=(1, 1, 1, 1), name="c"))
+    graph = b.build()
+    model = CostModel(graph, device_name="cpu")
+    cost = model.group_cost(["act", "c"])
+    staged = 2 * graph.types[act].nbytes
+    flops = {DENSE: model.node_flops(graph.node("c")), LOOP: model.node_flops(graph.node("act"))}
+    assert cost.seconds == pytest.approx(model.device.seconds(cost.bytes, flops, 1) + staged / model.device.bandwidth)
+    # an epilogue stays in the template's tiles: no such trip
+    epilogue = CostModel(conv_graph(32, 32, 1), device_name="cpu")
+    priced = epilogue.group_cost(["c", "act"])
+    assert priced.seconds == pytest.approx(epilogue.device.seconds(priced.bytes, {
+        DENSE: epilogue.node_flops(epilogue.graph.node("c")), LOOP: epilogue.node_flops(epilogue.graph.node("act"))}, 1))
+
+
 def test_the_cpu_rates_are_the_calibration_benchmarks():
     """bench/cpu_rates.py measured them; cost.py's table must not drift from its JSON."""
     recorded = json.loads(RATES_JSON.read_text())
@@ -175,7 +196,8 @@ def test_dp_on_the_cpu_keeps_large_matmuls_in_templates_of_their_own(two_contrac
         return [g.nodes for g in plan.groups], [g.kernel for g in plan.groups]
 
     assert groups(256, "flat")[0] == [["mm1", "act", "mm2"]]
-    nodes, kernels = groups(256, "cpu")
-    assert len(nodes) == 2 and kernels == [DENSE, DENSE]
+    # each matmul a GEMM template, the relu its first one's epilogue (a prologue of the
+    # second would run as a loop nest of its own, through memory)
+    assert groups(256, "cpu") == ([["mm1", "act"], ["mm2"]], [DENSE, DENSE])
     # 8x8 matmuls are loop nests whatever their group: fusing them saves a launch and the bytes
     assert groups(8, "cpu") == ([["mm1", "act", "mm2"]], [LOOP_CONTRACTION])
