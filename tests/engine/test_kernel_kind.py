@@ -157,6 +157,9 @@ def test_a_template_ops_prologue_goes_through_memory():
     flops = {DENSE: model.node_flops(graph.node("c")), LOOP: model.node_flops(graph.node("act"))}
     assert cost.seconds == pytest.approx(model.device.seconds(cost.bytes, flops, 1) + staged / model.device.bandwidth)
     # an epilogue stays in the template's tiles: no such trip
+    # a GPU computes the prologue while it stages the operand
+    h100 = CostModel(graph, device_name="h100")
+    assert h100.group_cost(["act", "c"]).seconds == pytest.approx(h100.device.seconds(cost.bytes, cost.flops, 1))
     epilogue = CostModel(conv_graph(32, 32, 1), device_name="cpu")
     priced = epilogue.group_cost(["c", "act"])
     assert priced.seconds == pytest.approx(epilogue.device.seconds(priced.bytes, {
