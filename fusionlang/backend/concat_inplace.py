@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from fusionlang.engine.cost import CONTRACTIONS
 from fusionlang.engine.decisions import MergeDecision, Verdict
-from fusionlang.engine.plan import FusionPlan, Group, make_groups
+from fusionlang.engine.plan import FusionPlan, Group, carried_fields, make_groups
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def split_at_concats(plan: FusionPlan, *, cut_inside: bool = True) -> FusionPlan
     fields, first_piece, schedules, template_schedules, decisions = [], {}, {}, {}, []
     for group in plan.groups:
         first_piece[group.id] = len(members)
-        field = dict(category=group.category, kind=group.kind, rules=list(group.rules), cost=dict(group.cost))
+        field = carried_fields(group)
         concat = None if group.id in kept else _concat_to_cut(plan, group, cut_inside)
         if concat is None:
             if group.id in plan.schedules:

@@ -118,7 +118,8 @@ def run(args) -> int:
         ops = {n.name: n.op for n in plan.graph.nodes}
         for group in plan.groups:
             members = ", ".join(f"{n}:{ops[n]}" for n in group.nodes)
-            out.print(f"  group {group.id} [{group.kind}/{group.category}] {members}")
+            kernel = f" ({group.kernel})" if group.kernel else ""
+            out.print(f"  group {group.id} [{group.kind}/{group.category}]{kernel} {members}")
     for path in (args.json_file, args.report):
         if path:
             out.print(f"wrote {path}")

@@ -3,15 +3,21 @@
 A group reads each value entering it once and writes each value leaving it once (the
 ideal the fused kernel aims for); values produced and consumed inside the group cost no
 global traffic. Groups made only of views launch nothing and move nothing. Flops come
-from the ops' access specs (body operations x iteration points), cached per signature.
+from the ops' access specs (body operations x iteration points), cached per signature, and
+are priced at the rate of the kernel that runs them (engine.kernel_kind: the GEMM template,
+the depthwise kernel, a loop nest...), a rate per kind on the Device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
-from typing import Iterable
+from types import MappingProxyType
+from typing import Iterable, Mapping
 
+from fusionlang.engine.kernel_kind import CONTRACTIONS as CONTRACTIONS  # re-exported: backend.template's
+from fusionlang.engine.kernel_kind import (ATTENTION, DENSE, DEPTHWISE, GEMV, GROUPED, LOOP, LOOP_CONTRACTION, POOL,
+                                           FlopTally, is_attention, node_kind)
 from fusionlang.errors import FuseError
 from fusionlang.ir.graph import Graph, Node
 from fusionlang.ops.access import count_ops
@@ -20,36 +26,51 @@ from fusionlang.ops.interpreter import registry_of
 from fusionlang.ops.registry import OpRegistry
 
 
-#: the contractions a backend runs as compute templates (tiled, packed, register-blocked)
-#: rather than as loop nests; a device may price their flops at the templates' own rate
-CONTRACTIONS = ("matmul", "gemm", "conv")
-
-
 @dataclass(frozen=True)
 class Device:
     name: str
     bandwidth: float  # bytes / s of global memory
-    flops: float  # fp32 flop / s of generated loop nests
+    flops: float  # fp32 flop / s of generated loop nests, and of every kind absent from ``rates``
     launch: float  # seconds per kernel launch
-    #: fp32 flop / s of CONTRACTIONS run as templates (None: the same as ``flops``)
-    contraction_flops: float | None = None
+    #: fp32 flop / s per kind of kernel (engine.kernel_kind.KINDS); a GPU prices every flop alike
+    rates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    #: whether a template's prologue runs as a pass of its own (the C target's "before" loop
+    #: nest); CUDA computes it while staging the operand, at no extra trip
+    prologue_pass: bool = False
 
-    def seconds(self, nbytes: float, flops: float, launches: int, contraction_flops: float = 0.0) -> float:
-        """Launches plus the larger of memory time and compute time; ``flops`` includes
-        ``contraction_flops``, the part priced at the templates' rate."""
-        rate = self.contraction_flops or self.flops
-        compute = (flops - contraction_flops) / self.flops + contraction_flops / rate
-        return launches * self.launch + max(nbytes / self.bandwidth, compute)
+    def rate(self, kind: str) -> float:
+        return self.rates.get(kind, self.flops)
 
+    def compute_seconds(self, flops: float | Mapping[str, float]) -> float:
+        """Seconds of arithmetic: ``flops`` per kind of kernel (a number: all in loop nests)."""
+        if not isinstance(flops, Mapping):
+            return flops / self.rate(LOOP)
+        return sum(f / self.rate(kind) for kind, f in flops.items() if f)
+
+    def seconds(self, nbytes: float, flops: float | Mapping[str, float], launches: int,
+                staged_bytes: float = 0.0) -> float:
+        """Launches plus the larger of memory time and compute time (see compute_seconds),
+        plus, on a device with a ``prologue_pass``, the time of ``staged_bytes``, moved by
+        that pass before the arithmetic starts (not overlapped with it)."""
+        staged = staged_bytes / self.bandwidth if self.prologue_pass else 0.0
+        return launches * self.launch + max(nbytes / self.bandwidth, self.compute_seconds(flops)) + staged
+
+
+#: one core of the small CPU CI runs the C twin on (2 cores, AVX-512 + AMX), fp32 flop / s of
+#: each kind of kernel as bench/cpu_rates.py measured them through the C backend (one thread,
+#: process CPU time; bench/results/cpu_rates.json, which a test keeps equal to this table).
+#: The memory-bound kinds (gemv, pool, loop) include their memory time: the roofline's max()
+#: then takes whichever is larger
+CPU_RATES = MappingProxyType({
+    DENSE: 96e9, DEPTHWISE: 29e9, GROUPED: 75e9, GEMV: 9.1e9, ATTENTION: 61e9, POOL: 8.7e9,
+    LOOP_CONTRACTION: 36e9, LOOP: 11e9,
+})
 
 DEVICES = {
     "h100": Device("h100", 3.35e12, 67e12, 1e-6),
     "h200": Device("h200", 4.8e12, 67e12, 1e-6),
     "a100": Device("a100", 2.0e12, 19.5e12, 1e-6),
-    # one core of the small CPU CI runs the C twin on (2 cores, AVX-512): loop nests reach
-    # about 30 GFLOP/s (layer_norm with rows in cache, bench/cpu_runtime.py), the GEMM
-    # template about 85 (conv layers of resnet50; sgemm 1024^3: 97, bench/gemm.py)
-    "cpu": Device("cpu", 20e9, 30e9, 2e-7, contraction_flops=85e9),
+    "cpu": Device("cpu", 20e9, CPU_RATES[LOOP], 2e-7, rates=CPU_RATES, prologue_pass=True),
 }
 
 
@@ -63,13 +84,15 @@ def device(name: str) -> Device:
 @dataclass(frozen=True)
 class GroupCost:
     """Cost-model numbers of one group (or a whole plan): global-memory bytes read and
-    written, flops, kernel launches and the roofline time in seconds."""
+    written, flops, kernel launches, the roofline time in seconds, and the ``kernel`` kind
+    it was priced as (engine.kernel_kind; "" for views and for plan totals)."""
 
     bytes_read: int
     bytes_written: int
     flops: float
     launches: int
     seconds: float
+    kernel: str = ""
 
     @property
     def bytes(self) -> int:
@@ -94,6 +117,7 @@ class CostModel:
         self._consumers = graph.index.consumers
         self._flops_cache: dict[tuple, float] = {}
         self._view_cache: dict[str, bool] = {}
+        self._kind_cache: dict[str, str] = {}
 
     # ----- per node -----------------------------------------------------------------
     def is_view(self, node: Node) -> bool:
@@ -110,6 +134,14 @@ class CostModel:
         if cached is None:
             cached = self._compute_flops(node)
             self._flops_cache[key] = cached
+        return cached
+
+    def node_kind(self, node: Node) -> str:
+        """The kernel that runs ``node`` as its group's one template op (views: loop)."""
+        cached = self._kind_cache.get(node.name)
+        if cached is None:
+            cached = LOOP if self.is_view(node) else node_kind(self.graph, node)
+            self._kind_cache[node.name] = cached
         return cached
 
     def _compute_flops(self, node: Node) -> float:
@@ -142,10 +174,21 @@ class CostModel:
                    if v in self.outputs or any(c.name not in names for c in self._consumers.get(v, ()))}
         bytes_read = sum(self.graph.types[v].nbytes for v in read)
         bytes_written = sum(self.graph.types[v].nbytes for v in written)
+        tally = FlopTally()
+        for node in nodes:
+            tally.add(self.node_kind(node), self.node_flops(node), self.inside_bytes(node, produced))
         flops = sum(self.node_flops(n) for n in nodes)
-        contraction = sum(self.node_flops(n) for n in nodes if n.op in CONTRACTIONS)
-        seconds = self.device.seconds(bytes_read + bytes_written, flops, 1, contraction)
-        return GroupCost(bytes_read, bytes_written, flops, 1, seconds)
+        attention = self.attention_check(list(names))
+        seconds = self.device.seconds(bytes_read + bytes_written, tally.by_kind(attention), 1, tally.staged_bytes())
+        return GroupCost(bytes_read, bytes_written, flops, 1, seconds, tally.kind(attention))
+
+    def inside_bytes(self, node: Node, produced: set[str]) -> int:
+        """Bytes of ``node``'s inputs among the ``produced`` values of its group."""
+        return sum(self.graph.types[v].nbytes for v in dict.fromkeys(node.present_inputs()) if v in produced)
+
+    def attention_check(self, members: list[str]):
+        """A callable saying whether ``members`` is an attention group (asked lazily)."""
+        return lambda: is_attention(self.graph, members)
 
     def unfused(self) -> GroupCost:
         """Totals when every node is its own kernel."""

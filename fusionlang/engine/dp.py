@@ -13,6 +13,10 @@ the fuse table has an entry for (segment category so far, node category) — the
 table the apollo strategy applies. Pruning: a segment stops growing at the first node
 the table refuses, at ``max_ops`` nodes, at ``max_args`` external inputs, or at a
 forbidden (backend-rejected) edge: no extension of it can become legal again.
+
+A segment's flops are priced at the rate of the kernel the backend would run it as
+(engine.kernel_kind): a segment holding two matmuls that are not attention is one loop
+nest, far slower per flop on the cpu device than each matmul in a GEMM template of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from fusionlang.engine.cost import CostModel
 from fusionlang.engine.decisions import MergeDecision, Verdict
 from fusionlang.engine.grouping import Grouping
+from fusionlang.engine.kernel_kind import FlopTally
 from fusionlang.engine.policy import describe_entry, node_categories
 from fusionlang.ir.graph import Graph
 from fusionlang.lang.guards import StepBudget
@@ -73,7 +78,8 @@ class _Segment:
         #: as values join: summing them again per extension made the search O(n * max_ops**2)
         self.read_bytes = 0
         self.written_bytes = 0
-        self.flops = 0.0
+        #: the flops by the kernel that will run them, settled when the segment is priced
+        self.tally = FlopTally()
         self.all_views = True
         self.category = ""
         self.rules: list[str] = []
@@ -119,6 +125,7 @@ class _Segment:
                                      if categories[self.producer[v]] in entry.producers)
         self.members.append(node.name)
         types = self.graph.types
+        reads_inside = self.cost.inside_bytes(node, self.produced)
         for value in dict.fromkeys(node.present_inputs()):
             if value in self.produced:
                 self.inside_uses[value] = self.inside_uses.get(value, 0) + 1
@@ -132,7 +139,7 @@ class _Segment:
                 self.written_bytes += types[value].nbytes
         self.produced.update(node.outputs)
         self.producer.update((v, node.name) for v in node.outputs)
-        self.flops += self.cost.node_flops(node)
+        self.tally.add(self.cost.node_kind(node), self.cost.node_flops(node), reads_inside)
         self.all_views = self.all_views and self.cost.is_view(node)
         return True
 
@@ -160,7 +167,8 @@ class _Segment:
     def seconds(self) -> float:
         if self.all_views:
             return 0.0
-        return self.cost.device.seconds(self.read_bytes + self.written_bytes, self.flops, 1)
+        flops = self.tally.by_kind(self.cost.attention_check(self.members))
+        return self.cost.device.seconds(self.read_bytes + self.written_bytes, flops, 1, self.tally.staged_bytes())
 
 
 def partition_dp(graph: Graph, ruleset, options: dict, forbidden: set[tuple[str, str]]) -> Grouping:

@@ -54,6 +54,8 @@ class Explanation:
     group_rules: list[str]
     refusals: list[Refusal] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
+    #: the kind of kernel the cost model priced the group as ("" when it priced none)
+    group_kernel: str = ""
 
     def lines(self) -> list[str]:
         head = f"node {self.node} ({self.op}) is {self.category}"
@@ -68,6 +70,8 @@ class Explanation:
         others = [m for m in self.group_members if m != self.node]
         out.append(f"  group {self.group} ({self.group_category}, {len(self.group_members)} ops)"
                    + (f" with {', '.join(others[:12])}{' ...' if len(others) > 12 else ''}" if others else ", alone"))
+        if self.group_kernel:
+            out.append(f"    priced as a {self.group_kernel} kernel")
         for why in self.group_rules:
             out.append(f"    formed by {why}")
         if self.refusals:
@@ -102,7 +106,8 @@ def explain(plan: FusionPlan, ruleset, node_name: str, options: dict | None = No
     group = plan.group(owner[target])
     category = ruleset.category_of_node(graph, node)
     exp = Explanation(node_name, target, node.op, category, _class_rule(ruleset, graph, node), node.provenance,
-                      group.id, group.category, list(group.nodes), list(group.rules), replaced=replaced)
+                      group.id, group.category, list(group.nodes), list(group.rules), replaced=replaced,
+                      group_kernel=group.kernel)
     strategy = plan.strategy if plan.strategy in STRATEGIES else "apollo"
     opts = strategy_options(ruleset, strategy, STRATEGIES[strategy][1], options)
     refusal = _Refuser(plan, ruleset, strategy, opts)
@@ -263,11 +268,13 @@ class _Refuser:
 
     def _cost_reason(self, p, c, entry) -> str:
         cost = CostModel(self.plan.graph, self.ruleset.registry, self.options["cost"])
-        apart = cost.group_cost(p.nodes).seconds + cost.group_cost(c.nodes).seconds
-        together = cost.group_cost(p.nodes + c.nodes).seconds
+        first, second = cost.group_cost(p.nodes), cost.group_cost(c.nodes)
+        fused = cost.group_cost(p.nodes + c.nodes)
+        apart, together = first.seconds + second.seconds, fused.seconds
         if together >= apart:
             return (f"{describe_entry(entry)} applies, but the cost model prices the merge higher "
-                    f"({together * 1e6:.2f} us fused vs {apart * 1e6:.2f} us apart on {cost.device.name})")
+                    f"({together * 1e6:.2f} us fused as one {fused.kernel} kernel vs {apart * 1e6:.2f} us apart "
+                    f"as {first.kernel} + {second.kernel} on {cost.device.name})")
         return (f"{describe_entry(entry)} applies; the chosen topological segments separate them "
                 f"(dp groups are contiguous segments)")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusionlang.engine.passes import _case_for, open_node
-from fusionlang.engine.plan import FusionPlan, make_groups
+from fusionlang.engine.plan import FusionPlan, carried_fields, make_groups
 from fusionlang.engine.rewrite_index import GraphIndex
 from fusionlang.engine.rewrite_trace import Recorder, decomposition_node_budget
 from fusionlang.errors import FuseError
@@ -140,7 +140,7 @@ def lower_compound_groups(plan: FusionPlan, ruleset=None,
         return plan
     graph = opening.graph
     members = [opening.members(g.nodes) for g in plan.groups]
-    fields = [dict(category=g.category, kind=g.kind, rules=list(g.rules), cost=dict(g.cost)) for g in plan.groups]
+    fields = [carried_fields(g) for g in plan.groups]
     groups = make_groups(graph, members, fields)
     lowered = FusionPlan(graph=graph, groups=groups, strategy=plan.strategy, rules=plan.rules,
                          stitches=list(plan.stitches), horizontal=[list(h) for h in plan.horizontal],

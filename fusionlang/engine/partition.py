@@ -97,7 +97,8 @@ def partition(graph: Graph, ruleset, strategy: str | None = None, *, options: di
     plan.decisions = refusals + plan.decisions
     plan.rules = getattr(ruleset, "name", "")
     for group in plan.groups:
-        group.cost = cost.group_cost(group.nodes).as_dict()
+        priced = cost.group_cost(group.nodes)
+        group.cost, group.kernel = priced.as_dict(), priced.kernel
         group.rules.extend(concat_split_notes(graph, group.nodes))
     if name == "apollo":
         with timed(PARTITION, "horizontal packs"):

@@ -33,7 +33,8 @@ class Group:
     """One fused group: its ``nodes`` (names, in graph order) run as one kernel (``kind``
     "kernel"), as a free view ("view") or are folded at compile time ("const").
     ``category`` is the aggregated category, ``rules`` the fuse entries and limits that
-    formed it (with file:line), ``cost`` the cost model's numbers."""
+    formed it (with file:line), ``cost`` the cost model's numbers and ``kernel`` the kind of
+    kernel it priced the group as."""
 
     id: int
     nodes: list[str]
@@ -47,6 +48,9 @@ class Group:
     rules: list[str] = field(default_factory=list)
     #: cost-model numbers filled in by the partitioner (bytes, flops, seconds)
     cost: dict[str, float] = field(default_factory=dict)
+    #: the kind of kernel the cost model priced it as (engine/kernel_kind.py: "dense",
+    #: "depthwise", "attention", "loop"...); "" for views and groups the partitioner did not price
+    kernel: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -301,6 +305,13 @@ def make_groups(graph: Graph, members: list[list[str]], fields: list[dict]) -> l
     return [Group(gid, sorted(names, key=order.__getitem__), inputs=boundaries[gid][0],
                   outputs=boundaries[gid][1], **extra)
             for gid, (names, extra) in enumerate(zip(members, fields))]
+
+
+def carried_fields(group: Group) -> dict[str, Any]:
+    """The fields of ``group`` that a regrouping of its members (opening compound ops,
+    cutting a concat out) carries over to the groups made of them."""
+    return dict(category=group.category, kind=group.kind, rules=list(group.rules), cost=dict(group.cost),
+                kernel=group.kernel)
 
 
 def make_group(graph: Graph, gid: int, members: list[str], **fields) -> Group:

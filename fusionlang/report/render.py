@@ -343,6 +343,8 @@ def _group_detail(plan: FusionPlan, group: Group, page: int, cat_index: dict, ke
                        f"<td>{e(', '.join(origin))}</td><td>{e('; '.join(rewrites))}</td></tr>")
     cost = group.cost
     facts = [("page", page + 1), ("kind", group.kind), ("ops", len(group.nodes))]
+    if group.kernel:
+        facts.append(("priced as", f"{group.kernel} kernel"))
     if cost:
         facts += [("bytes in", mib(cost.get("bytes_read", 0))), ("bytes out", mib(cost.get("bytes_written", 0))),
                   ("flops", f"{cost.get('flops', 0):.3g}"), ("estimated time", seconds(cost.get("seconds", 0.0)))]

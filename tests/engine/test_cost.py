@@ -74,11 +74,11 @@ def test_unknown_device_is_a_clear_error():
         CostModel(chain(1), device_name="tpu")
 
 
-def test_the_cpu_prices_contractions_at_the_templates_rate_and_the_rest_at_the_loop_nests():
+def test_the_cpu_prices_a_gemm_at_the_templates_rate_and_its_epilogue_at_the_loop_nests():
     cpu = DEVICES["cpu"]
-    assert cpu.contraction_flops > cpu.flops
-    assert cpu.seconds(0, 1e9, 0, contraction_flops=1e9) == pytest.approx(1e9 / cpu.contraction_flops)
-    assert cpu.seconds(0, 1e9, 0) == pytest.approx(1e9 / cpu.flops)
+    assert cpu.rate("dense") > cpu.rate("loop")
+    assert cpu.seconds(0, {"dense": 1e9}, 0) == pytest.approx(1e9 / cpu.rate("dense"))
+    assert cpu.seconds(0, 1e9, 0) == pytest.approx(1e9 / cpu.rate("loop"))
     b = GraphBuilder("mm")
     x = b.input("x", (64, 64))
     y = b.relu(b.matmul(x, b.constant(np.ones((64, 64), np.float32))))
@@ -87,7 +87,8 @@ def test_the_cpu_prices_contractions_at_the_templates_rate_and_the_rest_at_the_l
     model = CostModel(g, device_name="cpu")
     mm, relu = (model.node_flops(n) for n in g.nodes)
     cost = model.group_cost([n.name for n in g.nodes])
+    assert cost.kernel == "dense"
     assert cost.seconds == pytest.approx(
-        max(cost.bytes / cpu.bandwidth, mm / cpu.contraction_flops + relu / cpu.flops) + cpu.launch)
+        max(cost.bytes / cpu.bandwidth, mm / cpu.rate("dense") + relu / cpu.rate("loop")) + cpu.launch)
     # a GPU prices every flop alike
-    assert DEVICES["h100"].seconds(0, 2e9, 0, contraction_flops=1e9) == DEVICES["h100"].seconds(0, 2e9, 0)
+    assert DEVICES["h100"].seconds(0, {"dense": 1e9, "loop": 1e9}, 0) == DEVICES["h100"].seconds(0, 2e9, 0)
