@@ -2012,13 +2012,17 @@ def _micro_calls(out: Lines, bl: Blocking, args: str, direct: bool = False) -> N
 B_SLIVER_PREFETCH = True
 
 
-def _prefetch_next_sliver(out: Lines, bl: Blocking) -> None:
-    # the next sliver (contiguous after this one in the panel) in equal shares of whole
-    # cache lines over this sliver's tiles, each share before its tile's micro-kernel call
-    out.open(f"if (jr + {bl.nr} < nc)")
-    out(f"const long tiles = (mc + {bl.mr - 1}) / {bl.mr}, floats = kc * {bl.nr};")
+def _prefetch_next_sliver(out: Lines, bl: Blocking, npad: str) -> None:
+    # the sliver the loops read next (the panel's next one; after its last, the first of
+    # the next K block's panel, or of the next panel of N) in equal shares of whole cache
+    # lines over this sliver's tiles, each share before its tile's micro-kernel call
+    nr = bl.nr
+    out.open(f"if (jr + {nr} < nc || pc + kc < k || jc + nc < n)")
+    out("const long pn = pc + kc < k ? pc + kc : 0, jn = pc + kc < k ? jc : jc + nc;")
+    out("const long kn = k - pn < kc_max ? k - pn : kc_max;")
+    out(f"const float *next = jr + {nr} < nc ? bpan + (jr + {nr}) * kc : b_o + pn * {npad} + jn * kn;")
+    out(f"const long tiles = (mc + {bl.mr - 1}) / {bl.mr}, floats = (jr + {nr} < nc ? kc : kn) * {nr};")
     out("const long share = (floats + tiles * 16 - 1) / (tiles * 16) * 16;")
-    out(f"const float *next = bpan + (jr + {bl.nr}) * kc;")
     out(f"const long from = ir / {bl.mr} * share, to = from + share < floats ? from + share : floats;")
     out("for (long f = from; f < to; f += 16) __builtin_prefetch(next + f, 0, 2);")
     out.close()
@@ -2084,7 +2088,7 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     else:
         out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
         if packed_b and B_SLIVER_PREFETCH:
-            _prefetch_next_sliver(out, bl)
+            _prefetch_next_sliver(out, bl, num(npad))
         _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0")
         if epilogue is not None:
             out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
