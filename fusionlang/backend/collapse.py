@@ -25,7 +25,7 @@ from dataclasses import replace
 import sympy as sp
 
 from fusionlang.backend.codegen_passes import constant_span
-from fusionlang.backend.loopir import Assign, For, If, Load
+from fusionlang.backend.loopir import Assign, For, Load, rewrite_loops
 from fusionlang.backend.lower import LoweredGroup
 from fusionlang.ops.access import as_expr
 from fusionlang.ops.scalar import CheckedIndex
@@ -33,27 +33,8 @@ from fusionlang.ops.scalar import CheckedIndex
 
 def collapse_rows(group: LoweredGroup) -> LoweredGroup:
     """``group`` with every collapsible loop pair (see the module doc) made one loop."""
-    body = _collapsed(group, group.body, top=True)
+    body = rewrite_loops(group.body, lambda outer: _merged(group, outer))
     return group if body is group.body else replace(group, body=body)
-
-
-def _collapsed(group: LoweredGroup, body: list, top: bool = False) -> list:
-    """``body`` with its loop pairs collapsed; a loop at the kernel's top is kept (it is
-    the one the thread team shares)."""
-    out, changed = [], False
-    for node in body:
-        new = node
-        if isinstance(node, For):
-            inner = _collapsed(group, node.body)
-            new = node if inner is node.body else replace(node, body=inner)
-            new = new if top else _merged(group, new) or new
-        elif isinstance(node, If):
-            then, orelse = _collapsed(group, node.then, top), _collapsed(group, node.orelse, top)
-            if then is not node.then or orelse is not node.orelse:
-                new = replace(node, then=then, orelse=orelse)
-        changed |= new is not node
-        out.append(new)
-    return out if changed else body
 
 
 def _merged(group: LoweredGroup, outer: For) -> For | None:

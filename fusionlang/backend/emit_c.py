@@ -30,6 +30,7 @@ from fusionlang.backend.half import narrow, widen
 from fusionlang.backend.storage_codecs import FLOAT_CODED, codec
 from fusionlang.backend.inplace import reuse_outputs
 from fusionlang.backend.collapse import collapse_rows
+from fusionlang.backend.transpose_tiles import tile_transposes
 from fusionlang.backend.codegen_passes import (OMP_REDUCTION, STACK_LIMIT, STREAM_IDENTITY, CodegenOptions, is_heap,
                                                itemsize, plan_codegen)
 from fusionlang.backend.loopir import Assign, For, If, Load, LoopCodegen, Storage, StreamedStore, assigns
@@ -569,7 +570,7 @@ def emit_function(group: LoweredGroup, label: str = "group", *, openmp: bool = F
     """The C function of one lowered group, named by a hash of its text (dedupes repeats).
     ``check_indices``: check every loaded index (gather) against its axis. ``streamed``:
     values whose row stores may stream past the caches (see backend.streaming)."""
-    group = plan_codegen(collapse_rows(reuse_outputs(group, keep=streamed)),
+    group = plan_codegen(tile_transposes(collapse_rows(reuse_outputs(group, keep=streamed))),
                          CodegenOptions("c", openmp, check_indices, streamed))
     printer = CPrinter(group, C, check_indices)
     body = printer.function_body()

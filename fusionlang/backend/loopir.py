@@ -7,7 +7,8 @@ is target specific: ``emit_c`` and ``emit_cuda`` print the same tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 import sympy as sp
@@ -172,5 +173,25 @@ def assigns(body: list):
     return [n for n in walk(body) if isinstance(n, Assign)]
 
 
+def rewrite_loops(body: list, rewrite: Callable[[For], "For | None"], top: bool = True) -> list:
+    """``body`` with ``rewrite`` applied to every loop, innermost first (None keeps the loop
+    as it is), except the loops at the top (with OpenMP, the one the thread team shares).
+    Unchanged parts stay the same objects; an unchanged body is returned as it is."""
+    out, changed = [], False
+    for node in body:
+        new = node
+        if isinstance(node, For):
+            inner = rewrite_loops(node.body, rewrite, top=False)
+            new = node if inner is node.body else replace(node, body=inner)
+            new = new if top else rewrite(new) or new
+        elif isinstance(node, If):
+            then, orelse = rewrite_loops(node.then, rewrite, top), rewrite_loops(node.orelse, rewrite, top)
+            if then is not node.then or orelse is not node.orelse:
+                new = replace(node, then=then, orelse=orelse)
+        changed |= new is not node
+        out.append(new)
+    return out if changed else body
+
+
 __all__ = ["Assign", "For", "If", "Load", "LoopCodegen", "PrefetchRow", "Reduction", "Storage", "StreamedStore",
-           "assigns", "walk"]
+           "assigns", "rewrite_loops", "walk"]

@@ -619,6 +619,26 @@ def test_transposed_operands_are_packed_from_their_column_runs(m, n, k, trans_a,
                                atol=1e-4 * k)
 
 
+@pytest.mark.parametrize("isa,tile", [(isa, tile) for isa in ISAS for tile in MICRO_TILES[isa]])
+def test_a_row_major_a_is_packed_by_shuffles_of_whole_vectors(isa, tile):
+    # a full MR-row sliver of row-major A is packed VL steps of K at a time, each row's
+    # vector dealt into MR stored vectors by shuffles; two full slivers and a partial one,
+    # two whole VL blocks of K and a remainder, against NumPy
+    vl = machine_for(isa).vector_floats
+    mr, nv = tile
+    m, n, k = 2 * mr + 1, vl * nv + 3, 2 * vl + 3
+    blocking = Blocking(vl, mr, nv, k, mr * 3, vl * nv * 2)
+    problem = GemmProblem(m, n, k, Operand(k, 1), Operand(n, 1), Operand(n, 1))
+    source = gemm_kernel("fl_gemm_test", problem, blocking)
+    assert "__builtin_shufflevector(r0, r1" in source
+    rng = np.random.default_rng(mr * 100 + nv)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    assert _loaded(source, blocking)(_ptr(a), _ptr(b), _ptr(c)) == 0
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4 * k)
+
+
 def test_one_block_of_a_is_packed_once_for_every_panel_of_b():
     # all of A one MC x KC block: packed for the first B panel only, and B's panels sized
     # to L2 (the LM head's m=256 n=8000 k=256: one panel of 8000 columns was read from L3)
