@@ -19,7 +19,7 @@ import sympy as sp
 
 from fusionlang.backend.cexpr import Flavor, IndexPrinter, ValuePrinter
 from fusionlang.backend.half import narrow, rounded, widen
-from fusionlang.ir.types import HALF_FLOATS
+from fusionlang.ir.types import HALF_FLOATS, register_ml_dtypes
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,9 @@ class StatementPrinter:
         self.reads: dict[sp.Symbol, Load | str] = {}
         self.loaded: dict[Load, str] = {}
         self.values = ValuePrinter("float32", flavor, self._read)
+        #: the 16-bit dtype each variable defined so far holds its value in (a definition
+        #: sets or clears its entry, so a printer reused across epilogues never reads a stale one)
+        self.half_vars: dict[str, str] = {}
 
     def _read(self, sym: sp.Symbol) -> str:
         # called as the value printer reaches the symbol: indices number in the text's order
@@ -112,9 +115,37 @@ class StatementPrinter:
             return f"{target} = {narrow(stmt.dtype, stmt.var) if stmt.dtype in HALF_FLOATS else stmt.var};"
         self.reads = dict(stmt.reads)
         value = self.values.doprint(stmt.value)
-        if stmt.dtype in HALF_FLOATS:
+        if stmt.dtype in HALF_FLOATS and not self._exact(stmt.value, stmt.dtype):
             value = rounded(stmt.dtype, value)
+        if stmt.dtype in HALF_FLOATS:
+            self.half_vars[stmt.var] = stmt.dtype
+        else:
+            self.half_vars.pop(stmt.var, None)
         return f"const float {stmt.var} = {value};"
+
+    def _exact(self, expr: sp.Expr, dtype: str) -> bool:
+        """Whether ``expr`` is already a ``dtype`` value, so rounding it changes nothing: a
+        max, min, negation or absolute value of ``dtype`` values (a relu after a rounded
+        add: one bf16 rounding of the three of a bias + residual + relu epilogue, each
+        about a tenth of an AMX 1x1 conv's time). ``v`` (the float32 product) is not one."""
+        if isinstance(expr, (sp.Max, sp.Min)):
+            return all(self._exact(arg, dtype) for arg in expr.args)
+        if isinstance(expr, sp.Abs):
+            return self._exact(expr.args[0], dtype)
+        if isinstance(expr, sp.Mul) and len(expr.args) == 2 and expr.args[0] == -1:
+            return self._exact(expr.args[1], dtype)
+        if isinstance(expr, sp.Symbol):
+            source = self.reads.get(expr)
+            if isinstance(source, Load):
+                return source.dtype == dtype
+            return source is not None and self.half_vars.get(source) == dtype
+        return bool(expr.is_Number) and expr.is_finite is not False and _representable(float(expr), dtype)
+
+
+def _representable(x: float, dtype: str) -> bool:
+    """Whether the float ``x`` is exactly a ``dtype`` value."""
+    register_ml_dtypes(dtype)
+    return bool(np.array(x, np.float32).astype(dtype).astype(np.float64) == x)
 
 
 def next_rows_prefetches(stmts: tuple[Statement, ...], index: IndexText, rows: str = "mm") -> list[str]:

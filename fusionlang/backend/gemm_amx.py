@@ -12,11 +12,13 @@ accumulator tiles. The layout AMX reads:
 with MP, NP and KP = M, N and K rounded up to 16, 16 and 32, the padding zero (in both
 A and B along K, so a padded product is 0 * 0 and an infinity never meets a padded zero).
 A constant operand (weights) is packed at compile time (:func:`pack_constant_amx`); an
-operand read at run time is packed by the kernel per outer index (a conv's im2col gathered
-straight into the pair layout). The kernel walks 32 x 32 blocks of C (2 x 2 tiles; 1 x 1,
-1 x 2 or 2 x 1 at the edges), the N blocks outside so one block of packed B stays in L2
-while A streams; each finished block is stored to a float32 scratch tile, copied to C and
-the group's epilogue runs on it in float32 while it is in L1. The wrapper
+operand read at run time is packed by the kernel per outer index, a B a chunk of columns
+at a time (:data:`B_CHUNK`: a conv's im2col gathered straight into the pair layout, the
+stride-2 taps 16 at a time, the pair rows shared by a team's threads), each chunk then
+multiplied by all of A while it is in L2. The kernel walks 32 x 32 blocks of C (2 x 2
+tiles; 1 x 1, 1 x 2 or 2 x 1 at the edges) in the order :func:`_rows_outside` picks;
+each finished block is stored to a float32 scratch tile, the group's epilogue runs on it
+in float32 while it is in L1, and it is copied to C. The wrapper
 (:func:`.gemm_half.widening_wrapper`) then rounds C to bfloat16 once.
 
 Numerics: products of bf16 are exact in float32 and are summed in float32, as the widened
@@ -49,8 +51,6 @@ from fusionlang.backend.machine import cpu_features
 TILE_ROWS, TILE_K, TILE_N = 16, 32, 16
 #: the (M, N) block of C the kernel computes at a time: 2 x 2 tiles
 BLOCK = 32
-#: floats of an AVX-512 vector (every AMX CPU has AVX-512): the epilogue's SIMD length
-VECTOR_FLOATS = 16
 #: the multiply-adds from which the threaded kernel splits its blocks over a team
 PARALLEL_MIN_MACS = 1 << 18
 
@@ -85,9 +85,26 @@ def packed_elements(problem: GemmProblem, which: str) -> int:
     return (mp if which == "a" else np_) * kp
 
 
+#: a B read at run time is packed this many bytes of columns at a time, then multiplied
+#: by all of A: a chunk stays in L2 between its packing and its blocks, where the whole
+#: packed im2col of a 56 x 56 plane (3.6 MiB for a 3x3 conv of 64 channels) went to memory
+#: and back, and its pair stores, a column block (kp * 32 bytes) apart, missed the TLB
+B_CHUNK = 1 << 18
+
+
+def chunk_columns(problem: GemmProblem) -> int:
+    """Columns of a run-time B packed at a time: B_CHUNK's worth, but at least MP (A is read
+    again for every chunk: a chunk of B at least as large as A costs no more to re-read
+    than it cost to pack), in whole 32-column blocks, at most NP. Without the floor a 3x3
+    conv 256 -> 256 on 14x14 took 32-column chunks, re-reading its 1.2 MiB of weights 7
+    times (0.72-0.94 ms against 0.55-0.75 as one chunk: this busy VM's noise is as wide)."""
+    mp, np_, kp = padded_sizes(problem)
+    return min(np_, max(BLOCK, B_CHUNK // (2 * kp) // BLOCK * BLOCK, _round_up(mp, BLOCK)))
+
+
 def _b_buffer(problem: GemmProblem) -> int:
-    """bf16 elements of the run-time B buffer: the packed B, then two rows gathered."""
-    return packed_elements(problem, "b") + 2 * problem.n
+    """bf16 elements of the run-time B buffer: one chunk of packed columns."""
+    return chunk_columns(problem) * padded_sizes(problem)[2]
 
 
 def packing_bytes(problem: GemmProblem, packed_a: bool, packed_b: bool) -> int:
@@ -198,27 +215,40 @@ static void fl_amx_pairs(const unsigned short *restrict r0, const unsigned short
         d[1] = r1 && j < n ? r1[j] : 0;
     }
 }
-/* B (element (k, n) at src[k * rs + n * cs]) into [np/16][kp/2][16][2], zero-padded; rows
-   with a column stride are gathered into row (2 n elements) first */
-static void fl_amx_pack_b(const unsigned short *restrict src, long rs, long cs, long k, long n, long np, long kp,
-                          unsigned short *restrict row, unsigned short *restrict dst) {
-    for (long kk = 0; kk < kp; kk += 2) {
-        const unsigned short *r[2] = {NULL, NULL};
-        for (long t = 0; t < 2 && kk + t < k; t++) {
-            const unsigned short *s = src + (kk + t) * rs;
-            if (cs == 1) { r[t] = s; continue; }
-            unsigned short *g = row + t * n;
-            #pragma omp simd
-            for (long j = 0; j < n; j++) g[j] = s[j * cs];
-            r[t] = g;
-        }
-        fl_amx_pairs(r[0], r[1], n, np, kp, dst + kk * 16);
+/* rows kk and kk + 1 of B (element (k, n) at src[k * rs + n * cs]), columns n0 .. n0 + nc
+   (nc a multiple of 16), as the pairs of a chunk of the layout at dst (zero past K and N);
+   rows with a column stride are gathered into rows (2 nc elements) first */
+static void fl_amx_pack_b_pair(const unsigned short *restrict src, long rs, long cs, long k, long n, long kk,
+                               long n0, long nc, long kp, unsigned short *restrict rows,
+                               unsigned short *restrict dst) {
+    const long valid = n - n0 < nc ? n - n0 : nc;
+    const unsigned short *r[2] = {NULL, NULL};
+    for (long t = 0; t < 2 && kk + t < k; t++) {
+        const unsigned short *s = src + (kk + t) * rs + n0 * cs;
+        if (cs == 1) { r[t] = s; continue; }
+        unsigned short *g = rows + t * nc;
+        #pragma omp simd
+        for (long j = 0; j < valid; j++) g[j] = s[j * cs];
+        r[t] = g;
     }
+    fl_amx_pairs(r[0], r[1], valid, nc, kp, dst);
 }
-/* row q of a conv's im2col of one image (channels x h x w): tap (channel, ky, kx) at every
-   output position (oy, ox), 0 outside the image; the in-image run of each output row copied */
+/* out[i] = in[2 i] for i in [0, count), 16 at a time while the pair read stays inside the
+   room elements of the row (2 i + 31 < room); returns how many it stored. The low halves
+   of 16 32-bit lanes are the even elements: one truncating move where a gather was scalar */
+static long fl_amx_stride2(const unsigned short *restrict in, long room, long count, unsigned short *restrict out) {
+    long i = 0;
+#if FL_AMX_PAIRS
+    for (; i + 16 <= count && 2 * i + 31 < room; i += 16)
+        _mm256_storeu_si256((__m256i *)(out + i), _mm512_cvtepi32_epi16(_mm512_loadu_si512((const void *)(in + 2 * i))));
+#endif
+    return i;
+}
+/* row q of a conv's im2col of one image (channels x h x w), output positions p0 .. p1 into
+   out[0 .. p1 - p0): tap (channel, ky, kx) at (oy, ox), 0 outside the image; the in-image
+   run of each output row copied */
 static void fl_amx_im2col_row(const unsigned short *restrict x, long q, long h, long w, long kh, long kw, long sh,
-                              long sw, long dh, long dw, long ph, long pw, long oh, long ow,
+                              long sw, long dh, long dw, long ph, long pw, long ow, long p0, long p1,
                               unsigned short *restrict out) {
     const long c = q / (kh * kw), ky = q / kw % kh, kx = q % kw, x0 = kx * dw - pw;
     const unsigned short *plane = x + c * h * w;
@@ -226,36 +256,39 @@ static void fl_amx_im2col_row(const unsigned short *restrict x, long q, long h, 
     long lo = x0 < 0 ? (-x0 + sw - 1) / sw : 0, hi = x0 < w ? (w - 1 - x0) / sw + 1 : 0;
     lo = lo < ow ? lo : ow;
     hi = hi < ow ? (hi > lo ? hi : lo) : ow;
-    for (long oy = 0; oy < oh; oy++, out += ow) {
-        const long iy = oy * sh - ph + ky * dh;
+    for (long oy = p0 / ow; oy * ow < p1; oy++) {
+        const long iy = oy * sh - ph + ky * dh, base = oy * ow - p0;
+        /* this row's output columns in the chunk: [a, b) */
+        const long a = base < 0 ? -base : 0, b = p1 - oy * ow < ow ? p1 - oy * ow : ow;
         const unsigned short *in = plane + (iy < 0 || iy >= h ? 0 : iy * w);
-        const long first = iy < 0 || iy >= h ? ow : lo, last = iy < 0 || iy >= h ? ow : hi;
+        long first = lo > a ? lo : a, last = hi < b ? hi : b;
+        if (iy < 0 || iy >= h || last < first) first = last = b;
         /* inline vector loops, not memcpy and memset: the runs are a few dozen elements */
-        for (long ox = 0; ox < first; ox++) out[ox] = 0;
+        for (long ox = a; ox < first; ox++) out[base + ox] = 0;
         if (sw == 1) {
             #pragma omp simd
-            for (long ox = first; ox < last; ox++) out[ox] = in[x0 + ox];
+            for (long ox = first; ox < last; ox++) out[base + ox] = in[x0 + ox];
         } else {
+            long ox = first;
+            if (sw == 2) ox += fl_amx_stride2(in + x0 + 2 * first, w - x0 - 2 * first, last - first, out + base + first);
             #pragma omp simd
-            for (long ox = first; ox < last; ox++) out[ox] = in[x0 + ox * sw];
+            for (long i = ox; i < last; i++) out[base + i] = in[x0 + i * sw];
         }
-        for (long ox = last; ox < ow; ox++) out[ox] = 0;
+        for (long ox = last; ox < b; ox++) out[base + ox] = 0;
     }
 }
-/* a conv's im2col of one image in the pair layout: row k tap (channel, ky, kx), column n
-   output position (oy, ox); two rows gathered into row (2 n elements) at a time */
-static void fl_amx_pack_im2col(const unsigned short *restrict x, long k, long np, long kp, long h, long w,
-                               long kh, long kw, long sh, long sw, long dh, long dw, long ph, long pw,
-                               long oh, long ow, unsigned short *restrict row, unsigned short *restrict dst) {
-    const long n = oh * ow;
-    for (long kk = 0; kk < kp; kk += 2) {
-        const unsigned short *r[2] = {NULL, NULL};
-        for (long t = 0; t < 2 && kk + t < k; t++) {
-            fl_amx_im2col_row(x, kk + t, h, w, kh, kw, sh, sw, dh, dw, ph, pw, oh, ow, row + t * n);
-            r[t] = row + t * n;
-        }
-        fl_amx_pairs(r[0], r[1], n, np, kp, dst + kk * 16);
+/* rows kk and kk + 1 of a conv's im2col of one image, columns (output positions) n0 .. n0
+   + nc, as the pairs of a chunk of the layout at dst; gathered into rows (2 nc) first */
+static void fl_amx_im2col_pair(const unsigned short *restrict x, long k, long n, long kk, long n0, long nc, long kp,
+                               long h, long w, long kh, long kw, long sh, long sw, long dh, long dw, long ph,
+                               long pw, long ow, unsigned short *restrict rows, unsigned short *restrict dst) {
+    const long valid = n - n0 < nc ? n - n0 : nc;
+    const unsigned short *r[2] = {NULL, NULL};
+    for (long t = 0; t < 2 && kk + t < k; t++) {
+        fl_amx_im2col_row(x, kk + t, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow, n0, n0 + valid, rows + t * nc);
+        r[t] = rows + t * nc;
     }
+    fl_amx_pairs(r[0], r[1], valid, nc, kp, dst);
 }
 /* the float32 sums of the packed operands' rows i0.. (mt tiles) and columns j0.. (nt
    tiles) into tile[32][32]: on AMX, or (the permission refused) by a scalar loop */
@@ -309,9 +342,14 @@ def amx_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None, c_dty
     if c_dtype not in ("bfloat16", "float32"):
         raise ValueError(f"the AMX kernel stores bfloat16 or float32, not {c_dtype}")
     out = Lines()
-    # on the block's float32 scratch tile, rows 32 apart, in 512-bit vectors (gcc's -O2
-    # picks 256-bit ones unless told, as the GEMM template found)
-    epilogue_function(out, name, problem, epilogue, row_stride=f"{BLOCK}L", vl=VECTOR_FLOATS)
+    # the epilogue (on the block's float32 scratch tile, rows 32 apart) and the stores in
+    # 512-bit vectors: the template unit's -O2 picks 256-bit ones, and a simdlen(16) loop
+    # reading bf16 too; inlined, the epilogue is vectorized as its caller is told, so the
+    # kernel is compiled so whole. A 1x1 conv 64 -> 256 on 56x56 with bias, residual and
+    # relu (three bf16 roundings an element): 1.5-1.85 -> 1.0 ms (process CPU, busy VM)
+    out("#pragma GCC push_options")
+    out('#pragma GCC target("prefer-vector-width=512")')
+    epilogue_function(out, name, problem, epilogue, row_stride=f"{BLOCK}L")
     c_type = "unsigned short" if c_dtype == "bfloat16" else "float"
     out.open(f"static int {name}(const unsigned short *restrict A, const unsigned short *restrict B, "
              f"{c_type} *restrict C{epilogue_params(epilogue)})")
@@ -330,13 +368,14 @@ def amx_kernel(name: str, problem: GemmProblem, epilogue: Epilogue | None, c_dty
     for d, extent in enumerate(problem.outer):
         out.open(f"for (long o{d} = 0; o{d} < {extent}L; o{d}++)")
     _operands(out, problem, packed_a, packed_b)
-    _blocks(out, name, problem, epilogue, threads, c_type)
+    _blocks(out, name, problem, epilogue, threads, c_type, packed_b)
     for _ in problem.outer:
         out.close()
     for v, _ in buffers:
         out(f"free({v});")
     out("return 0;")
     out.close()
+    out("#pragma GCC pop_options")
     return out.text()
 
 
@@ -347,25 +386,35 @@ def _outer_offset(view: Operand | Im2Col) -> str:
 
 def _operands(out: Lines, problem: GemmProblem, packed_a: bool, packed_b: bool) -> None:
     """``a``, ``b``: this outer index's packed operands (packed here when read at run time)."""
-    mp, np_, kp = padded_sizes(problem)
-    row = packed_elements(problem, "b")  # B's gathered rows lie after the packed B
-    for which, view, packed, buffer in (("a", problem.a, packed_a, "ap"), ("b", problem.b, packed_b, "bp")):
-        source = "A" if which == "a" else "B"
-        if packed:
-            offset = _packed_offset(problem, view, packed_elements(problem, which))
-            out(f"const unsigned short *{which} = {source} + {offset};")
-            continue
-        src = f"{source} + {_outer_offset(view)}"
-        if isinstance(view, Im2Col):
-            (kh, kw), (sh, sw), (dh, dw), (ph, pw) = view.kernel, view.stride, view.dilation, view.pads
-            geometry = (problem.k, np_, kp, view.in_h, view.in_w, kh, kw, sh, sw, dh, dw, ph, pw, view.out_h, view.out_w)
-            out(f"fl_amx_pack_im2col({src}, {', '.join(f'{g}L' for g in geometry)}, {buffer} + {row}, {buffer});")
-        elif which == "a":
-            out(f"fl_amx_pack_a({src}, {view.rows}L, {view.cols}L, {problem.m}L, {problem.k}L, {mp}L, {kp}L, {buffer});")
-        else:
-            out(f"fl_amx_pack_b({src}, {view.rows}L, {view.cols}L, {problem.k}L, {problem.n}L, {np_}L, {kp}L, "
-                f"{buffer} + {row}, {buffer});")
-        out(f"const unsigned short *{which} = {buffer};")
+    mp, _, kp = padded_sizes(problem)
+    if packed_a:
+        out(f"const unsigned short *a = A + {_packed_offset(problem, problem.a, packed_elements(problem, 'a'))};")
+    else:
+        view = problem.a
+        out(f"fl_amx_pack_a(A + {_outer_offset(view)}, {view.rows}L, {view.cols}L, {problem.m}L, {problem.k}L, "
+            f"{mp}L, {kp}L, ap);")
+        out("const unsigned short *a = ap;")
+    if packed_b:
+        out(f"const unsigned short *b_all = B + {_packed_offset(problem, problem.b, packed_elements(problem, 'b'))};")
+    else:
+        out(f"const unsigned short *b_src = B + {_outer_offset(problem.b)};")
+
+
+def _pack_chunk(out: Lines, problem: GemmProblem, threads: bool) -> None:
+    """Pack the run-time B's columns n0 .. n0 + nc into bp, pair rows shared by the team."""
+    _, _, kp = padded_sizes(problem)
+    view = problem.b
+    if threads:
+        out("#pragma omp for schedule(static)")
+    out.open(f"for (long kk = 0; kk < {kp}L; kk += 2)")
+    if isinstance(view, Im2Col):
+        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = view.kernel, view.stride, view.dilation, view.pads
+        geometry = ", ".join(f"{g}L" for g in (view.in_h, view.in_w, kh, kw, sh, sw, dh, dw, ph, pw, view.out_w))
+        out(f"fl_amx_im2col_pair(b_src, {problem.k}L, {problem.n}L, kk, n0, nc, {kp}L, {geometry}, rows, bp + kk * 16);")
+    else:
+        out(f"fl_amx_pack_b_pair(b_src, {view.rows}L, {view.cols}L, {problem.k}L, {problem.n}L, kk, n0, nc, {kp}L, "
+            "rows, bp + kk * 16);")
+    out.close()
 
 
 def _packed_offset(problem: GemmProblem, view: Operand | Im2Col, size: int) -> str:
@@ -385,7 +434,7 @@ def _packed_offset(problem: GemmProblem, view: Operand | Im2Col, size: int) -> s
 B_IN_L2 = 1 << 20
 
 
-def _rows_outside(problem: GemmProblem) -> bool:
+def _rows_outside(problem: GemmProblem, packed_b: bool) -> bool:
     """Whether the blocks of C go row block by row block (each packed A block read once, all
     of packed B again for each), else column block by column block (B once, A again): rows
     outside when B stays in L2 or is the smaller. Interleaved medians, process CPU, busy VM,
@@ -393,7 +442,8 @@ def _rows_outside(problem: GemmProblem) -> bool:
     weights read once, not once per 32 columns) 0.67 -> 0.53 ms; a 1x1 conv 64 -> 256 on
     56x56 with a residual (0.4 MiB of B) 1.67 -> 1.52 ms; a 3x3 conv 64 -> 64 on 56x56
     (3.6 MiB of B) 1.04 -> 1.14 ms, so it keeps the columns outside."""
-    b, a = packed_elements(problem, "b"), packed_elements(problem, "a")
+    b = packed_elements(problem, "b") if packed_b else _b_buffer(problem)
+    a = packed_elements(problem, "a")
     return 2 * b <= B_IN_L2 or b < a
 
 
@@ -411,8 +461,10 @@ def _prefetch_next_block(out: Lines, epilogue: Epilogue | None) -> None:
 
 
 def _blocks(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | None, threads: bool,
-            c_type: str) -> None:
-    """The 32 x 32 blocks of C (in the order :func:`_rows_outside` picks); each one's sums in a float32 scratch tile, the
+            c_type: str, packed_b: bool) -> None:
+    """The 32 x 32 blocks of C, a chunk of columns at a time (:func:`chunk_columns`, a
+    run-time B packed per chunk; a packed constant B is one chunk), in the order
+    :func:`_rows_outside` picks; each block's sums in a float32 scratch tile, the
     epilogue on it, then its store to C (a bfloat16 C: the top half of each value, which
     the epilogue's last statement rounded to bfloat16; without an epilogue, rounded here)."""
     mp, np_, kp = padded_sizes(problem)
@@ -424,20 +476,31 @@ def _blocks(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | No
         out(f"#pragma omp parallel if ({macs}L >= {PARALLEL_MIN_MACS}L)")
     out.open("")  # the block a team shares
     out("float tile[1024] __attribute__((aligned(64)));")
+    chunk = np_ if packed_b else chunk_columns(problem)
+    if not packed_b:  # a thread's two gathered rows of B
+        out(f"unsigned short rows[{2 * chunk}];")
     out("#if FL_AMX")
     out("if (amx) fl_amx_configure();")
     out("#endif")
+    out.open(f"for (long n0 = 0; n0 < {np_}L; n0 += {chunk}L)")
+    if packed_b:
+        out(f"const unsigned short *b = b_all + (n0 >> 4) * {kp * TILE_N}L;")
+    else:
+        out(f"const long nc = {np_}L - n0 < {chunk}L ? {np_}L - n0 : {chunk}L;")
+        _pack_chunk(out, problem, threads)
+        out("const unsigned short *b = bp;")
     if threads:
         out("#pragma omp for collapse(2) schedule(static)")
-    loops = [f"for (long j0 = 0; j0 < {np_}L; j0 += {BLOCK})", f"for (long i0 = 0; i0 < {mp}L; i0 += {BLOCK})"]
-    rows_outside = _rows_outside(problem)
+    end = f"n0 + {chunk}L < {np_}L ? n0 + {chunk}L : {np_}L"
+    loops = [f"for (long j0 = n0; j0 < ({end}); j0 += {BLOCK})", f"for (long i0 = 0; i0 < {mp}L; i0 += {BLOCK})"]
+    rows_outside = _rows_outside(problem, packed_b)
     for loop in reversed(loops) if rows_outside else loops:
         out.open(loop)
     out(f"const int mt = {mp}L - i0 > 16 ? 2 : 1, nt = {np_}L - j0 > 16 ? 2 : 1;")
     out(f"const long mm = {m}L - i0 < {BLOCK} ? {m}L - i0 : {BLOCK}, nn = {n}L - j0 < {BLOCK} ? {n}L - j0 : {BLOCK};")
     if not rows_outside:  # the next block lies below: rows a page apart
         _prefetch_next_block(out, epilogue)
-    out(f"fl_amx_block(a, b, {kp}L, i0, j0, mt, nt, amx, tile);")
+    out(f"fl_amx_block(a, b, {kp}L, i0, j0 - n0, mt, nt, amx, tile);")
     if epilogue is not None:
         out(f"{name}_epilogue(tile, i0, mm, j0, nn{outer_args}{epilogue_args(epilogue)});")
     if c_type == "float":
@@ -448,8 +511,9 @@ def _blocks(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | No
         value = "fl_f2bf(tile[i * 32 + j])"
     out(f"{c_type} *ct = c_o + i0 * {ldc}L + j0;")
     out.open("for (long i = 0; i < mm; i++)")
-    out(f"#pragma omp simd simdlen({VECTOR_FLOATS})")
+    out("#pragma omp simd")
     out(f"for (long j = 0; j < nn; j++) ct[i * {ldc}L + j] = {value};")
+    out.close()
     out.close()
     out.close()
     out.close()
@@ -459,5 +523,5 @@ def _blocks(out: Lines, name: str, problem: GemmProblem, epilogue: Epilogue | No
     out.close()
 
 
-__all__ = ["amx_available", "amx_fits", "amx_kernel", "amx_prelude", "pack_constant_amx", "packed_elements",
+__all__ = ["amx_available", "amx_fits", "chunk_columns", "amx_kernel", "amx_prelude", "pack_constant_amx", "packed_elements",
            "packing_bytes", "padded_sizes"]

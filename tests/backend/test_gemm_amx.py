@@ -127,7 +127,7 @@ def test_both_block_orders_with_a_residual_the_epilogue_prefetches(monkeypatch, 
         return b.add(y, value("r", (40, 100))), 1
 
     compiled, _ = _check(Case(9), "bfloat16", body)
-    rows_first = compiled.sources.index("for (long i0 = 0;") < compiled.sources.index("for (long j0 = 0;")
+    rows_first = compiled.sources.index("for (long i0 = 0;") < compiled.sources.index("for (long j0 = n0;")
     assert rows_first == bool(b_in_l2)
     assert ("__builtin_prefetch" in compiled.sources) != rows_first
 
@@ -233,3 +233,55 @@ def test_a_packed_constant_holds_each_element_where_the_kernel_reads_it(m, n, k,
                 element = (s * rows + p * cols) if which == "a" else (p * rows + s * cols)
                 want = _as("bfloat16", flat[o * stride + element]).view(np.uint16) if inside else 0
                 assert block[at] == want, (o, s, p)
+
+
+def _chunked_conv(draw):
+    """An im2col conv whose output rows a 32-column chunk cuts anywhere: wide rows (the
+    stride-2 gather's 16-lane path), kernels up to the 7x7 stem's, strides 1 to 3, pads."""
+    kernel = draw(st.sampled_from([1, 3, 7]))
+    cin, oc = draw(st.integers(2, 5)), draw(st.integers(1, 40))  # one channel: depthwise
+    spatial = (draw(st.integers(kernel, kernel + 4)), draw(st.integers(kernel, 48)))
+    strides = tuple(draw(st.integers(1, 3)) for _ in range(2))
+    pads = tuple(draw(st.integers(0, kernel // 2)) for _ in range(4))
+    out = tuple((n + pads[a] + pads[2 + a] - kernel) // s + 1 for a, (n, s) in enumerate(zip(spatial, strides)))
+    ops = _epilogue_ops(draw)
+
+    def body(b, value, absolute):
+        y = b.conv(value("x", (1, cin) + spatial), value("w", (oc, cin, kernel, kernel), constant=True),
+                   strides=strides, pads=pads)
+        return _epilogue(ops, b, y, (1, oc) + out, value, absolute, 1)
+
+    return body
+
+
+def _chunked_matmul(draw):
+    """B read at run time, as it lies or transposed (a column stride: its rows gathered)."""
+    m, k, n = draw(st.integers(1, 40)), draw(st.integers(1, 70)), draw(st.integers(33, 140))
+    transposed = draw(st.booleans())
+    ops = _epilogue_ops(draw)
+
+    def body(b, value, absolute):
+        w = b.transpose(value("w", (n, k)), perm=[1, 0]) if transposed else value("w", (k, n))
+        return _epilogue(ops, b, b.matmul(value("x", (m, k)), w), (m, n), value, absolute, -1)
+
+    return body
+
+
+@needs_amx
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), kind=st.sampled_from([_chunked_conv, _chunked_matmul]), seed=st.integers(0, 2**16),
+       chunk_bytes=st.sampled_from([1, 5000, 1 << 18]))
+def test_a_runtime_b_packed_a_chunk_of_columns_at_a_time_on_one_and_two_threads(data, kind, seed, chunk_bytes):
+    # 1 byte: one 32-column block per chunk, the last one ragged; 5000: a few blocks
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gemm_amx, "B_CHUNK", chunk_bytes)
+        patch.setattr(gemm_amx, "PARALLEL_MIN_MACS", 0)
+        body = kind(data.draw)
+        compiled, _ = _check(Case(seed), "bfloat16", body)
+        assert AMX_CALL in compiled.sources
+        graph, feeds, _ = Case(seed).build("bfloat16", body)
+        two = fusionlang.compile(fusionlang.fuse(graph, "apollo"), "c", threads=2)
+    assert "#pragma omp for schedule(static)" in two.sources
+    got_one, got_two = compiled.run(feeds), two.run(feeds)
+    for name in got_one:
+        np.testing.assert_array_equal(got_two[name].view(np.uint16), got_one[name].view(np.uint16))
