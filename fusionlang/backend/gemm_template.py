@@ -1663,6 +1663,11 @@ def _direct_columns(b: Im2Col) -> int:
 #: 144 -> 24 at 56x56 0.96 to 0.98, 144 -> 32 at 28x28 0.96; 24 -> 144 at 56x56 1.01 and
 #: 32 -> 192 at 28x28 1.03 (so not past 96 rows)
 ROWS_IN_PLACE_MAX_M = 96
+#: and at most this long a K: each step is another row's stream (a page apart on large
+#: planes), and past it the packed panel's one stream paid: 192 -> 32 at 28x28 0.94; 256 ->
+#: 64 at 56x56 1.04 and 1.14, 256 -> 96 at 28x28 1.14 and 1.09, 512 -> 64 at 28x28 0.93 and
+#: 1.09 (two runs each)
+ROWS_IN_PLACE_MAX_K = 192
 #: and at least this many columns (a row's stream is worth the prefetcher's while)
 ROWS_IN_PLACE_MIN_N = 512
 #: whether any GEMM reads B's rows in place (tests turn it off to cover the packer)
@@ -1678,7 +1683,8 @@ def reads_rows(problem: GemmProblem, vl: int, packed_b: bool = False) -> bool:
     pointwise conv at 112x112: m=16 n=12544 k=32)."""
     b = problem.b
     return READ_ROWS and not packed_b and isinstance(b, Operand) and b.cols == 1 and problem.fold is None \
-        and problem.m <= ROWS_IN_PLACE_MAX_M and problem.n >= ROWS_IN_PLACE_MIN_N and problem.k > 0
+        and problem.m <= ROWS_IN_PLACE_MAX_M and problem.n >= ROWS_IN_PLACE_MIN_N \
+        and 0 < problem.k <= ROWS_IN_PLACE_MAX_K
 
 
 def _rows_buffer(problem: GemmProblem, bl: Blocking) -> tuple[int, int]:
@@ -1957,8 +1963,8 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
         out(f"float *gp = {name}_alloc({num(4 * _direct_buffer(problem).size)});")
     elif gather and isinstance(problem.b, Im2Col):
         out(f"float *gp = {name}_alloc({num(4 * _gather_floats(problem.b, problem.fold))});")
-    checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b or direct or in_rows), ("gp", not (gather or in_rows)))
-              if not skip]
+    skips = (("ap", packed_a), ("bp", packed_b or direct or in_rows), ("gp", not (gather or in_rows)))
+    checks = [v for v, skip in skips if not skip]
     if checks:
         out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
     for d, extent in enumerate(problem.outer):

@@ -92,12 +92,13 @@ def test_a_gemm_reading_b_rows_in_place_on_two_threads_is_bit_equal_to_one(m, n,
     np.testing.assert_allclose(one, want, rtol=1e-4, atol=1e-4 * k)
 
 
-def test_only_few_rows_of_a_and_many_columns_read_b_in_place():
+def test_only_few_rows_of_a_short_k_and_many_columns_read_b_in_place():
     machine = machine_for("avx512", l1d=48 * 1024, l2=2 << 20, l3=256 << 20)
     pointwise = _problem(16, 112 * 112, 32, (), False)
     assert reads_rows(pointwise, 16)
     assert not reads_rows(_problem(gemm_template.ROWS_IN_PLACE_MAX_M + 1, 112 * 112, 32, (), False), 16)
     assert not reads_rows(_problem(16, 7 * 7, 32, (), False), 16)  # a short row: packed
+    assert not reads_rows(_problem(16, 112 * 112, gemm_template.ROWS_IN_PLACE_MAX_K + 1, (), False), 16)
     assert not reads_rows(pointwise, 16, packed_b=True)
     transposed = GemmProblem(16, 12544, 32, Operand(32, 1), Operand(1, 32), Operand(12544, 1))
     assert not reads_rows(transposed, 16)
