@@ -1,4 +1,5 @@
-"""Each distinct conv of ResNet-18 / ResNet-50 (batch 1, 224x224) as a one-conv ONNX model
+"""Each distinct conv of ResNet-18 / ResNet-50 / MobileNetV2 (batch 1, 224x224; MobileNetV2's
+stem and pointwise convs, its depthwise ones are not GEMMs) as a one-conv ONNX model
 (conv + bias + ReLU), timed on one thread against ONNX Runtime and OpenVINO: process CPU
 time, medians of interleaved rounds (the machine is shared: wall time is not trusted).
 
@@ -28,7 +29,12 @@ RESNET50 = [(3, 64, 7, 2, 224), (64, 64, 1, 1, 56), (64, 64, 3, 1, 56), (64, 256
             (256, 1024, 1, 1, 14), (512, 1024, 1, 2, 28), (1024, 256, 1, 1, 14), (256, 256, 3, 1, 14),
             (1024, 512, 1, 1, 14), (512, 512, 3, 2, 14), (512, 2048, 1, 1, 7), (1024, 2048, 1, 2, 14),
             (2048, 512, 1, 1, 7), (512, 512, 3, 1, 7)]
-MODELS = {"resnet18": RESNET18, "resnet50": RESNET50}
+MOBILENET_V2 = [(3, 32, 3, 2, 224), (32, 16, 1, 1, 112), (16, 96, 1, 1, 112), (96, 24, 1, 1, 56), (24, 144, 1, 1, 56),
+                (144, 24, 1, 1, 56), (144, 32, 1, 1, 28), (32, 192, 1, 1, 28), (192, 32, 1, 1, 28),
+                (192, 64, 1, 1, 14), (64, 384, 1, 1, 14), (384, 64, 1, 1, 14), (384, 96, 1, 1, 14),
+                (96, 576, 1, 1, 14), (576, 96, 1, 1, 14), (576, 160, 1, 1, 7), (160, 960, 1, 1, 7),
+                (960, 160, 1, 1, 7), (960, 320, 1, 1, 7), (320, 1280, 1, 1, 7)]
+MODELS = {"resnet18": RESNET18, "resnet50": RESNET50, "mobilenet_v2": MOBILENET_V2}
 
 
 def conv_model(cin: int, cout: int, kernel: int, stride: int, size: int):

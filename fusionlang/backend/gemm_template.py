@@ -592,16 +592,23 @@ def print_gemm(fn: GemmFunction, helpers: dict[str, str] | None = None) -> str:
 def _helpers_called(problem: GemmProblem, bl: Blocking, packed_a: bool, packed_b: bool) -> list[Helper]:
     """Each shape-free helper the driver calls: the micro-kernels and the packing routines
     of the operands not passed packed."""
-    direct = reads_planes(problem, bl.vl, packed_b)
+    in_rows = reads_rows(problem, bl.vl, packed_b)
+    direct = reads_planes(problem, bl.vl, packed_b) or in_rows
     signature = _DIRECT_MICRO_SIGNATURE if direct else _MICRO_SIGNATURE
     called = [Helper(_micro_name(bl, w, direct),
                      f"__attribute__((noinline)) {signature.format(name=_micro_name(bl, w, direct))}",
                      lambda o, w=w: _micro_kernel(o, bl, w, direct), vector_types(bl.vl)) for w in range(bl.nv, 0, -1)]
+    if TAIL_COLUMNS:
+        columns = _columns_name(bl, direct)
+        called.append(Helper(columns, f"__attribute__((noinline)) {signature.format(name=columns)}",
+                             lambda o: _column_kernel(o, bl, direct)))
     if not packed_a:
         pack_a = _pack_a_columns if _columns_contiguous(problem.a) else _pack_a
         called.append(Helper(_pack_a_name(problem, bl), _PACK_A_SIGNATURE.format(name=_pack_a_name(problem, bl)),
                              lambda o: pack_a(o, bl), vector_types(bl.vl)))
-    if direct:
+    if in_rows:
+        pass  # B read where it lies: nothing packs it
+    elif direct:
         called.append(Helper(_PAD_NAME, _PAD_SIGNATURE.format(name=_PAD_NAME), _pad_planes))
         called.append(_copy_rows_helper(bl.vl))
     elif _gathered(problem, packed_b):
@@ -1201,6 +1208,74 @@ def _micro_kernel(out: Lines, bl: Blocking, vectors: int | None = None, direct: 
     out.close()
 
 
+#: the most columns past N's last whole vector that the column kernel computes (each one
+#: multiply-add of an MR-lane vector a step) instead of a vector more of the micro-tile
+#: (MR multiply-adds a step): 1x1 convs on 7x7 planes compute 48 + 1 columns, not 64
+TAIL_COLUMNS = 2
+#: the longest K block the column kernel runs: it reads the B sliver's rows again, a line a
+#: step, from L2 past L1's (1x1 convs at 7x7 + bias + relu, ms with / without it,
+#: interleaved: 160 -> 960 0.144 / 0.188, 320 -> 1280 0.418 / 0.438, 960 -> 160 0.181 / 0.172)
+TAIL_MAX_KC = 512
+#: independent sums a column of the column kernel keeps (multiply-add latency over throughput)
+COLUMN_CHAINS = 4
+
+
+def _columns_name(bl: Blocking, direct: bool = False) -> str:
+    return f"fl_gemm_micro_cols_{'direct_' if direct else ''}{bl.mr}x{TAIL_COLUMNS}v{bl.vl}"
+
+
+def _column_kernel(out: Lines, bl: Blocking, direct: bool = False) -> None:
+    # nn <= TAIL_COLUMNS columns of a tile, the sliver's rows read down K: each step one
+    # vector of A's MR floats (and the next step's first, whose products are dropped)
+    # times each column's B value; the last step's MR floats are copied alone (a wider
+    # load would read past the sliver: a copy every step, through the stack, ran 2x
+    # slower than the vector kernel). All TAIL_COLUMNS columns are computed (B's sliver,
+    # or the row read in place, is at least that wide past a whole vector); nn are stored
+    lanes = 1 << (bl.mr - 1).bit_length()
+    out(f"typedef float fl_vr __attribute__((vector_size({lanes * 4})));")
+    out(f"typedef float fl_vru __attribute__((vector_size({lanes * 4}), aligned(4), may_alias));")
+    out(" ".join(f"fl_vr s{j} = {{0}};" for j in range(TAIL_COLUMNS)))
+    whole = "kc" if lanes == bl.mr else "kc - 1"
+    # COLUMN_CHAINS steps a trip into sums of their own: one sum a column waited on each
+    # multiply-add's latency (960 steps: slower than the vector it replaced)
+    chains = COLUMN_CHAINS
+    out(" ".join(f"fl_vr s{j}_{u} = {{0}};" for j in range(TAIL_COLUMNS) for u in range(chains)))
+    out("long p = 0;")
+    out.open(f"for (; p + {chains} <= {whole}; p += {chains})")
+    for u in range(chains):
+        _column_step(out, bl, direct, f"p + {u}", f"_{u}", f"*(const fl_vru *)(a + (p + {u}) * {bl.mr})")
+    out.close()
+    for j in range(TAIL_COLUMNS):
+        out(f"s{j} = " + " + ".join(f"s{j}_{u}" for u in range(chains)) + ";")
+    out.open(f"for (; p < {whole}; p++)")
+    _column_step(out, bl, direct, "p", "", f"*(const fl_vru *)(a + p * {bl.mr})")
+    out.close()
+    if lanes != bl.mr:
+        out.open("if (kc > 0)")
+        out("fl_vr last = {0};")
+        out(f"__builtin_memcpy(&last, a + (kc - 1) * {bl.mr}, {bl.mr * 4});")
+        _column_step(out, bl, direct, "kc - 1", "", "last")
+        out.close()
+    for j in range(TAIL_COLUMNS):
+        out.open(f"if ({j} < nn) for (int i = 0; i < mm; i++)")
+        out(f"float *cp = c + i * ldc + {j};")
+        out(f"*cp = accumulate ? *cp + s{j}[i] : s{j}[i];")
+        out.close()
+
+
+def _column_step(out: Lines, bl: Blocking, direct: bool, step: str, sums: str, a_vector: str) -> None:
+    """One step of K of the column kernel: ``a_vector`` times row ``step``'s columns of B,
+    into the sums ``s<column><sums>``."""
+    row = f"b + koff[{step}]" if direct else f"b + ({step}) * {bl.nr}"
+    out("{")
+    out.depth += 1
+    out(f"const fl_vr av = {a_vector};")
+    out(f"const float *bp = {row};")
+    for j in range(TAIL_COLUMNS):
+        out(f"s{j}{sums} += av * bp[{j}];")
+    out.close()
+
+
 def _pack_a(out: Lines, bl: Blocking) -> None:
     # dst: MR-tall slivers, each kc steps of MR values (column p of the sliver is contiguous)
     out.open(f"for (long i0 = 0; i0 < m; i0 += {bl.mr}, dst += {bl.mr} * kc)")
@@ -1622,6 +1697,59 @@ def _direct_columns(b: Im2Col) -> int:
     return b.out_h * _padded_extent(b)[1]
 
 
+#: a GEMM of at most this many rows whose B is row-major reads B's rows where they lie
+#: (:func:`reads_rows`); more rows share each packed panel, which then pays for itself.
+#: Pointwise conv + bias + relu, one core, in place / packed, interleaved, 21 rounds (busy
+#: 2-core VM, CPU time): 32 -> 16 at 112x112 0.65, 16 -> 96 at 112x112 0.84, 96 -> 24 and
+#: 144 -> 24 at 56x56 0.96 to 0.98, 144 -> 32 at 28x28 0.96; 24 -> 144 at 56x56 1.01 and
+#: 32 -> 192 at 28x28 1.03 (so not past 96 rows)
+ROWS_IN_PLACE_MAX_M = 96
+#: and at most this long a K: each step is another row's stream (a page apart on large
+#: planes), and past it the packed panel's one stream paid: 192 -> 32 at 28x28 0.94; 256 ->
+#: 64 at 56x56 1.04 and 1.14, 256 -> 96 at 28x28 1.14 and 1.09, 512 -> 64 at 28x28 0.93 and
+#: 1.09 (two runs each)
+ROWS_IN_PLACE_MAX_K = 192
+#: and at least this many columns (a row's stream is worth the prefetcher's while)
+ROWS_IN_PLACE_MIN_N = 512
+#: whether any GEMM reads B's rows in place (tests turn it off to cover the packer)
+READ_ROWS = True
+
+
+def reads_rows(problem: GemmProblem, vl: int, packed_b: bool = False) -> bool:
+    """Whether a row-major B (a pointwise conv's input as it lies) is read in place by the
+    micro-kernel instead of packed: row p of a sliver at B + p * ldb (the direct micro-
+    kernel's offsets), the last sliver copied with its rows padded where N is not whole
+    vectors (a vector load there would read past B). With few rows of A the packed panel
+    is read back by few tiles and its copy is most of the cost (MobileNetV2's 32 -> 16
+    pointwise conv at 112x112: m=16 n=12544 k=32)."""
+    b = problem.b
+    return READ_ROWS and not packed_b and isinstance(b, Operand) and b.cols == 1 and problem.fold is None \
+        and problem.m <= ROWS_IN_PLACE_MAX_M and problem.n >= ROWS_IN_PLACE_MIN_N \
+        and 0 < problem.k <= ROWS_IN_PLACE_MAX_K
+
+
+def _rows_buffer(problem: GemmProblem, bl: Blocking) -> tuple[int, int]:
+    """Floats of a row-reading GEMM's buffer: each step's offset in B, then in the copy
+    (longs, two floats' slots each), then the last sliver's rows copied (k rows of NR
+    floats); and where that copy starts."""
+    tail = _round_up(4 * problem.k, 16)
+    return tail + problem.k * bl.nr, tail
+
+
+def _rows_tail(out: Lines, problem: GemmProblem, bl: Blocking, num: Numbers) -> None:
+    # koff[p]: row p of B, from b_o; the last sliver's columns (from jt) copied into tp,
+    # zero past N, with its own offsets (row p at p * NR) in koff + k
+    assert isinstance(problem.b, Operand), "only a plain B is read by rows"
+    ldb, n, k = num(problem.b.rows), num(problem.n), num(problem.k)
+    out("long *koff = (long *)gp;")
+    out(f"float *tp = gp + {num(_rows_buffer(problem, bl)[1])};")
+    out(f"const long jt = ({n} - 1) / {bl.nr} * {bl.nr};")
+    out(f"for (long p = 0; p < {k}; p++) {{ koff[p] = p * {ldb}; koff[{k} + p] = p * {bl.nr}; }}")
+    out.open(f"for (long p = 0; p < {k}; p++)")
+    out(f"for (long j = 0; j < {bl.nr}; j++) tp[p * {bl.nr} + j] = jt + j < {n} ? b_o[p * {ldb} + jt + j] : 0.0f;")
+    out.close()
+
+
 @dataclass(frozen=True)
 class _DirectBuffer:
     """Where the parts of a conv's buffer read in place start, in floats, each on a 64-byte
@@ -1835,6 +1963,8 @@ def packing_floats(problem: GemmProblem, bl: Blocking, packed_a: bool = False, p
         return 0
     if reads_planes(problem, bl.vl, packed_b):
         return (0 if packed_a else _a_block(bl)) + _direct_buffer(problem).size
+    if reads_rows(problem, bl.vl, packed_b):
+        return (0 if packed_a else _a_block(bl)) + _rows_buffer(problem, bl)[0]
     gather = _gather_floats(problem.b, problem.fold) if _gathered(problem, packed_b) and isinstance(problem.b, Im2Col) \
         else 0
     return (0 if packed_a else _a_block(bl)) + (0 if packed_b else _b_panel(bl)) + gather
@@ -1867,17 +1997,21 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     if not packed_a:
         out(f"float *ap = {name}_alloc({num(4 * _a_block(bl))});")
     direct = reads_planes(problem, bl.vl, packed_b)
-    if not packed_b and not direct:
+    in_rows = reads_rows(problem, bl.vl, packed_b)
+    if not packed_b and not direct and not in_rows:
         out(f"float *bp = {name}_alloc({num(4 * _b_panel(bl))});")
     gather = _gathered(problem, packed_b)
     if per_image:  # a buffer for each member of the team
         out("const long members = omp_get_max_threads();")
         out(f"float *gp = {name}_alloc({num(4 * _direct_buffer(problem).size)} * members);")
+    elif in_rows:
+        out(f"float *gp = {name}_alloc({num(4 * _rows_buffer(problem, bl)[0])});")
     elif direct:
         out(f"float *gp = {name}_alloc({num(4 * _direct_buffer(problem).size)});")
     elif gather and isinstance(problem.b, Im2Col):
         out(f"float *gp = {name}_alloc({num(4 * _gather_floats(problem.b, problem.fold))});")
-    checks = [v for v, skip in (("ap", packed_a), ("bp", packed_b or direct), ("gp", not gather)) if not skip]
+    skips = (("ap", packed_a), ("bp", packed_b or direct or in_rows), ("gp", not (gather or in_rows)))
+    checks = [v for v, skip in skips if not skip]
     if checks:
         out(f"if ({' || '.join('!' + v for v in checks)}) {{ {' '.join(f'free({v});' for v in checks)} return 1; }}")
     if per_image:
@@ -1888,7 +2022,9 @@ def _driver(out: Lines, name: str, linkage: str, problem: GemmProblem, bl: Block
     out(f"const float *a_o = A + {_outer_offset(problem.a, packed_a, problem, bl, 'a', num)};")
     out(f"const float *b_o = B + {_outer_offset(problem.b, packed_b, problem, bl, 'b', num)};")
     out(f"float *c_o = C + {_outer_offset(problem.c, False, problem, bl, 'c', num)};")
-    if direct and problem.k > 0 and isinstance(problem.b, Im2Col):
+    if in_rows:
+        _rows_tail(out, problem, bl, num)
+    elif direct and problem.k > 0 and isinstance(problem.b, Im2Col):
         buffer = _direct_buffer(problem)
         _pad_call(out, problem.b, num, buffer.index)
         out(f"long *koff = (long *)(gp + {num(buffer.offsets)});")
@@ -2005,7 +2141,7 @@ def _folded_tile(out: Lines, name: str, bl: Blocking, epilogue: Epilogue | None,
     out("const int *cj = cix + jc + jr;")
     out.open("if (cj[nn - 1] - cj[0] == nn - 1)")
     out("float *run = ct + cj[0];")
-    _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr * kc, run, ldc, (int)mm, (int)nn, pc > 0")
+    _micro_calls(out, bl, "apan + ir * kc", "bpan + jr * kc", "run", "ldc", "pc > 0")
     if epilogue is not None:
         out.open("if (pc + kc == k)")
         _tile_copy(out, bl, "tile[i * {nr} + j] = run[i * ldc + j]")
@@ -2014,7 +2150,7 @@ def _folded_tile(out: Lines, name: str, bl: Blocking, epilogue: Epilogue | None,
         out.close()
     out.close("} else {")
     out.depth += 1
-    _micro_calls(out, bl, f"kc, apan + ir * kc, bpan + jr * kc, tile, {bl.nr}, (int)mm, (int)nn, 0")
+    _micro_calls(out, bl, "apan + ir * kc", "bpan + jr * kc", "tile", str(bl.nr), "0")
     out.open("if (pc > 0)")
     _tile_copy(out, bl, "tile[i * {nr} + j] += ct[i * ldc + cj[j]]")
     out.close()
@@ -2032,15 +2168,36 @@ def _tile_copy(out: Lines, bl: Blocking, assignment: str) -> None:
     out.close()
 
 
-def _micro_calls(out: Lines, bl: Blocking, args: str, direct: bool = False) -> None:
-    """The micro-kernel call on a tile: the last sliver of N runs only the vectors it holds."""
-    if bl.nv == 1:
-        out(f"{_micro_name(bl, None, direct)}({args});")
+def _micro_calls(out: Lines, bl: Blocking, a: str, b: str, c: str, ldc: str, accumulate: str,
+                 koff: str | None = None) -> None:
+    """The micro-kernel call on a tile (``koff``: the direct kernel's, B's rows at b + koff[p]):
+    the last sliver of N runs only the vectors it holds, and where its last vector would
+    hold at most TAIL_COLUMNS columns (and K is short: TAIL_MAX_KC), its whole vectors and
+    then the column kernel."""
+    direct = koff is not None
+    offsets = f"{koff}, " if direct else ""
+
+    def call(name: str, shift: str, nn: str) -> str:
+        return f"{name}(kc, {a}, {b}{shift}, {offsets}{c}{shift}, {ldc}, (int)mm, {nn}, {accumulate});"
+
+    if bl.nv == 1 and not TAIL_COLUMNS:
+        out(call(_micro_name(bl, None, direct), "", "(int)nn"))
         return
-    out(f"const long vectors = (nn + {bl.vl - 1}) / {bl.vl};")
+    out(f"const long vectors = (nn + {bl.vl - 1}) / {bl.vl}, rest = nn % {bl.vl};")
+    if TAIL_COLUMNS:
+        out.open(f"if (rest && rest <= {TAIL_COLUMNS} && kc <= {TAIL_MAX_KC})")
+        out("const long whole = nn - rest;")
+        for w in range(bl.nv - 1, 0, -1):
+            out(f"{'if' if w == bl.nv - 1 else 'else if'} (whole == {w * bl.vl}) "
+                + call(_micro_name(bl, w, direct), "", f"{w * bl.vl}"))
+        out(call(_columns_name(bl, direct), " + whole", "(int)rest"))
+        out.close("} else {")
+        out.depth += 1
     for w in range(bl.nv, 1, -1):
-        out(f"{'if' if w == bl.nv else 'else if'} (vectors == {w}) {_micro_name(bl, w, direct)}({args});")
-    out(f"else {_micro_name(bl, 1, direct)}({args});")
+        out(f"{'if' if w == bl.nv else 'else if'} (vectors == {w}) " + call(_micro_name(bl, w, direct), "", "(int)nn"))
+    out(("else " if bl.nv > 1 else "") + call(_micro_name(bl, 1, direct), "", "(int)nn"))
+    if TAIL_COLUMNS:
+        out.close()
 
 
 #: whether the tiles of a B sliver packed at compile time (a linear layer's weights) each
@@ -2073,6 +2230,7 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
     m, n, k = problem.m, problem.n, problem.k
     mpad, npad = _round_up(m, bl.mr), _round_up(n, bl.nr)
     direct = reads_planes(problem, bl.vl, packed_b)
+    in_rows = reads_rows(problem, bl.vl, packed_b)
     ldc = problem.c.rows
     if direct:  # over the padded width, into the buffer's rows (_direct_store copies them to C)
         assert isinstance(problem.b, Im2Col), "only a conv reads planes"
@@ -2090,6 +2248,8 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
         out(f"const float *bpan = b_o + pc * {num(npad)} + jc * kc;")
     elif direct:
         out("const float *bpan = gp + jc;")
+    elif in_rows:
+        out("const float *bpan = b_o + jc;")
     else:
         _pack(out, threads, "nc", bl.nr, "bp", _b_packing(problem, bl, gather, num))
         out("const float *bpan = bp;")
@@ -2124,12 +2284,20 @@ def _blocked_loops(out, name, problem, bl, epilogue, packed_a, packed_b, gather,
         _folded_tile(out, name, bl, epilogue, outer_args, extra_args)
     elif direct:
         out("float *ct = xp + (ic + ir) * ldc + jc + jr;")
-        _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr, koff + pc, ct, ldc, (int)mm, (int)nn, pc > 0", direct)
+        _micro_calls(out, bl, "apan + ir * kc", "bpan + jr", "ct", "ldc", "pc > 0", "koff + pc")
+    elif in_rows:  # the last sliver from its padded copy (row p at tp + p * NR: offsets koff + k)
+        out("float *ct = c_o + (ic + ir) * ldc + jc + jr;")
+        out(f"const int copied = jc + jr == jt && n % {bl.vl};")
+        out("const float *bs = copied ? tp : bpan + jr;")
+        out("const long *ks = copied ? koff + k + pc : koff + pc;")
+        _micro_calls(out, bl, "apan + ir * kc", "bs", "ct", "ldc", "pc > 0", "ks")
+        if epilogue is not None:
+            out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
     else:
         out(f"float *ct = c_o + (ic + ir) * ldc + (jc + jr) * {problem.c.cols}L;")
         if packed_b and B_SLIVER_PREFETCH:
             _prefetch_next_sliver(out, bl, num(npad))
-        _micro_calls(out, bl, "kc, apan + ir * kc, bpan + jr * kc, ct, ldc, (int)mm, (int)nn, pc > 0")
+        _micro_calls(out, bl, "apan + ir * kc", "bpan + jr * kc", "ct", "ldc", "pc > 0")
         if epilogue is not None:
             out(f"if (pc + kc == k) {name}_epilogue(S, ct, ic + ir, mm, jc + jr, nn{outer_args}{extra_args});")
     for _ in range(5):

@@ -70,6 +70,16 @@ def small_graphs():
                 dilations=[2, 1])
     b.output(b.add(c1, x), c2)
     yield b.build()
+    # pointwise convs reading their input's rows in place (few output channels; a plane of
+    # 529 floats, 33 vectors and one: the last sliver copied, its last column by the column
+    # kernel) and a 7x7 plane's 49 columns (3 vectors and the column kernel's one)
+    b = GraphBuilder("pointwise_rows")
+    x, z = b.input("x", (1, 16, 23, 23)), b.input("z", (1, 24, 7, 7))
+    rng = np.random.default_rng(4)
+    p1 = b.relu(b.conv(x, b.constant(rng.standard_normal((16, 16, 1, 1)).astype(np.float32))))
+    p2 = b.conv(p1, b.constant(rng.standard_normal((24, 16, 1, 1)).astype(np.float32)))
+    b.output(p2, b.conv(z, b.constant(rng.standard_normal((40, 24, 1, 1)).astype(np.float32))))
+    yield b.build()
 
 
 def check(graph, feeds, plan) -> None:

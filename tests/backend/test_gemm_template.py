@@ -232,8 +232,10 @@ def test_kernels_of_one_unit_share_one_copy_of_their_shape_free_helpers(monkeypa
         cases.append((x, w, stride, np.zeros((1, 3, oh, oh), np.float32)))
     unit = "#include <stdlib.h>\n" + "\n".join(sources)
     micro = f"void fl_gemm_micro_{blocking.mr}x{blocking.nv}v{blocking.vl}("
-    # the tile's micro-kernel and its narrower ones for N's last sliver, guarded in each source
-    assert all(micro in s for s in sources[1:]) and unit.count(f"#ifndef FL_SHARED_fl_gemm_micro_") == 2 * blocking.nv
+    # the tile's micro-kernel, its narrower ones for N's last sliver and the column kernel
+    # for its last columns, guarded in each source
+    kernels = blocking.nv + (1 if gemm_template.TAIL_COLUMNS else 0)
+    assert all(micro in s for s in sources[1:]) and unit.count("#ifndef FL_SHARED_fl_gemm_micro_") == 2 * kernels
     lib = load_library(build_library([unit]))
     for index, (x, w, stride, y) in enumerate(cases):
         fn = getattr(lib, f"fl_conv_{index}")
