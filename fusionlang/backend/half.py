@@ -17,6 +17,9 @@ The conversions are integer-only, so they do not depend on the floating-point en
 - ``fl_bf2f`` / ``fl_f2bf``: bfloat16 is float32's top half, so widening is a shift and
   narrowing rounds the low 16 bits away to nearest even (overflow to infinity and
   subnormals come out of the same carry); NaN as for float16.
+- ``fl_bf_round``: float32 rounded to bfloat16 and widened back in one function (an
+  epilogue's rounding): the round trip's bits, except that a NaN comes out quiet (its sign
+  and its payload's top bits kept).
 - ``fl_d2f_odd``: a double rounded to float32 *to odd* (truncated, the last bit set when
   inexact). A float64 cast to float16 through a plain float32 would round twice (a double
   just above a float16 tie lands on the tie, then goes to even); rounded to odd first,
@@ -36,11 +39,12 @@ _SOURCE = """{q} float fl_bits_f(unsigned int u) {{ union {{ unsigned int u; flo
 {q} unsigned int fl_f_bits(float f) {{ union {{ float f; unsigned int u; }} v; v.f = f; return v.u; }}
 {q} float fl_bf_round(float f) {{
   /* fl_bf2f(fl_f2bf(f)) without leaving 32-bit lanes: narrowed to 16 bits and widened
-     back, GCC's vector code packed and unpacked every vector (an epilogue's every step) */
+     back, GCC's vector code packed and unpacked every vector (an epilogue's every step).
+     A NaN is quieted (as AVX-512 BF16's and F16C's conversions do): found by f != f and
+     one OR, seven vector operations in all against twelve keeping a signalling payload */
   unsigned int u = fl_f_bits(f);
-  unsigned int nan = (u & 0xffff0000u) | ((u & 0x7f0000u) ? 0u : 0x400000u);
-  unsigned int r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  return fl_bits_f((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+  unsigned int r = f != f ? u | 0x400000u : u + 0x7fffu + ((u >> 16) & 1u);
+  return fl_bits_f(r & 0xffff0000u);
 }}
 {q} float fl_h2f(unsigned short h) {{
   /* selects by masks, with the float multiply done either way: GCC leaves a loop with a

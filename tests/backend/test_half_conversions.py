@@ -102,16 +102,19 @@ def test_narrowing_random_float32_patterns(dtype):
     assert_same_patterns(narrow(dtype, values), want, dtype)
 
 
-def test_bf16_rounding_in_32_bit_lanes_is_the_round_trip_bit_for_bit():
+def test_bf16_rounding_in_32_bit_lanes_is_the_round_trip_bit_for_bit_and_quiets_nans():
     # fl_bf_round (the epilogue's rounding of a bfloat16 value) against fl_bf2f(fl_f2bf(x)):
-    # the rounding edges, NaNs with every payload shape, and a million random patterns
+    # the rounding edges, NaNs with every payload shape, and a million random patterns; a
+    # NaN keeps its sign and its payload's top bits, quiet bit set (signalling ones too)
     rng = np.random.default_rng(14)
-    nans = np.array([0x7F800001, 0xFF800FFF, 0x7F810000, 0x7FC00000, 0xFFFFFFFF, 0x7F80FFFF], np.uint32)
+    nans = np.array([0x7F800001, 0xFF800FFF, 0x7F810000, 0x7FC00000, 0xFFFFFFFF, 0x7F80FFFF, 0xFFA18000], np.uint32)
     values = np.concatenate([_edges("bfloat16"), nans.view(np.float32),
                              rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)])
-    got = _call("fl_bf_round", values, np.float32)
-    want = widen("bfloat16", narrow("bfloat16", values))
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    got = _call("fl_bf_round", values, np.float32).view(np.uint32)
+    want = widen("bfloat16", narrow("bfloat16", values)).view(np.uint32)
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(got[~nan], want[~nan])
+    np.testing.assert_array_equal(got[nan], values.view(np.uint32)[nan] & 0xFFFF0000 | 0x400000)
 
 
 def test_nan_payload_that_would_vanish_stays_nan():
